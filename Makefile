@@ -1,0 +1,55 @@
+# gccl: the two set-up commands are `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+DEMO_OUT ?= demo-out
+NVCC ?= nvcc
+
+.PHONY: demo test lint pytest cubins cubins-check venv clean
+
+# A venv with the package (editable) and the dev tools; re-run pip when pyproject changes.
+$(VENV)/.installed-dev: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+# The demo only needs the runtime dependencies (plus CuPy where a driver is present).
+$(VENV)/.installed-run: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then \
+		$(PY) -m pip install -q -e '.[cuda13]' || echo "CUDA extra not installed: labeling on the CPU"; \
+	fi
+	touch $@
+
+venv: $(VENV)/.installed-dev
+
+demo: $(VENV)/.installed-run
+	rm -rf $(DEMO_OUT)
+	$(VENV)/bin/gccl label sample_data --recursive --out $(DEMO_OUT) --preview --min-area 2
+	@echo "--- $(DEMO_OUT)/summary.csv"
+	@cat $(DEMO_OUT)/summary.csv
+
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check ccl_cli tests scripts benchmarks
+	$(VENV)/bin/ruff format --check ccl_cli tests scripts benchmarks
+	$(VENV)/bin/mypy ccl_cli
+
+pytest: $(VENV)/.installed-dev
+	$(VENV)/bin/pytest -q
+
+test: lint cubins-check pytest
+
+# One fatbin for every supported GPU generation, plus a manifest of the sources' hash.
+cubins:
+	$(PYTHON) scripts/build_cubins.py --nvcc $(NVCC)
+
+# Exit 0 only when the committed fatbin was built from today's sources; also
+# compiles every .cu when nvcc is present, so a kernel that does not compile fails.
+cubins-check:
+	$(PYTHON) scripts/build_cubins.py --check --nvcc $(NVCC)
+
+clean:
+	rm -rf $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info

@@ -1,0 +1,1 @@
+"""Compute backends: the CPU reference and the CUDA implementation of one interface."""

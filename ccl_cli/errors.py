@@ -1,0 +1,28 @@
+"""The two kinds of failure gccl knows, and the exit codes they map to.
+
+`UsageError` aborts the run (exit 2); `InputError` fails one input and the run
+goes on (exit 1 at the end). Only the CLI edge turns them into messages.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_SOME_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class GcclError(Exception):
+    """Base of every error gccl reports to the user as one line."""
+
+
+class UsageError(GcclError):
+    """A bad option, configuration file or output location: the run cannot start."""
+
+
+class InputError(GcclError):
+    """One input cannot be labeled (unreadable, corrupt, unsupported); the others go on."""
+
+
+class BackendUnavailable(UsageError):
+    """The requested compute device cannot be used (no CUDA, no CuPy, bad index)."""
