@@ -1,0 +1,22 @@
+"""gccl: connected-components labeling of image batches on NVIDIA GPUs, with a CPU reference.
+
+The Python API is `ccl_cli.label(array, ...)` (see ccl_cli.api); the command
+line is `gccl` (see ccl_cli.cli). Heavy modules load on first use.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any
+
+try:
+    __version__ = metadata.version("gccl")
+except metadata.PackageNotFoundError:  # running from a source tree
+    __version__ = "0.1.0"
+
+
+def label(array: Any, **options: Any) -> Any:
+    """Label a numpy, CuPy or DLPack array; see ccl_cli.api.label."""
+    from .api import label as api_label
+
+    return api_label(array, **options)

@@ -1,0 +1,318 @@
+"""The `gccl` command line: thin commands that parse, build Settings and delegate.
+
+Errors become messages and exit codes here and nowhere else: a GcclError is
+one line on stderr and exit 2; per-input failures are reported by the
+pipeline and give exit 1; Ctrl-C gives 130.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+from . import __version__
+from .errors import EXIT_INTERRUPTED, EXIT_USAGE, GcclError
+
+if TYPE_CHECKING:  # the pipeline (numpy, codecs) loads only when a command runs
+    from .pipeline import Record, RunReport
+
+app = typer.Typer(
+    help="Label connected components in batches of images, on an NVIDIA GPU or the CPU.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+config_app = typer.Typer(help="Inspect configuration.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+stderr = Console(stderr=True, highlight=False)
+
+ConfigOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--config",
+        help="YAML file with the same keys as the options (repeatable; later files and "
+        "then command-line flags win).",
+        show_default=False,
+    ),
+]
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    stderr.print(Text(f"gccl: error: {message}", style="red"))
+    return typer.Exit(code)
+
+
+class _ImagesPerSecond(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("" if speed is None else f"{speed:.1f} img/s")
+
+
+class ConsoleReporter:
+    """Progress and messages on stderr; with --json one object per input on stdout."""
+
+    def __init__(self, quiet: bool, as_json: bool) -> None:
+        self.as_json = as_json
+        self.progress = Progress(
+            TextColumn("labeling"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            _ImagesPerSecond(),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            console=stderr,
+            disable=quiet,
+            transient=False,
+        )
+        self.task: Any = None
+
+    def start(self, total: int) -> None:
+        self.progress.start()
+        self.task = self.progress.add_task("label", total=total)
+
+    def finished(self, record: Record) -> None:
+        if record.status == "failed":
+            self.progress.console.print(
+                Text(f"gccl: {record.item.display}: {record.message}", style="red")
+            )
+        if self.as_json:
+            sys.stdout.write(json.dumps(record.as_json()) + "\n")
+            sys.stdout.flush()
+        if self.task is not None:
+            self.progress.advance(self.task)
+
+    def notice(self, message: str) -> None:
+        self.progress.console.print(Text(f"gccl: {message}", style="yellow"))
+
+    def stop(self) -> None:
+        self.progress.stop()
+
+
+def _closing_line(report: RunReport) -> str:
+    done, failed, skipped = report.count("ok"), report.count("failed"), report.count("skipped")
+    parts = [f"labeled {done} of {len(report.records)} input(s)"]
+    if skipped:
+        parts.append(f"{skipped} skipped")
+    if failed:
+        parts.append(f"{failed} failed")
+    not_run = report.count("not-run")
+    if not_run:
+        parts.append(f"{not_run} not run")
+    return f"{', '.join(parts)} in {report.seconds:.2f} s; summary: {report.summary}"
+
+
+@app.command("label")
+def label_command(
+    inputs: Annotated[
+        list[str],
+        typer.Argument(
+            help="Image files, folders, glob patterns, or - to read one path per line from stdin.",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Folder for the outputs (required).")
+    ] = None,
+    recursive: Annotated[
+        bool | None,
+        typer.Option("--recursive/--no-recursive", "-r", help="Descend into sub-folders."),
+    ] = None,
+    background: Annotated[
+        str | None,
+        typer.Option(
+            help="Value that is not foreground, compared after --invert; 'none' makes every "
+            "non-NaN pixel foreground.  \\[default: 0]",
+            show_default=False,
+        ),
+    ] = None,
+    invert: Annotated[
+        bool | None,
+        typer.Option(
+            "--invert/--no-invert",
+            help="Flip intensities first (max - v; -v for floats): dark ink on light paper "
+            "becomes foreground.",
+        ),
+    ] = None,
+    threshold: Annotated[
+        str | None,
+        typer.Option(
+            help="Binarize on the original values: foreground is v > T (v < T with --invert).",
+            show_default=False,
+        ),
+    ] = None,
+    tau: Annotated[
+        str | None,
+        typer.Option(
+            help="Grayscale mode: neighbours join when |v(p) - v(q)| <= T (int or float).",
+            show_default=False,
+        ),
+    ] = None,
+    connectivity: Annotated[
+        int | None, typer.Option(help="4 or 8 neighbours.  \\[default: 8]", show_default=False)
+    ] = None,
+    min_area: Annotated[
+        int | None,
+        typer.Option(
+            help="Remove components of fewer pixels; survivors are renumbered.  \\[default: 0]",
+            show_default=False,
+        ),
+    ] = None,
+    color_to_gray: Annotated[
+        str | None,
+        typer.Option(
+            help="How RGB/RGBA images become gray: luma, red, green or blue "
+            "(without it they are an error).",
+            show_default=False,
+        ),
+    ] = None,
+    label_format: Annotated[
+        str | None,
+        typer.Option(
+            help="auto (16-bit PNG up to 65535 labels, else 32-bit TIFF), png or tiff.  "
+            "[default: auto]",
+            show_default=False,
+        ),
+    ] = None,
+    preview: Annotated[
+        bool | None,
+        typer.Option("--preview/--no-preview", help="Also write a colored overlay PNG."),
+    ] = None,
+    skip_existing: Annotated[
+        bool | None,
+        typer.Option(
+            "--skip-existing/--no-skip-existing",
+            help="Skip inputs whose outputs are all present (resume a stopped run).",
+        ),
+    ] = None,
+    fail_fast: Annotated[
+        bool | None,
+        typer.Option("--fail-fast/--no-fail-fast", help="Stop at the first failed input."),
+    ] = None,
+    batch_size: Annotated[
+        str | None,
+        typer.Option(
+            help="Images per backend call, or auto (from memory).  \\[default: auto]",
+            show_default=False,
+        ),
+    ] = None,
+    device: Annotated[
+        str | None,
+        typer.Option(
+            help="auto (CUDA when usable, else CPU), cpu, cuda or cuda:N.  \\[default: auto]",
+            show_default=False,
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            help="Threads decoding and encoding images.  \\[default: all cores]",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool | None,
+        typer.Option("--json/--no-json", help="Print one JSON object per input on stdout."),
+    ] = None,
+    quiet: Annotated[
+        bool | None,
+        typer.Option("--quiet/--no-quiet", "-q", help="No progress bar (errors still print)."),
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Label every input image and write label images, statistics CSVs and a summary."""
+    from .config import resolve
+    from .pipeline import exit_code, run_label
+
+    flags = {
+        "out": out,
+        "recursive": recursive,
+        "background": background,
+        "invert": invert,
+        "threshold": threshold,
+        "tau": tau,
+        "connectivity": connectivity,
+        "min_area": min_area,
+        "color_to_gray": color_to_gray,
+        "label_format": label_format,
+        "preview": preview,
+        "skip_existing": skip_existing,
+        "fail_fast": fail_fast,
+        "batch_size": batch_size,
+        "device": device,
+        "workers": workers,
+        "json": as_json,
+        "quiet": quiet,
+    }
+    reporter: ConsoleReporter | None = None
+    try:
+        settings = resolve(config or [], flags)
+        reporter = ConsoleReporter(settings.quiet, settings.json)
+        report = run_label(inputs, settings, reporter)
+    except GcclError as error:
+        raise _fail(str(error)) from None
+    except KeyboardInterrupt:
+        raise _fail("interrupted", EXIT_INTERRUPTED) from None
+    finally:
+        if reporter is not None:
+            reporter.stop()
+    stderr.print(Text(f"gccl: {_closing_line(report)}"))
+    raise typer.Exit(exit_code(report))
+
+
+@config_app.command("show")
+def config_show(config: ConfigOption = None) -> None:
+    """Print the effective settings (defaults overridden by each --config file)."""
+    from .config import resolve
+
+    try:
+        settings = resolve(config or [], {})
+    except GcclError as error:
+        raise _fail(str(error)) from None
+    sys.stdout.write(settings.as_yaml())
+
+
+@app.command("info")
+def info_command() -> None:
+    """Version, backends, CUDA devices (or why none is usable), where the kernels come from."""
+    from .info import collect_info
+
+    sys.stdout.write(collect_info())
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"gccl {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_callback(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """gccl: connected-components labeling for batches of images."""
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,233 @@
+"""The settings of one run: defaults < YAML config files < command-line flags.
+
+Every option of `gccl label` has a key of the same name in the YAML file
+(`min-area` or `min_area`). Values are checked here, once, so that an unknown
+key or a wrong type stops the run with exit 2 naming the key and the file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import UsageError
+from .params import LabelParams
+
+LABEL_FORMATS = ("auto", "png", "tiff")
+COLOR_TO_GRAY = ("luma", "red", "green", "blue")
+_DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything `gccl label` needs besides the inputs; see the README for each option."""
+
+    out: Path | None = None
+    recursive: bool = False
+    background: int | float | None = 0
+    invert: bool = False
+    threshold: int | float | None = None
+    tau: int | float | None = None
+    connectivity: int = 8
+    min_area: int = 0
+    color_to_gray: str | None = None
+    label_format: str = "auto"
+    preview: bool = False
+    skip_existing: bool = False
+    fail_fast: bool = False
+    batch_size: int | str = "auto"
+    device: str = "auto"
+    workers: int | None = None
+    json: bool = False
+    quiet: bool = False
+    sources: tuple[str, ...] = field(default=(), compare=False)
+
+    def label_params(self) -> LabelParams:
+        """The part of the settings that decides the labels and statistics."""
+        return LabelParams(
+            background=self.background,
+            invert=self.invert,
+            threshold=self.threshold,
+            tau=self.tau,
+            connectivity=self.connectivity,
+            min_area=self.min_area,
+        )
+
+    def as_yaml(self) -> str:
+        """The effective settings as a config file that gives them back."""
+        values = {
+            key.replace("_", "-"): (str(value) if isinstance(value, Path) else value)
+            for key, value in asdict(self).items()
+            if key != "sources"
+        }
+        if values["background"] is None:
+            values["background"] = "none"
+        return yaml.safe_dump(values, sort_keys=False)
+
+
+def _number(value: Any) -> int | float:
+    """An int or float from a YAML scalar or a command-line string."""
+    if isinstance(value, bool):
+        raise ValueError("a number, not true/false")
+    if isinstance(value, (int, float)):
+        return value
+    text = str(value).strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"a number, got {value!r}") from None
+
+
+def _finite_number(value: Any) -> int | float:
+    number = _number(value)
+    if number != number:
+        raise ValueError("a number, got nan")
+    return number
+
+
+def _non_negative(value: Any) -> int | float:
+    number = _finite_number(value)
+    if number < 0:
+        raise ValueError(f"a number >= 0, got {value!r}")
+    return number
+
+
+def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else check(value)
+
+
+def _background(value: Any) -> int | float | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
+        return None
+    return _finite_number(value)
+
+
+def _int_at_least(minimum: int) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if isinstance(value, bool):
+            raise ValueError("a whole number, not true/false")
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            raise ValueError(f"a whole number, got {value!r}") from None
+        if number < minimum:
+            raise ValueError(f"a whole number >= {minimum}, got {value!r}")
+        return number
+
+    return check
+
+
+def _choice(*allowed: Any) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        normalized = str(value).strip().lower() if isinstance(value, str) else value
+        if normalized not in allowed:
+            raise ValueError(f"one of {', '.join(map(str, allowed))}, got {value!r}")
+        return normalized
+
+    return check
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"true or false, got {value!r}")
+    return value
+
+
+def _batch_size(value: Any) -> int | str:
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    return _int_at_least(1)(value)
+
+
+def _device(value: Any) -> str:
+    text = str(value).strip().lower()
+    if not _DEVICE_PATTERN.match(text):
+        raise ValueError(f"auto, cpu, cuda or cuda:N, got {value!r}")
+    return text
+
+
+def _path(value: Any) -> Path:
+    if not isinstance(value, (str, Path)) or not str(value):
+        raise ValueError(f"a path, got {value!r}")
+    return Path(value)
+
+
+_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "out": _optional(_path),
+    "recursive": _flag,
+    "background": _background,
+    "invert": _flag,
+    "threshold": _optional(_finite_number),
+    "tau": _optional(_non_negative),
+    "connectivity": _choice(4, 8, "4", "8"),
+    "min_area": _int_at_least(0),
+    "color_to_gray": _optional(_choice(*COLOR_TO_GRAY)),
+    "label_format": _choice(*LABEL_FORMATS),
+    "preview": _flag,
+    "skip_existing": _flag,
+    "fail_fast": _flag,
+    "batch_size": _batch_size,
+    "device": _device,
+    "workers": _optional(_int_at_least(1)),
+    "json": _flag,
+    "quiet": _flag,
+}
+
+
+def _checked(key: str, value: Any, source: str) -> Any:
+    try:
+        checked = _CHECKS[key](value)
+    except ValueError as error:
+        raise UsageError(f"{source}: '{key.replace('_', '-')}' must be {error}") from None
+    return int(checked) if key == "connectivity" else checked
+
+
+def apply(settings: Settings, values: Mapping[str, Any], source: str) -> Settings:
+    """`settings` with `values` (keys as in the config file) checked and applied over it."""
+    updates = {}
+    for raw_key, value in values.items():
+        key = str(raw_key).replace("-", "_")
+        if key not in _CHECKS:
+            raise UsageError(f"{source}: unknown key '{raw_key}'")
+        updates[key] = _checked(key, value, source)
+    return replace(settings, **updates, sources=(*settings.sources, source))
+
+
+def load_file(path: Path) -> dict[str, Any]:
+    """The mapping in one YAML config file (an empty file is an empty mapping)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"{path}: cannot read config file ({error.strerror or error})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UsageError(f"{path}: not valid YAML{where}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: a config file holds 'key: value' lines")
+    return data
+
+
+def resolve(config_files: Iterable[Path], flags: Mapping[str, Any]) -> Settings:
+    """Defaults, then each config file in order, then the flags given on the command line.
+
+    `flags` holds only the options the user typed (None means not given).
+    """
+    settings = Settings()
+    for path in config_files:
+        settings = apply(settings, load_file(path), str(path))
+    given = {key: value for key, value in flags.items() if value is not None}
+    return apply(settings, given, "command line") if given else settings

@@ -1,0 +1,42 @@
+"""`gccl info`: what this installation can do, for users and bug reports."""
+
+from __future__ import annotations
+
+import os
+import platform
+from importlib import metadata
+
+from . import __version__
+
+
+def _version_of(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def collect_info() -> str:
+    """A plain-text report: versions, backends, CUDA devices and the kernels' origin."""
+    from .backends.cuda import cuda_status
+
+    status = cuda_status()
+    lines = [
+        f"gccl {__version__}",
+        f"python {platform.python_version()} on {platform.system()} {platform.machine()}, "
+        f"{os.cpu_count()} CPU core(s)",
+        "packages: "
+        + ", ".join(
+            f"{name} {_version_of(name)}"
+            for name in ("numpy", "connected-components-3d", "tifffile", "imagecodecs", "pillow")
+        ),
+        "backends:",
+        "  cpu: available (cc3d + numpy)",
+    ]
+    if status.usable:
+        lines.append(f"  cuda: available (CuPy {status.cupy_version})")
+        lines.extend(f"    device {i}: {name}" for i, name in enumerate(status.devices))
+        lines.append(f"  kernels: {status.kernel_source}")
+    else:
+        lines.append(f"  cuda: not usable: {status.reason}")
+    return "\n".join(lines) + "\n"

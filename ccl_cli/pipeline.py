@@ -1,0 +1,382 @@
+"""One `gccl label` run: inputs -> decode (worker pool) -> batches -> backend -> outputs.
+
+Decoding and encoding run in a thread pool (the codecs release the GIL);
+decoded images wait in groups of one shape and dtype until a group fills a
+batch, which the backend labels in one call. Each input ends as one record
+(a summary.csv row): ok, skipped, failed, or not-run when the run stopped
+early (--fail-fast, Ctrl-C, SIGTERM).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any, Protocol
+
+import numpy as np
+
+from . import images
+from .backends import make_backend
+from .backends.base import Backend
+from .config import Settings
+from .errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SOME_FAILED,
+    GcclError,
+    InputError,
+    UsageError,
+)
+from .inputs import InputItem, check_out_location, expand
+from .outputs import (
+    SUMMARY_NAME,
+    OutputLock,
+    OutputPaths,
+    atomic_write,
+    output_paths,
+    remove_stale_temporaries,
+    summary_csv,
+)
+from .params import LabelParams
+from .stats import StatsTable, stats_csv
+
+PNG_LABEL_LIMIT = 65535
+#: Cap on images per batch when --batch-size is auto.
+AUTO_BATCH_LIMIT = 256
+
+
+@dataclass
+class Record:
+    """What became of one input: a summary.csv row and a --json line."""
+
+    item: InputItem
+    status: str = "pending"
+    message: str = ""
+    width: int | None = None
+    height: int | None = None
+    dtype: str = ""
+    components: int | None = None
+    kept: int | None = None
+    seconds: float = 0.0
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    def row(self) -> list[object]:
+        """The summary.csv row."""
+        return [
+            self.item.display,
+            "" if self.width is None else self.width,
+            "" if self.height is None else self.height,
+            self.dtype,
+            "" if self.components is None else self.components,
+            "" if self.kept is None else self.kept,
+            self.status,
+            self.message,
+            f"{self.seconds:.4f}",
+        ]
+
+    def as_json(self) -> dict[str, Any]:
+        """The --json object."""
+        return {
+            "path": self.item.display,
+            "status": self.status,
+            "message": self.message,
+            "width": self.width,
+            "height": self.height,
+            "dtype": self.dtype,
+            "components": self.components,
+            "kept": self.kept,
+            "seconds": round(self.seconds, 6),
+            "outputs": self.outputs,
+        }
+
+
+class Reporter(Protocol):
+    """Where a run tells the user what happens (progress, errors, --json lines)."""
+
+    def start(self, total: int) -> None:
+        """The run is about to process `total` inputs."""
+
+    def finished(self, record: Record) -> None:
+        """One input is done, whatever its status."""
+
+    def notice(self, message: str) -> None:
+        """A one-line message for the user."""
+
+
+@dataclass
+class RunReport:
+    """The outcome of a run."""
+
+    records: list[Record]
+    interrupted: bool = False
+    summary: Path | None = None
+    seconds: float = 0.0
+
+    def count(self, status: str) -> int:
+        """How many inputs ended with `status`."""
+        return sum(record.status == status for record in self.records)
+
+
+class _Stop(Exception):
+    """Ends the run early (Ctrl-C, SIGTERM); the summary is still written."""
+
+
+class _FailFast(_Stop):
+    """--fail-fast: the first failure ends the run (not an interruption)."""
+
+
+@dataclass
+class _Decoded:
+    record: Record
+    paths: OutputPaths
+    values: np.ndarray
+    decode_seconds: float
+
+
+def run_label(
+    specs: Sequence[str],
+    settings: Settings,
+    reporter: Reporter,
+    stdin: Any = None,
+) -> RunReport:
+    """Label every input of `specs` as `settings` say; see the module docstring."""
+    if settings.out is None:
+        raise UsageError("--out is required: the folder that receives the outputs")
+    out = settings.out
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} exists and is not a folder")
+    items = expand(specs, settings.recursive, stdin)
+    check_out_location(out, specs, settings.recursive)
+    workers = settings.workers or os.cpu_count() or 1
+    backend = make_backend(settings.device, workers, reporter.notice)
+    started = time.perf_counter()
+    records = [Record(item) for item in items]
+    report = RunReport(records)
+    with OutputLock(out), _stop_on_sigterm():
+        removed = remove_stale_temporaries(out)
+        if removed:
+            reporter.notice(f"removed {removed} partial file(s) left by an interrupted run")
+        reporter.start(len(records))
+        run = _Run(settings, backend, reporter, workers)
+        try:
+            run.process(records)
+        except _FailFast:
+            pass
+        except (KeyboardInterrupt, _Stop):
+            report.interrupted = True
+        for record in records:
+            if record.status == "pending":
+                record.status = "not-run"
+                record.message = (
+                    "interrupted" if report.interrupted else "stopped after a failure (--fail-fast)"
+                )
+        report.summary = out / SUMMARY_NAME
+        atomic_write(report.summary, summary_csv(record.row() for record in records))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+@contextmanager
+def _stop_on_sigterm() -> Iterator[None]:
+    """Turn SIGTERM (cron's timeout, kill) into the same clean stop as Ctrl-C."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise _Stop()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (e.g. a test runner's worker)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class _Run:
+    """The moving parts of one run: the pool, the pending groups, the in-flight writes."""
+
+    def __init__(self, settings: Settings, backend: Backend, reporter: Reporter, workers: int):
+        self.settings = settings
+        self.params: LabelParams = settings.label_params()
+        self.backend = backend
+        self.reporter = reporter
+        self.workers = workers
+        self.budget = backend.batch_budget_bytes()
+        self.groups: dict[tuple[tuple[int, ...], str], list[_Decoded]] = {}
+        self.pending_bytes = 0
+        self.writes: deque[tuple[_Decoded, Future[dict[str, str]], float]] = deque()
+        self.failed = False
+
+    def process(self, records: list[Record]) -> None:
+        """Decode, label and write every pending record."""
+        assert self.settings.out is not None
+        claimed: dict[Path, str] = {}
+        reads: deque[tuple[Record, OutputPaths, Future[tuple[np.ndarray, float]]]] = deque()
+        with ThreadPoolExecutor(self.workers) as pool:
+            self.pool = pool
+            try:
+                for record in records:
+                    paths = output_paths(self.settings.out, record.item.relative)
+                    if not self._admit(record, paths, claimed):
+                        continue
+                    reads.append((record, paths, pool.submit(_read, record.item, self.settings)))
+                    while len(reads) > 2 * self.workers:
+                        self._take_read(*reads.popleft())
+                while reads:
+                    self._take_read(*reads.popleft())
+                for key in list(self.groups):
+                    self._flush(key)
+                self._drain_writes(0)
+            finally:
+                for _, _, future in reads:
+                    future.cancel()
+                for _, future, _ in self.writes:
+                    future.cancel()
+
+    def _admit(self, record: Record, paths: OutputPaths, claimed: dict[Path, str]) -> bool:
+        """Whether the record needs work (otherwise it is finished here)."""
+        if record.item.problem:
+            self._fail(record, record.item.problem)
+            return False
+        first = claimed.setdefault(paths.labels_png, record.item.display)
+        if first != record.item.display:
+            self._fail(record, f"its outputs would overwrite those of {first}")
+            return False
+        if self.settings.skip_existing and paths.complete(self.settings.preview):
+            record.status = "skipped"
+            record.message = "outputs exist (--skip-existing)"
+            self.reporter.finished(record)
+            return False
+        return True
+
+    def _take_read(
+        self, record: Record, paths: OutputPaths, future: Future[tuple[np.ndarray, float]]
+    ) -> None:
+        try:
+            values, seconds = future.result()
+        except GcclError as error:
+            self._fail(record, str(error))
+            return
+        except (KeyboardInterrupt, _Stop):
+            raise
+        except Exception as error:
+            self._fail(record, f"cannot read ({type(error).__name__}: {error})")
+            return
+        height, width = values.shape
+        record.width, record.height, record.dtype = width, height, str(values.dtype)
+        key = (values.shape, str(values.dtype))
+        group = self.groups.setdefault(key, [])
+        group.append(_Decoded(record, paths, values, seconds))
+        self.pending_bytes += values.nbytes
+        if len(group) >= self._batch_size(values):
+            self._flush(key)
+        while self.pending_bytes > 2 * self.budget and self.groups:
+            self._flush(max(self.groups, key=lambda k: len(self.groups[k])))
+        self._drain_writes(2 * self.workers)
+
+    def _batch_size(self, values: np.ndarray) -> int:
+        if isinstance(self.settings.batch_size, int):
+            return self.settings.batch_size
+        return int(min(AUTO_BATCH_LIMIT, max(1, self.budget // max(1, values.nbytes))))
+
+    def _flush(self, key: tuple[tuple[int, ...], str]) -> None:
+        """Label one group as a batch and queue its outputs for writing."""
+        group = self.groups.pop(key)
+        self.pending_bytes -= sum(decoded.values.nbytes for decoded in group)
+        started = time.perf_counter()
+        try:
+            result = self.backend.label(np.stack([d.values for d in group]), self.params)
+        except (KeyboardInterrupt, _Stop):
+            raise
+        except Exception as error:
+            for decoded in group:
+                self._fail(decoded.record, f"labeling failed ({type(error).__name__}: {error})")
+            return
+        share = (time.perf_counter() - started) / len(group)
+        for i, decoded in enumerate(group):
+            decoded.record.components = result.components[i]
+            decoded.record.kept = result.kept[i]
+            labels = np.asarray(result.labels[i])
+            table = result.tables[i]
+            future = self.pool.submit(_write, decoded, labels, table, self.settings)
+            self.writes.append((decoded, future, decoded.decode_seconds + share))
+
+    def _drain_writes(self, keep: int) -> None:
+        """Finish queued writes until at most `keep` remain in flight."""
+        while len(self.writes) > keep:
+            decoded, future, seconds = self.writes.popleft()
+            record = decoded.record
+            try:
+                record.outputs, write_seconds = future.result()
+            except GcclError as error:
+                self._fail(record, str(error))
+                continue
+            except OSError as error:
+                self._fail(record, f"cannot write outputs ({error.strerror or error})")
+                continue
+            except Exception as error:
+                self._fail(record, f"cannot write outputs ({type(error).__name__}: {error})")
+                continue
+            record.status = "ok"
+            record.seconds = seconds + write_seconds
+            self.reporter.finished(record)
+
+    def _fail(self, record: Record, message: str) -> None:
+        record.status = "failed"
+        record.message = message
+        self.reporter.finished(record)
+        if self.settings.fail_fast:
+            raise _FailFast()
+
+
+def _read(item: InputItem, settings: Settings) -> tuple[np.ndarray, float]:
+    """Decode one input (in a worker thread); returns the image and the seconds it took."""
+    started = time.perf_counter()
+    values = images.read_image(item.path, settings.color_to_gray)
+    return values, time.perf_counter() - started
+
+
+def _write(
+    decoded: _Decoded, labels: np.ndarray, table: StatsTable, settings: Settings
+) -> tuple[dict[str, str], float]:
+    """Encode and write one input's outputs (in a worker thread), statistics last.
+
+    The statistics CSV is written last, so its presence marks a finished input
+    for --skip-existing.
+    """
+    started = time.perf_counter()
+    kept = len(table)
+    if settings.label_format == "png" and kept > PNG_LABEL_LIMIT:
+        raise InputError(
+            f"{kept} components do not fit a 16-bit PNG; use --label-format auto or tiff"
+        )
+    tiff = settings.label_format == "tiff" or kept > PNG_LABEL_LIMIT
+    paths = decoded.paths
+    label_path = paths.labels(tiff)
+    encoded = images.encode_label_tiff(labels) if tiff else images.encode_label_png(labels)
+    atomic_write(label_path, encoded)
+    paths.labels(not tiff).unlink(missing_ok=True)
+    outputs = {"labels": str(label_path)}
+    if settings.preview:
+        atomic_write(paths.preview, images.encode_preview_png(decoded.values, labels))
+        outputs["preview"] = str(paths.preview)
+    atomic_write(paths.stats, stats_csv(table).encode("utf-8"))
+    outputs["stats"] = str(paths.stats)
+    return outputs, time.perf_counter() - started
+
+
+def exit_code(report: RunReport) -> int:
+    """0 all done, 1 some failed, 130 interrupted (GUIDE §2)."""
+    if report.interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_SOME_FAILED if report.count("failed") else EXIT_OK

@@ -1,0 +1,103 @@
+"""Settings: defaults < config files < flags; every bad key or value is a usage error."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ccl_cli.config import _CHECKS, Settings, resolve
+from ccl_cli.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_every_setting_has_a_checked_config_key() -> None:
+    assert set(_CHECKS) == {f.name for f in fields(Settings)} - {"sources"}
+
+
+def test_defaults() -> None:
+    settings = resolve([], {})
+    assert settings.connectivity == 8
+    assert settings.background == 0
+    assert settings.tau is None
+    assert settings.label_params().mode == "binary"
+
+
+def test_file_then_flags_win(tmp_path: Path) -> None:
+    first = write(tmp_path / "a.yaml", "tau: 5\nmin-area: 10\nconnectivity: 4\n")
+    second = write(tmp_path / "b.yaml", "min_area: 20\n")
+    settings = resolve([first, second], {"connectivity": 8, "tau": None})
+    assert settings.tau == 5
+    assert settings.min_area == 20
+    assert settings.connectivity == 8
+    assert settings.label_params().mode == "tau"
+
+
+def test_numbers_keep_their_kind() -> None:
+    assert resolve([], {"tau": "2.5"}).tau == 2.5
+    assert isinstance(resolve([], {"tau": "3"}).tau, int)
+    assert resolve([], {"background": "none"}).background is None
+    assert resolve([], {"background": "-7"}).background == -7
+    assert resolve([], {"batch_size": "16"}).batch_size == 16
+    assert resolve([], {"device": "CUDA:1"}).device == "cuda:1"
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("colour: 3\n", "unknown key 'colour'"),
+        ("tau: fast\n", "'tau' must be a number"),
+        ("tau: -1\n", "'tau' must be a number >= 0"),
+        ("connectivity: 6\n", "'connectivity' must be one of 4, 8"),
+        ("min-area: 2.5\n", "'min-area' must be a whole number"),
+        ("invert: yes please\n", "'invert' must be true or false"),
+        ("device: gpu\n", "'device' must be auto, cpu, cuda or cuda:N"),
+        ("label-format: jpeg\n", "'label-format' must be one of auto, png, tiff"),
+        ("- a list\n", "a config file holds 'key: value' lines"),
+        ("tau: [1\n", "not valid YAML"),
+    ],
+)
+def test_bad_file_names_key_and_file(tmp_path: Path, text: str, needle: str) -> None:
+    path = write(tmp_path / "bad.yaml", text)
+    with pytest.raises(UsageError) as raised:
+        resolve([path], {})
+    assert needle in str(raised.value)
+    assert str(path) in str(raised.value)
+
+
+def test_bad_flag_names_the_command_line() -> None:
+    with pytest.raises(UsageError, match="command line: 'threshold' must be a number"):
+        resolve([], {"threshold": "abc"})
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="cannot read config file"):
+        resolve([tmp_path / "nope.yaml"], {})
+
+
+def test_show_round_trips(tmp_path: Path) -> None:
+    settings = resolve([], {"tau": "2.5", "background": "none", "min_area": 3, "out": Path("x")})
+    again = resolve([write(tmp_path / "s.yaml", settings.as_yaml())], {})
+    assert again == settings
+
+
+@pytest.mark.parametrize("name", ["default.yaml", "document-scans.yaml", "depth-maps.yaml"])
+def test_shipped_configs_load(name: str) -> None:
+    path = ROOT / "configs" / name
+    settings = resolve([path], {})
+    keys = yaml.safe_load(path.read_text())
+    assert settings.sources == (str(path),)
+    if "tau" in keys and keys["tau"] is not None:
+        assert settings.tau == keys["tau"]
+
+
+def test_default_config_matches_defaults() -> None:
+    assert resolve([ROOT / "configs" / "default.yaml"], {}) == Settings()
