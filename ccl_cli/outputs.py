@@ -106,7 +106,7 @@ class OutputLock:
 
     def __enter__(self) -> OutputLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the run)
+        handle = open(self.path, "a+", encoding="utf-8")
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
