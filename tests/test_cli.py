@@ -48,7 +48,7 @@ def summary(out: Path) -> dict[str, dict[str, str]]:
     return {Path(row["path"]).name: row for row in read_csv(out / "summary.csv")}
 
 
-def gccl(runner: CliRunner, *args: str, stdin: str | None = None):  # noqa: ANN201
+def gccl(runner: CliRunner, *args: str, stdin: str | None = None):
     return runner.invoke(app, ["label", *args, "--quiet"], input=stdin)
 
 
@@ -192,8 +192,18 @@ def test_many_components_need_tiff(runner: CliRunner, tmp_path: Path):
     path = tmp_path / "board.npy"
     np.save(path, board)
     out = tmp_path / "out"
-    forced = gccl(runner, str(path), "--out", str(out), "-o", str(out), "--connectivity", "4",
-                  "--label-format", "png")  # fmt: skip
+    forced = gccl(
+        runner,
+        str(path),
+        "--out",
+        str(out),
+        "-o",
+        str(out),
+        "--connectivity",
+        "4",
+        "--label-format",
+        "png",
+    )
     assert forced.exit_code == 1
     assert "do not fit a 16-bit PNG" in summary(out)["board.npy"]["message"]
     assert not (out / "board.labels.png").exists()
@@ -244,8 +254,9 @@ def test_config_file_and_flag_precedence(runner: CliRunner, folder: Path, tmp_pa
     result = gccl(runner, str(folder / "a.png"), "--out", str(out), "--config", str(config))
     assert result.exit_code == 0
     assert summary(out)["a.png"]["kept"] == "0"
-    result = gccl(runner, str(folder / "a.png"), "--out", str(out), "--config", str(config),
-                  "--min-area", "0")  # fmt: skip
+    result = gccl(
+        runner, str(folder / "a.png"), "--out", str(out), "--config", str(config), "--min-area", "0"
+    )
     values = np.asarray(Image.open(folder / "a.png"))
     assert summary(out)["a.png"]["kept"] == str(ndi.label(values)[1])
     config.write_text("min-area: 1\nshape: round\n")
@@ -281,7 +292,7 @@ def test_busy_out_is_refused(runner: CliRunner, folder: Path, tmp_path: Path):
     assert not (out / "summary.csv").exists()
 
 
-def run_gccl(*args: str, **kwargs) -> subprocess.Popen:  # noqa: ANN003
+def run_gccl(*args: str, **kwargs) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "ccl_cli", "label", *args],
         stdout=subprocess.PIPE,
@@ -321,8 +332,18 @@ def test_subprocess_run_and_version(folder: Path, tmp_path: Path):
 
 def test_killed_run_leaves_no_partial_file_and_resumes(many: Path, tmp_path: Path):
     out = tmp_path / "out"
-    process = run_gccl(str(many), "--out", str(out), "--json", "--workers", "1", "--batch-size", "1",
-                       "--preview", "--quiet")  # fmt: skip
+    process = run_gccl(
+        str(many),
+        "--out",
+        str(out),
+        "--json",
+        "--workers",
+        "1",
+        "--batch-size",
+        "1",
+        "--preview",
+        "--quiet",
+    )
     wait_for_outputs(process, 3)
     process.kill()
     process.wait()
@@ -349,8 +370,9 @@ def test_killed_run_leaves_no_partial_file_and_resumes(many: Path, tmp_path: Pat
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_writes_summary_and_exits_130(many: Path, tmp_path: Path, signum: int):
     out = tmp_path / "out"
-    process = run_gccl(str(many), "--out", str(out), "--json", "--workers", "1", "--batch-size", "1",
-                       "--quiet")  # fmt: skip
+    process = run_gccl(
+        str(many), "--out", str(out), "--json", "--workers", "1", "--batch-size", "1", "--quiet"
+    )
     wait_for_outputs(process, 2)
     process.send_signal(signum)
     _, stderr = process.communicate(timeout=120)
