@@ -16,10 +16,10 @@ from typing import Any
 import yaml
 
 from .errors import UsageError
+from .images import COLOR_TO_GRAY_CHOICES
 from .params import LabelParams
 
 LABEL_FORMATS = ("auto", "png", "tiff")
-COLOR_TO_GRAY = ("luma", "red", "green", "blue")
 _DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 
 
@@ -170,7 +170,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "tau": _optional(_non_negative),
     "connectivity": _choice(4, 8, "4", "8"),
     "min_area": _int_at_least(0),
-    "color_to_gray": _optional(_choice(*COLOR_TO_GRAY)),
+    "color_to_gray": _optional(_choice(*COLOR_TO_GRAY_CHOICES)),
     "label_format": _choice(*LABEL_FORMATS),
     "preview": _flag,
     "skip_existing": _flag,

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TextIO
 
 from .errors import UsageError
+from .images import is_image_path
 
-IMAGE_SUFFIXES = (".png", ".tif", ".tiff", ".npy")
 _GLOB_CHARS = set("*?[")
 
 
@@ -32,11 +32,6 @@ class InputItem:
     def display(self) -> str:
         """The path as the user gave or the scan found it (for messages and the summary)."""
         return str(self.path)
-
-
-def is_image_path(path: Path) -> bool:
-    """Whether a folder scan picks this file up (by its suffix, case-insensitive)."""
-    return path.suffix.lower() in IMAGE_SUFFIXES
 
 
 def expand(specs: Iterable[str], recursive: bool, stdin: TextIO | None = None) -> list[InputItem]:
