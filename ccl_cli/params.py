@@ -102,6 +102,9 @@ def tau_joins(a: Any, b: Any, tau: float, xp: Any = np) -> Any:
     if np.dtype(a.dtype).kind == "f":
         a64 = a.astype(xp.float64)
         b64 = b.astype(xp.float64)
-        return (a64 == b64) | (xp.abs(a64 - b64) <= tau)
+        with np.errstate(invalid="ignore"):  # inf - inf is NaN: joins only if equal
+            return (a64 == b64) | (xp.abs(a64 - b64) <= tau)
+    # Integer differences are never negative: a tau below 0 still joins equal values.
+    limit = tau if tau > 0 else 0
     diff = xp.abs(a.astype(xp.int64) - b.astype(xp.int64))
-    return diff.astype(xp.float64) <= tau
+    return diff.astype(xp.float64) <= limit

@@ -69,9 +69,7 @@ class StatsTable:
     def take(self, rows: np.ndarray) -> StatsTable:
         """The table restricted to / reordered by `rows` (indices into this table)."""
         columns = {
-            f.name: getattr(self, f.name)[rows]
-            for f in fields(self)
-            if f.name != "integer_values"
+            f.name: getattr(self, f.name)[rows] for f in fields(self) if f.name != "integer_values"
         }
         return StatsTable(**columns, integer_values=self.integer_values)
 

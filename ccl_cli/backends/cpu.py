@@ -83,8 +83,10 @@ def _raw_components(values: np.ndarray, foreground: np.ndarray, params: LabelPar
         return np.asarray(
             cc3d.connected_components(
                 # uint8, not bool: cc3d 4.1 labels background pixels of some bool
-                # inputs (tests/test_cpu_backend.py keeps the case).
-                foreground.view(np.uint8), connectivity=params.connectivity, out_dtype=np.uint32
+                # inputs (tests/test_cpu_labels.py keeps the case).
+                foreground.view(np.uint8),
+                connectivity=params.connectivity,
+                out_dtype=np.uint32,
             )
         )
     graph = _tau_graph(values, foreground, params.tau, params.connectivity)
@@ -174,7 +176,9 @@ def _raw_stats(raw: np.ndarray, values: np.ndarray, foreground: np.ndarray) -> S
     )
 
 
-def _reduce_at(ufunc: np.ufunc, ids: np.ndarray, data: np.ndarray, size: int, start: float) -> np.ndarray:
+def _reduce_at(
+    ufunc: np.ufunc, ids: np.ndarray, data: np.ndarray, size: int, start: float
+) -> np.ndarray:
     """ufunc-reduce `data` into `size` slots by id, slots starting at `start`."""
     out = np.full(size, start, dtype=data.dtype)
     ufunc.at(out, ids, data)

@@ -1,0 +1,148 @@
+"""Brute-force references for the labeling contract (GUIDE §2), written from the text.
+
+Plain Python loops over pixels, deliberately independent of ccl_cli's code: the
+foreground test, the tau join rule, BFS labeling in raster order, min-area
+renumbering and per-component statistics. Slow; for small images only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from ccl_cli.params import LabelParams
+
+NEIGHBOURS = {
+    4: ((-1, 0), (1, 0), (0, -1), (0, 1)),
+    8: ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1)),
+}
+
+
+def is_foreground(value: object, dtype: np.dtype, params: LabelParams) -> bool:
+    """GUIDE §2 foreground for one pixel value of an image of `dtype`."""
+    v = float(value)  # exact for every supported dtype
+    if math.isnan(v):
+        return False
+    if params.threshold is not None:
+        return v < params.threshold if params.invert else v > params.threshold
+    if params.background is None:
+        return True
+    if params.invert:
+        if dtype.kind == "b":
+            v = float(not value)
+        elif dtype.kind == "f":
+            v = -v
+        else:
+            v = float(np.iinfo(dtype).max - int(value))
+    return v != params.background
+
+
+def joins(a: object, b: object, tau: float) -> bool:
+    """The tau rule: equal values join, else |a - b| <= tau in float64."""
+    fa, fb = float(a), float(b)
+    return fa == fb or abs(fa - fb) <= tau
+
+
+def bfs_labels(values: np.ndarray, params: LabelParams) -> np.ndarray:
+    """Labels 1..K in raster order of first pixels (before min-area), int64."""
+    height, width = values.shape
+    fg = [
+        [is_foreground(values[y, x], values.dtype, params) for x in range(width)]
+        for y in range(height)
+    ]
+    labels = np.zeros((height, width), np.int64)
+    count = 0
+    for y0 in range(height):
+        for x0 in range(width):
+            if not fg[y0][x0] or labels[y0, x0]:
+                continue
+            count += 1
+            labels[y0, x0] = count
+            queue = deque([(y0, x0)])
+            while queue:
+                y, x = queue.popleft()
+                for dy, dx in NEIGHBOURS[params.connectivity]:
+                    ny, nx = y + dy, x + dx
+                    if not (0 <= ny < height and 0 <= nx < width):
+                        continue
+                    if not fg[ny][nx] or labels[ny, nx]:
+                        continue
+                    if params.tau is not None and not joins(
+                        values[y, x], values[ny, nx], params.tau
+                    ):
+                        continue
+                    labels[ny, nx] = count
+                    queue.append((ny, nx))
+    return labels
+
+
+def filter_min_area(labels: np.ndarray, min_area: int) -> np.ndarray:
+    """Remove components smaller than min_area and renumber the rest in order."""
+    areas = np.bincount(labels.ravel())
+    lookup = np.zeros(len(areas), np.int64)
+    new = 0
+    for old in range(1, len(areas)):
+        if areas[old] >= min_area:
+            new += 1
+            lookup[old] = new
+    return lookup[labels]
+
+
+@dataclass
+class ComponentStats:
+    """Exact statistics of one component, from plain Python arithmetic."""
+
+    area: int
+    x: int
+    y: int
+    width: int
+    height: int
+    centroid_x: float
+    centroid_y: float
+    exact_mean: float
+    min: float
+    max: float
+
+
+def component_stats(labels: np.ndarray, values: np.ndarray) -> list[ComponentStats]:
+    """Statistics of components 1..labels.max() (mean by math.fsum, not the float rule)."""
+    rows = []
+    for label in range(1, int(labels.max(initial=0)) + 1):
+        ys, xs = np.nonzero(labels == label)
+        pixels = [float(v) for v in values[ys, xs]]
+        area = len(pixels)
+        rows.append(
+            ComponentStats(
+                area=area,
+                x=int(xs.min()),
+                y=int(ys.min()),
+                width=int(xs.max() - xs.min() + 1),
+                height=int(ys.max() - ys.min() + 1),
+                centroid_x=sum(int(x) for x in xs) / area,
+                centroid_y=sum(int(y) for y in ys) / area,
+                # fsum refuses infinities; a plain sum gives their inf/-inf/nan.
+                exact_mean=(math.fsum(pixels) if all(map(math.isfinite, pixels)) else sum(pixels))
+                / area,
+                min=min(pixels),
+                max=max(pixels),
+            )
+        )
+    return rows
+
+
+def rule_float_mean(pixels: list[float]) -> float:
+    """The float-mean rule of ccl_cli.stats's docstring, one component, in Python ints."""
+    finite = [v for v in pixels if math.isfinite(v)]
+    pos_inf, neg_inf = math.inf in pixels, -math.inf in pixels
+    if pos_inf and neg_inf:
+        return math.nan
+    if pos_inf or neg_inf:
+        return math.inf if pos_inf else -math.inf
+    exponent = math.frexp(max((abs(v) for v in finite), default=0.0))[1]
+    area_bits = (len(pixels) - 1).bit_length()  # ceil(log2(area))
+    shift = 62 - area_bits - exponent
+    total = sum(int(math.ldexp(v, shift)) for v in finite)  # int() truncates
+    return math.ldexp(float(total), -shift) / len(pixels)
