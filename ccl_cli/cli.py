@@ -60,9 +60,13 @@ def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
 
 
 class _ImagesPerSecond(ProgressColumn):
+    """Images per second over the whole run so far (rich's own speed is too jumpy)."""
+
     def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        return Text("" if speed is None else f"{speed:.1f} img/s")
+        elapsed = task.finished_time or task.elapsed
+        if not elapsed or not task.completed:
+            return Text("")
+        return Text(f"{task.completed / elapsed:.1f} img/s")
 
 
 class ConsoleReporter:

@@ -57,13 +57,11 @@ class CpuBackend:
         )
 
     def batch_budget_bytes(self) -> int:
-        """Input bytes per batch: a few hundred MB keeps every core busy without swapping."""
-        return 256 << 20
+        """Input bytes per batch: enough images to keep every core busy, few enough to stream."""
+        return 32 << 20
 
 
-def label_image(
-    values: np.ndarray, params: LabelParams
-) -> tuple[np.ndarray, StatsTable, int]:
+def label_image(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, StatsTable, int]:
     """Label one (H, W) image: (labels uint32, stats of kept components, K before min-area)."""
     foreground = foreground_mask(values, params)
     raw = _raw_components(values, foreground, params)
