@@ -255,8 +255,10 @@ def _read_tiff(path: Path) -> tuple[np.ndarray, str]:
     """Decode a single-page TIFF; returns the array and its kind."""
     with _decoding("TIFF"), tifffile.TiffFile(path) as tiff:
         size = path.stat().st_size
-        page = tiff.pages.first
         pages = len(tiff.pages)
+        if not pages:  # what a file cut before its image directory looks like
+            raise InputError("corrupt or truncated TIFF: no readable image directory")
+        page = tiff.pages.first
         if pages > 1:
             raise _not_2d((pages, *page.shape))
         if "Z" in page.axes:
