@@ -13,6 +13,7 @@ Outputs are label images (16-bit PNG, 32-bit TIFF) and the colored preview.
 from __future__ import annotations
 
 import io
+import logging
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,6 +42,11 @@ MAX_PIXELS = 2**31
 # (which warns above its limit, through the process-global warnings machinery)
 # never fires for files we read.
 Image.MAX_IMAGE_PIXELS = MAX_PIXELS
+
+# tifffile logs the oddities it works around (bad offsets, missing tags) to
+# stderr. Here a file either reads or fails as one InputError line; stray log
+# lines would break that one-line-per-file contract in the middle of progress.
+logging.getLogger("tifffile").setLevel(logging.CRITICAL)
 
 # Label images are mostly long runs of one value, which zlib's fastest levels
 # already shrink well; higher levels cost several times the CPU for a few

@@ -451,6 +451,24 @@ def test_unreadable_file(tmp_path: Path) -> None:
     raises_one_line(path, r"^permission denied$")
 
 
+def test_os_errors_are_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a.png").symlink_to(tmp_path / "b.png")
+    (tmp_path / "b.png").symlink_to(tmp_path / "a.png")
+    raises_one_line(tmp_path / "a.png", r"^cannot read: Too many levels of symbolic links$")
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(images, "open", forbidden, raising=False)  # as root, chmod 0 reads
+    raises_one_line(save_npy(tmp_path / "a.npy", noisy()), r"^permission denied$")
+
+
+def test_tiff_library_logs_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = truncated(g4_scan(tmp_path / "g4.tif", noisy() > 9, min_is_white=True))
+    raises_one_line(path, r"no readable image directory")  # tifffile would log a warning
+    assert not [record for record in caplog.records if record.name.startswith("tifffile")]
+
+
 def test_format_comes_from_magic_bytes_not_suffix(tmp_path: Path) -> None:
     values = noisy(np.uint16)
     disguised = tmp_path / "really_a_png.tif"
