@@ -1,0 +1,89 @@
+"""The Python API: `ccl_cli.label(array, ...)` for numpy, CuPy and DLPack arrays.
+
+    labels, tables = ccl_cli.label(image, tau=20, min_area=50)
+
+One function over the same backends the CLI uses, with the same semantics
+(GUIDE §2, ccl_cli.params).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .backends.base import Backend
+from .backends.cuda import cuda_status, is_device_array
+from .errors import UsageError
+from .params import LabelParams
+from .stats import StatsTable
+
+
+def label(
+    array: Any,
+    *,
+    tau: float | None = None,
+    connectivity: int = 8,
+    background: float | None = 0,
+    invert: bool = False,
+    threshold: float | None = None,
+    min_area: int = 0,
+    device: str = "auto",
+) -> tuple[Any, list[StatsTable]]:
+    """Label the connected components of one image (H, W) or a batch (N, H, W).
+
+    array: numpy, CuPy, or any device array exposing __cuda_array_interface__
+        or DLPack (a PyTorch CUDA tensor, say); strided views are fine.
+    tau: None labels binary foreground; a number joins neighbours whose values
+        differ by at most tau (joins chain). connectivity: 4 or 8.
+    background: the non-foreground value (None: every non-NaN pixel is
+        foreground); invert flips intensities first; threshold binarizes
+        instead (v > threshold, or v < threshold with invert).
+    min_area: components with fewer pixels become 0; the rest are renumbered.
+    device: "auto" (CUDA when usable, always for device arrays, else CPU),
+        "cpu", "cuda" or "cuda:N".
+
+    Returns (labels, tables): uint32 labels shaped like the input, 1..K per
+    image in raster order of each component's first pixel (numpy for a host
+    array, CuPy on the input's device for a device array), and one StatsTable
+    per image. Raises UsageError for a bad option and BackendUnavailable when
+    CUDA is asked for but not usable.
+    """
+    params = LabelParams(
+        background=background,
+        invert=invert,
+        threshold=threshold,
+        tau=tau,
+        connectivity=connectivity,
+        min_area=min_area,
+    )
+    if connectivity not in (4, 8):
+        raise UsageError(f"connectivity must be 4 or 8, not {connectivity}")
+    ndim = len(array.shape)
+    if ndim not in (2, 3):
+        raise UsageError(f"expected an (H, W) image or an (N, H, W) batch, got shape {array.shape}")
+    on_device = is_device_array(array)
+    backend = _backend(device, on_device)
+    if on_device and backend.name == "cpu":
+        raise UsageError("device='cpu' needs a host (numpy) array")
+    batch = array if ndim == 3 else array[None]
+    result = backend.label(batch, params)
+    return (result.labels if ndim == 3 else result.labels[0]), result.tables
+
+
+def _backend(device: str, on_device: bool) -> Backend:
+    """The backend that `device` names."""
+    from .backends.cuda import CudaBackend
+
+    if device == "cpu":
+        from .backends.cpu import CpuBackend
+
+        return CpuBackend()
+    if device == "auto":
+        if on_device or cuda_status().usable:
+            return CudaBackend()  # a device array is labeled on its own device
+        from .backends.cpu import CpuBackend
+
+        return CpuBackend()
+    kind, _, index = device.partition(":")
+    if kind != "cuda" or not (index == "" or index.isdigit()):
+        raise UsageError(f"device must be auto, cpu, cuda or cuda:N, not {device!r}")
+    return CudaBackend(int(index or 0))

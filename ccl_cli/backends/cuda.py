@@ -1,0 +1,467 @@
+"""The CUDA backend: the host side of the kernels in ccl_cli/cuda/.
+
+One batch (N, H, W) is labeled with one set of launches:
+
+1. local union-find per tile (block8.cu for binary 8-connectivity, pixel.cu
+   for binary 4-connectivity and tau mode), then the tile borders (border.cu);
+2. dense raster-order labels per image (relabel.cu: root ranks per chunk, a
+   per-image scan of the chunk counts, one resolve pass);
+3. statistics per label (stats.cu), min-area renumbering (min_area.cu).
+
+Only the label images (when the batch came from the host) and the small
+statistics arrays travel back; centroids and means are finished on the host
+with the arithmetic of ccl_cli.stats, so they match the CPU backend bit for bit.
+
+CuPy is imported only inside functions: importing this module, and the CPU
+path, never need it. Kernels come from the shipped fatbin, or from the same
+sources through NVRTC when the fatbin cannot be loaded (GCCL_CUDA_NVRTC=1
+forces that route).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import BackendUnavailable
+from ..params import SUPPORTED_DTYPES, LabelParams, dtype_max
+from ..stats import StatsTable, empty_table, float_mean, float_sum_shift
+from .base import BatchResult
+
+CUDA_DIR = Path(__file__).resolve().parent.parent / "cuda"
+FATBIN = CUDA_DIR / "gccl.fatbin"
+ENTRY = CUDA_DIR / "gccl.cu"
+FORCE_NVRTC_ENV = "GCCL_CUDA_NVRTC"
+
+# Geometry shared with the .cu files (common.cuh, block8.cu, pixel.cu, relabel.cu).
+_B8_TILE = (64, 32)  # pixels (w, h) per CUDA block of block8.cu
+_B8_THREADS = (32, 16)
+_PX_TILE = (32, 32)  # pixels (w, h) per CUDA block of pixel.cu, one thread each
+_BORDER_THREADS = 128  # >= tile_w + 2 * tile_h - 1
+_CHUNK = 4096  # pixels per block of the raster-order kernels
+_CHUNK_THREADS = 256
+_SCAN_THREADS = 1024
+_MAX_GRID = 2**31 - 1
+_MAX_IMAGE_PIXELS = 2**31 - 1  # labels and ranks share a u32 with a flag bit
+
+# foreground.cuh rule kinds and stats.cu fields.
+_FG_BACKGROUND, _FG_ALL, _FG_ABOVE, _FG_BELOW = 0, 1, 2, 3
+_FIELDS = 12
+(AREA, XMIN, XMAX, YMIN, YMAX, SUMX, SUMY, SUMV, VMIN, VMAX, ABSMAX, INF) = range(_FIELDS)
+_INF_POS, _INF_NEG = 1, 2
+
+_SUFFIX = {
+    np.dtype(np.bool_): "u8",
+    np.dtype(np.uint8): "u8",
+    np.dtype(np.int8): "i8",
+    np.dtype(np.uint16): "u16",
+    np.dtype(np.int16): "i16",
+    np.dtype(np.uint32): "u32",
+    np.dtype(np.int32): "i32",
+    np.dtype(np.float32): "f32",
+    np.dtype(np.float64): "f64",
+}
+assert set(_SUFFIX) == set(SUPPORTED_DTYPES)
+
+
+@dataclass
+class CudaStatus:
+    """Whether the CUDA backend can run here, and what it would run on.
+
+    devices: "name (memory)" per visible device. kernel_source: where the
+    kernels of device 0 came from (fatbin, or NVRTC and why).
+    """
+
+    usable: bool
+    reason: str = ""
+    devices: list[str] = field(default_factory=list)
+    kernel_source: str = ""
+    cupy_version: str | None = None
+
+
+def cuda_status() -> CudaStatus:
+    """Probe CuPy, the driver, the devices and the kernels; never raises."""
+    try:
+        import cupy
+    except Exception as exc:
+        return CudaStatus(False, f"CuPy is not installed ({_one_line(exc)})")
+    version = str(cupy.__version__)
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+        devices = []
+        for index in range(count):
+            props = cupy.cuda.runtime.getDeviceProperties(index)
+            name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+            devices.append(f"{name} ({props['totalGlobalMem'] / 2**30:.1f} GiB)")
+    except Exception as exc:
+        return CudaStatus(
+            False, f"no usable CUDA driver or device ({_one_line(exc)})", [], "", version
+        )
+    if not devices:
+        return CudaStatus(False, "no CUDA device found", [], "", version)
+    try:
+        source = _kernels(0).source
+    except Exception as exc:
+        return CudaStatus(False, f"kernels failed to load ({_one_line(exc)})", devices, "", version)
+    return CudaStatus(True, "", devices, source, version)
+
+
+def is_device_array(array: Any) -> bool:
+    """True for CuPy arrays and anything exposing CUDA memory (CAI or DLPack)."""
+    if hasattr(array, "__cuda_array_interface__"):
+        return True
+    device = getattr(array, "__dlpack_device__", None)
+    if device is None or isinstance(array, np.ndarray):
+        return False
+    return int(device()[0]) in (2, 13)  # kDLCUDA, kDLCUDAManaged
+
+
+class CudaBackend:
+    """Labels batches on one CUDA device; results match CpuBackend bit for bit."""
+
+    name = "cuda"
+
+    def __init__(self, device: int = 0) -> None:
+        cupy = _import_cupy()
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except Exception as exc:
+            raise BackendUnavailable(f"no usable CUDA driver ({_one_line(exc)})") from exc
+        if not 0 <= device < count:
+            raise BackendUnavailable(f"CUDA device {device} does not exist ({count} found)")
+        self.device = device
+        try:
+            _kernels(device)
+        except Exception as exc:
+            raise BackendUnavailable(f"CUDA kernels failed to load ({_one_line(exc)})") from exc
+
+    def label(self, batch: Any, params: LabelParams) -> BatchResult:
+        """Label each image of an (N, H, W) batch; see backends.base.
+
+        A numpy batch is copied in and its labels come back as numpy; a device
+        batch (CuPy, __cuda_array_interface__, DLPack) stays on its device and
+        its labels are a CuPy array there. Out of device memory, the batch is
+        split in halves and retried.
+        """
+        cupy = _import_cupy()
+        if is_device_array(batch):
+            values = _as_cupy(cupy, batch)
+            with values.device:
+                out = cupy.empty(values.shape, cupy.uint32)
+                tables, components = _split_on_oom(
+                    cupy, len(values), lambda lo, hi: _label(values[lo:hi], params, out[lo:hi])
+                )
+            return BatchResult(out, tables, components)
+        host = np.asarray(batch)
+        labels = np.empty(host.shape, np.uint32)
+
+        def run(lo: int, hi: int) -> tuple[list[StatsTable], list[int]]:
+            values = cupy.asarray(np.ascontiguousarray(host[lo:hi]))
+            out = cupy.empty(values.shape, cupy.uint32)
+            result = _label(values, params, out)
+            out.get(out=labels[lo:hi])
+            return result
+
+        with cupy.cuda.Device(self.device):
+            tables, components = _split_on_oom(cupy, len(host), run)
+        return BatchResult(labels, tables, components)
+
+    def batch_budget_bytes(self) -> int:
+        """Input bytes per batch: a 1-byte pixel needs about 10 bytes on the device."""
+        cupy = _import_cupy()
+        with cupy.cuda.Device(self.device):
+            free, _ = cupy.cuda.runtime.memGetInfo()
+            free += cupy.get_default_memory_pool().free_bytes()
+        return max(1 << 20, int(free * 0.8) // 10)
+
+
+def dense_labels(values: Any, params: LabelParams, out: Any) -> Any:
+    """Kernels 1-2 only: dense raster-order labels of a contiguous CuPy batch into `out`.
+
+    Returns the device array of K per image. The benchmark times this alone.
+    """
+    _check_batch(values)
+    kernels = _kernels(values.device.id)
+    cupy = _import_cupy()
+    n, height, width = values.shape
+    pixels = height * width
+    labels = cupy.empty((n, pixels), cupy.uint32)
+    rule = _rule_args(params, np.dtype(values.dtype))
+    suffix = _SUFFIX[np.dtype(values.dtype)]
+    storage = values.view(cupy.uint8) if values.dtype == np.bool_ else values
+    geometry = (np.uint32(height), np.uint32(width))
+    if params.tau is None and params.connectivity == 8:
+        tile, threads, local = _B8_TILE, _B8_THREADS, f"gccl_block8_local_{suffix}"
+        local_tau: tuple[Any, ...] = ()
+    else:
+        tile, threads = _PX_TILE, _PX_TILE
+        local = f"gccl_pixel_local_{params.connectivity}_{suffix}"
+        local_tau = _tau_args(params)
+    tiles_x, tiles_y = -(-width // tile[0]), -(-height // tile[1])
+    tiles = (np.uint32(tiles_x), np.uint32(tiles_x * tiles_y))
+    grid = n * tiles_x * tiles_y
+    kernels.launch(local, grid, threads, (storage, labels, *geometry, *tiles, *rule, *local_tau))
+    if tiles_x * tiles_y > 1:
+        kernels.launch(
+            f"gccl_border_{params.connectivity}_{suffix}",
+            grid,
+            (_BORDER_THREADS,),
+            (
+                storage,
+                labels,
+                *geometry,
+                np.uint32(tile[0]),
+                np.uint32(tile[1]),
+                *tiles,
+                *_tau_args(params),
+            ),
+        )
+    chunks = -(-pixels // _CHUNK)
+    counts = cupy.empty(n * chunks, cupy.uint32)
+    offsets = cupy.empty(n * chunks, cupy.uint32)
+    components = cupy.empty(n, cupy.uint32)
+    chunk_args = (np.uint32(pixels), np.uint32(chunks))
+    kernels.launch("gccl_finalize", n * chunks, (_CHUNK_THREADS,), (labels, *chunk_args, counts))
+    kernels.launch(
+        "gccl_segmented_scan",
+        n,
+        (_SCAN_THREADS,),
+        (counts, offsets, np.uint64(0), np.uint64(chunks), components),
+    )
+    kernels.launch(
+        "gccl_resolve", n * chunks, (_CHUNK_THREADS,), (labels, out, *chunk_args, offsets)
+    )
+    return components
+
+
+def _label(values: Any, params: LabelParams, out: Any) -> tuple[list[StatsTable], list[int]]:
+    """Labels into `out` and the statistics tables of one (sub-)batch on its device."""
+    cupy = _import_cupy()
+    n, height, width = values.shape
+    dtype = np.dtype(values.dtype)
+    integer = dtype.kind != "f"
+    if n == 0:
+        return [], []
+    if height * width == 0:
+        return [empty_table(integer) for _ in range(n)], [0] * n
+    values = cupy.ascontiguousarray(values)
+    components = dense_labels(values, params, out).get().astype(np.int64)
+    label_base = np.zeros(n + 1, np.uint64)
+    np.cumsum(components, out=label_base[1:])
+    total = int(label_base[-1])
+    if total == 0:
+        return [empty_table(integer) for _ in range(n)], components.tolist()
+
+    kernels = _kernels(values.device.id)
+    storage = values.view(cupy.uint8) if dtype == np.bool_ else values
+    agg = cupy.zeros((_FIELDS, total), cupy.uint64)
+    for row in (XMIN, YMIN, VMIN):
+        agg[row] = np.uint64(2**64 - 1)
+    base = cupy.asarray(label_base)
+    chunks = -(-(height * width) // _CHUNK)
+    stats_args = (
+        out,
+        storage,
+        np.uint32(height),
+        np.uint32(width),
+        np.uint32(chunks),
+        base,
+        agg,
+        np.uint64(total),
+    )
+    suffix = _SUFFIX[dtype]
+    kernels.launch(f"gccl_stats_{suffix}", n * chunks, (_CHUNK_THREADS,), stats_args)
+    if not integer:
+        kernels.launch(f"gccl_float_sum_{suffix}", n * chunks, (_CHUNK_THREADS,), stats_args)
+    if params.min_area > 0:
+        keep = (agg[AREA] >= params.min_area).astype(cupy.uint32)
+        rank = cupy.empty(total, cupy.uint32)
+        kernels.launch(
+            "gccl_segmented_scan",
+            n,
+            (_SCAN_THREADS,),
+            (keep, rank, base, np.uint64(0), np.uint64(0)),
+        )
+        kernels.launch(
+            "gccl_min_area_remap",
+            n * chunks,
+            (_CHUNK_THREADS,),
+            (
+                out,
+                np.uint32(height * width),
+                np.uint32(chunks),
+                base,
+                agg[AREA],
+                rank,
+                np.uint64(params.min_area),
+            ),
+        )
+    table = _host_table(agg.get(), integer)
+    tables = []
+    for i in range(n):
+        rows = np.arange(int(label_base[i]), int(label_base[i + 1]))
+        tables.append(table.take(rows[table.area[rows] >= params.min_area]))
+    return tables, components.tolist()
+
+
+def _host_table(agg: np.ndarray, integer: bool) -> StatsTable:
+    """All labels of a batch as one StatsTable, from stats.cu's aggregates."""
+    area = agg[AREA].astype(np.int64)
+    safe_area = np.maximum(area, 1).astype(np.float64)
+    if integer:
+        mean = agg[SUMV].view(np.int64).astype(np.float64) / safe_area
+    else:
+        shift = float_sum_shift(agg[ABSMAX].view(np.float64), area)
+        inf = agg[INF]
+        mean = float_mean(
+            agg[SUMV].view(np.int64), shift, area, (inf & _INF_POS) > 0, (inf & _INF_NEG) > 0
+        )
+    xmin, ymin = agg[XMIN].astype(np.int64), agg[YMIN].astype(np.int64)
+    return StatsTable(
+        area=area,
+        x=xmin,
+        y=ymin,
+        width=agg[XMAX].astype(np.int64) - xmin + 1,
+        height=agg[YMAX].astype(np.int64) - ymin + 1,
+        centroid_x=agg[SUMX].view(np.int64).astype(np.float64) / safe_area,
+        centroid_y=agg[SUMY].view(np.int64).astype(np.float64) / safe_area,
+        mean=mean,
+        min=_from_order_key(agg[VMIN]),
+        max=_from_order_key(agg[VMAX]),
+        integer_values=integer,
+    )
+
+
+def _from_order_key(keys: np.ndarray) -> np.ndarray:
+    """Inverse of stats.cu's order_key: u64 keys back to float64 values."""
+    sign = np.uint64(1 << 63)
+    bits = np.where(keys & sign, keys & ~sign, ~keys)
+    return bits.astype(np.uint64).view(np.float64)
+
+
+def _rule_args(params: LabelParams, dtype: np.dtype) -> tuple[Any, ...]:
+    """foreground.cuh's ForegroundRule as kernel arguments."""
+    value = 0.0
+    if params.threshold is not None:
+        kind, value = (_FG_BELOW if params.invert else _FG_ABOVE), float(params.threshold)
+    elif params.background is None:
+        kind = _FG_ALL
+    else:
+        kind, value = _FG_BACKGROUND, float(params.background)
+    invert_max = 0.0 if dtype.kind == "f" else float(dtype_max(dtype))
+    return (np.int32(kind), np.float64(value), np.int32(params.invert), np.float64(invert_max))
+
+
+def _tau_args(params: LabelParams) -> tuple[Any, ...]:
+    """(use_tau, tau) kernel arguments."""
+    if params.tau is None:
+        return (np.int32(0), np.float64(0.0))
+    return (np.int32(1), np.float64(params.tau))
+
+
+def _check_batch(values: Any) -> None:
+    """Reject what the kernels cannot take, with a one-line reason."""
+    if values.ndim != 3:
+        raise ValueError(f"a batch is (N, H, W), got shape {values.shape}")
+    if np.dtype(values.dtype) not in _SUFFIX:
+        raise ValueError(f"unsupported dtype {values.dtype}")
+    n, height, width = values.shape
+    if height * width > _MAX_IMAGE_PIXELS:
+        raise ValueError(f"an image may hold at most 2**31 - 1 pixels, got {height}x{width}")
+    tiles = -(-width // _PX_TILE[0]) * -(-height // _PX_TILE[1])
+    if n * max(tiles, -(-(height * width) // _CHUNK)) > _MAX_GRID:
+        raise ValueError(f"batch of {n} images too large for one launch; split it")
+
+
+def _split_on_oom(
+    cupy: Any, n: int, run: Callable[[int, int], tuple[list[StatsTable], list[int]]]
+) -> tuple[list[StatsTable], list[int]]:
+    """run(0, n), or on device out-of-memory run each half (recursively)."""
+
+    def part(lo: int, hi: int) -> tuple[list[StatsTable], list[int]]:
+        try:
+            return run(lo, hi)
+        except cupy.cuda.memory.OutOfMemoryError:
+            if hi - lo <= 1:
+                raise
+            cupy.get_default_memory_pool().free_all_blocks()
+            mid = (lo + hi) // 2
+            left, right = part(lo, mid), part(mid, hi)
+            return left[0] + right[0], left[1] + right[1]
+
+    return part(0, n)
+
+
+def _as_cupy(cupy: Any, array: Any) -> Any:
+    """A CuPy view of a device array (CuPy, __cuda_array_interface__ or DLPack)."""
+    if isinstance(array, cupy.ndarray):
+        return array
+    if hasattr(array, "__cuda_array_interface__"):
+        return cupy.asarray(array)
+    return cupy.from_dlpack(array)
+
+
+class _Kernels:
+    """The gccl kernels loaded on one device, and where they came from."""
+
+    def __init__(self, device: int) -> None:
+        import cupy
+
+        self.device = device
+        self._functions: dict[str, Any] = {}
+        with cupy.cuda.Device(device):
+            reason = f"{FORCE_NVRTC_ENV} is set" if os.environ.get(FORCE_NVRTC_ENV) else ""
+            if not reason:
+                try:
+                    self._module = cupy.RawModule(path=str(FATBIN))
+                    self._module.get_function("gccl_finalize")
+                    self.source = f"fatbin {FATBIN.relative_to(CUDA_DIR.parent.parent)}"
+                    return
+                except Exception as exc:
+                    reason = f"fatbin failed to load: {_one_line(exc)}"
+            self._module = cupy.RawModule(
+                code=ENTRY.read_text(), options=("-std=c++17", f"-I{CUDA_DIR}")
+            )
+            self._module.get_function("gccl_finalize")
+            self.source = f"NVRTC ({reason})"
+
+    def launch(self, name: str, grid: int, block: tuple[int, ...], args: tuple[Any, ...]) -> None:
+        """Launch kernel `name` on a 1-D grid on the current stream."""
+        function = self._functions.get(name)
+        if function is None:
+            function = self._functions[name] = self._module.get_function(name)
+        if grid > 0:
+            function((grid,), block, args)
+
+
+_loaded: dict[int, _Kernels] = {}
+_loading = threading.Lock()
+
+
+def _kernels(device: int) -> _Kernels:
+    """The kernels of `device`, loaded once per process (and per NVRTC setting)."""
+    with _loading:
+        if device not in _loaded:
+            _loaded[device] = _Kernels(device)
+        return _loaded[device]
+
+
+def _import_cupy() -> Any:
+    """cupy, or BackendUnavailable with the reason."""
+    try:
+        import cupy
+    except Exception as exc:
+        raise BackendUnavailable(f"CuPy is not installed ({_one_line(exc)})") from exc
+    return cupy
+
+
+def _one_line(exc: BaseException) -> str:
+    """The first line of an exception's message, with its type."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -1,0 +1,72 @@
+// Shared types, constants and the union-find primitives of every gccl kernel.
+//
+// Labels live in a u32 array L with one slot per pixel, indexed by the pixel's
+// raster index inside its own image (images are < 2^31 pixels; the image's base
+// offset in the batch is 64-bit). During union-find L[p] is a parent pointer
+// and every parent is <= its child, so a root is the smallest index of its tree:
+// the component's first pixel in raster order. A background pixel holds
+// GCCL_BACKGROUND. Once a root's rank inside its chunk is known it is stored as
+// GCCL_ROOT_FLAG | rank, which readers treat as "this node is a root".
+#pragma once
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+#define GCCL_BACKGROUND 0xFFFFFFFFu
+#define GCCL_ROOT_FLAG 0x80000000u
+
+// Pixels per chunk of the raster-order kernels (finalize, resolve, stats):
+// GCCL_CHUNK_THREADS threads x GCCL_CHUNK_ITEMS pixels each.
+#define GCCL_CHUNK_THREADS 256
+#define GCCL_CHUNK_ITEMS 16
+#define GCCL_CHUNK (GCCL_CHUNK_THREADS * GCCL_CHUNK_ITEMS)
+
+// Which image of the batch and which tile/chunk of it a CUDA block works on.
+// Blocks are numbered image-major on grid x only (no 65535 limit of y/z).
+struct BlockPlace {
+  u32 image;
+  u32 index;
+};
+
+__device__ __forceinline__ BlockPlace block_place(u32 blocks_per_image) {
+  BlockPlace place;
+  place.image = blockIdx.x / blocks_per_image;
+  place.index = blockIdx.x - place.image * blocks_per_image;
+  return place;
+}
+
+// Slot of a node id: identity for pixel arrays; block-local maps differ.
+struct IdentitySlot {
+  __device__ __forceinline__ u32 operator()(u32 id) const { return id; }
+};
+
+// Root of x: follow parents until a self-parented or flagged node.
+template <class Slot>
+__device__ __forceinline__ u32 find_root(const u32* parent, u32 x, Slot slot) {
+  u32 p = parent[slot(x)];
+  while (p != x && !(p & GCCL_ROOT_FLAG)) {
+    x = p;
+    p = parent[slot(x)];
+  }
+  return x;
+}
+
+// Join the trees of a and b: the larger root is hung under the smaller one
+// with atomicMin, retrying when another thread re-parented it meanwhile.
+template <class Slot>
+__device__ __forceinline__ void unite(u32* parent, u32 a, u32 b, Slot slot) {
+  while (true) {
+    a = find_root(parent, a, slot);
+    b = find_root(parent, b, slot);
+    if (a == b) return;
+    if (a > b) {
+      u32 t = a;
+      a = b;
+      b = t;
+    }
+    u32 old = atomicMin(&parent[slot(b)], a);
+    if (old == b) return;
+    b = old;
+  }
+}

@@ -1,0 +1,111 @@
+// Dense raster-order labels without a sort.
+//
+// Roots are the first pixels of their components (common.cuh), so ranking
+// the roots in raster order numbers the components 1..K per image:
+//   gccl_finalize: per chunk of GCCL_CHUNK pixels, point every foreground
+//     pixel straight at its root and store each root's rank inside the chunk
+//     (GCCL_ROOT_FLAG | rank); count the chunk's roots.
+//   gccl_segmented_scan: exclusive scan of the chunk counts per image (and of
+//     any per-segment u32 array: min_area.cu reuses it), with segment totals.
+//   gccl_resolve: label = chunk offset of the root + its rank + 1.
+#include "common.cuh"
+
+#define GCCL_WARPS (GCCL_CHUNK_THREADS / 32)
+#define GCCL_SCAN_THREADS 1024
+
+extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS)
+    gccl_finalize(u32* labels, u32 pixels, u32 chunks_per_image, u32* chunk_roots) {
+  __shared__ u32 warp_roots[GCCL_WARPS];
+  const BlockPlace place = block_place(chunks_per_image);
+  u32* L = labels + (u64)place.image * pixels;
+  const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const u32 start = place.index * GCCL_CHUNK;
+  u32 seen = 0;
+  for (u32 step = 0; step < GCCL_CHUNK_ITEMS; ++step) {
+    const u32 p = start + step * GCCL_CHUNK_THREADS + threadIdx.x;
+    bool root = false;
+    if (p < pixels) {
+      const u32 v = L[p];
+      if (v != GCCL_BACKGROUND) {
+        const u32 r = find_root(L, p, IdentitySlot());
+        root = r == p;
+        if (!root && v != r) L[p] = r;
+      }
+    }
+    const u32 ballot = __ballot_sync(0xFFFFFFFFu, root);
+    if (lane == 0) warp_roots[warp] = __popc(ballot);
+    __syncthreads();
+    u32 before = seen, total = 0;
+    for (u32 w = 0; w < GCCL_WARPS; ++w) {
+      const u32 c = warp_roots[w];
+      before += w < warp ? c : 0;
+      total += c;
+    }
+    if (root) L[p] = GCCL_ROOT_FLAG | (before + __popc(ballot & ((1u << lane) - 1)));
+    seen += total;
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) chunk_roots[blockIdx.x] = seen;
+}
+
+// One CUDA block per segment. Segment s is [seg_start[s], seg_start[s+1]), or
+// [s * seg_len, (s + 1) * seg_len) when seg_start is null. seg_total may be null.
+extern "C" __global__ void __launch_bounds__(GCCL_SCAN_THREADS)
+    gccl_segmented_scan(const u32* in, u32* out, const u64* seg_start, u64 seg_len,
+                        u32* seg_total) {
+  __shared__ u32 warp_sums[GCCL_SCAN_THREADS / 32];
+  const u64 begin = seg_start ? seg_start[blockIdx.x] : (u64)blockIdx.x * seg_len;
+  const u64 end = seg_start ? seg_start[blockIdx.x + 1] : begin + seg_len;
+  const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  u32 carry = 0;
+  for (u64 base = begin; base < end; base += GCCL_SCAN_THREADS) {
+    const u64 i = base + threadIdx.x;
+    const u32 x = i < end ? in[i] : 0;
+    u32 inclusive = x;
+    for (u32 d = 1; d < 32; d <<= 1) {
+      const u32 y = __shfl_up_sync(0xFFFFFFFFu, inclusive, d);
+      if (lane >= d) inclusive += y;
+    }
+    if (lane == 31) warp_sums[warp] = inclusive;
+    __syncthreads();
+    if (warp == 0) {
+      u32 s = warp_sums[lane];
+      for (u32 d = 1; d < 32; d <<= 1) {
+        const u32 y = __shfl_up_sync(0xFFFFFFFFu, s, d);
+        if (lane >= d) s += y;
+      }
+      warp_sums[lane] = s;
+    }
+    __syncthreads();
+    if (i < end) out[i] = carry + (warp ? warp_sums[warp - 1] : 0) + inclusive - x;
+    carry += warp_sums[31];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0 && seg_total) seg_total[blockIdx.x] = carry;
+}
+
+extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS)
+    gccl_resolve(const u32* labels, u32* out, u32 pixels, u32 chunks_per_image,
+                 const u32* chunk_offsets) {
+  const BlockPlace place = block_place(chunks_per_image);
+  const u64 image_base = (u64)place.image * pixels;
+  const u32* L = labels + image_base;
+  u32* O = out + image_base;
+  const u32* offsets = chunk_offsets + (u64)place.image * chunks_per_image;
+  const u32 start = place.index * GCCL_CHUNK;
+  for (u32 step = 0; step < GCCL_CHUNK_ITEMS; ++step) {
+    const u32 p = start + step * GCCL_CHUNK_THREADS + threadIdx.x;
+    if (p >= pixels) break;
+    u32 v = L[p];
+    u32 label = 0;
+    if (v != GCCL_BACKGROUND) {
+      u32 root = p;
+      if (!(v & GCCL_ROOT_FLAG)) {
+        root = v;
+        v = L[root];
+      }
+      label = offsets[root / GCCL_CHUNK] + (v & ~GCCL_ROOT_FLAG) + 1;
+    }
+    O[p] = label;
+  }
+}
