@@ -212,11 +212,12 @@ def _read_png(path: Path, head: bytes) -> tuple[np.ndarray, str]:
         raise InputError("corrupt or truncated PNG: no IHDR header")
     width, height, bit_depth, color_type = struct.unpack(">IIBB", head[16:26])
     _check_pixels(height, width)
-    color_kinds = {2: "RGB", 4: "gray+alpha", 6: "RGBA"}
-    if bit_depth == 16 and color_type in color_kinds:
-        # Pillow narrows 16-bit colour to 8 bits; libpng keeps every bit.
+    if bit_depth == 16:
+        # libpng keeps every bit; Pillow narrows 16-bit colour to 8 bits, and the
+        # mode it opens 16-bit gray in ("I" or "I;16") changed across its versions.
+        kinds = {0: "gray", 2: "RGB", 4: "gray+alpha", 6: "RGBA"}
         with _decoding("PNG"):
-            return imagecodecs.png_decode(path.read_bytes()), color_kinds[color_type]
+            return imagecodecs.png_decode(path.read_bytes()), kinds[color_type]
     with _decoding("PNG"), Image.open(path) as image:
         frames = getattr(image, "n_frames", 1)
         if frames > 1:
@@ -226,12 +227,10 @@ def _read_png(path: Path, head: bytes) -> tuple[np.ndarray, str]:
 
 
 def _from_pillow(image: Image.Image) -> tuple[np.ndarray, str]:
-    """Pixels of a loaded Pillow PNG image, mode by mode."""
+    """Pixels of a loaded Pillow PNG image of at most 8 bits per channel, mode by mode."""
     mode = image.mode
-    if mode in ("1", "L", "I;16", "I;16B", "I;16L"):
-        return np.asarray(image), "gray"  # bool, uint8, uint16
-    if mode == "I":  # how older Pillow opens 16-bit gray PNGs
-        return np.asarray(image).astype(np.uint16), "gray"
+    if mode in ("1", "L"):
+        return np.asarray(image), "gray"  # bool, uint8
     if mode == "P":
         palette = np.asarray(image.getpalette("RGB"), dtype=np.uint8).reshape(-1, 3)
         return _apply_palette(np.asarray(image), palette)

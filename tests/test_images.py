@@ -407,6 +407,10 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path], Path], str]] = {
         lambda d: truncated(save_pil(d / "a.png", Image.fromarray(noisy()))),
         r"^corrupt or truncated PNG: ",
     ),
+    "truncated 16-bit png": (
+        lambda d: truncated(save_pil(d / "a.png", Image.fromarray(noisy(np.uint16) * 257))),
+        r"^corrupt or truncated PNG: ",
+    ),
     "png cut inside its header": (
         lambda d: save_bytes(
             d / "h.png", save_pil(d / "a.png", Image.new("L", (4, 4))).read_bytes()[:20]
