@@ -260,12 +260,13 @@ def _read_tiff(path: Path) -> tuple[np.ndarray, str]:
     """Decode a single-page TIFF; returns the array and its kind."""
     with _decoding("TIFF"), tifffile.TiffFile(path) as tiff:
         size = path.stat().st_size
-        pages = len(tiff.pages)
+        # Reduced-resolution pages are thumbnails or pyramid levels of the image.
+        pages = [page for page in tiff.pages if not page.is_reduced]
         if not pages:  # what a file cut before its image directory looks like
             raise InputError("corrupt or truncated TIFF: no readable image directory")
-        page = tiff.pages.first
-        if pages > 1:
-            raise _not_2d((pages, *page.shape))
+        page = pages[0]
+        if len(pages) > 1:
+            raise _not_2d((len(pages), *page.shape))
         if "Z" in page.axes:
             raise _not_2d(page.shape)
         _check_pixels(page.imagelength, page.imagewidth)

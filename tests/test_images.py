@@ -306,6 +306,24 @@ def test_tiff_multi_page_is_3d(tmp_path: Path) -> None:
     raises_one_line(path, r"^3-D image \(shape \(2, 4, 5\)\); only 2-D images are supported$")
 
 
+def test_tiff_thumbnail_page_is_not_a_second_image(tmp_path: Path) -> None:
+    values = ramp(np.uint16, (16, 20))
+    path = tmp_path / "thumb.tif"
+    with tifffile.TiffWriter(path) as tiff:
+        tiff.write(values)
+        tiff.write(values[::4, ::4], subfiletype=1)  # a reduced-resolution thumbnail
+    np.testing.assert_array_equal(images.read_image(path), values)
+
+
+@pytest.mark.parametrize("options", [{"byteorder": ">"}, {"bigtiff": True}])
+def test_tiff_big_endian_and_bigtiff(tmp_path: Path, options: dict[str, object]) -> None:
+    values = ramp(np.int32)
+    path = save_tiff(tmp_path / "a.tif", values, **options)
+    result = images.read_image(path)
+    assert result.dtype == np.dtype("=i4")
+    np.testing.assert_array_equal(result, values)
+
+
 def test_tiff_volume_in_one_page_is_3d(tmp_path: Path) -> None:
     volume = np.zeros((3, 16, 16), np.uint8)
     path = save_tiff(
