@@ -260,6 +260,21 @@ def test_signed_integers_are_not_read_as_unsigned(connectivity: int) -> None:
     assert label_image(np.array([[-(2**31), 2**31 - 1]], np.int32), params)[0].tolist() == [[1, 2]]
 
 
+@pytest.mark.parametrize("connectivity", [4, 8])
+def test_tau_at_the_dtype_maximum_joins_everything(connectivity: int) -> None:
+    # cc3d 4.1 with delta == dtype max mislabels the first and raises on the second.
+    params = LabelParams(tau=255, connectivity=connectivity)
+    assert label_image(np.array([[1], [255], [255]], np.uint8), params)[0].ravel().tolist() == [
+        1,
+        1,
+        1,
+    ]
+    assert label_image(np.array([[3], [2], [3]], np.uint8), params)[0].ravel().tolist() == [1] * 3
+    huge = LabelParams(tau=2**40, connectivity=connectivity, background=None)
+    extremes = np.array([[-(2**31)], [0], [2**31 - 1]], np.int32)
+    assert label_image(extremes, huge)[0].ravel().tolist() == [1, 1, 1]
+
+
 def test_cc3d_bool_input_does_not_label_background() -> None:
     # cc3d 4.1 labels background pixels of this bool image (8-connectivity).
     mask = np.zeros((18, 7), bool)

@@ -13,9 +13,18 @@ from hypothesis import strategies as st
 from oracles import bfs_labels, component_stats, filter_min_area, rule_float_mean
 from skimage.measure import regionprops_table
 
+from ccl_cli.backends import cpu
 from ccl_cli.backends.cpu import label_image
 from ccl_cli.params import SUPPORTED_DTYPES, LabelParams
 from ccl_cli.stats import StatsTable, stats_csv
+
+
+@pytest.fixture(autouse=True, params=["per pixel", "per run"])
+def extremes_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run every test through both ways the backend reduces value minima and maxima."""
+    length = 10**9 if request.param == "per pixel" else 0
+    monkeypatch.setattr(cpu, "REDUCEAT_MIN_RUN_LENGTH", length)
+
 
 PROPERTIES = ("area", "bbox", "centroid", "intensity_mean", "intensity_min", "intensity_max")
 

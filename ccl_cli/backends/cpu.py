@@ -1,18 +1,26 @@
 """The CPU reference backend: cc3d labels, numpy statistics, raster-order numbering.
 
-cc3d does the union-find (binary images directly; tau mode through a pixel
-connectivity graph whose edges `params.tau_joins` decides, so the join rule is
-ours to the bit, not cc3d's). Its label order is not raster order, so labels
-are renumbered here: a component's first pixel in raster order has no
-backward neighbour with its label, which narrows the search to few pixels.
-Images of a batch are labeled in parallel threads (cc3d and numpy release the
-GIL in their inner loops).
+cc3d does the union-find. Binary images go to it directly. In tau mode integer
+images use cc3d's own `delta` when it is provably our rule (values shifted to
+unsigned, so differences are exact; background mapped to cc3d's 0; 8-connectivity
+as 26-connectivity on a (1, H, W) view, since cc3d's 2-D 8-connected delta
+labeling merges wrongly); everything else (floats, or foreground pixels whose
+value maps to 0) goes through a pixel connectivity graph whose edges
+`params.tau_joins` decides. cc3d's label order is not raster order, so labels
+are renumbered: a component's first pixel in raster order has no backward
+neighbour with its label, which narrows the search to few pixels. Statistics
+are gathered per horizontal run of one label, not per pixel, where they can be.
+Images of a batch are labeled in parallel threads (numpy releases the GIL in
+most of its loops; cc3d does not).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Literal, cast
 
 import cc3d
 import numpy as np
@@ -20,6 +28,9 @@ import numpy as np
 from ..params import LabelParams, foreground_mask, tau_joins
 from ..stats import StatsTable, empty_table, float_mean, float_sum_shift
 from .base import BatchResult
+
+#: Average run length from which value extremes are reduced per run, not per pixel.
+REDUCEAT_MIN_RUN_LENGTH = 8
 
 # cc3d's 2-D connectivity-graph bits: x is axis 0 (rows), y is axis 1 (columns).
 _PLUS_X, _MINUS_X, _PLUS_Y, _MINUS_Y = 1, 2, 4, 8
@@ -65,33 +76,81 @@ def label_image(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, St
     """Label one (H, W) image: (labels uint32, stats of kept components, K before min-area)."""
     foreground = foreground_mask(values, params)
     raw = _raw_components(values, foreground, params)
-    order = _raster_order(raw, params.connectivity)
-    components = len(order)
-    table = _raw_stats(raw, values, foreground).take(order)
+    runs = _Runs.of(raw)
+    labels, components = _raster_labels(raw, runs)
+    table = _stats(labels, runs, values, components)
     keep = table.area >= params.min_area
-    kept_raw = order[keep]
-    lookup = np.zeros(int(raw.max(initial=0)) + 1, np.uint32)
-    lookup[kept_raw] = np.arange(1, len(kept_raw) + 1, dtype=np.uint32)
-    return lookup[raw], table.take(np.flatnonzero(keep)), components
+    if keep.all():
+        return labels, table, components
+    lookup = np.zeros(components + 1, np.uint32)
+    lookup[1:][keep] = np.arange(1, int(keep.sum()) + 1, dtype=np.uint32)
+    return lookup[labels], table.take(np.flatnonzero(keep)), components
 
 
 def _raw_components(values: np.ndarray, foreground: np.ndarray, params: LabelParams) -> np.ndarray:
     """cc3d component ids (any order, not necessarily dense), 0 off the foreground."""
     if params.tau is None:
-        return np.asarray(
-            cc3d.connected_components(
-                # uint8, not bool: cc3d 4.1 labels background pixels of some bool
-                # inputs (tests/test_cpu_labels.py keeps the case).
-                foreground.view(np.uint8),
-                connectivity=params.connectivity,
-                out_dtype=np.uint32,
-            )
-        )
+        # uint8, not bool: cc3d 4.1 labels background pixels of some bool inputs
+        # (tests/test_cpu_labels.py keeps the case).
+        return _cc3d(foreground.view(np.uint8), params.connectivity)
+    shifted = _delta_input(values, foreground)
+    if shifted is not None:
+        delta = _delta(params.tau)
+        if delta < np.iinfo(shifted.dtype).max:
+            return _cc3d(shifted, params.connectivity, delta)
+        # Every pair joins; cc3d mislabels (or fails) with delta == dtype max.
+        return _cc3d(foreground.view(np.uint8), params.connectivity)
     graph = _tau_graph(values, foreground, params.tau, params.connectivity)
-    raw = np.asarray(cc3d.color_connectivity_graph(graph, connectivity=params.connectivity))
+    connectivity = cast(Literal[4, 8], params.connectivity)
+    raw = np.asarray(cc3d.color_connectivity_graph(graph, connectivity=connectivity))
     raw = raw.astype(np.uint32, copy=False)
     raw[~foreground] = 0
     return raw
+
+
+def _cc3d(image: np.ndarray, connectivity: int, delta: int = 0) -> np.ndarray:
+    """cc3d.connected_components of a 2-D unsigned image (0 = background), uint32 ids.
+
+    8-connectivity runs as 26-connectivity on a (1, H, W) view: cc3d's 2-D
+    8-connected path merges components that must stay apart when delta > 0.
+    """
+    volume = image[np.newaxis] if connectivity == 8 else image
+    cc3d_connectivity: Literal[4, 26] = 26 if connectivity == 8 else 4
+    labels = cc3d.connected_components(
+        volume, connectivity=cc3d_connectivity, delta=delta, out_dtype=np.uint32
+    )
+    return np.asarray(labels).reshape(image.shape)
+
+
+def _delta_input(values: np.ndarray, foreground: np.ndarray) -> np.ndarray | None:
+    """The image cc3d's delta labeling needs, or None where it cannot be ours.
+
+    Integers are shifted to unsigned (v - dtype min: differences unchanged, and
+    cc3d reads every value as unsigned); background becomes 0. Floats (whose
+    differences we take in float64) and images where a foreground pixel would
+    map to 0 return None.
+    """
+    dtype = values.dtype
+    if dtype.kind == "b":
+        shifted = values.view(np.uint8)
+    elif dtype.kind == "u":
+        shifted = values
+    elif dtype.kind == "i":
+        unsigned = np.dtype(f"u{dtype.itemsize}")
+        shifted = values.view(unsigned) ^ unsigned.type(1 << (8 * dtype.itemsize - 1))
+    else:
+        return None
+    masked = shifted * foreground
+    if np.count_nonzero(masked) != np.count_nonzero(foreground):
+        return None
+    return np.ascontiguousarray(masked)
+
+
+def _delta(tau: float) -> int:
+    """cc3d's delta for `tau` on integer values (|a - b| <= tau iff <= floor(tau)), below 2**32."""
+    if not tau > 0:  # a negative (or NaN) tau still joins equal values
+        return 0
+    return math.floor(min(tau, 2**32))
 
 
 def _tau_graph(
@@ -114,96 +173,140 @@ def _tau_graph(
     return graph
 
 
-def _raster_order(raw: np.ndarray, connectivity: int) -> np.ndarray:
-    """Raw component ids sorted by the raster index of each component's first pixel.
+@dataclass
+class _Runs:
+    """Horizontal runs of one label within a row, in raster order (background runs too)."""
 
-    Only pixels with no backward neighbour (W, N; and NW, NE for 8) of the same
-    id can be first pixels, so the search runs over those alone.
+    start: np.ndarray  # flat index of the first pixel
+    end: np.ndarray  # flat index one past the last pixel
+    label: np.ndarray
+
+    @classmethod
+    def of(cls, labels: np.ndarray) -> _Runs:
+        """The runs of a 2-D label image."""
+        flat = labels.ravel()
+        starts = np.empty(flat.size, bool)
+        starts[0] = True
+        np.not_equal(flat[1:], flat[:-1], out=starts[1:])
+        starts[:: labels.shape[1]] = True
+        start = np.flatnonzero(starts)
+        return cls(start, np.append(start[1:], flat.size), flat[start])
+
+
+def _raster_labels(raw: np.ndarray, runs: _Runs) -> tuple[np.ndarray, int]:
+    """Dense labels 1..K in raster order of each component's first pixel, and K.
+
+    `runs.label` is renumbered along. cc3d's ids usually are that order already:
+    then every run's id is at most one more than the largest id before it.
     """
-    has_earlier = np.zeros(raw.shape, bool)
-    has_earlier[:, 1:] |= raw[:, 1:] == raw[:, :-1]
-    has_earlier[1:, :] |= raw[1:, :] == raw[:-1, :]
-    if connectivity == 8:
-        has_earlier[1:, 1:] |= raw[1:, 1:] == raw[:-1, :-1]
-        has_earlier[1:, :-1] |= raw[1:, :-1] == raw[:-1, 1:]
-    starts = np.flatnonzero((raw != 0) & ~has_earlier)
-    ids = raw.ravel()[starts]
+    ids = runs.label[runs.label != 0]
+    if ids.size == 0:
+        return raw, 0
+    seen = np.maximum.accumulate(ids)
+    if ids[0] == 1 and np.all(ids[1:] <= seen[:-1] + 1):
+        return raw, int(seen[-1])
     unique_ids, first = np.unique(ids, return_index=True)
-    return unique_ids[np.argsort(first, kind="stable")].astype(np.int64)
+    order = unique_ids[np.argsort(first, kind="stable")]
+    lookup = np.zeros(int(unique_ids[-1]) + 1, np.uint32)
+    lookup[order] = np.arange(1, len(order) + 1, dtype=np.uint32)
+    runs.label = lookup[runs.label]
+    return lookup[raw], len(order)
 
 
-def _raw_stats(raw: np.ndarray, values: np.ndarray, foreground: np.ndarray) -> StatsTable:
-    """Statistics indexed by raw id (row r = id r; unused ids hold garbage)."""
-    height, width = raw.shape
-    size = int(raw.max(initial=0)) + 1
-    pixels = np.flatnonzero(foreground)
-    ids = raw.ravel()[pixels]
-    if len(pixels) == 0:
-        return empty_table(values.dtype.kind != "f")
-    ys, xs = np.divmod(pixels, width)
-    area = np.bincount(ids, minlength=size)
-    x_min = _reduce_at(np.minimum, ids, xs, size, width)
-    x_max = _reduce_at(np.maximum, ids, xs, size, -1)
-    y_min = _reduce_at(np.minimum, ids, ys, size, height)
-    y_max = _reduce_at(np.maximum, ids, ys, size, -1)
-    safe_area = np.maximum(area, 1).astype(np.float64)
-    centroid_x = _exact_sum(ids, xs, size).astype(np.float64) / safe_area
-    centroid_y = _exact_sum(ids, ys, size).astype(np.float64) / safe_area
+def _stats(labels: np.ndarray, runs: _Runs, values: np.ndarray, count: int) -> StatsTable:
+    """Statistics of components 1..count of dense `labels` (rows in label order).
 
-    pixel_values = values.ravel()[pixels]
+    Geometry and integer sums come from the foreground runs (exact int64 sums
+    of run lengths, column sums and prefix sums of the values); float means
+    from the pixels; value minima and maxima from the runs where runs are long
+    (numpy's reduceat pays per run), else from the pixels.
+    """
     integer = values.dtype.kind != "f"
-    as_float = pixel_values.astype(np.float64)
-    v_min = _reduce_at(np.minimum, ids, as_float, size, np.inf)
-    v_max = _reduce_at(np.maximum, ids, as_float, size, -np.inf)
+    if count == 0:
+        return empty_table(integer)
+    height, width = labels.shape
+    slots = count + 1  # slot 0 collects the background and is dropped
+    fg = runs.label != 0
+    start, end, label = runs.start[fg], runs.end[fg], runs.label[fg]
+    row = start // width
+    x0 = start - row * width
+    x1 = end - 1 - row * width
+    length = end - start
+    area = _reduce_by(np.add, label, length, slots, 0)
+    pixel_values = values.ravel()
+    if values.dtype == np.bool_:
+        pixel_values = pixel_values.view(np.uint8)
     if integer:
-        mean = _exact_sum(ids, pixel_values.astype(np.int64), size).astype(np.float64) / safe_area
+        prefix = np.cumsum(pixel_values, dtype=np.int64)
+        run_sum = prefix[end - 1] - prefix[start] + pixel_values[start]
+        mean = _reduce_by(np.add, label, run_sum, slots, 0) / np.maximum(area, 1)
     else:
-        mean = _float_mean(ids, as_float, area, size)
+        mean = _float_mean(labels.ravel(), pixel_values, area)
+    with np.errstate(invalid="ignore"):  # NaN is background: it never reaches a kept slot
+        if len(runs.start) * REDUCEAT_MIN_RUN_LENGTH <= pixel_values.size:
+            ids, run_min, run_max = (
+                label,
+                np.minimum.reduceat(pixel_values, runs.start)[fg],
+                np.maximum.reduceat(pixel_values, runs.start)[fg],
+            )
+        else:
+            ids, run_min, run_max = labels.ravel(), pixel_values, pixel_values
+        v_min = _reduce_by(np.minimum, ids, run_min, slots, _dtype_limit(values.dtype, 1))
+        v_max = _reduce_by(np.maximum, ids, run_max, slots, _dtype_limit(values.dtype, -1))
+    x_min = _reduce_by(np.minimum, label, x0, slots, width)
+    y_min = _reduce_by(np.minimum, label, row, slots, height)
+    real = slice(1, None)
+    safe_area = area[real].astype(np.float64)
     return StatsTable(
-        area=area.astype(np.int64),
-        x=x_min.astype(np.int64),
-        y=y_min.astype(np.int64),
-        width=(x_max - x_min + 1).astype(np.int64),
-        height=(y_max - y_min + 1).astype(np.int64),
-        centroid_x=centroid_x,
-        centroid_y=centroid_y,
-        mean=mean,
-        min=v_min,
-        max=v_max,
+        area=area[real],
+        x=x_min[real],
+        y=y_min[real],
+        width=(_reduce_by(np.maximum, label, x1, slots, -1) - x_min + 1)[real],
+        height=(_reduce_by(np.maximum, label, row, slots, -1) - y_min + 1)[real],
+        centroid_x=_reduce_by(np.add, label, length * (x0 + x1) // 2, slots, 0)[real] / safe_area,
+        centroid_y=_reduce_by(np.add, label, length * row, slots, 0)[real] / safe_area,
+        mean=mean[real],
+        min=v_min[real].astype(np.float64),
+        max=v_max[real].astype(np.float64),
         integer_values=integer,
     )
 
 
-def _reduce_at(
+def _dtype_limit(dtype: np.dtype, sign: int) -> float:
+    """The largest (sign 1) or smallest (sign -1) value of `dtype`, as a reduction start."""
+    if dtype.kind == "f":
+        return sign * math.inf
+    if dtype == np.bool_:
+        return 1 if sign > 0 else 0
+    info = np.iinfo(dtype)
+    return int(info.max if sign > 0 else info.min)
+
+
+def _reduce_by(
     ufunc: np.ufunc, ids: np.ndarray, data: np.ndarray, size: int, start: float
 ) -> np.ndarray:
-    """ufunc-reduce `data` into `size` slots by id, slots starting at `start`."""
+    """ufunc-reduce `data` into `size` slots by id, slots starting at `start`.
+
+    Integer data reduces in int64 (exact); the dtypes of `out` and `data` match
+    so that numpy takes ufunc.at's fast path.
+    """
+    if data.dtype.kind in "iu" and ufunc is np.add:
+        data = data.astype(np.int64, copy=False)
     out = np.full(size, start, dtype=data.dtype)
     ufunc.at(out, ids, data)
     return out
 
 
-def _exact_sum(ids: np.ndarray, data: np.ndarray, size: int) -> np.ndarray:
-    """Exact int64 sums of integer `data` by id.
-
-    bincount sums in float64, exact below 2**53: the data is split into 16-bit
-    halves so that each partial sum stays far below that.
-    """
-    data = data.astype(np.int64, copy=False)
-    low = np.bincount(ids, weights=data & 0xFFFF, minlength=size)
-    high = np.bincount(ids, weights=data >> 16, minlength=size)
-    return high.astype(np.int64) * 65536 + low.astype(np.int64)
-
-
-def _float_mean(ids: np.ndarray, data: np.ndarray, area: np.ndarray, size: int) -> np.ndarray:
-    """Order-independent float means (the rule in ccl_cli.stats)."""
-    finite = np.isfinite(data)
-    absmax = _reduce_at(np.maximum, ids[finite], np.abs(data[finite]), size, 0.0)
+def _float_mean(flat: np.ndarray, data: np.ndarray, area: np.ndarray) -> np.ndarray:
+    """Order-independent float means by label slot (the rule in ccl_cli.stats)."""
+    size = len(area)
+    counted = (flat != 0) & np.isfinite(data)
+    ids = flat[counted]
+    finite = data[counted].astype(np.float64)
+    absmax = _reduce_by(np.maximum, ids, np.abs(finite), size, 0.0)
     shift = float_sum_shift(absmax, area)
-    terms = np.zeros(len(data), np.int64)
-    terms[finite] = np.trunc(np.ldexp(data[finite], shift[ids[finite]])).astype(np.int64)
-    scaled_sum = np.zeros(size, np.int64)
-    np.add.at(scaled_sum, ids, terms)
-    pos_inf = np.bincount(ids, weights=data == np.inf, minlength=size) > 0
-    neg_inf = np.bincount(ids, weights=data == -np.inf, minlength=size) > 0
-    return float_mean(scaled_sum, shift, area, pos_inf, neg_inf)
+    terms = np.trunc(np.ldexp(finite, shift[ids])).astype(np.int64)
+    scaled_sum = _reduce_by(np.add, ids, terms, size, 0)
+    pos_inf = np.bincount(flat[data == np.inf], minlength=size) > 0
+    neg_inf = np.bincount(flat[data == -np.inf], minlength=size) > 0
+    return float_mean(scaled_sum, shift, np.maximum(area, 1), pos_inf, neg_inf)
