@@ -1,7 +1,8 @@
 """Image files in and out: inputs decoded to displayed intensity, outputs encoded.
 
-Inputs are PNG (Pillow), TIFF (tifffile + imagecodecs) or NPY, recognised by
-their magic bytes, never by their suffix. Whatever the storage, `read_image`
+Inputs are PNG (Pillow; 16-bit ones through imagecodecs' libpng), TIFF
+(tifffile + imagecodecs) or NPY, recognised by their magic bytes, never by
+their suffix. Whatever the storage, `read_image`
 returns what a viewer shows: a 2-D array of one of `params.SUPPORTED_DTYPES`
 (1-bit images as bool with ink False, MinIsWhite flipped, gray palettes looked
 up). Every problem with an input becomes one `InputError` line; a traceback
@@ -215,9 +216,11 @@ def _read_png(path: Path, head: bytes) -> tuple[np.ndarray, str]:
     if bit_depth == 16:
         # libpng keeps every bit; Pillow narrows 16-bit colour to 8 bits, and the
         # mode it opens 16-bit gray in ("I" or "I;16") changed across its versions.
-        kinds = {0: "gray", 2: "RGB", 4: "gray+alpha", 6: "RGBA"}
+        kind = {0: "gray", 2: "RGB", 4: "gray+alpha", 6: "RGBA"}.get(color_type)
+        if kind is None:
+            raise InputError(f"corrupt PNG: 16 bits with colour type {color_type}")
         with _decoding("PNG"):
-            return imagecodecs.png_decode(path.read_bytes()), kinds[color_type]
+            return imagecodecs.png_decode(path.read_bytes()), kind
     with _decoding("PNG"), Image.open(path) as image:
         frames = getattr(image, "n_frames", 1)
         if frames > 1:

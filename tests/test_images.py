@@ -81,7 +81,8 @@ def raises_one_line(path: Path, match: str, color_to_gray: str | None = None) ->
 def test_png_one_bit_reads_bool_with_ink_false(tmp_path: Path) -> None:
     page = ramp(np.bool_)
     path = save_pil(tmp_path / "a.png", Image.fromarray(page))
-    assert Image.open(path).mode == "1"
+    with Image.open(path) as written:
+        assert written.mode == "1"
     result = images.read_image(path)
     assert result.dtype == np.bool_
     np.testing.assert_array_equal(result, page)
@@ -96,24 +97,28 @@ def test_png_gray_round_trips(tmp_path: Path, dtype: type) -> None:
     np.testing.assert_array_equal(result, values)
 
 
-def test_png_gray_palette_reads_palette_values(tmp_path: Path) -> None:
-    indices = np.array([[0, 1, 2], [2, 1, 0]], dtype=np.uint8)
-    image = Image.fromarray(indices, mode="L").convert("P")
+def palette_png(path: Path, palette: np.ndarray, indices: np.ndarray) -> Path:
+    """An 8-bit palette PNG of `indices` into the (N, 3) `palette`."""
+    image = Image.new("P", indices.shape[::-1])
+    image.putpalette(palette.ravel().tolist())
     image.putdata(indices.ravel().tolist())
+    save_pil(path, image)
+    with Image.open(path) as written:
+        assert written.mode == "P"
+    return path
+
+
+def test_png_gray_palette_reads_palette_values(tmp_path: Path) -> None:
     # Used entries are gray; entry 3 is red but no pixel uses it.
-    image.putpalette([200, 200, 200, 7, 7, 7, 90, 90, 90, 255, 0, 0])
-    path = save_pil(tmp_path / "p.png", image)
-    assert Image.open(path).mode == "P"
+    palette = np.array([[200, 200, 200], [7, 7, 7], [90, 90, 90], [255, 0, 0]])
+    path = palette_png(tmp_path / "p.png", palette, np.array([[0, 1, 2], [2, 1, 0]]))
     result = images.read_image(path)
     assert result.dtype == np.uint8
     np.testing.assert_array_equal(result, [[200, 7, 90], [90, 7, 200]])
 
 
 def color_palette_png(path: Path) -> Path:
-    image = Image.new("P", (3, 2))
-    image.putpalette(RGB_PIXELS.reshape(-1).tolist())
-    image.putdata(list(range(6)))
-    return save_pil(path, image)
+    return palette_png(path, RGB_PIXELS.reshape(-1, 3), np.arange(6).reshape(2, 3))
 
 
 def test_png_color_palette_needs_conversion(tmp_path: Path) -> None:
@@ -302,7 +307,9 @@ def test_tiff_float_rgb_luma_in_float64(tmp_path: Path) -> None:
 
 
 def test_tiff_multi_page_is_3d(tmp_path: Path) -> None:
-    path = save_tiff(tmp_path / "stack.tif", np.zeros((2, 4, 5), np.uint8))
+    path = save_tiff(
+        tmp_path / "stack.tif", np.zeros((2, 4, 5), np.uint8), photometric="minisblack"
+    )
     raises_one_line(path, r"^3-D image \(shape \(2, 4, 5\)\); only 2-D images are supported$")
 
 
