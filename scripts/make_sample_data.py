@@ -135,7 +135,7 @@ def main() -> None:
         metadata=None,
     )
 
-    # tifffile cannot compress bilevel images; Pillow (libtiff) writes CCITT G4.
+    # tifffile has no CCITT G4 encoder; Pillow (through libtiff) writes one.
     # Tag 262 = 0 stores it MinIsWhite (a stored 1 is ink), as scanners do.
     Image.fromarray(text_scan()).save(out / "scan_g4.tif", compression="group4", tiffinfo={262: 0})
 
