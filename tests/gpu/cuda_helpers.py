@@ -1,0 +1,61 @@
+"""Helpers of the GPU tests (no conftest here: tests/conftest.py is imported by name).
+
+`gpu` marks the GPU tests and skips them cleanly where CuPy or a CUDA device is
+missing; `assert_same` compares the CUDA backend with the CPU reference bit for
+bit: labels, component counts and every StatsTable column.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ccl_cli.backends.cpu import CpuBackend
+from ccl_cli.params import LabelParams
+
+
+def cuda_problem() -> str | None:
+    """Why CUDA cannot be tested here, or None."""
+    try:
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        return f"CuPy/CUDA not usable: {exc}"
+    return None if count > 0 else "no CUDA device"
+
+
+_PROBLEM = cuda_problem()
+
+#: Module mark of every GPU test file: `pytestmark = gpu`.
+gpu = [pytest.mark.gpu, pytest.mark.skipif(_PROBLEM is not None, reason=str(_PROBLEM))]
+
+
+@functools.cache
+def backends() -> tuple[Any, CpuBackend]:
+    """(CudaBackend on device 0, CpuBackend), made once."""
+    from ccl_cli.backends.cuda import CudaBackend
+
+    return CudaBackend(), CpuBackend()
+
+
+def to_host(labels: Any) -> np.ndarray:
+    """Labels as numpy, wherever they live."""
+    return labels.get() if hasattr(labels, "get") else np.asarray(labels)
+
+
+def assert_same(batch: np.ndarray, params: LabelParams) -> None:
+    """CUDA and CPU backends agree on labels, component counts and statistics."""
+    cuda, cpu = backends()
+    got, want = cuda.label(batch, params), cpu.label(batch, params)
+    assert got.components == want.components
+    labels = to_host(got.labels)
+    assert labels.dtype == np.uint32 and labels.shape == batch.shape
+    for i in range(len(batch)):
+        np.testing.assert_array_equal(labels[i], want.labels[i], err_msg=f"labels of image {i}")
+    assert len(got.tables) == len(want.tables)
+    for i, (a, b) in enumerate(zip(got.tables, want.tables, strict=True)):
+        assert a.equals(b), f"statistics of image {i} differ"

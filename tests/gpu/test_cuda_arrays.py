@@ -1,0 +1,162 @@
+"""Device arrays, strided views, the Python API, module loading and OOM splitting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cuda_helpers import backends, gpu, to_host
+
+from ccl_cli import api
+from ccl_cli.backends import cuda as cuda_module
+from ccl_cli.errors import BackendUnavailable, UsageError
+from ccl_cli.params import LabelParams
+
+pytestmark = gpu
+
+
+def sample(shape=(3, 83, 121), dtype=np.uint8, seed=0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.integers(0, 3, shape) * (rng.random(shape) < 0.55)).astype(dtype)
+
+
+def assert_results_equal(got, want) -> None:
+    np.testing.assert_array_equal(to_host(got.labels), to_host(want.labels))
+    assert got.components == want.components
+    assert all(a.equals(b) for a, b in zip(got.tables, want.tables, strict=True))
+
+
+def test_fatbin_is_what_loads():
+    status = cuda_module.cuda_status()
+    assert status.usable, status.reason
+    assert status.kernel_source.startswith("fatbin"), status.kernel_source
+    assert status.devices and status.cupy_version
+
+
+@pytest.mark.parametrize(
+    "params",
+    [LabelParams(min_area=2), LabelParams(tau=1.5, connectivity=4), LabelParams(tau=0)],
+    ids=repr,
+)
+def test_nvrtc_fallback_gives_the_same_result(monkeypatch, params):
+    batch = sample(dtype=np.float32)
+    with_fatbin = backends()[0].label(batch, params)
+    monkeypatch.setenv(cuda_module.FORCE_NVRTC_ENV, "1")
+    monkeypatch.setattr(cuda_module, "_loaded", {})
+    assert cuda_module.cuda_status().kernel_source.startswith("NVRTC")
+    assert_results_equal(cuda_module.CudaBackend().label(batch, params), with_fatbin)
+
+
+def test_cupy_batch_stays_on_device():
+    import cupy
+
+    batch = sample()
+    got = backends()[0].label(cupy.asarray(batch), LabelParams())
+    assert isinstance(got.labels, cupy.ndarray)
+    assert_results_equal(got, backends()[1].label(batch, LabelParams()))
+
+
+VIEWS = {
+    "steps": lambda a: a[::2, 1::2, ::3],
+    "transposed": lambda a: a.transpose(0, 2, 1),
+    "reversed": lambda a: a[:, ::-1, 5:-7],
+}
+
+
+@pytest.mark.parametrize("view", VIEWS.values(), ids=VIEWS.keys())
+@pytest.mark.parametrize("connectivity", [4, 8])
+@pytest.mark.parametrize("tau", [None, 1])
+def test_strided_views(view, connectivity, tau):
+    import cupy
+
+    big = sample((4, 150, 260), np.int16, seed=3)
+    params = LabelParams(connectivity=connectivity, tau=tau)
+    want = backends()[1].label(np.ascontiguousarray(view(big)), params)
+    assert_results_equal(backends()[0].label(view(big), params), want)
+    assert_results_equal(backends()[0].label(view(cupy.asarray(big)), params), want)
+
+
+def test_cuda_array_interface_and_dlpack_objects():
+    import cupy
+
+    batch = sample(seed=5)
+    device = cupy.asarray(batch)
+    want = backends()[1].label(batch, LabelParams())
+
+    class Cai:
+        __cuda_array_interface__ = device.__cuda_array_interface__
+
+    class DLPackOnly:
+        def __dlpack__(self, **kwargs):
+            return device.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return device.__dlpack_device__()
+
+    for obj in (Cai(), DLPackOnly()):
+        got = backends()[0].label(obj, LabelParams())
+        assert isinstance(got.labels, cupy.ndarray)
+        assert_results_equal(got, want)
+
+
+def test_torch_tensors_including_strided():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    batch = sample((2, 90, 140), np.int16, seed=9)
+    tensor = torch.as_tensor(batch, device="cuda")
+    labels, tables = api.label(tensor, tau=1)
+    want_labels, want_tables = api.label(batch, tau=1, device="cpu")
+    np.testing.assert_array_equal(to_host(labels), want_labels)
+    assert all(a.equals(b) for a, b in zip(tables, want_tables, strict=True))
+    strided = tensor[:, ::2, 1::3]
+    labels, _ = api.label(strided, connectivity=4)
+    want, _ = api.label(np.ascontiguousarray(batch[:, ::2, 1::3]), connectivity=4, device="cpu")
+    np.testing.assert_array_equal(to_host(labels), want)
+
+
+def test_api_single_images_and_devices():
+    import cupy
+
+    image = sample((1, 64, 99), seed=2)[0]
+    want, want_tables = api.label(image, min_area=2, device="cpu")
+    assert want.shape == image.shape and len(want_tables) == 1
+    for device in ("auto", "cuda", "cuda:0"):
+        labels, tables = api.label(image, min_area=2, device=device)
+        assert isinstance(labels, np.ndarray) and labels.shape == image.shape
+        np.testing.assert_array_equal(labels, want)
+        assert tables[0].equals(want_tables[0])
+    labels, _ = api.label(cupy.asarray(image), min_area=2)
+    assert isinstance(labels, cupy.ndarray) and labels.shape == image.shape
+    np.testing.assert_array_equal(labels.get(), want)
+    with pytest.raises(UsageError):
+        api.label(cupy.asarray(image), device="cpu")
+    with pytest.raises(BackendUnavailable):
+        api.label(image, device="cuda:99")
+
+
+@pytest.mark.parametrize("on_device", [False, True])
+def test_out_of_memory_splits_the_batch(monkeypatch, on_device):
+    import cupy
+
+    real, sizes = cuda_module._label, []
+
+    def tight_memory(values, params, out):
+        sizes.append(len(values))
+        if len(values) > 2:
+            raise cupy.cuda.memory.OutOfMemoryError(1 << 40, 0, 0)
+        return real(values, params, out)
+
+    monkeypatch.setattr(cuda_module, "_label", tight_memory)
+    batch = np.stack([sample((1, 70, 90), seed=s)[0] for s in range(7)])
+    params = LabelParams(min_area=3)
+    got = backends()[0].label(cupy.asarray(batch) if on_device else batch, params)
+    assert max(s for s in sizes if s <= 2) <= 2 and 7 in sizes
+    assert_results_equal(got, backends()[1].label(batch, params))
+
+
+def test_batch_budget_is_positive_and_below_free_memory():
+    import cupy
+
+    budget = backends()[0].batch_budget_bytes()
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    assert 0 < budget < free + cupy.get_default_memory_pool().free_bytes()

@@ -1,0 +1,96 @@
+"""The CUDA backend's CPU-side contract: runs everywhere, CI included (no GPU needed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ccl_cli import api
+from ccl_cli.backends import cuda
+from ccl_cli.errors import UsageError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_python(code: str) -> str:
+    """Run `code` in a fresh interpreter from the repository root; its stdout."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+def test_import_and_status_without_cupy():
+    out = run_python(
+        "import sys; sys.modules['cupy'] = None\n"
+        "from ccl_cli.backends import cuda\n"
+        "from ccl_cli.errors import BackendUnavailable\n"
+        "s = cuda.cuda_status()\n"
+        "print(s.usable, s.cupy_version, s.reason)\n"
+        "try:\n"
+        "    cuda.CudaBackend()\n"
+        "except BackendUnavailable as e:\n"
+        "    print('unavailable:', e)\n"
+    )
+    first, second = out.splitlines()
+    assert first.startswith("False None CuPy is not installed")
+    assert second.startswith("unavailable: CuPy is not installed")
+
+
+def test_cpu_path_never_imports_cupy():
+    out = run_python(
+        "import sys, numpy as np\n"
+        "from ccl_cli import api\n"
+        "labels, tables = api.label(np.eye(5, dtype=np.uint8), device='cpu')\n"
+        "print(labels.max(), len(tables[0]), 'cupy' in sys.modules)\n"
+    )
+    assert out.split() == ["1", "1", "False"]
+
+
+def test_fatbin_and_manifest_are_current():
+    manifest = json.loads((cuda.CUDA_DIR / "manifest.json").read_text())
+    assert cuda.FATBIN.is_file() and manifest["fatbin"] == cuda.FATBIN.name
+    assert {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90"} <= set(manifest["sass"])
+    assert manifest["ptx"] == "compute_75"
+    sources = sorted(p.name for p in cuda.CUDA_DIR.iterdir() if p.suffix in (".cu", ".cuh"))
+    assert manifest["sources"] == sources
+    check = subprocess.run(
+        [sys.executable, "scripts/build_cubins.py", "--check", "--nvcc", "no-such-nvcc"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "not found" in check.stdout
+
+
+def test_is_device_array_on_host_objects():
+    assert not cuda.is_device_array(np.zeros((2, 2)))
+    assert not cuda.is_device_array([[1, 2]])
+
+
+def test_api_single_image_on_cpu():
+    image = np.zeros((6, 7), np.uint8)
+    image[1:3, 1:3] = 1
+    image[4:, 5:] = 2
+    labels, tables = api.label(image, device="cpu", min_area=3)
+    assert labels.shape == image.shape and labels.dtype == np.uint32
+    assert labels.max() == 2 and [len(t) for t in tables] == [2]
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"device": "gpu"}, {"device": "cuda:x"}, {"connectivity": 6}], ids=str
+)
+def test_api_rejects_bad_options(kwargs):
+    with pytest.raises(UsageError):
+        api.label(np.zeros((3, 3), np.uint8), **kwargs)
+
+
+def test_api_rejects_bad_shapes():
+    with pytest.raises(UsageError):
+        api.label(np.zeros((2, 3, 4, 5), np.uint8), device="cpu")
