@@ -41,7 +41,7 @@ app = typer.Typer(
 config_app = typer.Typer(help="Inspect configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 
-stderr = Console(stderr=True, highlight=False)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)  # one line per message
 
 ConfigOption = Annotated[
     list[Path] | None,
@@ -299,6 +299,104 @@ def info_command() -> None:
     from .info import collect_info
 
     sys.stdout.write(collect_info())
+
+
+@app.command("bench")
+def bench_command(
+    inputs: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Image files, folders or glob patterns to measure on; without any, a built-in "
+            "generated suite (random, document-like and depth-like images).",
+            show_default=False,
+        ),
+    ] = None,
+    engines: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated engines: gccl-cuda, gccl-cpu, opencv, cupyx, cc3d, skimage.  "
+            "\\[default: every one available]",
+            show_default=False,
+        ),
+    ] = None,
+    level: Annotated[
+        str,
+        typer.Option(
+            help="kernel (data already in memory or on the GPU; only labeling is timed), "
+            "end-to-end (files in, label images and CSVs out through gccl label) or both."
+        ),
+    ] = "kernel",
+    batch: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated batch sizes (images per call); 1 always runs, as the "
+            "cross-check and the estimate that skips calls over 2 s."
+        ),
+    ] = "1,8,32,64",
+    repeat: Annotated[
+        int, typer.Option(help="Timed calls per measurement (fewer once they take 1 s).")
+    ] = 10,
+    tau: Annotated[
+        str | None,
+        typer.Option(
+            help="Tau mode with this tau for the INPUT images, and the tau of the generated "
+            "depth images (else 8); without it INPUT images run in binary mode.",
+            show_default=False,
+        ),
+    ] = None,
+    connectivity: Annotated[
+        int | None,
+        typer.Option(help="4 or 8 neighbours.  \\[default: both, 8 first]", show_default=False),
+    ] = None,
+    sizes: Annotated[
+        str | None,
+        typer.Option(
+            help="Sizes of the generated suite, e.g. 640x480,1920x1080.  "
+            "\\[default: 640x480,1920x1080,4000x3000]",
+            show_default=False,
+        ),
+    ] = None,
+    cases: Annotated[
+        str | None,
+        typer.Option(
+            help="Families of the generated suite: random-0.1, random-0.5, random-0.9, document, "
+            "depth.  \\[default: all]",
+            show_default=False,
+        ),
+    ] = None,
+    json_path: Annotated[
+        Path | None,
+        typer.Option("--json", help="Write every record as a JSON list.", show_default=False),
+    ] = None,
+    csv_path: Annotated[
+        Path | None,
+        typer.Option("--csv", help="Write every record as CSV.", show_default=False),
+    ] = None,
+    plot_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot", help="Write a PNG bar chart of speed-ups over OpenCV.", show_default=False
+        ),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress lines (the report still prints).")
+    ] = False,
+) -> None:
+    """Time gccl against OpenCV and the GPU peers on the same images, and check they agree.
+
+    Exit code 0, 1 when an engine's components differ from the reference's (or it fails),
+    2 for a bad option.
+    """
+    from .bench.command import parse_options, run_bench_command
+
+    try:
+        options = parse_options(engines, level, batch, repeat, tau, connectivity, sizes, cases)
+        code = run_bench_command(inputs or [], options, json_path, csv_path, plot_path, quiet)
+    except GcclError as error:
+        raise _fail(str(error)) from None
+    except KeyboardInterrupt:
+        raise _fail("interrupted", EXIT_INTERRUPTED) from None
+    raise typer.Exit(code)
 
 
 def _version(value: bool) -> None:
