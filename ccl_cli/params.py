@@ -78,18 +78,41 @@ def display_values(values: Any, params: LabelParams, xp: Any = np) -> Any:
 
 
 def foreground_mask(values: Any, params: LabelParams, xp: Any = np) -> Any:
-    """Boolean mask of the pixels that take part in labeling. NaN never does."""
+    """Boolean mask of the pixels that take part in labeling. NaN never does.
+
+    Equal to `display_values(values) != background` (or the threshold test on
+    the original values), computed without widening: the inversion moves to
+    the scalar side (max - v != b  <=>  v != max - b; -v != b  <=>  v != -b).
+    """
     dtype = np.dtype(values.dtype)
     if params.threshold is not None:
-        wide = values.astype(xp.float64)
-        mask = wide < params.threshold if params.invert else wide > params.threshold
+        threshold = _exact_scalar(dtype, params.threshold)
+        mask = values < threshold if params.invert else values > threshold
     elif params.background is None:
         mask = xp.ones(values.shape, dtype=bool)
     else:
-        mask = display_values(values, params, xp) != params.background
+        target = params.background
+        if params.invert:
+            target = -target if dtype.kind == "f" else dtype_max(dtype) - target
+        mask = values != _exact_scalar(dtype, target)
     if dtype.kind == "f":
         mask &= ~xp.isnan(values)
     return mask
+
+
+def _exact_scalar(dtype: np.dtype, value: float) -> Any:
+    """`value` as a scalar of `dtype` where that is exact (a fast native comparison),
+    else as float64 (comparisons with it are exact for every supported dtype too)."""
+    if dtype.kind == "f":
+        with np.errstate(over="ignore"):
+            native = dtype.type(value)
+        if native == value:  # NaN and values float32 cannot hold fail this
+            return native
+    elif float(value).is_integer():
+        low, high = (0, 1) if dtype.kind == "b" else (np.iinfo(dtype).min, np.iinfo(dtype).max)
+        if low <= value <= high:
+            return dtype.type(int(value))
+    return np.float64(value)
 
 
 def tau_joins(a: Any, b: Any, tau: float, xp: Any = np) -> Any:

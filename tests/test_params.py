@@ -73,6 +73,18 @@ def test_foreground_mask_matches_the_contract(case: tuple[np.ndarray, LabelParam
     assert mask.tolist() == expected
 
 
+@settings(max_examples=200)
+@given(images_and_params())
+def test_foreground_mask_is_the_display_value_test(case: tuple[np.ndarray, LabelParams]) -> None:
+    values, params = case
+    if params.threshold is not None or params.background is None:
+        return
+    expected = display_values(values, params) != params.background
+    if values.dtype.kind == "f":
+        expected &= ~np.isnan(values)
+    np.testing.assert_array_equal(foreground_mask(values, params), expected)
+
+
 def test_threshold_uses_original_values_even_when_inverted() -> None:
     values = np.array([[10, 100, 200, 255]], np.uint8)
     assert foreground_mask(values, LabelParams(threshold=100)).tolist() == [
