@@ -240,68 +240,59 @@ def dense_labels(values: Any, params: LabelParams, out: Any) -> Any:
     return components
 
 
+def device_statistics(
+    values: Any, params: LabelParams, out: Any, components: np.ndarray
+) -> tuple[Any, np.ndarray]:
+    """Kernel stage 3: per-label aggregates of a labeled batch, min-area renumbering of `out`.
+
+    components: K per image (host). Returns the (GCCL_STATS_FIELDS, sum K)
+    device array of stats.cu's aggregates and the label offsets per image
+    (host, N + 1 entries). The benchmark times dense_labels plus this.
+    """
+    cupy = _import_cupy()
+    n, height, width = values.shape
+    dtype = np.dtype(values.dtype)
+    label_base = np.zeros(n + 1, np.uint64)
+    np.cumsum(components, out=label_base[1:])
+    total = int(label_base[-1])
+    agg = cupy.zeros((_FIELDS, total), cupy.uint64)
+    if total == 0:
+        return agg, label_base
+    for row in (XMIN, YMIN, VMIN):
+        agg[row] = np.uint64(2**64 - 1)
+    kernels = _kernels(values.device.id)
+    base = cupy.asarray(label_base)
+    pixels, chunks = height * width, -(-(height * width) // _CHUNK)
+    storage = values.view(cupy.uint8) if dtype == np.bool_ else values
+    geometry = (np.uint32(height), np.uint32(width), np.uint32(chunks))
+    stats_args = (out, storage, *geometry, base, agg, np.uint64(total))
+    grid = n * chunks
+    kernels.launch(f"gccl_stats_{_SUFFIX[dtype]}", grid, (_CHUNK_THREADS,), stats_args)
+    if dtype.kind == "f":
+        kernels.launch(f"gccl_float_sum_{_SUFFIX[dtype]}", grid, (_CHUNK_THREADS,), stats_args)
+    if params.min_area > 0:
+        keep = (agg[AREA] >= params.min_area).astype(cupy.uint32)
+        rank = cupy.empty(total, cupy.uint32)
+        scan_args = (keep, rank, base, np.uint64(0), np.uint64(0))
+        kernels.launch("gccl_segmented_scan", n, (_SCAN_THREADS,), scan_args)
+        min_area = np.uint64(params.min_area)
+        remap_args = (out, np.uint32(pixels), np.uint32(chunks), base, agg[AREA], rank, min_area)
+        kernels.launch("gccl_min_area_remap", grid, (_CHUNK_THREADS,), remap_args)
+    return agg, label_base
+
+
 def _label(values: Any, params: LabelParams, out: Any) -> tuple[list[StatsTable], list[int]]:
     """Labels into `out` and the statistics tables of one (sub-)batch on its device."""
     cupy = _import_cupy()
     n, height, width = values.shape
-    dtype = np.dtype(values.dtype)
-    integer = dtype.kind != "f"
+    integer = np.dtype(values.dtype).kind != "f"
     if n == 0:
         return [], []
     if height * width == 0:
         return [empty_table(integer) for _ in range(n)], [0] * n
     values = cupy.ascontiguousarray(values)
     components = dense_labels(values, params, out).get().astype(np.int64)
-    label_base = np.zeros(n + 1, np.uint64)
-    np.cumsum(components, out=label_base[1:])
-    total = int(label_base[-1])
-    if total == 0:
-        return [empty_table(integer) for _ in range(n)], components.tolist()
-
-    kernels = _kernels(values.device.id)
-    storage = values.view(cupy.uint8) if dtype == np.bool_ else values
-    agg = cupy.zeros((_FIELDS, total), cupy.uint64)
-    for row in (XMIN, YMIN, VMIN):
-        agg[row] = np.uint64(2**64 - 1)
-    base = cupy.asarray(label_base)
-    chunks = -(-(height * width) // _CHUNK)
-    stats_args = (
-        out,
-        storage,
-        np.uint32(height),
-        np.uint32(width),
-        np.uint32(chunks),
-        base,
-        agg,
-        np.uint64(total),
-    )
-    suffix = _SUFFIX[dtype]
-    kernels.launch(f"gccl_stats_{suffix}", n * chunks, (_CHUNK_THREADS,), stats_args)
-    if not integer:
-        kernels.launch(f"gccl_float_sum_{suffix}", n * chunks, (_CHUNK_THREADS,), stats_args)
-    if params.min_area > 0:
-        keep = (agg[AREA] >= params.min_area).astype(cupy.uint32)
-        rank = cupy.empty(total, cupy.uint32)
-        kernels.launch(
-            "gccl_segmented_scan",
-            n,
-            (_SCAN_THREADS,),
-            (keep, rank, base, np.uint64(0), np.uint64(0)),
-        )
-        kernels.launch(
-            "gccl_min_area_remap",
-            n * chunks,
-            (_CHUNK_THREADS,),
-            (
-                out,
-                np.uint32(height * width),
-                np.uint32(chunks),
-                base,
-                agg[AREA],
-                rank,
-                np.uint64(params.min_area),
-            ),
-        )
+    agg, label_base = device_statistics(values, params, out, components)
     table = _host_table(agg.get(), integer)
     tables = []
     for i in range(n):
