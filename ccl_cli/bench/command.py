@@ -1,0 +1,207 @@
+"""`gccl bench`: check the options, build the cases and engines, run the levels, report.
+
+The command-line edge (ccl_cli.cli) passes the options as typed; everything
+else happens here. Bad options raise UsageError (exit 2); the return value is
+the exit code: 0, or 1 when an engine disagreed with the reference or failed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from ..errors import EXIT_OK, EXIT_SOME_FAILED, InputError, UsageError
+from .engines import ENGINE_NAMES, Engine, make_engines
+from .records import Record
+from .runner import Limits, run_end_to_end, run_kernel
+from .suite import FAMILIES, SIZES, Case, generated_cases, input_cases, parse_size
+
+LEVEL_CHOICES = ("kernel", "end-to-end", "both")
+DEFAULT_BATCHES = "1,8,32,64"
+DEFAULT_REPEAT = 10
+
+
+@dataclass(frozen=True)
+class Options:
+    """The checked options of one bench run."""
+
+    engines: tuple[str, ...]
+    explicit_engines: bool
+    levels: tuple[str, ...]
+    batches: tuple[int, ...]
+    repeat: int
+    tau: float | None
+    connectivities: tuple[int, ...]
+    sizes: tuple[tuple[int, int], ...]
+    families: tuple[str, ...]
+
+
+def parse_options(
+    engines: str | None,
+    level: str,
+    batches: str,
+    repeat: int,
+    tau: str | None,
+    connectivity: int | None,
+    sizes: str | None,
+    cases: str | None,
+) -> Options:
+    """Options from the command line's text; UsageError names the bad one."""
+    engine_names = _names("--engines", engines, ENGINE_NAMES)
+    if level not in LEVEL_CHOICES:
+        raise UsageError(f"--level must be one of {', '.join(LEVEL_CHOICES)}, got {level!r}")
+    try:
+        batch_sizes = {int(b) for b in _split(batches)}
+    except ValueError:
+        raise UsageError(f"--batch takes whole numbers like 1,8,32,64, got {batches!r}") from None
+    if not batch_sizes or min(batch_sizes) < 1:
+        raise UsageError(f"--batch sizes must be at least 1, got {batches!r}")
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    if connectivity not in (None, 4, 8):
+        raise UsageError(f"--connectivity must be 4 or 8, got {connectivity}")
+    try:
+        size_list = tuple(parse_size(s) for s in _split(sizes)) if sizes else SIZES
+    except ValueError as error:
+        raise UsageError(f"--sizes: {error}") from None
+    return Options(
+        engines=engine_names or ENGINE_NAMES,
+        explicit_engines=bool(engine_names),
+        levels=("kernel", "end-to-end") if level == "both" else (level,),
+        batches=tuple(sorted(batch_sizes | {1})),
+        repeat=repeat,
+        tau=_tau(tau),
+        connectivities=(8, 4) if connectivity is None else (connectivity,),
+        sizes=size_list,
+        families=_names("--cases", cases, FAMILIES) or FAMILIES,
+    )
+
+
+def run_bench_command(
+    inputs: Sequence[str],
+    options: Options,
+    json_path: Path | None = None,
+    csv_path: Path | None = None,
+    plot_path: Path | None = None,
+    quiet: bool = False,
+    out: Console | None = None,
+    err: Console | None = None,
+) -> int:
+    """Run the benchmark and write its reports; the exit code (0 or 1)."""
+    from .machine import describe_machine
+    from .report import (
+        add_speedups,
+        print_problems,
+        print_report,
+        problems,
+        write_csv,
+        write_json,
+        write_plot,
+    )
+
+    # A log file gets the table at full width, not folded to 80 columns.
+    out = out or Console(highlight=False, width=None if _stdout_is_terminal() else 150)
+    err = err or Console(stderr=True, highlight=False)
+    engines, descriptions = _engines(options)
+    cases = _cases(inputs, options)
+    limits = Limits(repeat=options.repeat)
+    started = time.perf_counter()
+
+    def step(text: str) -> None:
+        if not quiet:
+            err.print(Text(f"[{time.perf_counter() - started:7.1f} s] {text}", style="dim"))
+
+    records: list[Record] = []
+    if "kernel" in options.levels:
+        records += run_kernel(cases, engines, options.batches, limits, step)
+    if "end-to-end" in options.levels:
+        records += run_end_to_end(cases, engines, options.batches, limits, step)
+    add_speedups(records)
+    machine = describe_machine()
+    print_report(out, records, machine, descriptions)
+    if json_path:
+        write_json(json_path, records)
+    if csv_path:
+        write_csv(csv_path, records)
+    if plot_path:
+        write_plot(plot_path, records, machine)
+    step(f"done: {len(records)} records")
+    bad = problems(records)
+    if bad:
+        print_problems(err, bad)
+        return EXIT_SOME_FAILED
+    return EXIT_OK
+
+
+def _stdout_is_terminal() -> bool:
+    return Console().is_terminal
+
+
+def _engines(options: Options) -> tuple[list[Engine], dict[str, str]]:
+    """The engines to run and, for the report, what each times or why it is unavailable."""
+    usable: list[Engine] = []
+    descriptions: dict[str, str] = {}
+    for engine in make_engines(list(options.engines)):
+        why = engine.unavailable()
+        if why and options.explicit_engines:
+            raise UsageError(f"--engines {engine.name}: not available ({why})")
+        if why:
+            descriptions[engine.name] = f"not available: {why}"
+        else:
+            usable.append(engine)
+            descriptions[engine.name] = engine.description()
+    return usable, descriptions
+
+
+def _cases(inputs: Sequence[str], options: Options) -> list[Case]:
+    """The user's images as cases, or the generated suite when there are none."""
+    if not inputs:
+        return generated_cases(options.families, options.sizes, options.connectivities, options.tau)
+    if options.sizes != SIZES or options.families != FAMILIES:
+        raise UsageError("--sizes and --cases choose generated cases; drop them with INPUT files")
+    from ..images import read_image
+    from ..inputs import expand
+
+    images = []
+    for item in expand(inputs, recursive=False):
+        if item.problem:
+            raise UsageError(f"{item.display}: {item.problem}")
+        try:
+            images.append((item.display, read_image(item.path)))
+        except InputError as error:
+            raise UsageError(f"{item.display}: {error}") from None
+    if not images:
+        raise UsageError("no images in the inputs (PNG, TIFF or NPY files)")
+    return input_cases(images, options.connectivities, options.tau)
+
+
+def _split(text: str | None) -> list[str]:
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
+def _names(option: str, text: str | None, allowed: Sequence[str]) -> tuple[str, ...]:
+    """The comma-separated names of `text`, each one of `allowed` (empty when not given)."""
+    names = tuple(dict.fromkeys(n.lower() for n in _split(text)))
+    unknown = [n for n in names if n not in allowed]
+    if unknown:
+        raise UsageError(
+            f"{option}: unknown {', '.join(unknown)}; choose from {', '.join(allowed)}"
+        )
+    return names
+
+
+def _tau(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"--tau must be a number, got {text!r}") from None
+    if not value >= 0:
+        raise UsageError(f"--tau must be a number >= 0, got {text!r}")
+    return int(value) if value.is_integer() else value

@@ -1,0 +1,393 @@
+"""The labeling engines a benchmark compares, each behind one small adapter.
+
+An adapter says whether its library is available (and why not), which cases
+it can label (mode, size caps for slow methods), turns a batch into its
+input outside the timed region (a foreground mask, a copy on the GPU), and
+labels the batch in `run`, the call that is timed. Every engine runs at its
+best settings: all CPU threads where the library can use them, CV_32S labels
+for OpenCV, the whole batch in one call where the library takes batches.
+
+Binary engines other than gccl get the foreground mask (value != 0) as uint8
+0/1, since they label nonzero pixels and cc3d would otherwise split
+components by value. Tau engines get the values: tau mode joins neighbours
+whose values differ by at most tau, and value 0 is background.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from ..params import LabelParams, foreground_mask
+from .floodfill import flood_fill_labels
+from .suite import Case
+
+#: Per-image pixel caps of the slow methods (their time would swamp the run).
+VGA_PIXELS = 640 * 480
+FULL_HD_PIXELS = 1920 * 1080
+
+
+@dataclass
+class Output:
+    """What one timed call produced: labels of the batch and the components in all of it."""
+
+    labels: Any
+    components: int
+
+
+class Engine:
+    """The adapter interface; subclasses fill in the class attributes and methods.
+
+    name: the --engines name.  on_device: data and timing live on the GPU
+    (CUDA events).  raster_order: labels promise gccl's numbering (GUIDE §2),
+    so two such engines must agree exactly, not only up to renumbering.
+    end_to_end_modes: the modes the engine has a file pipeline for (see files.py).
+    end_to_end_batched: whether that pipeline takes --batch (else it runs at batch 1 only).
+    max_pixels: per mode, the largest image (in pixels) it is run on.
+    """
+
+    name = ""
+    on_device = False
+    raster_order = False
+    end_to_end_modes: tuple[str, ...] = ()
+    end_to_end_batched = False
+    modes: tuple[str, ...] = ("binary",)
+    max_pixels: ClassVar[dict[str, int]] = {}
+
+    def description(self) -> str:
+        """One line for the report: the call timed and its settings."""
+        raise NotImplementedError
+
+    def unavailable(self) -> str | None:
+        """Why the engine cannot run on this machine, or None when it can."""
+        raise NotImplementedError
+
+    def unsupported(self, case: Case) -> str | None:
+        """Why the engine does not run `case`, or None when it does."""
+        mode = case.params.mode
+        if mode not in self.modes:
+            return f"has no {mode} mode"
+        cap = self.max_pixels.get(mode)
+        if cap is not None and case.pixels > cap:
+            return f"{mode} mode is run up to {cap / 1e6:.1f} Mpixel images only (slow)"
+        return None
+
+    def prepare(self, batch: np.ndarray, params: LabelParams) -> Any:
+        """The engine's input for an (N, H, W) batch (not timed)."""
+        if params.mode == "binary":
+            return foreground_mask(batch, params).view(np.uint8)
+        return batch
+
+    def run(self, prepared: Any, params: LabelParams) -> Output:
+        """Label the prepared batch (the timed call)."""
+        raise NotImplementedError
+
+    def host_labels(self, output: Output) -> np.ndarray:
+        """The (N, H, W) labels of an output as a numpy array (for the cross-check)."""
+        return np.asarray(output.labels)
+
+    def release(self) -> None:
+        """Give back memory cached between calls (after each measurement)."""
+
+    def end_to_end(self, folder: Path, out: Path, params: LabelParams, batch: int) -> int:
+        """Label every file of `folder`, writing labels and statistics into `out`.
+
+        Returns the components in all files; raises on any failure.
+        """
+        raise NotImplementedError
+
+
+class DeviceEngine(Engine):
+    """An engine whose data lives on the GPU: labels are copied back only to be checked."""
+
+    on_device = True
+
+    def host_labels(self, output: Output) -> np.ndarray:
+        import cupy
+
+        return np.asarray(cupy.asnumpy(output.labels))
+
+    def release(self) -> None:
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
+def cpu_threads() -> int:
+    """The CPU threads engines may use: every core."""
+    return os.cpu_count() or 1
+
+
+class _Gccl(Engine):
+    """What both gccl backends share: the call timed, and `gccl label` end to end."""
+
+    raster_order = True
+    modes = end_to_end_modes = ("binary", "tau")
+    end_to_end_batched = True
+    #: The `gccl label --device` of this backend.
+    device = ""
+
+    def __init__(self) -> None:
+        self._backend: Any = None
+
+    def make_backend(self) -> Any:
+        """The backend object (made at the first call, not when listing engines)."""
+        raise NotImplementedError
+
+    def prepare(self, batch: np.ndarray, params: LabelParams) -> Any:
+        return batch
+
+    def run(self, prepared: Any, params: LabelParams) -> Output:
+        if self._backend is None:
+            self._backend = self.make_backend()
+        result = self._backend.label(prepared, params)
+        return Output(result.labels, sum(result.components))
+
+    def end_to_end(self, folder: Path, out: Path, params: LabelParams, batch: int) -> int:
+        from .files import gccl_label_folder
+
+        return gccl_label_folder(folder, out, params, self.device, batch)
+
+
+class GcclCuda(_Gccl, DeviceEngine):
+    """gccl's CUDA backend on a batch already on the GPU."""
+
+    name = "gccl-cuda"
+    device = "cuda"
+
+    def description(self) -> str:
+        return "CudaBackend.label: labels + statistics of the batch in one call, device 0"
+
+    def unavailable(self) -> str | None:
+        try:
+            from ..backends.cuda import cuda_status
+        except ImportError as error:
+            return f"the CUDA backend cannot be imported ({error})"
+        status = cuda_status()
+        return None if status.usable else status.reason
+
+    def make_backend(self) -> Any:
+        from ..backends.cuda import CudaBackend
+
+        return CudaBackend(0)
+
+    def prepare(self, batch: np.ndarray, params: LabelParams) -> Any:
+        import cupy
+
+        return cupy.asarray(batch)
+
+
+class GcclCpu(_Gccl):
+    """gccl's CPU reference backend, images of a batch in parallel threads."""
+
+    name = "gccl-cpu"
+    device = "cpu"
+
+    def description(self) -> str:
+        return f"CpuBackend.label: labels + statistics, {cpu_threads()} threads across the batch"
+
+    def unavailable(self) -> str | None:
+        return _missing("cc3d")
+
+    def make_backend(self) -> Any:
+        from ..backends.cpu import CpuBackend
+
+        return CpuBackend(cpu_threads())
+
+
+class OpenCv(Engine):
+    """OpenCV: connectedComponentsWithStats for binary, floodFill region growing for tau."""
+
+    name = "opencv"
+    modes = ("binary", "tau")
+    end_to_end_modes = ("binary",)
+    max_pixels: ClassVar[dict[str, int]] = {"tau": VGA_PIXELS}
+
+    def description(self) -> str:
+        import cv2
+
+        cv2.setNumThreads(cpu_threads())
+        return (
+            f"cv2.connectedComponentsWithStats (CV_32S, {cv2.getNumThreads()} threads), one image "
+            "per call; tau mode: cv2.floodFill region growing (floating range = tau) from each "
+            f"unlabeled pixel in raster order, images up to {VGA_PIXELS / 1e6:.1f} Mpixel; "
+            "end to end: imread, label, imwrite and a statistics CSV per file, files on "
+            f"{cpu_threads()} threads"
+        )
+
+    def unavailable(self) -> str | None:
+        return _missing("cv2")
+
+    def run(self, prepared: Any, params: LabelParams) -> Output:
+        import cv2
+
+        cv2.setNumThreads(cpu_threads())
+        if params.mode == "tau":
+            return _loop(prepared, lambda image: flood_fill_labels(image, params))
+        return _loop(
+            prepared,
+            lambda image: _counted(
+                cv2.connectedComponentsWithStats(
+                    image, connectivity=params.connectivity, ltype=cv2.CV_32S
+                )[:2]
+            ),
+        )
+
+    def end_to_end(self, folder: Path, out: Path, params: LabelParams, batch: int) -> int:
+        from .files import opencv_label_folder
+
+        return opencv_label_folder(folder, out, params, cpu_threads())
+
+
+class Cupyx(DeviceEngine):
+    """cupyx.scipy.ndimage.label on the whole batch, stacked, with no joins across images."""
+
+    name = "cupyx"
+
+    def description(self) -> str:
+        return "cupyx.scipy.ndimage.label on the stacked (N, H, W) batch, no joins between images"
+
+    def unavailable(self) -> str | None:
+        missing = _missing("cupyx.scipy.ndimage")
+        if missing:
+            return missing
+        import cupy
+
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except cupy.cuda.runtime.CUDARuntimeError as error:
+            return f"no CUDA device ({error})"
+        return None if count else "no CUDA device"
+
+    def prepare(self, batch: np.ndarray, params: LabelParams) -> Any:
+        import cupy
+
+        return cupy.asarray(super().prepare(batch, params))
+
+    def run(self, prepared: Any, params: LabelParams) -> Output:
+        from cupyx.scipy import ndimage
+
+        labels, count = ndimage.label(prepared, _batch_structure(params.connectivity))
+        return Output(labels, int(count))
+
+
+class Cc3d(Engine):
+    """connected-components-3d: binary labeling, and tau through its delta option."""
+
+    name = "cc3d"
+    modes = ("binary", "tau")
+
+    def description(self) -> str:
+        return (
+            "cc3d.connected_components, one image per call, sequential (cc3d is single-threaded "
+            "and gains nothing from a thread pool); tau mode: delta=tau, 4c on the (H, W) image, "
+            "8c as 26-connectivity on (1, H, W) (cc3d's 2-D 8c delta differs)"
+        )
+
+    def unavailable(self) -> str | None:
+        return _missing("cc3d")
+
+    def run(self, prepared: Any, params: LabelParams) -> Output:
+        import cc3d
+
+        planar: Literal[4, 8] = 8 if params.connectivity == 8 else 4
+        stacked: Literal[6, 26] = 26 if params.connectivity == 8 else 6
+
+        def one(image: np.ndarray) -> tuple[int, np.ndarray]:
+            if params.tau is None:
+                labels, count = cc3d.connected_components(image, connectivity=planar, return_N=True)
+                return count, labels
+            labels, count = cc3d.connected_components(
+                image[None], connectivity=stacked, delta=params.tau, return_N=True
+            )
+            return count, labels[0]
+
+        return _loop(prepared, one)
+
+
+class Skimage(Engine):
+    """scikit-image's measure.label, images of a batch in parallel threads."""
+
+    name = "skimage"
+    max_pixels: ClassVar[dict[str, int]] = {"binary": FULL_HD_PIXELS}
+
+    def description(self) -> str:
+        return (
+            f"skimage.measure.label, images of a batch on {cpu_threads()} threads, "
+            f"images up to {FULL_HD_PIXELS / 1e6:.1f} Mpixel"
+        )
+
+    def unavailable(self) -> str | None:
+        return _missing("skimage.measure")
+
+    def run(self, prepared: Any, params: LabelParams) -> Output:
+        from skimage.measure import label
+
+        def one(image: np.ndarray) -> tuple[int, np.ndarray]:
+            labels, count = label(image, connectivity=params.connectivity // 4, return_num=True)
+            return count, labels
+
+        return _loop(prepared, one, threads=cpu_threads())
+
+
+#: Every engine, in report order.
+ENGINE_TYPES: tuple[type[Engine], ...] = (GcclCuda, GcclCpu, OpenCv, Cupyx, Cc3d, Skimage)
+ENGINE_NAMES = tuple(engine.name for engine in ENGINE_TYPES)
+
+
+def make_engines(names: list[str]) -> list[Engine]:
+    """Adapters for `names` (each one of ENGINE_NAMES), in report order."""
+    return [engine() for engine in ENGINE_TYPES if engine.name in names]
+
+
+def _missing(module: str) -> str | None:
+    """Why `module` cannot be imported, or None."""
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ImportError as error:
+        return f"{module} is not installed ({error})"
+    return None
+
+
+def _counted(result: tuple[int, np.ndarray]) -> tuple[int, np.ndarray]:
+    """(components, labels) from a (count with background, labels) pair."""
+    count, labels = result
+    return int(count) - 1, labels
+
+
+def _loop(
+    batch: np.ndarray,
+    label_one: Callable[[np.ndarray], tuple[int, np.ndarray]],
+    threads: int = 1,
+) -> Output:
+    """Label the images of a batch one call each, on `threads` threads.
+
+    label_one returns (components without the background, labels).
+    """
+    if threads > 1 and len(batch) > 1:
+        results = list(_pool(threads).map(label_one, batch))
+    else:
+        results = [label_one(image) for image in batch]
+    return Output([labels for _, labels in results], sum(count for count, _ in results))
+
+
+@cache
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """A thread pool kept for the whole run (made once, not inside the timed calls)."""
+    return ThreadPoolExecutor(threads)
+
+
+def _batch_structure(connectivity: int) -> np.ndarray:
+    """A 3x3x3 structure joining 4- or 8-neighbours within an image, none across images."""
+    structure = np.zeros((3, 3, 3), bool)
+    structure[1] = True if connectivity == 8 else [[0, 1, 0], [1, 1, 1], [0, 1, 0]]
+    return structure

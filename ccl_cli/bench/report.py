@@ -1,0 +1,228 @@
+"""The benchmark's reports: the console table, --json, --csv and the --plot bar chart.
+
+Every report shows the same records. Speed-ups compare with OpenCV on the
+same case, level and batch size: connectedComponentsWithStats in binary
+mode, floodFill region growing in tau mode (the way to do tau mode with it).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .records import COLUMNS, LEVELS, Record
+
+BASELINE = "opencv"
+
+
+def add_speedups(records: Sequence[Record]) -> None:
+    """Fill speedup_vs_opencv of every measured record that has an OpenCV counterpart.
+
+    End to end, OpenCV's script has no batches: every batch size compares
+    with its one run over the same files.
+    """
+    baseline = {
+        (r.case, r.level, r.batch if r.level == "kernel" else None): r.median_ms
+        for r in records
+        if r.engine == BASELINE and r.status == "ok" and r.median_ms
+    }
+    for record in records:
+        batch = record.batch if record.level == "kernel" else None
+        reference = baseline.get((record.case, record.level, batch))
+        if record.status == "ok" and record.median_ms and reference:
+            record.speedup_vs_opencv = reference / record.median_ms
+
+
+def print_report(
+    console: Console,
+    records: Sequence[Record],
+    machine: Mapping[str, str],
+    engines: Mapping[str, str],
+) -> None:
+    """Machine, engines, one table per level, then what was not measured and why.
+
+    engines: name -> what was timed (or why the engine is unavailable).
+    """
+    for key, value in machine.items():
+        console.print(Text(f"{key}: {value}"))
+    for name, description in engines.items():
+        console.print(Text(f"  {name}: {description}"))
+    for level in LEVELS:
+        rows = [r for r in records if r.level == level and r.status != "skipped"]
+        if rows:
+            console.print(_table(level, rows))
+    skipped = [r for r in records if r.status == "skipped"]
+    if skipped:
+        console.print(Text("not measured:", style="bold"))
+        for (engine, note), cases in _group_skipped(skipped).items():
+            console.print(Text(f"  {engine}: {note} ({_summary(cases)})"))
+
+
+def _table(level: str, rows: Sequence[Record]) -> Table:
+    unit = (
+        "one call labels a batch"
+        if level == "kernel"
+        else "one call reads, labels and writes all files"
+    )
+    table = Table(
+        title=f"{level} level ({unit})",
+        title_justify="left",
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+    )
+    for name, justify in (
+        ("case", "left"),
+        ("batch", "right"),
+        ("engine", "left"),
+        ("runs", "right"),
+        ("median ms", "right"),
+        ("min-max ms", "right"),
+        ("Gpix/s", "right"),
+        ("images/s", "right"),
+        ("x OpenCV", "right"),
+        ("comps", "right"),
+        ("check", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    previous = None
+    for r in rows:
+        if previous is not None and r.case != previous:
+            table.add_section()
+        previous = r.case
+        style = {"mismatch": "bold red", "failed": "red"}.get(r.status, "")
+        table.add_row(
+            r.case,
+            str(r.batch if r.level == "kernel" else f"{r.batch} ({r.images} files)"),
+            r.engine,
+            str(r.runs or ""),
+            _number(r.median_ms),
+            f"{_number(r.min_ms)}-{_number(r.max_ms)}" if r.runs else "",
+            _number(r.gpix_per_s),
+            _number(r.images_per_s),
+            _number(r.speedup_vs_opencv),
+            "" if r.components is None else str(r.components),
+            r.note or r.status,
+            style=style,
+        )
+    return table
+
+
+def _number(value: float | None) -> str:
+    """Three significant digits, or blank."""
+    if value is None:
+        return ""
+    return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+
+
+def _group_skipped(records: Sequence[Record]) -> dict[tuple[str, str], list[str]]:
+    groups: dict[tuple[str, str], list[str]] = {}
+    for r in records:
+        where = r.case if r.batch is None else f"{r.case} batch {r.batch}"
+        groups.setdefault((r.engine, f"{r.level}: {r.note}"), []).append(where)
+    return groups
+
+
+def _summary(cases: list[str]) -> str:
+    shown = ", ".join(cases[:3])
+    return shown if len(cases) <= 3 else f"{shown} and {len(cases) - 3} more"
+
+
+def problems(records: Sequence[Record]) -> list[Record]:
+    """The records that make the run fail: cross-check mismatches and engine errors."""
+    return [r for r in records if r.status in ("mismatch", "failed")]
+
+
+def print_problems(console: Console, bad: Sequence[Record]) -> None:
+    """The mismatches and failures, loudly."""
+    console.print(
+        Text(f"CROSS-CHECK FAILED: {len(bad)} measurement(s) disagree or failed", style="bold red")
+    )
+    for r in bad:
+        batch = "" if r.batch is None else f" batch {r.batch}"
+        console.print(
+            Text(
+                f"  {r.status.upper()} {r.level} {r.case}{batch} {r.engine}: {r.note}", style="red"
+            )
+        )
+
+
+def write_json(path: Path, records: Sequence[Record]) -> None:
+    """A JSON list with one object per record (every field of Record)."""
+    path.write_text(json.dumps([r.as_json() for r in records], indent=1) + "\n", encoding="utf-8")
+
+
+def write_csv(path: Path, records: Sequence[Record]) -> None:
+    """One row per record, columns as records.COLUMNS."""
+    with path.open("w", newline="", encoding="utf-8") as file:
+        writer = csv.DictWriter(file, COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        for r in records:
+            writer.writerow({k: ("" if v is None else v) for k, v in r.as_json().items()})
+
+
+def write_plot(path: Path, records: Sequence[Record], machine: Mapping[str, str]) -> None:
+    """A PNG bar chart of speed-up over OpenCV per case (log scale): one panel per level
+    and batch size with speed-ups, one colour per engine, cases along the shared x axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    measured = [r for r in records if r.speedup_vs_opencv and r.engine != BASELINE]
+    panels = sorted({(LEVELS.index(r.level), r.batch or 0) for r in measured})
+    cases = list(dict.fromkeys(r.case for r in measured))
+    engines = list(dict.fromkeys(r.engine for r in measured))
+    colors = {engine: f"C{i}" for i, engine in enumerate(engines)}
+    figure, axes = plt.subplots(
+        max(1, len(panels)),
+        1,
+        figsize=(
+            max(8.0, 0.3 * len(cases) * max(1, len(engines)) ** 0.5 + 2),
+            2.6 * len(panels) + 2,
+        ),
+        squeeze=False,
+        sharex=True,
+    )
+    bar = 0.8 / max(1, len(engines))
+    times = FuncFormatter(lambda value, _: f"{value:g}x")
+    # Label the 2s and 5s between the decades too: a panel may span less than one.
+    minor = FuncFormatter(lambda value, _: f"{value:g}x" if f"{value:e}"[0] in "25" else "")
+    for ax, (level_index, batch) in zip(axes[:, 0], panels, strict=False):
+        level = LEVELS[level_index]
+        for i, engine in enumerate(engines):
+            speedups = {
+                cases.index(r.case): r.speedup_vs_opencv
+                for r in measured
+                if r.engine == engine and r.level == level and (r.batch or 0) == batch
+            }
+            if speedups:
+                xs = sorted(speedups)
+                offsets = [x - 0.4 + bar * (i + 0.5) for x in xs]
+                ax.bar(offsets, [speedups[x] for x in xs], bar, label=engine, color=colors[engine])
+        ax.set_yscale("log")
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.yaxis.set_major_formatter(times)
+        ax.yaxis.set_minor_formatter(minor)
+        ax.set_ylabel("speed-up over OpenCV", fontsize=8)
+        ax.set_title(f"{level} level, batch {batch}", fontsize=9)
+        ax.grid(axis="y", which="major", alpha=0.3)
+        ax.legend(fontsize=7, ncol=len(engines), loc="upper left")
+    axes[-1, 0].set_xticks(range(len(cases)))
+    axes[-1, 0].set_xticklabels(cases, rotation=60, ha="right", fontsize=7)
+    if not panels:
+        axes[0, 0].text(0.5, 0.5, "no speed-ups: OpenCV was not measured", ha="center")
+        axes[0, 0].set_axis_off()
+    figure.suptitle(
+        f"gccl bench. GPU: {machine.get('gpu', '?')}\nCPU: {machine.get('cpu', '?')}", fontsize=9
+    )
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)

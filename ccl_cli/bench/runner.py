@@ -1,0 +1,319 @@
+"""Running the engines over the cases at the two levels, and checking their answers.
+
+kernel: the batch is already in memory (on the GPU for GPU engines, copied
+there before timing); only the labeling call is timed. A batch of N holds N
+copies of the case's image. Each engine's first call at batch 1 is a warm-up
+whose labels are cross-checked against the reference engine's; at larger
+batches the component count over the batch is checked.
+
+end-to-end: the case's image as N files (PNG for generated images, the
+user's own file otherwise) goes through `gccl label` itself
+(`pipeline.run_label`: decode, label, write label images and CSVs into a
+temporary folder); the wall clock of the whole run is timed.
+
+Limits keep a full run short: a batch holds at most MAX_BATCH_PIXELS; a call
+whose time, estimated from batch 1, exceeds MAX_CALL_S is not made; timed
+calls stop after `repeat` or after BUDGET_S of them. Every limit that bites
+leaves a record saying so.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .crosscheck import compare
+from .engines import Engine
+from .records import Record
+from .suite import Case
+from .timing import measure, timed
+
+#: Largest batch, in pixels: 64 full-HD images (8 images of 12 Mpixel).
+MAX_BATCH_PIXELS = 64 * 1920 * 1080
+#: Calls estimated to take longer than this are not made.
+MAX_CALL_S = 2.0
+#: A measurement's timed calls stop once they add up to this.
+BUDGET_S = 1.0
+#: Engines whose labels are the reference of the cross-check, by preference.
+REFERENCE_ORDER = ("gccl-cpu", "cc3d")
+
+Step = Callable[[str], None]
+
+
+@dataclass
+class Limits:
+    """How long a run may take (the module docstring says how each is used)."""
+
+    repeat: int = 10
+    budget_s: float = BUDGET_S
+    max_call_s: float = MAX_CALL_S
+    max_batch_pixels: int = MAX_BATCH_PIXELS
+
+
+def run_kernel(
+    cases: Sequence[Case],
+    engines: Sequence[Engine],
+    batches: Sequence[int],
+    limits: Limits,
+    step: Step,
+) -> list[Record]:
+    """Kernel-level records of every engine on every case and batch size."""
+    return [
+        record
+        for case in cases
+        for record in _KernelCase(case, engines, limits, step).run(sorted(batches))
+    ]
+
+
+class _KernelCase:
+    """The kernel-level measurements of one case."""
+
+    def __init__(self, case: Case, engines: Sequence[Engine], limits: Limits, step: Step):
+        self.case = case
+        self.limits = limits
+        self.step = step
+        self.records: list[Record] = []
+        self.engines: list[Engine] = []
+        for engine in engines:
+            why = engine.unsupported(case)
+            if why:
+                self._skip(engine, None, why)
+            else:
+                self.engines.append(engine)
+        self.single_ms: dict[str, float] = {}
+        self.per_image: int | None = None
+
+    def run(self, batches: list[int]) -> list[Record]:
+        for batch in batches:
+            if batch * self.case.pixels > self.limits.max_batch_pixels:
+                for engine in self.engines:
+                    self._skip(
+                        engine,
+                        batch,
+                        f"a batch of {batch} x {self.case.size} exceeds the cap of "
+                        f"{self.limits.max_batch_pixels / 1e6:.0f} Mpixel",
+                    )
+                continue
+            host = np.repeat(self.case.image[None], batch, axis=0)
+            labels: dict[str, tuple[np.ndarray, int, Engine]] = {}
+            for engine in self.engines:
+                self._measure(engine, host, labels)
+            if batch == 1:
+                self._cross_check(labels)
+        return self.records
+
+    def _measure(
+        self, engine: Engine, host: np.ndarray, labels: dict[str, tuple[np.ndarray, int, Engine]]
+    ) -> None:
+        batch = len(host)
+        if batch > 1:
+            why = self._too_slow(engine, batch)
+            if why:
+                self._skip(engine, batch, why)
+                return
+        record = Record.for_case(engine.name, self.case, "kernel", batch)
+        self.records.append(record)
+        self.step(f"kernel  {self.case.name}  {engine.name}  batch {batch}")
+        params = self.case.params
+        try:
+            prepared = engine.prepare(host, params)
+            # The first call warms up (GPU modules, memory pools) and is checked.
+            first_ms, output = timed(lambda: engine.run(prepared, params))
+            if batch == 1:
+                labels[engine.name] = (engine.host_labels(output), output.components, engine)
+            elif self.per_image is not None and output.components != batch * self.per_image:
+                _mismatch(
+                    record,
+                    f"{output.components} components in a batch of {batch} copies, expected "
+                    f"{batch} x {self.per_image}",
+                )
+            record.components = output.components // batch
+            del output
+            # Only a CPU engine at batch > 1 is warm already: its first call counts.
+            done = [first_ms] if batch > 1 and not engine.on_device else []
+            times = measure(
+                lambda: engine.run(prepared, params),
+                engine.on_device,
+                self.limits.repeat,
+                self.limits.budget_s,
+                done,
+            )
+            record.set_times(times, batch, self.case.pixels)
+            if batch == 1:
+                self.single_ms[engine.name] = statistics.median(times)
+        except Exception as error:
+            record.status = "failed"
+            record.note = f"{type(error).__name__}: {error}"
+        finally:
+            prepared = None
+            engine.release()
+
+    def _too_slow(self, engine: Engine, batch: int) -> str | None:
+        single = self.single_ms.get(engine.name)
+        if single is None:
+            return "not measured at batch 1"
+        estimate = single * batch / 1000
+        if estimate > self.limits.max_call_s:
+            return (
+                f"one call would take about {estimate:.1f} s "
+                f"(cap {self.limits.max_call_s:g} s per call)"
+            )
+        return None
+
+    def _cross_check(self, labels: dict[str, tuple[np.ndarray, int, Engine]]) -> None:
+        """Compare each engine's batch-1 labels with the reference engine's."""
+        if not labels:
+            return
+        reference = next((name for name in REFERENCE_ORDER if name in labels), next(iter(labels)))
+        ref_labels, ref_count, ref_engine = labels[reference]
+        self.per_image = ref_count
+        for record in self.records:
+            if record.batch != 1 or record.engine not in labels:
+                continue
+            if record.engine == reference:
+                record.note = record.note or "reference"
+                continue
+            engine_labels, count, engine = labels[record.engine]
+            problem = compare(
+                reference,
+                ref_labels,
+                ref_count,
+                ref_engine.raster_order,
+                engine_labels,
+                count,
+                engine.raster_order,
+            )
+            if problem:
+                _mismatch(record, problem)
+
+    def _skip(self, engine: Engine, batch: int | None, why: str) -> None:
+        record = Record.for_case(engine.name, self.case, "kernel", batch)
+        record.status, record.note = "skipped", why
+        self.records.append(record)
+
+
+def run_end_to_end(
+    cases: Sequence[Case],
+    engines: Sequence[Engine],
+    batches: Sequence[int],
+    limits: Limits,
+    step: Step,
+) -> list[Record]:
+    """End-to-end records: `gccl label` on the files of each case, for each batch size."""
+    records: list[Record] = []
+    with tempfile.TemporaryDirectory(prefix="gccl-bench-") as temp:
+        folders: dict[int, tuple[Path, int]] = {}
+        for case in cases:
+            files = max(
+                [b for b in batches if b * case.pixels <= limits.max_batch_pixels], default=1
+            )
+            key = id(case.image)
+            if key not in folders:
+                folders[key] = (_write_files(case, files, Path(temp) / f"in-{len(folders)}"), files)
+            folder, files = folders[key]
+            records.extend(
+                _EndToEndCase(case, folder, files, Path(temp), limits, step).run(
+                    engines, sorted(b for b in batches if b <= files)
+                )
+            )
+    return records
+
+
+class _EndToEndCase:
+    """The end-to-end measurements of one case: one run over all its files per call."""
+
+    def __init__(
+        self, case: Case, folder: Path, files: int, temp: Path, limits: Limits, step: Step
+    ):
+        self.case, self.folder, self.files = case, folder, files
+        self.temp, self.limits, self.step = temp, limits, step
+        self.runs = 0
+
+    def run(self, engines: Sequence[Engine], batches: list[int]) -> list[Record]:
+        records: list[Record] = []
+        reference: tuple[str, int] | None = None
+        for engine in engines:
+            why = self._unsupported(engine)
+            if why:
+                record = Record.for_case(engine.name, self.case, "end-to-end", None)
+                record.status, record.note = "skipped", why
+                records.append(record)
+                continue
+            for batch in batches if engine.end_to_end_batched else [1]:
+                record = Record.for_case(engine.name, self.case, "end-to-end", batch)
+                records.append(record)
+                self.step(f"end-to-end  {self.case.name}  {engine.name}  batch {batch}")
+                try:
+                    self._measure(record, engine, batch)
+                except Exception as error:
+                    record.status = "failed"
+                    record.note = f"{type(error).__name__}: {error}"
+                    continue
+                assert record.components is not None
+                if reference is None:
+                    reference = (f"{engine.name} at batch {batch}", record.components)
+                elif record.components != reference[1]:
+                    _mismatch(
+                        record,
+                        f"{record.components} components in all files, "
+                        f"{reference[0]} finds {reference[1]}",
+                    )
+        return records
+
+    def _unsupported(self, engine: Engine) -> str | None:
+        mode = self.case.params.mode
+        if not engine.end_to_end_modes:
+            return "no file pipeline"
+        if mode not in engine.end_to_end_modes:
+            return f"no {mode} mode end to end"
+        return engine.unsupported(self.case)
+
+    def _measure(self, record: Record, engine: Engine, batch: int) -> None:
+        if engine.on_device:  # CUDA initialization and module loading are not per-run costs
+            self._label(engine, batch)
+        first_ms, components = timed(lambda: self._label(engine, batch))
+        record.components = components
+        times = measure(
+            lambda: self._label(engine, batch),
+            False,
+            self.limits.repeat,
+            self.limits.budget_s,
+            [first_ms],
+        )
+        record.set_times(times, self.files, self.case.pixels)
+
+    def _label(self, engine: Engine, batch: int) -> int:
+        """One run over the case's files into a fresh folder; the components in all of them."""
+        self.runs += 1
+        out = self.temp / f"out-{self.runs}"
+        try:
+            return engine.end_to_end(self.folder, out, self.case.params, batch)
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+def _write_files(case: Case, count: int, folder: Path) -> Path:
+    """`count` copies of the case's file in `folder`: the user's own, or a PNG."""
+    import imageio.v3 as iio
+
+    folder.mkdir(parents=True)
+    first = folder / "image-0000.png"
+    if case.source is not None:
+        first = folder / f"image-0000{Path(case.source).suffix}"
+        shutil.copyfile(case.source, first)
+    else:
+        iio.imwrite(first, case.image)
+    for i in range(1, count):
+        shutil.copyfile(first, folder / f"image-{i:04d}{first.suffix}")
+    return folder
+
+
+def _mismatch(record: Record, message: str) -> None:
+    record.status = "mismatch"
+    record.note = message
