@@ -26,11 +26,15 @@ $(VENV)/.installed-run: pyproject.toml
 
 venv: $(VENV)/.installed-dev
 
+# The whole folder with the defaults, then the scan and the depth maps with the
+# options that suit them (sample_data/README.md says why).
 demo: $(VENV)/.installed-run
 	rm -rf $(DEMO_OUT)
-	$(VENV)/bin/gccl label sample_data --recursive --out $(DEMO_OUT) --preview --min-area 2
-	@echo "--- $(DEMO_OUT)/summary.csv"
-	@cat $(DEMO_OUT)/summary.csv
+	$(VENV)/bin/gccl label sample_data --out $(DEMO_OUT)/all --preview
+	$(VENV)/bin/gccl label sample_data/scan_g4.tif --invert --min-area 3 --out $(DEMO_OUT)/scan --preview
+	$(VENV)/bin/gccl label sample_data/room.depth.png --tau 20 --min-area 50 --out $(DEMO_OUT)/depth --preview
+	$(VENV)/bin/gccl label sample_data/room_meters.tif --tau 0.025 --out $(DEMO_OUT)/depth-m --preview
+	@for f in all scan depth depth-m; do echo "--- $(DEMO_OUT)/$$f/summary.csv"; cat $(DEMO_OUT)/$$f/summary.csv; done
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check ccl_cli tests scripts benchmarks
