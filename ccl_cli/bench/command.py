@@ -7,6 +7,7 @@ the exit code: 0, or 1 when an engine disagreed with the reference or failed.
 
 from __future__ import annotations
 
+import importlib.util
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -105,6 +106,8 @@ def run_bench_command(
     )
 
     # A log file gets the table at full width, not folded to 80 columns.
+    if plot_path and importlib.util.find_spec("matplotlib") is None:
+        raise UsageError("--plot needs matplotlib: pip install 'gccl[bench]'")
     out = out or Console(highlight=False, width=None if _stdout_is_terminal() else 150)
     err = err or Console(stderr=True, highlight=False)
     engines, descriptions = _engines(options)

@@ -36,10 +36,20 @@ FULL_HD_PIXELS = 1920 * 1080
 
 @dataclass
 class Output:
-    """What one timed call produced: labels of the batch and the components in all of it."""
+    """What one timed call produced: labels of the batch, and the components in it.
+
+    components: an int, or a device array of K per image, read only after the
+    timed call (reading it would wait for the GPU inside the timing).
+    """
 
     labels: Any
-    components: int
+    components: Any
+
+    def total(self) -> int:
+        """Components in the whole batch."""
+        if isinstance(self.components, int):
+            return self.components
+        return int(self.components.sum())
 
 
 class Engine:
@@ -126,29 +136,14 @@ def cpu_threads() -> int:
 
 
 class _Gccl(Engine):
-    """What both gccl backends share: the call timed, and `gccl label` end to end."""
+    """What both gccl backends share: raster-order labels, and `gccl label` end to end."""
 
     raster_order = True
-    modes = end_to_end_modes = ("binary", "tau")
+    modes: tuple[str, ...] = ("binary", "tau")
+    end_to_end_modes: tuple[str, ...] = ("binary", "tau")
     end_to_end_batched = True
     #: The `gccl label --device` of this backend.
     device = ""
-
-    def __init__(self) -> None:
-        self._backend: Any = None
-
-    def make_backend(self) -> Any:
-        """The backend object (made at the first call, not when listing engines)."""
-        raise NotImplementedError
-
-    def prepare(self, batch: np.ndarray, params: LabelParams) -> Any:
-        return batch
-
-    def run(self, prepared: Any, params: LabelParams) -> Output:
-        if self._backend is None:
-            self._backend = self.make_backend()
-        result = self._backend.label(prepared, params)
-        return Output(result.labels, sum(result.components))
 
     def end_to_end(self, folder: Path, out: Path, params: LabelParams, batch: int) -> int:
         from .files import gccl_label_folder
@@ -157,13 +152,22 @@ class _Gccl(Engine):
 
 
 class GcclCuda(_Gccl, DeviceEngine):
-    """gccl's CUDA backend on a batch already on the GPU."""
+    """gccl's CUDA kernels on a batch already on the GPU: labels and statistics.
+
+    Timed: the labeling kernels (dense raster-order labels) and the statistics
+    kernels, what `gccl label` runs on the device; not the few host
+    operations that finish the small statistics table.
+    """
 
     name = "gccl-cuda"
     device = "cuda"
+    statistics = True
 
     def description(self) -> str:
-        return "CudaBackend.label: labels + statistics of the batch in one call, device 0"
+        return (
+            "dense_labels + device_statistics (ccl_cli.backends.cuda): labels and per-label "
+            "statistics of the batch on device 0"
+        )
 
     def unavailable(self) -> str | None:
         try:
@@ -173,15 +177,32 @@ class GcclCuda(_Gccl, DeviceEngine):
         status = cuda_status()
         return None if status.usable else status.reason
 
-    def make_backend(self) -> Any:
-        from ..backends.cuda import CudaBackend
-
-        return CudaBackend(0)
-
     def prepare(self, batch: np.ndarray, params: LabelParams) -> Any:
         import cupy
 
         return cupy.asarray(batch)
+
+    def run(self, prepared: Any, params: LabelParams) -> Output:
+        import cupy
+
+        from ..backends.cuda import dense_labels, device_statistics
+
+        labels = cupy.empty(prepared.shape, cupy.uint32)
+        components = dense_labels(prepared, params, labels)
+        if self.statistics:  # needs K per image on the host, as the backend does
+            device_statistics(prepared, params, labels, components.get().astype(np.int64))
+        return Output(labels, components)
+
+
+class GcclCudaLabels(GcclCuda):
+    """gccl's CUDA labeling kernels alone (what cupyx and the GPU papers' numbers time)."""
+
+    name = "gccl-cuda-labels"
+    end_to_end_modes = ()
+    statistics = False
+
+    def description(self) -> str:
+        return "dense_labels (ccl_cli.backends.cuda): dense raster-order labels only, device 0"
 
 
 class GcclCpu(_Gccl):
@@ -190,16 +211,25 @@ class GcclCpu(_Gccl):
     name = "gccl-cpu"
     device = "cpu"
 
+    def __init__(self) -> None:
+        self._backend: Any = None
+
     def description(self) -> str:
         return f"CpuBackend.label: labels + statistics, {cpu_threads()} threads across the batch"
 
     def unavailable(self) -> str | None:
         return _missing("cc3d")
 
-    def make_backend(self) -> Any:
-        from ..backends.cpu import CpuBackend
+    def prepare(self, batch: np.ndarray, params: LabelParams) -> Any:
+        return batch
 
-        return CpuBackend(cpu_threads())
+    def run(self, prepared: Any, params: LabelParams) -> Output:
+        if self._backend is None:
+            from ..backends.cpu import CpuBackend
+
+            self._backend = CpuBackend(cpu_threads())
+        result = self._backend.label(prepared, params)
+        return Output(result.labels, sum(result.components))
 
 
 class OpenCv(Engine):
@@ -338,7 +368,15 @@ class Skimage(Engine):
 
 
 #: Every engine, in report order.
-ENGINE_TYPES: tuple[type[Engine], ...] = (GcclCuda, GcclCpu, OpenCv, Cupyx, Cc3d, Skimage)
+ENGINE_TYPES: tuple[type[Engine], ...] = (
+    GcclCuda,
+    GcclCudaLabels,
+    GcclCpu,
+    OpenCv,
+    Cupyx,
+    Cc3d,
+    Skimage,
+)
 ENGINE_NAMES = tuple(engine.name for engine in ENGINE_TYPES)
 
 

@@ -125,15 +125,16 @@ class _KernelCase:
             prepared = engine.prepare(host, params)
             # The first call warms up (GPU modules, memory pools) and is checked.
             first_ms, output = timed(lambda: engine.run(prepared, params))
+            total = output.total()
             if batch == 1:
-                labels[engine.name] = (engine.host_labels(output), output.components, engine)
-            elif self.per_image is not None and output.components != batch * self.per_image:
+                labels[engine.name] = (engine.host_labels(output), total, engine)
+            elif self.per_image is not None and total != batch * self.per_image:
                 _mismatch(
                     record,
-                    f"{output.components} components in a batch of {batch} copies, expected "
+                    f"{total} components in a batch of {batch} copies, expected "
                     f"{batch} x {self.per_image}",
                 )
-            record.components = output.components // batch
+            record.components = total // batch
             del output
             # Only a CPU engine at batch > 1 is warm already: its first call counts.
             done = [first_ms] if batch > 1 and not engine.on_device else []
