@@ -14,6 +14,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import cc3d
@@ -28,15 +29,22 @@ from ccl_cli.params import LabelParams
 SHAPE = (3000, 4000)
 
 
-def median_ms(run: Callable[[], object], repeat: int) -> float:
-    """Median wall time of `run` over `repeat` calls after one warm-up, in ms."""
-    run()
-    times = []
+def medians_ms(
+    ours: Callable[[], object], peer: Callable[[], object], repeat: int
+) -> tuple[float, float]:
+    """Median wall times of `ours` and `peer` in ms, after a warm-up of each.
+
+    The two alternate, so that load from other processes hits both alike.
+    """
+    ours()
+    peer()
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+        for run, out in ((ours, times[0]), (peer, times[1])):
+            start = time.perf_counter()
+            run()
+            out.append(time.perf_counter() - start)
+    return statistics.median(times[0]) * 1e3, statistics.median(times[1]) * 1e3
 
 
 def tiled(frame: np.ndarray) -> np.ndarray:
@@ -55,36 +63,50 @@ def binary_cases(data: Path) -> dict[str, np.ndarray]:
     return cases
 
 
+def cases(data: Path) -> list[tuple[str, str, Callable[[], object], Callable[[], object]]]:
+    """(case, peer name, our run, the peer's run) for every benchmark case."""
+    out = []
+    for name, mask in binary_cases(data).items():
+        as_uint8 = mask.astype(np.uint8)
+        for connectivity in (8, 4):
+            out.append(
+                (
+                    f"{name}, {connectivity}-conn",
+                    "OpenCV",
+                    partial(label_image, as_uint8, LabelParams(connectivity=connectivity)),
+                    partial(
+                        cv2.connectedComponentsWithStats,
+                        as_uint8,
+                        connectivity=connectivity,
+                        ltype=cv2.CV_32S,
+                    ),
+                )
+            )
+    frames = sorted((data / "depth").glob("*.png"))
+    if frames:
+        depth = tiled(iio.imread(frames[0]))
+        out.append(
+            (
+                f"depth {frames[0].name} tiled, tau 20, 4-conn",
+                "cc3d",
+                partial(label_image, depth, LabelParams(tau=20, connectivity=4)),
+                partial(cc3d.connected_components, depth, delta=20, connectivity=4),
+            )
+        )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path(__file__).parents[2] / "shared/data")
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
-    rows = []
-    for name, mask in binary_cases(args.data).items():
-        as_uint8 = mask.astype(np.uint8)
-        for connectivity in (8, 4):
-            params = LabelParams(connectivity=connectivity)
-            ours = median_ms(lambda: label_image(as_uint8, params), args.repeat)
-            peer = median_ms(
-                lambda: cv2.connectedComponentsWithStats(
-                    as_uint8, connectivity=connectivity, ltype=cv2.CV_32S
-                ),
-                args.repeat,
-            )
-            rows.append((f"{name}, {connectivity}-conn", "OpenCV", ours, peer))
-    frames = sorted((args.data / "depth").glob("*.png"))
-    if frames:
-        depth = tiled(iio.imread(frames[0]))
-        params = LabelParams(tau=20, connectivity=4)
-        ours = median_ms(lambda: label_image(depth, params), args.repeat)
-        peer = median_ms(
-            lambda: cc3d.connected_components(depth, delta=20, connectivity=4), args.repeat
-        )
-        rows.append((f"depth {frames[0].name} tiled, tau 20, 4-conn", "cc3d", ours, peer))
     print(f"{'case':<50} {'peer':<7} {'gccl cpu':>9} {'peer':>9} {'ratio':>6}")
-    for case, peer_name, ours, peer in rows:
-        print(f"{case:<50} {peer_name:<7} {ours:>8.1f}  {peer:>8.1f}  {ours / peer:>5.2f}")
+    for case, peer_name, ours, peer in cases(args.data):
+        ours_ms, peer_ms = medians_ms(ours, peer, args.repeat)
+        print(
+            f"{case:<50} {peer_name:<7} {ours_ms:>8.1f}  {peer_ms:>8.1f}  {ours_ms / peer_ms:>5.2f}"
+        )
 
 
 if __name__ == "__main__":

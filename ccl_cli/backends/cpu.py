@@ -6,12 +6,11 @@ unsigned, so differences are exact; background mapped to cc3d's 0; 8-connectivit
 as 26-connectivity on a (1, H, W) view, since cc3d's 2-D 8-connected delta
 labeling merges wrongly); everything else (floats, or foreground pixels whose
 value maps to 0) goes through a pixel connectivity graph whose edges
-`params.tau_joins` decides. cc3d's label order is not raster order, so labels
-are renumbered: a component's first pixel in raster order has no backward
-neighbour with its label, which narrows the search to few pixels. Statistics
-are gathered per horizontal run of one label, not per pixel, where they can be.
-Images of a batch are labeled in parallel threads (numpy releases the GIL in
-most of its loops; cc3d does not).
+`params.tau_joins` decides. cc3d's ids are usually in raster order already;
+that is checked on the horizontal runs of the label image, and ids are
+renumbered where they are not. Statistics are gathered per run, not per pixel,
+where they can be. Images of a batch are labeled in parallel threads (numpy
+releases the GIL in most of its loops; cc3d does not).
 """
 
 from __future__ import annotations
