@@ -163,7 +163,8 @@ def cupyx_ms(device_masks: Any, connectivity: int, repeat: int) -> tuple[float, 
     plane = [[1, 1, 1]] * 3 if connectivity == 8 else [[0, 1, 0], [1, 1, 1], [0, 1, 0]]
     structure[1] = plane
     out = cupy.empty(device_masks.shape, cupy.int32)
-    count = ndimage.label(device_masks, structure, output=out)
+    result = ndimage.label(device_masks, structure, output=out)
+    count = result[1] if isinstance(result, tuple) else result
     return gpu_median_ms(lambda: ndimage.label(device_masks, structure, output=out), 20), int(count)
 
 
