@@ -157,9 +157,14 @@ def test_giant_and_ring_components_by_hand(connectivity: int) -> None:
 
 
 @st.composite
-def labeling_cases(draw: st.DrawFn, tau: bool) -> tuple[np.ndarray, LabelParams]:
-    dtype = draw(st.sampled_from(SUPPORTED_DTYPES))
-    shape = (draw(st.integers(1, 12)), draw(st.integers(1, 12)))
+def labeling_cases(
+    draw: st.DrawFn,
+    tau: bool,
+    sides: tuple[int, int] = (1, 12),
+    dtypes: tuple[np.dtype, ...] = SUPPORTED_DTYPES,
+) -> tuple[np.ndarray, LabelParams]:
+    dtype = draw(st.sampled_from(dtypes))
+    shape = (draw(st.integers(*sides)), draw(st.integers(*sides)))
     values = pixel_values(draw, dtype, shape)
     params = LabelParams(
         background=draw(st.sampled_from([0, 0, None, 1, -1, 3, 1.5])),
@@ -184,6 +189,12 @@ def assert_matches_oracle(values: np.ndarray, params: LabelParams) -> None:
 @settings(max_examples=400)
 @given(labeling_cases(tau=True))
 def test_tau_mode_matches_oracle(case: tuple[np.ndarray, LabelParams]) -> None:
+    assert_matches_oracle(*case)
+
+
+@settings(max_examples=60)
+@given(labeling_cases(tau=True, sides=(16, 40), dtypes=(np.dtype(np.uint8), np.dtype(np.int16))))
+def test_tau_mode_larger_images_match_oracle(case: tuple[np.ndarray, LabelParams]) -> None:
     assert_matches_oracle(*case)
 
 
