@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# One visit to the GPU machine: GPU tests, CPU tests, sanitizers, benchmark.
+# One visit to the GPU machine: GPU tests, benchmark, sanitizers, CPU tests.
 #
-#   bash scripts/device_visit.sh            # every stage
-#   STAGES="gpu bench" bash scripts/device_visit.sh
+#   bash scripts/device_visit.sh                    # every stage
+#   STAGES="gpu bench" BUDGET=300 bash scripts/device_visit.sh
 #
 # Run from the repository root. Carried wheels in .whl/ (cc3d, imagecodecs) are
-# installed into /tmp/site first; data for the benchmark is read from .devdata/
-# (pageseg1.png, a depth PNG) when present. Logs go to $OUT (default
-# /tmp/gccl-visit); a short summary is printed last and kept in $OUT/summary.txt.
+# installed into /tmp/site first; the benchmark reads .devdata/pageseg1.png and
+# .devdata/*.depth.png when present. Each stage has a time limit and the whole
+# visit a budget (BUDGET seconds, default 560), so one hang cannot cost the
+# rest. Logs go to $OUT (default /tmp/gccl-visit); a short summary is printed
+# last and kept in $OUT/summary.txt.
 set -u
 OUT=${OUT:-/tmp/gccl-visit}
-STAGES=${STAGES:-"gpu cpu memcheck racecheck bench"}
+STAGES=${STAGES:-"gpu bench memcheck racecheck cpu"}
+BUDGET=${BUDGET:-560}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 if compgen -G ".whl/*.whl" >/dev/null; then
@@ -21,44 +24,54 @@ export PYTHONPATH=.:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 summary="$OUT/summary.txt"
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
-stage() { [[ " $STAGES " == *" $1 "* ]]; }
+# run_stage NAME LIMIT LOG COMMAND...: skipped when not in STAGES or out of budget.
+run_stage() {
+  local name=$1 limit=$2 log=$3
+  shift 3
+  [[ " $STAGES " == *" $name "* ]] || return 1
+  local left=$((BUDGET - SECONDS - 5))
+  if ((left < 20)); then
+    note "$name: skipped (visit budget spent)"
+    return 1
+  fi
+  ((limit > left)) && limit=$left
+  local start=$SECONDS
+  timeout "$limit" "$@" >"$log" 2>&1
+  rc=$?
+  took=$((SECONDS - start))
+  return 0
+}
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv \
   >>"$summary" 2>&1
 python3 -c "from ccl_cli.backends.cuda import cuda_status; print(cuda_status())" >>"$summary" 2>&1
 
-if stage gpu; then
-  start=$SECONDS
-  python3 -m pytest tests/gpu -q -p no:cacheprovider -rfEs >"$OUT/gpu-tests.log" 2>&1
-  note "gpu tests (rc $?, $((SECONDS - start)) s): $(tail -n 1 "$OUT/gpu-tests.log")"
+if run_stage gpu 300 "$OUT/gpu-tests.log" python3 -m pytest tests/gpu -q -p no:cacheprovider -rfE; then
+  note "gpu tests (rc $rc, $took s): $(tail -n 1 "$OUT/gpu-tests.log")"
   grep -E "^(FAILED|ERROR)" "$OUT/gpu-tests.log" | head -n 15 | tee -a "$summary"
 fi
-if stage cpu; then
-  start=$SECONDS
-  python3 -m pytest tests -q -p no:cacheprovider --ignore=tests/gpu -x >"$OUT/cpu-tests.log" 2>&1
-  note "cpu tests (rc $?, $((SECONDS - start)) s): $(tail -n 1 "$OUT/cpu-tests.log")"
-  grep -E "^(FAILED|ERROR)" "$OUT/cpu-tests.log" | head -n 5 | tee -a "$summary"
-fi
-for tool in memcheck racecheck; do
-  if stage $tool; then
-    start=$SECONDS
-    compute-sanitizer --tool $tool --error-exitcode 99 python3 scripts/sanitize_run.py \
-      >"$OUT/$tool.log" 2>&1
-    note "$tool (rc $?, $((SECONDS - start)) s): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|sanitize_run:' "$OUT/$tool.log" | tr '\n' ' ')"
-  fi
-done
-if stage bench; then
-  doc=$(ls .devdata/pageseg1.png 2>/dev/null | head -n 1)
-  depth=$(ls .devdata/*.depth.png 2>/dev/null | head -n 1)
-  python3 benchmarks/bench_cuda.py ${doc:+--doc "$doc"} ${depth:+--depth "$depth"} \
-    --json "$OUT/bench.json" >"$OUT/bench.log" 2>&1
-  rc=$?
-  note "bench (rc $rc):"
+doc=$(ls .devdata/pageseg1.png 2>/dev/null | head -n 1)
+depth=$(ls .devdata/*.depth.png 2>/dev/null | head -n 1)
+if run_stage bench 200 "$OUT/bench.log" python3 benchmarks/bench_cuda.py \
+  ${doc:+--doc "$doc"} ${depth:+--depth "$depth"} --json "$OUT/bench.json"; then
+  note "bench (rc $rc, $took s):"
   if [ $rc -eq 0 ]; then
     sed -n '/^copy bandwidth/,$p' "$OUT/bench.log" | tee -a "$summary"
   else
     tail -n 25 "$OUT/bench.log" | tee -a "$summary"
   fi
+fi
+for tool in memcheck racecheck; do
+  if run_stage $tool 120 "$OUT/$tool.log" compute-sanitizer --tool $tool --error-exitcode 99 \
+    python3 scripts/sanitize_run.py; then
+    found=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|sanitize_run:' "$OUT/$tool.log" | tr '\n' ' ')
+    note "$tool (rc $rc, $took s): $found"
+  fi
+done
+if run_stage cpu 120 "$OUT/cpu-tests.log" python3 -m pytest tests -q -p no:cacheprovider \
+  --ignore=tests/gpu; then
+  note "cpu tests (rc $rc, $took s): $(tail -n 1 "$OUT/cpu-tests.log")"
+  grep -E "^(FAILED|ERROR)" "$OUT/cpu-tests.log" | head -n 5 | tee -a "$summary"
 fi
 echo "--- summary"
 cat "$summary"
