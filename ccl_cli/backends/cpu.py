@@ -75,7 +75,7 @@ def label_image(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, St
     """Label one (H, W) image: (labels uint32, stats of kept components, K before min-area)."""
     foreground = foreground_mask(values, params)
     raw = _raw_components(values, foreground, params)
-    runs = _Runs.of(raw)
+    runs = _Runs.of(raw, foreground)
     labels, components = _raster_labels(raw, runs)
     table = _stats(labels, runs, values, components)
     keep = table.area >= params.min_area
@@ -174,22 +174,39 @@ def _tau_graph(
 
 @dataclass
 class _Runs:
-    """Horizontal runs of one label within a row, in raster order (background runs too)."""
+    """Horizontal runs of one foreground label within a row, in raster order."""
 
     start: np.ndarray  # flat index of the first pixel
     end: np.ndarray  # flat index one past the last pixel
     label: np.ndarray
 
     @classmethod
-    def of(cls, labels: np.ndarray) -> _Runs:
-        """The runs of a 2-D label image."""
+    def of(cls, labels: np.ndarray, foreground: np.ndarray) -> _Runs:
+        """The runs of a 2-D label image that is nonzero exactly on `foreground`."""
         flat = labels.ravel()
-        starts = np.empty(flat.size, bool)
-        starts[0] = True
-        np.not_equal(flat[1:], flat[:-1], out=starts[1:])
-        starts[:: labels.shape[1]] = True
-        start = np.flatnonzero(starts)
-        return cls(start, np.append(start[1:], flat.size), flat[start])
+        width = labels.shape[1]
+        change = flat[1:] != flat[:-1]
+        first = np.empty(flat.size, bool)
+        first[0] = True
+        first[1:] = change
+        first[::width] = True
+        first &= foreground.ravel()
+        last = np.empty(flat.size, bool)
+        last[-1] = True
+        last[:-1] = change
+        last[width - 1 :: width] = True
+        last &= foreground.ravel()
+        start = np.flatnonzero(first)
+        return cls(start, np.flatnonzero(last) + 1, flat[start])
+
+    def reduce(self, ufunc: np.ufunc, pixels: np.ndarray) -> np.ndarray:
+        """ufunc-reduce the flat `pixels` over each run (reduceat on start, end pairs)."""
+        bounds = np.empty(2 * len(self.start), np.int64)
+        bounds[0::2] = self.start
+        bounds[1::2] = self.end
+        if bounds[-1] == pixels.size:  # the last run ends the image
+            bounds = bounds[:-1]
+        return ufunc.reduceat(pixels, bounds)[0::2]
 
 
 def _raster_labels(raw: np.ndarray, runs: _Runs) -> tuple[np.ndarray, int]:
@@ -198,7 +215,7 @@ def _raster_labels(raw: np.ndarray, runs: _Runs) -> tuple[np.ndarray, int]:
     `runs.label` is renumbered along. cc3d's ids usually are that order already:
     then every run's id is at most one more than the largest id before it.
     """
-    ids = runs.label[runs.label != 0]
+    ids = runs.label
     if ids.size == 0:
         return raw, 0
     seen = np.maximum.accumulate(ids)
@@ -208,29 +225,27 @@ def _raster_labels(raw: np.ndarray, runs: _Runs) -> tuple[np.ndarray, int]:
     order = unique_ids[np.argsort(first, kind="stable")]
     lookup = np.zeros(int(unique_ids[-1]) + 1, np.uint32)
     lookup[order] = np.arange(1, len(order) + 1, dtype=np.uint32)
-    runs.label = lookup[runs.label]
+    runs.label = lookup[ids]
     return lookup[raw], len(order)
 
 
 def _stats(labels: np.ndarray, runs: _Runs, values: np.ndarray, count: int) -> StatsTable:
     """Statistics of components 1..count of dense `labels` (rows in label order).
 
-    Geometry and integer sums come from the foreground runs (exact int64 sums
-    of run lengths, column sums and prefix sums of the values); float means
-    from the pixels; value minima and maxima from the runs where runs are long
-    (numpy's reduceat pays per run), else from the pixels.
+    Geometry and integer sums come from the runs (exact int64 sums of run
+    lengths, column sums and prefix sums of the values); float means from the
+    pixels; value minima and maxima from the runs where runs are long (numpy's
+    reduceat pays per run), else from the pixels.
     """
     integer = values.dtype.kind != "f"
     if count == 0:
         return empty_table(integer)
     height, width = labels.shape
     slots = count + 1  # slot 0 collects the background and is dropped
-    fg = runs.label != 0
-    start, end, label = runs.start[fg], runs.end[fg], runs.label[fg]
-    row = start // width
-    x0 = start - row * width
-    x1 = end - 1 - row * width
+    start, end, label = runs.start, runs.end, runs.label
+    row, x0 = np.divmod(start, width)
     length = end - start
+    x1 = x0 + length - 1
     area = _reduce_by(np.add, label, length, slots, 0)
     pixel_values = values.ravel()
     if values.dtype == np.bool_:
@@ -242,11 +257,11 @@ def _stats(labels: np.ndarray, runs: _Runs, values: np.ndarray, count: int) -> S
     else:
         mean = _float_mean(labels.ravel(), pixel_values, area)
     with np.errstate(invalid="ignore"):  # NaN is background: it never reaches a kept slot
-        if len(runs.start) * REDUCEAT_MIN_RUN_LENGTH <= pixel_values.size:
+        if len(start) * REDUCEAT_MIN_RUN_LENGTH <= pixel_values.size:
             ids, run_min, run_max = (
                 label,
-                np.minimum.reduceat(pixel_values, runs.start)[fg],
-                np.maximum.reduceat(pixel_values, runs.start)[fg],
+                runs.reduce(np.minimum, pixel_values),
+                runs.reduce(np.maximum, pixel_values),
             )
         else:
             ids, run_min, run_max = labels.ravel(), pixel_values, pixel_values
