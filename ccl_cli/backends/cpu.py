@@ -251,8 +251,11 @@ def _stats(labels: np.ndarray, runs: _Runs, values: np.ndarray, count: int) -> S
     if values.dtype == np.bool_:
         pixel_values = pixel_values.view(np.uint8)
     if integer:
-        prefix = np.cumsum(pixel_values, dtype=np.int64)
-        run_sum = prefix[end - 1] - prefix[start] + pixel_values[start]
+        # Prefix sums along rows (runs never cross one), in int32 where a row cannot overflow it.
+        largest = max(-_dtype_limit(values.dtype, -1), _dtype_limit(values.dtype, 1))
+        accumulator = np.int32 if width * largest < 2**31 else np.int64
+        prefix = np.cumsum(values.reshape(height, width), axis=1, dtype=accumulator).ravel()
+        run_sum = prefix[end - 1].astype(np.int64) - prefix[start] + pixel_values[start]
         mean = _reduce_by(np.add, label, run_sum, slots, 0) / np.maximum(area, 1)
     else:
         mean = _float_mean(labels.ravel(), pixel_values, area)
