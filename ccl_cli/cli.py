@@ -314,7 +314,8 @@ def bench_command(
     engines: Annotated[
         str | None,
         typer.Option(
-            help="Comma-separated engines: gccl-cuda, gccl-cpu, opencv, cupyx, cc3d, skimage.  "
+            help="Comma-separated engines: gccl-cuda, gccl-cuda-labels (labels only), gccl-cpu, "
+            "opencv, cupyx, cc3d, skimage.  "
             "\\[default: every one available]",
             show_default=False,
         ),
@@ -330,11 +331,11 @@ def bench_command(
         str,
         typer.Option(
             help="Comma-separated batch sizes (images per call); 1 always runs, as the "
-            "cross-check and the estimate that skips calls over 2 s."
+            "cross-check and the estimate that skips calls over 1 s."
         ),
     ] = "1,8,32,64",
     repeat: Annotated[
-        int, typer.Option(help="Timed calls per measurement (fewer once they take 1 s).")
+        int, typer.Option(help="Timed calls per measurement (fewer once they take 0.5 s).")
     ] = 10,
     tau: Annotated[
         str | None,

@@ -86,7 +86,7 @@ class Engine:
             return f"has no {mode} mode"
         cap = self.max_pixels.get(mode)
         if cap is not None and case.pixels > cap:
-            return f"{mode} mode is run up to {cap / 1e6:.1f} Mpixel images only (slow)"
+            return f"too slow: {mode} mode runs on images up to {cap / 1e6:.1f} Mpixel only"
         return None
 
     def prepare(self, batch: np.ndarray, params: LabelParams) -> Any:

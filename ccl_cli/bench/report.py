@@ -62,7 +62,7 @@ def print_report(
     if skipped:
         console.print(Text("not measured:", style="bold"))
         for (engine, note), cases in _group_skipped(skipped).items():
-            console.print(Text(f"  {engine}: {note} ({_summary(cases)})"))
+            console.print(Text(f"  {engine}: {note}: {_summary(cases)}"))
 
 
 def _table(level: str, rows: Sequence[Record]) -> Table:
@@ -122,16 +122,20 @@ def _number(value: float | None) -> str:
 
 
 def _group_skipped(records: Sequence[Record]) -> dict[tuple[str, str], list[str]]:
+    """Skipped records by engine and reason; a note's parenthesis is a per-record detail."""
     groups: dict[tuple[str, str], list[str]] = {}
     for r in records:
+        reason, _, detail = r.note.partition(" (")
         where = r.case if r.batch is None else f"{r.case} batch {r.batch}"
-        groups.setdefault((r.engine, f"{r.level}: {r.note}"), []).append(where)
+        if detail:
+            where += f" ({detail}"
+        groups.setdefault((r.engine, f"{r.level}: {reason}"), []).append(where)
     return groups
 
 
 def _summary(cases: list[str]) -> str:
-    shown = ", ".join(cases[:3])
-    return shown if len(cases) <= 3 else f"{shown} and {len(cases) - 3} more"
+    shown = "; ".join(cases[:3])
+    return shown if len(cases) <= 3 else f"{shown}; and {len(cases) - 3} more"
 
 
 def problems(records: Sequence[Record]) -> list[Record]:
