@@ -305,6 +305,11 @@ def test_bad_options_are_usage_errors(change: dict[str, object]) -> None:
         options(**change)
 
 
+def test_a_report_into_a_missing_folder_fails_before_the_run(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="--csv"):
+        run(options(), csv_path=tmp_path / "missing" / "bench.csv")
+
+
 def test_batch_one_always_runs_and_connectivity_defaults_to_both() -> None:
     opts = options(batches="8,2")
     assert opts.batches == (1, 2, 8)

@@ -105,9 +105,8 @@ def run_bench_command(
         write_plot,
     )
 
+    _check_outputs(json_path, csv_path, plot_path)
     # A log file gets the table at full width, not folded to 80 columns.
-    if plot_path and importlib.util.find_spec("matplotlib") is None:
-        raise UsageError("--plot needs matplotlib: pip install 'gccl[bench]'")
     out = out or Console(highlight=False, width=None if _stdout_is_terminal() else 150)
     err = err or Console(stderr=True, highlight=False)
     engines, descriptions = _engines(options)
@@ -139,6 +138,15 @@ def run_bench_command(
         print_problems(err, bad)
         return EXIT_SOME_FAILED
     return EXIT_OK
+
+
+def _check_outputs(json_path: Path | None, csv_path: Path | None, plot_path: Path | None) -> None:
+    """Fail before the run, not after it, when a report cannot be written."""
+    if plot_path and importlib.util.find_spec("matplotlib") is None:
+        raise UsageError("--plot needs matplotlib: pip install 'gccl[bench]'")
+    for option, path in (("--json", json_path), ("--csv", csv_path), ("--plot", plot_path)):
+        if path is not None and not path.parent.is_dir():
+            raise UsageError(f"{option} {path}: the folder {path.parent} does not exist")
 
 
 def _stdout_is_terminal() -> bool:

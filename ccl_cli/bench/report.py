@@ -52,6 +52,7 @@ def print_report(
     """
     for key, value in machine.items():
         console.print(Text(f"{key}: {value}"))
+    console.print(Text("engines:"))
     for name, description in engines.items():
         console.print(Text(f"  {name}: {description}"))
     for level in LEVELS:
