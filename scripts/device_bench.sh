@@ -5,7 +5,9 @@
 #
 #   run(command="bash scripts/device_bench.sh", carry=[".whl"], timeout_s=600)
 #
-# PART picks what runs: all (default), kernel, or e2e; `all` takes about 6 minutes.
+# Usage: device_bench.sh [PART [EXTRA OPTIONS...]]. PART picks what runs: all (default),
+# kernel or e2e; `all` takes about 6 minutes. Extra options go to every bench run, e.g.
+# `device_bench.sh all --sizes 640x480 --repeat 3` for a one-minute smoke test.
 #   kernel: every generated case (5 families x 640x480, 1920x1080, 4000x3000 x 4c and 8c),
 #           every available engine, batches 1,8,32,64 (capped at 133 Mpixel a batch).
 #   e2e:    files in, label images + CSVs out, 1920x1080, 8c; random-0.1 is left out
@@ -14,6 +16,8 @@
 # Exit status: the worst of the runs (1: an engine disagreed or failed; see the logs).
 set -uo pipefail
 PART=${1:-all}
+shift $(($# > 0 ? 1 : 0))
+EXTRA=("$@")
 OUT=${OUT:-bench-out}
 mkdir -p "$OUT"
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -29,7 +33,7 @@ bench() {  # bench NAME ARGS...: one gccl bench run, its reports and log under $
     local name=$1
     shift
     echo "== gccl bench $* ($name)"
-    python3 -m ccl_cli bench "$@" --json "$OUT/$name.json" --csv "$OUT/$name.csv" \
+    python3 -m ccl_cli bench "$@" "${EXTRA[@]}" --json "$OUT/$name.json" --csv "$OUT/$name.csv" \
         --plot "$OUT/$name.png" 2>&1 | tee "$OUT/$name.log"
     local code=${PIPESTATUS[0]}
     echo "== $name: exit $code"

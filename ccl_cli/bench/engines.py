@@ -68,6 +68,8 @@ class Engine:
     raster_order = False
     end_to_end_modes: tuple[str, ...] = ()
     end_to_end_batched = False
+    #: Why there is no end-to-end run, when end_to_end_modes is empty.
+    no_end_to_end = "no file pipeline"
     modes: tuple[str, ...] = ("binary",)
     max_pixels: ClassVar[dict[str, int]] = {}
 
@@ -199,6 +201,7 @@ class GcclCudaLabels(GcclCuda):
 
     name = "gccl-cuda-labels"
     end_to_end_modes = ()
+    no_end_to_end = "end to end it is gccl-cuda"
     statistics = False
 
     def description(self) -> str:
@@ -248,7 +251,7 @@ class OpenCv(Engine):
             f"cv2.connectedComponentsWithStats (CV_32S, {cv2.getNumThreads()} threads), one image "
             "per call; tau mode: cv2.floodFill region growing (floating range = tau) from each "
             f"unlabeled pixel in raster order, images up to {VGA_PIXELS / 1e6:.1f} Mpixel; "
-            "end to end: imread, label, imwrite and a statistics CSV per file, files on "
+            "end to end: imread, label, imwrite and a CSV of area, box and centroid per file, on "
             f"{cpu_threads()} threads"
         )
 

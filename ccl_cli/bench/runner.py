@@ -270,7 +270,7 @@ class _EndToEndCase:
     def _unsupported(self, engine: Engine) -> str | None:
         mode = self.case.params.mode
         if not engine.end_to_end_modes:
-            return "no file pipeline"
+            return engine.no_end_to_end
         if mode not in engine.end_to_end_modes:
             return f"no {mode} mode end to end"
         return engine.unsupported(self.case)
