@@ -23,8 +23,6 @@ from .runner import Limits, run_end_to_end, run_kernel
 from .suite import FAMILIES, SIZES, Case, generated_cases, input_cases, parse_size
 
 LEVEL_CHOICES = ("kernel", "end-to-end", "both")
-DEFAULT_BATCHES = "1,8,32,64"
-DEFAULT_REPEAT = 10
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,6 @@ from .suite import Case
 
 LEVELS = ("kernel", "end-to-end")
 
-#: status values: measured; not run (the note says why); raised an error; disagreed.
-STATUSES = ("ok", "skipped", "failed", "mismatch")
-
 
 @dataclass
 class Record:
@@ -23,6 +20,9 @@ class Record:
     come from the median. components: per image (kernel), or over all files
     (end to end). speedup_vs_opencv: OpenCV's median / this median at the
     same case, level and batch (None where OpenCV has no such record).
+    status: ok (measured), skipped (not run; the note says why), failed (the
+    engine raised; the note has the error) or mismatch (it disagreed with the
+    cross-check's reference; the note says how).
     """
 
     engine: str
