@@ -179,6 +179,7 @@ def write_plot(path: Path, records: Sequence[Record], machine: Mapping[str, str]
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
     from matplotlib.ticker import FuncFormatter
 
     measured = [r for r in records if r.speedup_vs_opencv and r.engine != BASELINE]
@@ -191,27 +192,29 @@ def write_plot(path: Path, records: Sequence[Record], machine: Mapping[str, str]
         1,
         figsize=(
             max(8.0, 0.3 * len(cases) * max(1, len(engines)) ** 0.5 + 2),
-            2.6 * len(panels) + 2,
+            2.6 * len(panels) + 2.4,
         ),
         squeeze=False,
         sharex=True,
     )
-    bar = 0.8 / max(1, len(engines))
     times = FuncFormatter(lambda value, _: f"{value:g}x")
     # Label the 2s and 5s between the decades too: a panel may span less than one.
     minor = FuncFormatter(lambda value, _: f"{value:g}x" if f"{value:e}"[0] in "25" else "")
     for ax, (level_index, batch) in zip(axes[:, 0], panels, strict=False):
         level = LEVELS[level_index]
-        for i, engine in enumerate(engines):
-            speedups = {
-                cases.index(r.case): r.speedup_vs_opencv
-                for r in measured
-                if r.engine == engine and r.level == level and (r.batch or 0) == batch
-            }
-            if speedups:
-                xs = sorted(speedups)
-                offsets = [x - 0.4 + bar * (i + 0.5) for x in xs]
-                ax.bar(offsets, [speedups[x] for x in xs], bar, label=engine, color=colors[engine])
+        in_panel = [r for r in measured if r.level == level and (r.batch or 0) == batch]
+        shown = [e for e in engines if any(r.engine == e for r in in_panel)]
+        bar = 0.8 / len(shown)
+        for i, engine in enumerate(shown):
+            bars = [
+                (cases.index(r.case), r.speedup_vs_opencv) for r in in_panel if r.engine == engine
+            ]
+            ax.bar(
+                [x - 0.4 + bar * (i + 0.5) for x, _ in bars],
+                [speedup for _, speedup in bars],
+                bar,
+                color=colors[engine],
+            )
         ax.set_yscale("log")
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.yaxis.set_major_formatter(times)
@@ -219,7 +222,6 @@ def write_plot(path: Path, records: Sequence[Record], machine: Mapping[str, str]
         ax.set_ylabel("speed-up over OpenCV", fontsize=8)
         ax.set_title(f"{level} level, batch {batch}", fontsize=9)
         ax.grid(axis="y", which="major", alpha=0.3)
-        ax.legend(fontsize=7, ncol=len(engines), loc="upper left")
     axes[-1, 0].set_xticks(range(len(cases)))
     axes[-1, 0].set_xticklabels(cases, rotation=60, ha="right", fontsize=7)
     if not panels:
@@ -228,6 +230,14 @@ def write_plot(path: Path, records: Sequence[Record], machine: Mapping[str, str]
     figure.suptitle(
         f"gccl bench. GPU: {machine.get('gpu', '?')}\nCPU: {machine.get('cpu', '?')}", fontsize=9
     )
-    figure.tight_layout()
+    figure.legend(
+        handles=[Patch(color=colors[e], label=e) for e in engines],
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.955),
+        ncol=max(1, len(engines)),
+        fontsize=8,
+        frameon=False,
+    )
+    figure.tight_layout(rect=(0, 0, 1, 0.93))
     figure.savefig(path, dpi=90)
     plt.close(figure)
