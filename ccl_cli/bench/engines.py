@@ -191,8 +191,8 @@ class GcclCuda(_Gccl, DeviceEngine):
 
         labels = cupy.empty(prepared.shape, cupy.uint32)
         components = dense_labels(prepared, params, labels)
-        if self.statistics:  # needs K per image on the host, as the backend does
-            device_statistics(prepared, params, labels, components.get().astype(np.int64))
+        if self.statistics:
+            device_statistics(prepared, params, labels, components)
         return Output(labels, components)
 
 
