@@ -177,7 +177,7 @@ def run_case(name: str, host: np.ndarray, params: LabelParams, stats: bool, repe
         return backend.dense_labels(values, params, out)
 
     def labels_and_stats() -> object:
-        components = backend.dense_labels(values, params, out).get()
+        components = backend.dense_labels(values, params, out)
         return backend.device_statistics(values, params, out, components)
 
     run = labels_and_stats if stats else labels_only

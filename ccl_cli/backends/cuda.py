@@ -49,6 +49,7 @@ _CHUNK_THREADS = 256
 _SCAN_THREADS = 1024
 _MAX_GRID = 2**31 - 1
 _MAX_IMAGE_PIXELS = 2**31 - 1  # labels and ranks share a u32 with a flag bit
+_MAX_BATCH_PIXELS = 2**32 - 1  # bounds the labels of a batch: offsets are u32
 
 # foreground.cuh rule kinds and stats.cu fields.
 _FG_BACKGROUND, _FG_ALL, _FG_ABOVE, _FG_BELOW = 0, 1, 2, 3
@@ -155,7 +156,7 @@ class CudaBackend:
             with values.device:
                 out = cupy.empty(values.shape, cupy.uint32)
                 tables, components = _split_on_oom(
-                    cupy, len(values), lambda lo, hi: _label(values[lo:hi], params, out[lo:hi])
+                    cupy, values.shape, lambda lo, hi: _label(values[lo:hi], params, out[lo:hi])
                 )
             return BatchResult(out, tables, components)
         host = np.asarray(batch)
@@ -169,7 +170,7 @@ class CudaBackend:
             return result
 
         with cupy.cuda.Device(self.device):
-            tables, components = _split_on_oom(cupy, len(host), run)
+            tables, components = _split_on_oom(cupy, host.shape, run)
         return BatchResult(labels, tables, components)
 
     def batch_budget_bytes(self) -> int:
@@ -241,43 +242,46 @@ def dense_labels(values: Any, params: LabelParams, out: Any) -> Any:
 
 
 def device_statistics(
-    values: Any, params: LabelParams, out: Any, components: np.ndarray
-) -> tuple[Any, np.ndarray]:
+    values: Any, params: LabelParams, out: Any, components: Any
+) -> tuple[Any, Any]:
     """Kernel stage 3: per-label aggregates of a labeled batch, min-area renumbering of `out`.
 
-    components: K per image (host). Returns the (GCCL_STATS_FIELDS, sum K)
-    device array of stats.cu's aggregates and the label offsets per image
-    (host, N + 1 entries). The benchmark times dense_labels plus this.
+    components: K per image (device, from dense_labels). Returns the
+    (GCCL_STATS_FIELDS, sum K) device array of stats.cu's aggregates and the
+    label offsets per image (device u32, N + 1 entries). Waits for the total
+    number of labels (it sizes the aggregates). The benchmark times
+    dense_labels plus this.
     """
     cupy = _import_cupy()
     n, height, width = values.shape
     dtype = np.dtype(values.dtype)
-    label_base = np.zeros(n + 1, np.uint64)
-    np.cumsum(components, out=label_base[1:])
-    total = int(label_base[-1])
-    agg = cupy.zeros((_FIELDS, total), cupy.uint64)
+    kernels = _kernels(values.device.id)
+    label_base = cupy.empty(n + 1, cupy.uint32)
+    scan_base = (components, label_base, np.uint64(0), np.uint64(n), label_base[n:])
+    kernels.launch("gccl_segmented_scan", 1, (_SCAN_THREADS,), scan_base)
+    total = int(label_base[n:].get()[0])
+    agg = cupy.empty((_FIELDS, total), cupy.uint64)
     if total == 0:
         return agg, label_base
-    for row in (XMIN, YMIN, VMIN):
-        agg[row] = np.uint64(2**64 - 1)
-    kernels = _kernels(values.device.id)
-    base = cupy.asarray(label_base)
+    init_grid = min(-(-total // _CHUNK_THREADS), 4096)
+    kernels.launch("gccl_stats_init", init_grid, (_CHUNK_THREADS,), (agg, np.uint64(total)))
     pixels, chunks = height * width, -(-(height * width) // _CHUNK)
     storage = values.view(cupy.uint8) if dtype == np.bool_ else values
     geometry = (np.uint32(height), np.uint32(width), np.uint32(chunks))
-    stats_args = (out, storage, *geometry, base, agg, np.uint64(total))
+    stats_args = (out, storage, *geometry, label_base, agg, np.uint64(total))
     grid = n * chunks
     kernels.launch(f"gccl_stats_{_SUFFIX[dtype]}", grid, (_CHUNK_THREADS,), stats_args)
     if dtype.kind == "f":
         kernels.launch(f"gccl_float_sum_{_SUFFIX[dtype]}", grid, (_CHUNK_THREADS,), stats_args)
     if params.min_area > 0:
-        keep = (agg[AREA] >= params.min_area).astype(cupy.uint32)
+        keep = cupy.empty(total, cupy.uint32)
+        cupy.greater_equal(agg[AREA], params.min_area, out=keep)
         rank = cupy.empty(total, cupy.uint32)
-        scan_args = (keep, rank, base, np.uint64(0), np.uint64(0))
+        scan_args = (keep, rank, label_base, np.uint64(0), np.uint64(0))
         kernels.launch("gccl_segmented_scan", n, (_SCAN_THREADS,), scan_args)
         min_area = np.uint64(params.min_area)
-        remap_args = (out, np.uint32(pixels), np.uint32(chunks), base, agg[AREA], rank, min_area)
-        kernels.launch("gccl_min_area_remap", grid, (_CHUNK_THREADS,), remap_args)
+        remap_args = (out, np.uint32(pixels), np.uint32(chunks), label_base, agg[AREA], rank)
+        kernels.launch("gccl_min_area_remap", grid, (_CHUNK_THREADS,), (*remap_args, min_area))
     return agg, label_base
 
 
@@ -291,14 +295,15 @@ def _label(values: Any, params: LabelParams, out: Any) -> tuple[list[StatsTable]
     if height * width == 0:
         return [empty_table(integer) for _ in range(n)], [0] * n
     values = cupy.ascontiguousarray(values)
-    components = dense_labels(values, params, out).get().astype(np.int64)
+    components = dense_labels(values, params, out)
     agg, label_base = device_statistics(values, params, out, components)
+    label_base = label_base.get().astype(np.int64)
     table = _host_table(agg.get(), integer)
     tables = []
     for i in range(n):
-        rows = np.arange(int(label_base[i]), int(label_base[i + 1]))
+        rows = np.arange(label_base[i], label_base[i + 1])
         tables.append(table.take(rows[table.area[rows] >= params.min_area]))
-    return tables, components.tolist()
+    return tables, np.diff(label_base).tolist()
 
 
 def _host_table(agg: np.ndarray, integer: bool) -> StatsTable:
@@ -371,22 +376,33 @@ def _check_batch(values: Any) -> None:
 
 
 def _split_on_oom(
-    cupy: Any, n: int, run: Callable[[int, int], tuple[list[StatsTable], list[int]]]
+    cupy: Any,
+    shape: tuple[int, ...],
+    run: Callable[[int, int], tuple[list[StatsTable], list[int]]],
 ) -> tuple[list[StatsTable], list[int]]:
-    """run(0, n), or on device out-of-memory run each half (recursively)."""
+    """run(0, N) for a batch of `shape`, in halves (recursively) on device out-of-memory.
+
+    Sub-batches also stay under 2**32 pixels: label offsets are 32-bit.
+    """
+    pixels = int(np.prod(shape[1:], dtype=np.int64))
+
+    def halves(lo: int, hi: int) -> tuple[list[StatsTable], list[int]]:
+        mid = (lo + hi) // 2
+        left, right = part(lo, mid), part(mid, hi)
+        return left[0] + right[0], left[1] + right[1]
 
     def part(lo: int, hi: int) -> tuple[list[StatsTable], list[int]]:
+        if hi - lo > 1 and (hi - lo) * pixels > _MAX_BATCH_PIXELS:
+            return halves(lo, hi)
         try:
             return run(lo, hi)
         except cupy.cuda.memory.OutOfMemoryError:
             if hi - lo <= 1:
                 raise
             cupy.get_default_memory_pool().free_all_blocks()
-            mid = (lo + hi) // 2
-            left, right = part(lo, mid), part(mid, hi)
-            return left[0] + right[0], left[1] + right[1]
+            return halves(lo, hi)
 
-    return part(0, n)
+    return part(0, shape[0])
 
 
 def _as_cupy(cupy: Any, array: Any) -> Any:

@@ -48,9 +48,8 @@ __device__ __forceinline__ void border_merge(const T* values, u32* labels, u32 h
   const u32 p = y * width + x;
   if (L[p] == GCCL_BACKGROUND) return;
   const T v = use_tau ? V[p] : T(0);
-  const IdentitySlot id;
   auto link = [&](u32 q) {
-    if (L[q] != GCCL_BACKGROUND && (!use_tau || tau_joins(v, V[q], tau))) unite(L, p, q, id);
+    if (L[q] != GCCL_BACKGROUND && (!use_tau || tau_joins(v, V[q], tau))) unite(L, p, q);
   };
   if (left) link(p - 1);
   if (y > 0) {

@@ -36,36 +36,36 @@ __device__ __forceinline__ BlockPlace block_place(u32 blocks_per_image) {
   return place;
 }
 
-// Slot of a node id: identity for pixel arrays; block-local maps differ.
-struct IdentitySlot {
-  __device__ __forceinline__ u32 operator()(u32 id) const { return id; }
-};
-
-// Root of x: follow parents until a self-parented or flagged node.
-template <class Slot>
-__device__ __forceinline__ u32 find_root(const u32* parent, u32 x, Slot slot) {
-  u32 p = parent[slot(x)];
+// Root of x (a self-parented or flagged node), halving the path on the way:
+// x's parent becomes its grandparent. Safe beside concurrent unions and root
+// flagging: every write points at an ancestor in the same set, a union that
+// loses a race retries from the value it displaced, and roots are never
+// written here.
+__device__ __forceinline__ u32 find_root(u32* parent, u32 x) {
+  u32 p = parent[x];
   while (p != x && !(p & GCCL_ROOT_FLAG)) {
-    x = p;
-    p = parent[slot(x)];
+    const u32 g = parent[p];
+    if (g == p || (g & GCCL_ROOT_FLAG)) return p;
+    parent[x] = g;
+    x = g;
+    p = parent[x];
   }
   return x;
 }
 
 // Join the trees of a and b: the larger root is hung under the smaller one
 // with atomicMin, retrying when another thread re-parented it meanwhile.
-template <class Slot>
-__device__ __forceinline__ void unite(u32* parent, u32 a, u32 b, Slot slot) {
+__device__ __forceinline__ void unite(u32* parent, u32 a, u32 b) {
   while (true) {
-    a = find_root(parent, a, slot);
-    b = find_root(parent, b, slot);
+    a = find_root(parent, a);
+    b = find_root(parent, b);
     if (a == b) return;
     if (a > b) {
-      u32 t = a;
+      const u32 t = a;
       a = b;
       b = t;
     }
-    u32 old = atomicMin(&parent[slot(b)], a);
+    const u32 old = atomicMin(&parent[b], a);
     if (old == b) return;
     b = old;
   }

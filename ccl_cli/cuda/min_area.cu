@@ -5,7 +5,7 @@
 #include "common.cuh"
 
 extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS)
-    gccl_min_area_remap(u32* out, u32 pixels, u32 chunks_per_image, const u64* label_base,
+    gccl_min_area_remap(u32* out, u32 pixels, u32 chunks_per_image, const u32* label_base,
                         const u64* area, const u32* kept_rank, u64 min_area) {
   const BlockPlace place = block_place(chunks_per_image);
   u32* O = out + (u64)place.image * pixels;

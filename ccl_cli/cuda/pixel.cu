@@ -1,14 +1,16 @@
 // Pixel union-find, local phase: binary 4-connectivity and tau mode (4 and 8).
 //
-// One thread per pixel; a CUDA block covers a PX_TILE_W x PX_TILE_H tile and
-// joins each pixel with its backward neighbours inside the tile (W, N; NW, NE
-// for 8) in shared memory. In tau mode a pair joins only when tau_joins holds;
-// in binary mode every foreground pair joins. This is the grayscale paper's
-// "local partition" step: the tile roots are the regions whose boundary edges
-// gccl_border_* joins next, so the global union works on few region ids.
+// A CUDA block covers a PX_TILE_W x PX_TILE_H tile, one thread per pixel and
+// one warp per tile row. Row runs form through a ballot (runs.cuh); the
+// upward edges that still matter are joined in shared memory (atomicMin
+// union-find with path halving). In tau mode a pair joins only when tau_joins
+// holds; in binary mode every foreground pair joins. This is the grayscale
+// paper's "local partition": the tile roots are the regions whose boundary
+// edges gccl_border_* joins next, so the global union works on few region ids.
 #include "common.cuh"
 #include "dtypes.cuh"
 #include "foreground.cuh"
+#include "runs.cuh"
 
 #define GCCL_PX_TILE_W 32
 #define GCCL_PX_TILE_H 32
@@ -20,6 +22,7 @@ __device__ __forceinline__ void pixel_local(const T* values, u32* labels, u32 he
                                             double tau) {
   __shared__ u32 parent[GCCL_PX_TILE_W * GCCL_PX_TILE_H];
   __shared__ T tile[GCCL_PX_TILE_W * GCCL_PX_TILE_H];
+  __shared__ u32 fg_rows[GCCL_PX_TILE_H], left_rows[GCCL_PX_TILE_H];
   const BlockPlace place = block_place(tiles_per_image);
   const u32 ty = place.index / tiles_x, tx = place.index - ty * tiles_x;
   const u32 lx = threadIdx.x, ly = threadIdx.y, k = ly * GCCL_PX_TILE_W + lx;
@@ -28,23 +31,32 @@ __device__ __forceinline__ void pixel_local(const T* values, u32* labels, u32 he
   const bool inside = x < width && y < height;
   const T v = inside ? values[image_base + y * width + x] : T(0);
   const bool fg = inside && is_foreground(v, rule);
+  const u32 fg_row = __ballot_sync(0xFFFFFFFFu, fg);
   tile[k] = v;
-  parent[k] = fg ? k : GCCL_BACKGROUND;
+  if (lx == 0) fg_rows[ly] = fg_row;
   __syncthreads();
 
-  if (fg) {
-    const IdentitySlot id;
-    auto link = [&](u32 n) {
-      if (parent[n] != GCCL_BACKGROUND && (!use_tau || tau_joins(v, tile[n], tau)))
-        unite(parent, k, n, id);
-    };
-    if (lx > 0) link(k - 1);
-    if (ly > 0) {
-      link(k - GCCL_PX_TILE_W);
-      if (CONN == 8) {
-        if (lx > 0) link(k - GCCL_PX_TILE_W - 1);
-        if (lx + 1 < GCCL_PX_TILE_W) link(k - GCCL_PX_TILE_W + 1);
-      }
+  auto joins = [&](u32 n) { return !use_tau || tau_joins(v, tile[n], tau); };
+  const u32 fg_above = ly > 0 ? fg_rows[ly - 1] : 0;
+  const bool join_left = fg && lx > 0 && row_bit(fg_row, lx - 1) && joins(k - 1);
+  const bool join_up = fg && row_bit(fg_above, lx) && joins(k - GCCL_PX_TILE_W);
+  RowJoins rows;
+  rows.left = __ballot_sync(0xFFFFFFFFu, join_left);
+  rows.up = __ballot_sync(0xFFFFFFFFu, join_up);
+  if (lx == 0) left_rows[ly] = rows.left;
+  parent[k] = fg ? ly * GCCL_PX_TILE_W + run_head(rows.left, lx) : GCCL_BACKGROUND;
+  __syncthreads();
+
+  if (fg && ly > 0) {
+    rows.above_left = left_rows[ly - 1];
+    const u32 up = k - GCCL_PX_TILE_W;
+    if (join_up && need_up(rows, lx)) unite(parent, k, up);
+    if (CONN == 8) {
+      if (lx > 0 && row_bit(fg_above, lx - 1) && joins(up - 1) && need_up_left(rows, lx))
+        unite(parent, k, up - 1);
+      if (lx + 1 < GCCL_PX_TILE_W && row_bit(fg_above, lx + 1) && joins(up + 1) &&
+          need_up_right(rows, lx))
+        unite(parent, k, up + 1);
     }
   }
   __syncthreads();
@@ -52,7 +64,7 @@ __device__ __forceinline__ void pixel_local(const T* values, u32* labels, u32 he
   if (!inside) return;
   u32 out = GCCL_BACKGROUND;
   if (fg) {
-    const u32 root = find_root(parent, k, IdentitySlot());
+    const u32 root = find_root(parent, k);
     out = (ty * GCCL_PX_TILE_H + root / GCCL_PX_TILE_W) * width + tx * GCCL_PX_TILE_W +
           root % GCCL_PX_TILE_W;
   }

@@ -2,16 +2,17 @@
 //
 // Roots are the first pixels of their components (common.cuh), so ranking
 // the roots in raster order numbers the components 1..K per image:
-//   gccl_finalize: per chunk of GCCL_CHUNK pixels, point every foreground
-//     pixel straight at its root and store each root's rank inside the chunk
-//     (GCCL_ROOT_FLAG | rank); count the chunk's roots.
+//   gccl_finalize: per chunk of GCCL_CHUNK pixels, store each root's rank
+//     inside the chunk (GCCL_ROOT_FLAG | rank) and count the chunk's roots;
 //   gccl_segmented_scan: exclusive scan of the chunk counts per image (and of
-//     any per-segment u32 array: min_area.cu reuses it), with segment totals.
-//   gccl_resolve: label = chunk offset of the root + its rank + 1.
+//     any per-segment u32 array: the label offsets and min_area.cu reuse it);
+//   gccl_resolve: find each pixel's root (halving paths as it goes);
+//     label = chunk offset of the root + its rank + 1.
 #include "common.cuh"
 
 #define GCCL_WARPS (GCCL_CHUNK_THREADS / 32)
 #define GCCL_SCAN_THREADS 1024
+#define GCCL_SCAN_ITEMS 4
 
 extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS)
     gccl_finalize(u32* labels, u32 pixels, u32 chunks_per_image, u32* chunk_roots) {
@@ -23,15 +24,7 @@ extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS)
   u32 seen = 0;
   for (u32 step = 0; step < GCCL_CHUNK_ITEMS; ++step) {
     const u32 p = start + step * GCCL_CHUNK_THREADS + threadIdx.x;
-    bool root = false;
-    if (p < pixels) {
-      const u32 v = L[p];
-      if (v != GCCL_BACKGROUND) {
-        const u32 r = find_root(L, p, IdentitySlot());
-        root = r == p;
-        if (!root && v != r) L[p] = r;
-      }
-    }
+    const bool root = p < pixels && L[p] == p;
     const u32 ballot = __ballot_sync(0xFFFFFFFFu, root);
     if (lane == 0) warp_roots[warp] = __popc(ballot);
     __syncthreads();
@@ -48,20 +41,27 @@ extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS)
   if (threadIdx.x == 0) chunk_roots[blockIdx.x] = seen;
 }
 
-// One CUDA block per segment. Segment s is [seg_start[s], seg_start[s+1]), or
-// [s * seg_len, (s + 1) * seg_len) when seg_start is null. seg_total may be null.
+// One CUDA block per segment, GCCL_SCAN_ITEMS consecutive values per thread
+// and step. Segment s is [seg_start[s], seg_start[s+1]), or [s * seg_len,
+// (s + 1) * seg_len) when seg_start is null; seg_total (may be null) gets
+// each segment's sum.
 extern "C" __global__ void __launch_bounds__(GCCL_SCAN_THREADS)
-    gccl_segmented_scan(const u32* in, u32* out, const u64* seg_start, u64 seg_len,
+    gccl_segmented_scan(const u32* in, u32* out, const u32* seg_start, u64 seg_len,
                         u32* seg_total) {
   __shared__ u32 warp_sums[GCCL_SCAN_THREADS / 32];
   const u64 begin = seg_start ? seg_start[blockIdx.x] : (u64)blockIdx.x * seg_len;
   const u64 end = seg_start ? seg_start[blockIdx.x + 1] : begin + seg_len;
   const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   u32 carry = 0;
-  for (u64 base = begin; base < end; base += GCCL_SCAN_THREADS) {
-    const u64 i = base + threadIdx.x;
-    const u32 x = i < end ? in[i] : 0;
-    u32 inclusive = x;
+  for (u64 base = begin; base < end; base += GCCL_SCAN_THREADS * GCCL_SCAN_ITEMS) {
+    const u64 first = base + (u64)threadIdx.x * GCCL_SCAN_ITEMS;
+    u32 items[GCCL_SCAN_ITEMS];
+    u32 own = 0;
+    for (u32 j = 0; j < GCCL_SCAN_ITEMS; ++j) {
+      items[j] = first + j < end ? in[first + j] : 0;
+      own += items[j];
+    }
+    u32 inclusive = own;
     for (u32 d = 1; d < 32; d <<= 1) {
       const u32 y = __shfl_up_sync(0xFFFFFFFFu, inclusive, d);
       if (lane >= d) inclusive += y;
@@ -77,7 +77,11 @@ extern "C" __global__ void __launch_bounds__(GCCL_SCAN_THREADS)
       warp_sums[lane] = s;
     }
     __syncthreads();
-    if (i < end) out[i] = carry + (warp ? warp_sums[warp - 1] : 0) + inclusive - x;
+    u32 running = carry + (warp ? warp_sums[warp - 1] : 0) + inclusive - own;
+    for (u32 j = 0; j < GCCL_SCAN_ITEMS; ++j) {
+      if (first + j < end) out[first + j] = running;
+      running += items[j];
+    }
     carry += warp_sums[31];
     __syncthreads();
   }
@@ -85,26 +89,21 @@ extern "C" __global__ void __launch_bounds__(GCCL_SCAN_THREADS)
 }
 
 extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS)
-    gccl_resolve(const u32* labels, u32* out, u32 pixels, u32 chunks_per_image,
+    gccl_resolve(u32* labels, u32* out, u32 pixels, u32 chunks_per_image,
                  const u32* chunk_offsets) {
   const BlockPlace place = block_place(chunks_per_image);
   const u64 image_base = (u64)place.image * pixels;
-  const u32* L = labels + image_base;
+  u32* L = labels + image_base;
   u32* O = out + image_base;
   const u32* offsets = chunk_offsets + (u64)place.image * chunks_per_image;
   const u32 start = place.index * GCCL_CHUNK;
   for (u32 step = 0; step < GCCL_CHUNK_ITEMS; ++step) {
     const u32 p = start + step * GCCL_CHUNK_THREADS + threadIdx.x;
     if (p >= pixels) break;
-    u32 v = L[p];
     u32 label = 0;
-    if (v != GCCL_BACKGROUND) {
-      u32 root = p;
-      if (!(v & GCCL_ROOT_FLAG)) {
-        root = v;
-        v = L[root];
-      }
-      label = offsets[root / GCCL_CHUNK] + (v & ~GCCL_ROOT_FLAG) + 1;
+    if (L[p] != GCCL_BACKGROUND) {
+      const u32 root = find_root(L, p);
+      label = offsets[root / GCCL_CHUNK] + (L[root] & ~GCCL_ROOT_FLAG) + 1;
     }
     O[p] = label;
   }

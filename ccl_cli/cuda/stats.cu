@@ -7,7 +7,7 @@
 // turns the exact integer sums into centroids and means with the arithmetic
 // of ccl_cli/stats.py.
 //
-// Each thread walks GCCL_CHUNK_ITEMS consecutive pixels keeping two running
+// Each thread walks GCCL_CHUNK_ITEMS consecutive pixels (held in registers) keeping two running
 // accumulators (its first label, usually the large component, and the latest
 // other one). A warp merges the first-label accumulators of neighbouring lanes
 // that share a label (segmented shuffle reduction), then everything goes to a
@@ -221,9 +221,47 @@ struct FloatSumAcc {
   }
 };
 
+// GCCL_CHUNK_ITEMS consecutive elements in registers: 16-byte loads when the
+// run is whole and aligned (the usual case), else element by element.
+template <typename E>
+struct Run {
+  E item[GCCL_CHUNK_ITEMS];
+
+  __device__ __forceinline__ void load(const E* src, u32 count) {
+    constexpr u32 per_word = 16 / sizeof(E);
+    if (count == GCCL_CHUNK_ITEMS && ((u64)src & 15) == 0) {
+      const uint4* words = reinterpret_cast<const uint4*>(src);
+#pragma unroll
+      for (u32 w = 0; w < GCCL_CHUNK_ITEMS / per_word; ++w) {
+        const uint4 q = words[w];
+        const u32 parts[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (u32 j = 0; j < per_word; ++j) item[w * per_word + j] = from_bits(parts, j);
+      }
+    } else {
+#pragma unroll
+      for (u32 i = 0; i < GCCL_CHUNK_ITEMS; ++i) item[i] = i < count ? src[i] : E(0);
+    }
+  }
+
+  // Element j of a 16-byte word held as four little-endian u32 parts.
+  __device__ __forceinline__ static E from_bits(const u32 (&parts)[4], u32 j) {
+    const u32 offset = j * sizeof(E);
+    u64 bits = parts[offset / 4];
+    if (sizeof(E) == 8)
+      bits |= (u64)parts[offset / 4 + 1] << 32;
+    else
+      bits >>= 8 * (offset % 4);
+    E e;
+    __builtin_memcpy(&e, &bits, sizeof(E));
+    return e;
+  }
+};
+
 // Add acc to the block's table (or to global memory when no slot is free).
+// Not inlined: it is the rare path of the unrolled pixel loop.
 template <class Acc>
-__device__ __forceinline__ void flush(const Acc& acc, typename Acc::Table& table, u64* agg,
+__device__ __noinline__ void flush(const Acc& acc, typename Acc::Table& table, u64* agg,
                                       u64 stride, u64 base) {
   u32 h = (acc.label * 2654435761u) >> (32 - 9);  // 9 = log2(GCCL_STATS_SLOTS)
   for (u32 probe = 0; probe < GCCL_STATS_PROBES; ++probe) {
@@ -240,7 +278,7 @@ __device__ __forceinline__ void flush(const Acc& acc, typename Acc::Table& table
 template <class Acc, typename T>
 __device__ __forceinline__ void aggregate_chunk(const u32* labels, const T* values, u32 height,
                                                 u32 width, u32 chunks_per_image,
-                                                const u64* label_base, u64* agg, u64 stride) {
+                                                const u32* label_base, u64* agg, u64 stride) {
   __shared__ typename Acc::Table table;
   const BlockPlace place = block_place(chunks_per_image);
   const u32 pixels = height * width;
@@ -254,31 +292,35 @@ __device__ __forceinline__ void aggregate_chunk(const u32* labels, const T* valu
   }
   __syncthreads();
 
+  // The thread's run of pixels, in registers (16-byte loads when aligned).
+  const u32 start = place.index * GCCL_CHUNK + threadIdx.x * GCCL_CHUNK_ITEMS;
+  const u32 count = start < pixels ? min((u32)GCCL_CHUNK_ITEMS, pixels - start) : 0;
+  Run<u32> labels_run;
+  Run<T> values_run;
+  labels_run.load(L + start, count);
+  values_run.load(V + start, count);
   Acc first, other;
   first.label = other.label = 0;
-  const u32 start = place.index * GCCL_CHUNK + threadIdx.x * GCCL_CHUNK_ITEMS;
-  if (start < pixels) {
-    u32 y = start / width, x = start - y * width;
-    const u32 end = min(start + GCCL_CHUNK_ITEMS, pixels);
-    for (u32 p = start; p < end; ++p) {
-      const u32 l = L[p];
-      if (l) {
-        const T v = V[p];
-        if (l == first.label) {
-          first.add(x, y, v);
-        } else if (first.label == 0) {
-          first.start(l, x, y, v, agg, stride, base);
-        } else if (l == other.label) {
-          other.add(x, y, v);
-        } else {
-          if (other.label) flush(other, table, agg, stride, base);
-          other.start(l, x, y, v, agg, stride, base);
-        }
+  u32 y = count ? start / width : 0, x = count ? start - y * width : 0;
+#pragma unroll
+  for (u32 i = 0; i < GCCL_CHUNK_ITEMS; ++i) {
+    const u32 l = labels_run.item[i];
+    if (i < count && l) {
+      const T v = values_run.item[i];
+      if (l == first.label) {
+        first.add(x, y, v);
+      } else if (first.label == 0) {
+        first.start(l, x, y, v, agg, stride, base);
+      } else if (l == other.label) {
+        other.add(x, y, v);
+      } else {
+        if (other.label) flush(other, table, agg, stride, base);
+        other.start(l, x, y, v, agg, stride, base);
       }
-      if (++x == width) {
-        x = 0;
-        ++y;
-      }
+    }
+    if (++x == width) {
+      x = 0;
+      ++y;
     }
   }
   if (other.label) flush(other, table, agg, stride, base);
@@ -302,10 +344,21 @@ __device__ __forceinline__ void aggregate_chunk(const u32* labels, const T* valu
   }
 }
 
+// Identity values of every aggregate column: all ones for the minima, else 0.
+extern "C" __global__ void gccl_stats_init(u64* agg, u64 stride) {
+  const u64 step = (u64)gridDim.x * blockDim.x;
+  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < stride; i += step) {
+    for (u32 f = 0; f < GCCL_STATS_FIELDS; ++f) {
+      const bool minimum = f == GCCL_F_XMIN || f == GCCL_F_YMIN || f == GCCL_F_VMIN;
+      agg[f * stride + i] = minimum ? ~0ull : 0ull;
+    }
+  }
+}
+
 #define GCCL_STATS_KERNEL(suffix, T)                                                       \
   extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS) gccl_stats_##suffix(    \
       const u32* labels, const T* values, u32 height, u32 width, u32 chunks_per_image,     \
-      const u64* label_base, u64* agg, u64 stride) {                                       \
+      const u32* label_base, u64* agg, u64 stride) {                                       \
     aggregate_chunk<StatsAcc<T>, T>(labels, values, height, width, chunks_per_image,       \
                                     label_base, agg, stride);                              \
   }
@@ -314,7 +367,7 @@ GCCL_FOR_EACH_DTYPE(GCCL_STATS_KERNEL)
 #define GCCL_FLOAT_SUM_KERNEL(suffix, T)                                                   \
   extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS) gccl_float_sum_##suffix(\
       const u32* labels, const T* values, u32 height, u32 width, u32 chunks_per_image,     \
-      const u64* label_base, u64* agg, u64 stride) {                                       \
+      const u32* label_base, u64* agg, u64 stride) {                                       \
     aggregate_chunk<FloatSumAcc<T>, T>(labels, values, height, width, chunks_per_image,    \
                                        label_base, agg, stride);                           \
   }

@@ -1,0 +1,44 @@
+// Row runs: the local phases' cheap first step, and the unions it saves.
+//
+// A tile row is one warp (32 lanes). Elements that join their left neighbour
+// form runs; every element points at its run's first lane (run_head) without
+// a single atomic. Of the upward edges (N, NW, NE) only those that connect
+// runs not already connected through a neighbouring edge need a union; the
+// tests below skip the others, always in favour of an edge further left or
+// of the N edge, so no two skips lean on each other.
+#pragma once
+#include "common.cuh"
+
+// One tile row's ballots: left = joins its left neighbour, up = joins the
+// element above; above_left = the row above's `left`.
+struct RowJoins {
+  u32 left, up, above_left;
+};
+
+__device__ __forceinline__ bool row_bit(u32 bits, u32 lane) { return (bits >> lane) & 1u; }
+
+// Lane of the first element of the run holding `lane`.
+__device__ __forceinline__ u32 run_head(u32 left, u32 lane) {
+  return 31 - __clz(~left & (0xFFFFFFFFu >> (31 - lane)));
+}
+
+// N edge (given that it joins): redundant when both ends continue runs whose
+// previous elements are joined vertically.
+__device__ __forceinline__ bool need_up(const RowJoins& r, u32 lane) {
+  return !(lane > 0 && row_bit(r.left, lane) && row_bit(r.above_left, lane) &&
+           row_bit(r.up, lane - 1));
+}
+
+// NW edge (lane > 0, given that it joins).
+__device__ __forceinline__ bool need_up_left(const RowJoins& r, u32 lane) {
+  const bool via_left = row_bit(r.left, lane) && row_bit(r.up, lane - 1);
+  const bool via_up = row_bit(r.up, lane) && row_bit(r.above_left, lane);
+  return !(via_left || via_up);
+}
+
+// NE edge (lane < 31, given that it joins).
+__device__ __forceinline__ bool need_up_right(const RowJoins& r, u32 lane) {
+  const bool via_up = row_bit(r.up, lane) && row_bit(r.above_left, lane + 1);
+  const bool via_right = row_bit(r.left, lane + 1) && row_bit(r.up, lane + 1);
+  return !(via_up || via_right);
+}
