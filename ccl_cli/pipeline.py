@@ -13,9 +13,8 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -160,12 +159,12 @@ def run_label(
     started = time.perf_counter()
     records = [Record(item) for item in items]
     report = RunReport(records)
-    with OutputLock(out), _stop_on_sigterm():
+    with OutputLock(out), _StopRequests() as stop:
         removed = remove_stale_temporaries(out)
         if removed:
             reporter.notice(f"removed {removed} partial file(s) left by an interrupted run")
         reporter.start(len(records))
-        run = _Run(settings, backend, reporter, workers)
+        run = _Run(settings, backend, reporter, workers, stop)
         try:
             run.process(records)
         except _FailFast:
@@ -184,29 +183,56 @@ def run_label(
     return report
 
 
-@contextmanager
-def _stop_on_sigterm() -> Iterator[None]:
-    """Turn SIGTERM (cron's timeout, kill) into the same clean stop as Ctrl-C."""
+class _StopRequests:
+    """Ctrl-C and SIGTERM (cron's timeout, kill) ask the run to stop at its next safe point.
 
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise _Stop()
+    The handlers only set a flag, which the run checks between steps, so no
+    exception lands inside a half-done step (a lock, a queue, a file write).
+    A second Ctrl-C stops at once.
+    """
 
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread (e.g. a test runner's worker)
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def check(self) -> None:
+        """Raise _Stop if a stop was requested."""
+        if self.requested:
+            raise _Stop()
+
+    def __enter__(self) -> _StopRequests:
+        try:
+            for signum in self._SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        except ValueError:  # not the main thread (an embedding program): leave signals alone
+            pass
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
 
 
 class _Run:
     """The moving parts of one run: the pool, the pending groups, the in-flight writes."""
 
-    def __init__(self, settings: Settings, backend: Backend, reporter: Reporter, workers: int):
+    def __init__(
+        self,
+        settings: Settings,
+        backend: Backend,
+        reporter: Reporter,
+        workers: int,
+        stop: _StopRequests,
+    ):
         self.settings = settings
+        self.stop = stop
         self.params: LabelParams = settings.label_params()
         self.backend = backend
         self.reporter = reporter
@@ -214,7 +240,7 @@ class _Run:
         self.budget = backend.batch_budget_bytes()
         self.groups: dict[tuple[tuple[int, ...], str], list[_Decoded]] = {}
         self.pending_bytes = 0
-        self.writes: deque[tuple[_Decoded, Future[dict[str, str]], float]] = deque()
+        self.writes: deque[tuple[_Decoded, Future[tuple[dict[str, str], float]], float]] = deque()
         self.failed = False
 
     def process(self, records: list[Record]) -> None:
@@ -226,6 +252,7 @@ class _Run:
             self.pool = pool
             try:
                 for record in records:
+                    self.stop.check()
                     paths = output_paths(self.settings.out, record.item.relative)
                     if not self._admit(record, paths, claimed):
                         continue
@@ -238,10 +265,10 @@ class _Run:
                     self._flush(key)
                 self._drain_writes(0)
             finally:
-                for _, _, future in reads:
-                    future.cancel()
-                for _, future, _ in self.writes:
-                    future.cancel()
+                for _, _, read in reads:
+                    read.cancel()
+                for _, write, _ in self.writes:
+                    write.cancel()
 
     def _admit(self, record: Record, paths: OutputPaths, claimed: dict[Path, str]) -> bool:
         """Whether the record needs work (otherwise it is finished here)."""
@@ -262,6 +289,7 @@ class _Run:
     def _take_read(
         self, record: Record, paths: OutputPaths, future: Future[tuple[np.ndarray, float]]
     ) -> None:
+        self.stop.check()
         try:
             values, seconds = future.result()
         except GcclError as error:
@@ -314,6 +342,7 @@ class _Run:
     def _drain_writes(self, keep: int) -> None:
         """Finish queued writes until at most `keep` remain in flight."""
         while len(self.writes) > keep:
+            self.stop.check()
             decoded, future, seconds = self.writes.popleft()
             record = decoded.record
             try:
