@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_cpu.py [--data ../shared/data] [--repeat 7]
 
 Cases: a 4000x3000 random mask (density 0.5), a real document scan (ink as
-foreground), and real depth frames tiled to 4000x3000 (tau 20, 4-connectivity).
+foreground), and a real depth frame tiled to 4000x3000 (tau 20, 4-connectivity).
 OpenCV runs connectedComponentsWithStats (labels and stats, CV_32S, all its
 threads); cc3d runs connected_components with delta (labels only).
 """
