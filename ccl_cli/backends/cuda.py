@@ -43,7 +43,6 @@ FORCE_NVRTC_ENV = "GCCL_CUDA_NVRTC"
 _B8_TILE = (64, 32)  # pixels (w, h) per CUDA block of block8.cu
 _B8_THREADS = (32, 16)
 _PX_TILE = (32, 32)  # pixels (w, h) per CUDA block of pixel.cu, one thread each
-_BORDER_THREADS = 128  # >= tile_w + 2 * tile_h - 1
 _CHUNK = 4096  # pixels per block of the raster-order kernels
 _CHUNK_THREADS = 256
 _SCAN_THREADS = 1024
@@ -212,7 +211,7 @@ def dense_labels(values: Any, params: LabelParams, out: Any) -> Any:
         kernels.launch(
             f"gccl_border_{params.connectivity}_{suffix}",
             grid,
-            (_BORDER_THREADS,),
+            (-(-(tile[0] + 2 * tile[1] - 1) // 32) * 32,),  # border.cu: one per border pixel
             (
                 storage,
                 labels,

@@ -38,15 +38,15 @@ __device__ __forceinline__ BlockPlace block_place(u32 blocks_per_image) {
 
 // Root of x (a self-parented or flagged node), halving the path on the way:
 // x's parent becomes its grandparent. Safe beside concurrent unions and root
-// flagging: every write points at an ancestor in the same set, a union that
-// loses a race retries from the value it displaced, and roots are never
-// written here.
+// flagging: every write lowers x's parent to an ancestor in the same set, a
+// union that loses a race retries from the value it displaced, and roots are
+// never written here.
 __device__ __forceinline__ u32 find_root(u32* parent, u32 x) {
   u32 p = parent[x];
   while (p != x && !(p & GCCL_ROOT_FLAG)) {
     const u32 g = parent[p];
     if (g == p || (g & GCCL_ROOT_FLAG)) return p;
-    parent[x] = g;
+    atomicMin(&parent[x], g);  // an atomic, so racecheck sees no plain-write race
     x = g;
     p = parent[x];
   }

@@ -12,8 +12,10 @@
 #include "foreground.cuh"
 #include "runs.cuh"
 
-#define GCCL_PX_TILE_W 32
+#define GCCL_PX_TILE_W 32  // one warp per tile row (runs.cuh)
+#ifndef GCCL_PX_TILE_H
 #define GCCL_PX_TILE_H 32
+#endif
 
 template <typename T, int CONN>
 __device__ __forceinline__ void pixel_local(const T* values, u32* labels, u32 height, u32 width,

@@ -18,6 +18,9 @@
 #include "foreground.cuh"
 
 #define GCCL_STATS_SLOTS 512
+#ifndef GCCL_STATS_LOOP
+#define GCCL_STATS_LOOP 0
+#endif
 #define GCCL_STATS_PROBES 16
 
 #define GCCL_F_AREA 0
@@ -221,6 +224,20 @@ struct FloatSumAcc {
   }
 };
 
+// The element whose bits are the low sizeof(E) bytes of `bits`.
+template <typename E>
+__device__ __forceinline__ E bits_as(u64 bits) {
+  return (E)bits;
+}
+template <>
+__device__ __forceinline__ float bits_as<float>(u64 bits) {
+  return __uint_as_float((u32)bits);
+}
+template <>
+__device__ __forceinline__ double bits_as<double>(u64 bits) {
+  return __longlong_as_double((i64)bits);
+}
+
 // GCCL_CHUNK_ITEMS consecutive elements in registers: 16-byte loads when the
 // run is whole and aligned (the usual case), else element by element.
 template <typename E>
@@ -252,16 +269,13 @@ struct Run {
       bits |= (u64)parts[offset / 4 + 1] << 32;
     else
       bits >>= 8 * (offset % 4);
-    E e;
-    __builtin_memcpy(&e, &bits, sizeof(E));
-    return e;
+    return bits_as<E>(bits);
   }
 };
 
 // Add acc to the block's table (or to global memory when no slot is free).
-// Not inlined: it is the rare path of the unrolled pixel loop.
 template <class Acc>
-__device__ __noinline__ void flush(const Acc& acc, typename Acc::Table& table, u64* agg,
+__device__ __forceinline__ void flush(const Acc& acc, typename Acc::Table& table, u64* agg,
                                       u64 stride, u64 base) {
   u32 h = (acc.label * 2654435761u) >> (32 - 9);  // 9 = log2(GCCL_STATS_SLOTS)
   for (u32 probe = 0; probe < GCCL_STATS_PROBES; ++probe) {
@@ -292,32 +306,42 @@ __device__ __forceinline__ void aggregate_chunk(const u32* labels, const T* valu
   }
   __syncthreads();
 
-  // The thread's run of pixels, in registers (16-byte loads when aligned).
   const u32 start = place.index * GCCL_CHUNK + threadIdx.x * GCCL_CHUNK_ITEMS;
   const u32 count = start < pixels ? min((u32)GCCL_CHUNK_ITEMS, pixels - start) : 0;
+  Acc first, other;
+  first.label = other.label = 0;
+  u32 y = count ? start / width : 0, x = count ? start - y * width : 0;
+  auto visit = [&](u32 l, T v) {
+    if (l == first.label) {
+      first.add(x, y, v);
+    } else if (first.label == 0) {
+      first.start(l, x, y, v, agg, stride, base);
+    } else if (l == other.label) {
+      other.add(x, y, v);
+    } else {
+      if (other.label) flush(other, table, agg, stride, base);
+      other.start(l, x, y, v, agg, stride, base);
+    }
+  };
+#if GCCL_STATS_LOOP == 0
+  for (u32 i = 0; i < count; ++i) {
+    const u32 l = L[start + i];
+    if (l) visit(l, V[start + i]);
+#else
+  // The thread's run of pixels in registers (16-byte loads when aligned).
   Run<u32> labels_run;
   Run<T> values_run;
   labels_run.load(L + start, count);
   values_run.load(V + start, count);
-  Acc first, other;
-  first.label = other.label = 0;
-  u32 y = count ? start / width : 0, x = count ? start - y * width : 0;
+#if GCCL_STATS_LOOP == 1
+#pragma unroll 1
+#else
 #pragma unroll
+#endif
   for (u32 i = 0; i < GCCL_CHUNK_ITEMS; ++i) {
     const u32 l = labels_run.item[i];
-    if (i < count && l) {
-      const T v = values_run.item[i];
-      if (l == first.label) {
-        first.add(x, y, v);
-      } else if (first.label == 0) {
-        first.start(l, x, y, v, agg, stride, base);
-      } else if (l == other.label) {
-        other.add(x, y, v);
-      } else {
-        if (other.label) flush(other, table, agg, stride, base);
-        other.start(l, x, y, v, agg, stride, base);
-      }
-    }
+    if (i < count && l) visit(l, values_run.item[i]);
+#endif
     if (++x == width) {
       x = 0;
       ++y;
