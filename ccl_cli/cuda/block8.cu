@@ -57,7 +57,8 @@ __device__ __forceinline__ void block8_local(const T* values, u32* labels, u32 h
   rows.left = __ballot_sync(0xFFFFFFFFu, (m & 5) && (m_left & 10));
   rows.up = __ballot_sync(0xFFFFFFFFu, (m & 3) && (m_up & 12));
   if (bx == 0) left_rows[by] = rows.left;
-  parent[slot] = m ? by * GCCL_B8_TBW + run_head(rows.left, bx) : GCCL_BACKGROUND;
+  const u32 head = run_head(rows.left, bx);
+  parent[slot] = m ? by * GCCL_B8_TBW + head : GCCL_BACKGROUND;
   __syncthreads();
 
   if (m && by > 0) {
@@ -73,22 +74,23 @@ __device__ __forceinline__ void block8_local(const T* values, u32* labels, u32 h
 
   // The component's id is its first pixel: the smallest tile-local raster key
   // of its blocks' first foreground pixels (raster order inside a block is
-  // the bit order of m).
-  u32 root = 0;
+  // the bit order of m), gathered per run, then per root.
+  const u32 root = run_root(parent, slot, m != 0, head, bx);
+  u32 key = GCCL_BACKGROUND;
   if (m) {
-    root = find_root(parent, slot);
     const u32 first = __ffs(m) - 1;
-    const u32 key = (2 * by + (first >> 1)) * GCCL_B8_TILE_W + 2 * bx + (first & 1);
-    atomicMin(&first_pixel[root], key);
+    key = (2 * by + (first >> 1)) * GCCL_B8_TILE_W + 2 * bx + (first & 1);
   }
+  key = run_min(key, rows.left, bx);
+  if (m && head == bx) atomicMin(&first_pixel[root], key);
   __syncthreads();
 
   if (!inside) return;
   u32 id = GCCL_BACKGROUND;
   if (m) {
-    const u32 key = first_pixel[root];
-    id = (ty * GCCL_B8_TILE_H + key / GCCL_B8_TILE_W) * width + tx * GCCL_B8_TILE_W +
-         key % GCCL_B8_TILE_W;
+    const u32 first_key = first_pixel[root];
+    id = (ty * GCCL_B8_TILE_H + first_key / GCCL_B8_TILE_W) * width + tx * GCCL_B8_TILE_W +
+         first_key % GCCL_B8_TILE_W;
   }
   u32* L = labels + image_base;
   L[row] = (m & 1) ? id : GCCL_BACKGROUND;

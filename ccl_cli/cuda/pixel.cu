@@ -46,7 +46,8 @@ __device__ __forceinline__ void pixel_local(const T* values, u32* labels, u32 he
   rows.left = __ballot_sync(0xFFFFFFFFu, join_left);
   rows.up = __ballot_sync(0xFFFFFFFFu, join_up);
   if (lx == 0) left_rows[ly] = rows.left;
-  parent[k] = fg ? ly * GCCL_PX_TILE_W + run_head(rows.left, lx) : GCCL_BACKGROUND;
+  const u32 head = run_head(rows.left, lx);
+  parent[k] = fg ? ly * GCCL_PX_TILE_W + head : GCCL_BACKGROUND;
   __syncthreads();
 
   if (fg && ly > 0) {
@@ -63,10 +64,10 @@ __device__ __forceinline__ void pixel_local(const T* values, u32* labels, u32 he
   }
   __syncthreads();
 
+  const u32 root = run_root(parent, k, fg, head, lx);
   if (!inside) return;
   u32 out = GCCL_BACKGROUND;
   if (fg) {
-    const u32 root = find_root(parent, k);
     out = (ty * GCCL_PX_TILE_H + root / GCCL_PX_TILE_W) * width + tx * GCCL_PX_TILE_W +
           root % GCCL_PX_TILE_W;
   }

@@ -22,6 +22,24 @@ __device__ __forceinline__ u32 run_head(u32 left, u32 lane) {
   return 31 - __clz(~left & (0xFFFFFFFFu >> (31 - lane)));
 }
 
+// At each run's first lane: the smallest `value` of the run (other lanes get
+// partial minima). Runs are contiguous, so a segmented shuffle reduction does.
+__device__ __forceinline__ u32 run_min(u32 value, u32 left, u32 lane) {
+  const u32 later_heads = ~left & ~(0xFFFFFFFFu >> (31 - lane));
+  const u32 run_end = later_heads ? __ffs(later_heads) - 1 : 32;
+  for (u32 offset = 1; offset < 32; offset <<= 1) {
+    const u32 other = __shfl_down_sync(0xFFFFFFFFu, value, offset);
+    if (lane + offset < run_end) value = min(value, other);
+  }
+  return value;
+}
+
+// The root of every lane's run, found once per run (by its first lane).
+__device__ __forceinline__ u32 run_root(u32* parent, u32 id, bool member, u32 head, u32 lane) {
+  const u32 root = member && head == lane ? find_root(parent, id) : 0;
+  return __shfl_sync(0xFFFFFFFFu, root, head);
+}
+
 // N edge (given that it joins): redundant when both ends continue runs whose
 // previous elements are joined vertically.
 __device__ __forceinline__ bool need_up(const RowJoins& r, u32 lane) {
