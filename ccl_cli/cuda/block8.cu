@@ -13,9 +13,7 @@
 #include "runs.cuh"
 
 #define GCCL_B8_TBW 32  // one warp per block row (runs.cuh)
-#ifndef GCCL_B8_TBH
 #define GCCL_B8_TBH 16
-#endif
 #define GCCL_B8_TILE_W (2 * GCCL_B8_TBW)
 #define GCCL_B8_TILE_H (2 * GCCL_B8_TBH)
 

@@ -13,9 +13,7 @@
 #include "runs.cuh"
 
 #define GCCL_PX_TILE_W 32  // one warp per tile row (runs.cuh)
-#ifndef GCCL_PX_TILE_H
-#define GCCL_PX_TILE_H 32
-#endif
+#define GCCL_PX_TILE_H 16
 
 template <typename T, int CONN>
 __device__ __forceinline__ void pixel_local(const T* values, u32* labels, u32 height, u32 width,

@@ -7,7 +7,7 @@
 // turns the exact integer sums into centroids and means with the arithmetic
 // of ccl_cli/stats.py.
 //
-// Each thread walks GCCL_CHUNK_ITEMS consecutive pixels (held in registers) keeping two running
+// Each thread walks GCCL_CHUNK_ITEMS consecutive pixels keeping two running
 // accumulators (its first label, usually the large component, and the latest
 // other one). A warp merges the first-label accumulators of neighbouring lanes
 // that share a label (segmented shuffle reduction), then everything goes to a
@@ -18,9 +18,6 @@
 #include "foreground.cuh"
 
 #define GCCL_STATS_SLOTS 512
-#ifndef GCCL_STATS_LOOP
-#define GCCL_STATS_LOOP 0
-#endif
 #define GCCL_STATS_PROBES 16
 
 #define GCCL_F_AREA 0
@@ -224,55 +221,6 @@ struct FloatSumAcc {
   }
 };
 
-// The element whose bits are the low sizeof(E) bytes of `bits`.
-template <typename E>
-__device__ __forceinline__ E bits_as(u64 bits) {
-  return (E)bits;
-}
-template <>
-__device__ __forceinline__ float bits_as<float>(u64 bits) {
-  return __uint_as_float((u32)bits);
-}
-template <>
-__device__ __forceinline__ double bits_as<double>(u64 bits) {
-  return __longlong_as_double((i64)bits);
-}
-
-// GCCL_CHUNK_ITEMS consecutive elements in registers: 16-byte loads when the
-// run is whole and aligned (the usual case), else element by element.
-template <typename E>
-struct Run {
-  E item[GCCL_CHUNK_ITEMS];
-
-  __device__ __forceinline__ void load(const E* src, u32 count) {
-    constexpr u32 per_word = 16 / sizeof(E);
-    if (count == GCCL_CHUNK_ITEMS && ((u64)src & 15) == 0) {
-      const uint4* words = reinterpret_cast<const uint4*>(src);
-#pragma unroll
-      for (u32 w = 0; w < GCCL_CHUNK_ITEMS / per_word; ++w) {
-        const uint4 q = words[w];
-        const u32 parts[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-        for (u32 j = 0; j < per_word; ++j) item[w * per_word + j] = from_bits(parts, j);
-      }
-    } else {
-#pragma unroll
-      for (u32 i = 0; i < GCCL_CHUNK_ITEMS; ++i) item[i] = i < count ? src[i] : E(0);
-    }
-  }
-
-  // Element j of a 16-byte word held as four little-endian u32 parts.
-  __device__ __forceinline__ static E from_bits(const u32 (&parts)[4], u32 j) {
-    const u32 offset = j * sizeof(E);
-    u64 bits = parts[offset / 4];
-    if (sizeof(E) == 8)
-      bits |= (u64)parts[offset / 4 + 1] << 32;
-    else
-      bits >>= 8 * (offset % 4);
-    return bits_as<E>(bits);
-  }
-};
-
 // Add acc to the block's table (or to global memory when no slot is free).
 template <class Acc>
 __device__ __forceinline__ void flush(const Acc& acc, typename Acc::Table& table, u64* agg,
@@ -323,25 +271,9 @@ __device__ __forceinline__ void aggregate_chunk(const u32* labels, const T* valu
       other.start(l, x, y, v, agg, stride, base);
     }
   };
-#if GCCL_STATS_LOOP == 0
   for (u32 i = 0; i < count; ++i) {
     const u32 l = L[start + i];
     if (l) visit(l, V[start + i]);
-#else
-  // The thread's run of pixels in registers (16-byte loads when aligned).
-  Run<u32> labels_run;
-  Run<T> values_run;
-  labels_run.load(L + start, count);
-  values_run.load(V + start, count);
-#if GCCL_STATS_LOOP == 1
-#pragma unroll 1
-#else
-#pragma unroll
-#endif
-  for (u32 i = 0; i < GCCL_CHUNK_ITEMS; ++i) {
-    const u32 l = labels_run.item[i];
-    if (i < count && l) visit(l, values_run.item[i]);
-#endif
     if (++x == width) {
       x = 0;
       ++y;
