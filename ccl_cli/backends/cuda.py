@@ -4,8 +4,8 @@ One batch (N, H, W) is labeled with one set of launches:
 
 1. local union-find per tile (block8.cu for binary 8-connectivity, pixel.cu
    for binary 4-connectivity and tau mode), then the tile borders (border.cu);
-2. dense raster-order labels per image in one pass (relabel.cu: root ranks
-   per chunk, a decoupled look-back for the roots before each chunk);
+2. dense raster-order labels per image (relabel.cu: root ranks per chunk, a
+   per-image scan of the chunk counts, one resolve pass);
 3. statistics per label (stats.cu), min-area renumbering (min_area.cu).
 
 Only the label images (when the batch came from the host) and the small
@@ -223,10 +223,20 @@ def dense_labels(values: Any, params: LabelParams, out: Any) -> Any:
             ),
         )
     chunks = -(-pixels // _CHUNK)
-    status = cupy.zeros(n * chunks + 1, cupy.uint64)  # relabel.cu: chunk words + ticket
+    counts = cupy.empty(n * chunks, cupy.uint32)
+    offsets = cupy.empty(n * chunks, cupy.uint32)
     components = cupy.empty(n, cupy.uint32)
-    relabel_args = (labels, out, np.uint32(pixels), np.uint32(chunks), status, components)
-    kernels.launch("gccl_relabel", n * chunks, (_CHUNK_THREADS,), relabel_args)
+    chunk_args = (np.uint32(pixels), np.uint32(chunks))
+    kernels.launch("gccl_finalize", n * chunks, (_CHUNK_THREADS,), (labels, *chunk_args, counts))
+    kernels.launch(
+        "gccl_segmented_scan",
+        n,
+        (_SCAN_THREADS,),
+        (counts, offsets, np.uint64(0), np.uint64(chunks), components),
+    )
+    kernels.launch(
+        "gccl_resolve", n * chunks, (_CHUNK_THREADS,), (labels, out, *chunk_args, offsets)
+    )
     return components
 
 
@@ -416,7 +426,7 @@ class _Kernels:
             if not reason:
                 try:
                     self._module = cupy.RawModule(path=str(FATBIN))
-                    self._module.get_function("gccl_relabel")
+                    self._module.get_function("gccl_finalize")
                     self.source = f"fatbin {FATBIN.relative_to(CUDA_DIR.parent.parent)}"
                     return
                 except Exception as exc:
@@ -424,7 +434,7 @@ class _Kernels:
             self._module = cupy.RawModule(
                 code=ENTRY.read_text(), options=("-std=c++17", f"-I{CUDA_DIR}")
             )
-            self._module.get_function("gccl_relabel")
+            self._module.get_function("gccl_finalize")
             self.source = f"NVRTC ({reason})"
 
     def launch(self, name: str, grid: int, block: tuple[int, ...], args: tuple[Any, ...]) -> None:
