@@ -51,10 +51,7 @@ __device__ __forceinline__ void block8_local(const T* values, u32* labels, u32 h
 
   const u32 m_left = bx > 0 ? masks[slot - 1] : 0;
   const u32 m_up = by > 0 ? masks[slot - GCCL_B8_TBW] : 0;
-  RowJoins rows;
-  rows.left = __ballot_sync(0xFFFFFFFFu, (m & 5) && (m_left & 10));
-  rows.up = __ballot_sync(0xFFFFFFFFu, (m & 3) && (m_up & 12));
-  if (bx == 0) left_rows[by] = rows.left;
+  RowJoins rows = row_joins((m & 5) && (m_left & 10), (m & 3) && (m_up & 12), bx, by, left_rows);
   const u32 head = run_head(rows.left, bx);
   parent[slot] = m ? by * GCCL_B8_TBW + head : GCCL_BACKGROUND;
   __syncthreads();

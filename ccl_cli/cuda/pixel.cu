@@ -40,10 +40,7 @@ __device__ __forceinline__ void pixel_local(const T* values, u32* labels, u32 he
   const u32 fg_above = ly > 0 ? fg_rows[ly - 1] : 0;
   const bool join_left = fg && lx > 0 && row_bit(fg_row, lx - 1) && joins(k - 1);
   const bool join_up = fg && row_bit(fg_above, lx) && joins(k - GCCL_PX_TILE_W);
-  RowJoins rows;
-  rows.left = __ballot_sync(0xFFFFFFFFu, join_left);
-  rows.up = __ballot_sync(0xFFFFFFFFu, join_up);
-  if (lx == 0) left_rows[ly] = rows.left;
+  RowJoins rows = row_joins(join_left, join_up, lx, ly, left_rows);
   const u32 head = run_head(rows.left, lx);
   parent[k] = fg ? ly * GCCL_PX_TILE_W + head : GCCL_BACKGROUND;
   __syncthreads();

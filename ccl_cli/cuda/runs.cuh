@@ -17,6 +17,18 @@ struct RowJoins {
 
 __device__ __forceinline__ bool row_bit(u32 bits, u32 lane) { return (bits >> lane) & 1u; }
 
+// The row's ballots (above_left is filled in after the next barrier); lane 0
+// stores `left` in left_rows[row] for the row below.
+__device__ __forceinline__ RowJoins row_joins(bool join_left, bool join_up, u32 lane, u32 row,
+                                              u32* left_rows) {
+  RowJoins rows;
+  rows.left = __ballot_sync(0xFFFFFFFFu, join_left);
+  rows.up = __ballot_sync(0xFFFFFFFFu, join_up);
+  rows.above_left = 0;
+  if (lane == 0) left_rows[row] = rows.left;
+  return rows;
+}
+
 // Lane of the first element of the run holding `lane`.
 __device__ __forceinline__ u32 run_head(u32 left, u32 lane) {
   return 31 - __clz(~left & (0xFFFFFFFFu >> (31 - lane)));

@@ -311,20 +311,15 @@ extern "C" __global__ void gccl_stats_init(u64* agg, u64 stride) {
   }
 }
 
-#define GCCL_STATS_KERNEL(suffix, T)                                                       \
-  extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS) gccl_stats_##suffix(    \
+// gccl_<name>_<suffix>: aggregate_chunk with accumulator Acc over element type T.
+#define GCCL_AGGREGATE_KERNEL(name, Acc, suffix, T)                                        \
+  extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS) gccl_##name##_##suffix( \
       const u32* labels, const T* values, u32 height, u32 width, u32 chunks_per_image,     \
       const u32* label_base, u64* agg, u64 stride) {                                       \
-    aggregate_chunk<StatsAcc<T>, T>(labels, values, height, width, chunks_per_image,       \
-                                    label_base, agg, stride);                              \
+    aggregate_chunk<Acc<T>, T>(labels, values, height, width, chunks_per_image, label_base,\
+                               agg, stride);                                               \
   }
+#define GCCL_STATS_KERNEL(suffix, T) GCCL_AGGREGATE_KERNEL(stats, StatsAcc, suffix, T)
+#define GCCL_FLOAT_SUM_KERNEL(suffix, T) GCCL_AGGREGATE_KERNEL(float_sum, FloatSumAcc, suffix, T)
 GCCL_FOR_EACH_DTYPE(GCCL_STATS_KERNEL)
-
-#define GCCL_FLOAT_SUM_KERNEL(suffix, T)                                                   \
-  extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS) gccl_float_sum_##suffix(\
-      const u32* labels, const T* values, u32 height, u32 width, u32 chunks_per_image,     \
-      const u32* label_base, u64* agg, u64 stride) {                                       \
-    aggregate_chunk<FloatSumAcc<T>, T>(labels, values, height, width, chunks_per_image,    \
-                                       label_base, agg, stride);                           \
-  }
 GCCL_FOR_EACH_FLOAT_DTYPE(GCCL_FLOAT_SUM_KERNEL)
