@@ -451,7 +451,7 @@ _loading = threading.Lock()
 
 
 def _kernels(device: int) -> _Kernels:
-    """The kernels of `device`, loaded once per process (and per NVRTC setting)."""
+    """The kernels of `device`, loaded once per process."""
     with _loading:
         if device not in _loaded:
             _loaded[device] = _Kernels(device)
