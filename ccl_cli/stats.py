@@ -5,6 +5,8 @@ plain integer sums are fixed here:
 
 * centroid_x = sum(x) / area and centroid_y = sum(y) / area, with the sums exact
   (64-bit integers) and one IEEE float64 division.
+* min and max order -0.0 below +0.0 (IEEE totalOrder), so a component holding
+  both zeros has min -0.0 and max 0.0 whatever the pixel order.
 * mean of an integer or 1-bit image = float64(sum(v)) / area, sum exact in int64.
 * mean of a float image: floating-point sums depend on the order of additions,
   which a GPU does not fix. So every finite value is first turned into an
@@ -73,7 +75,8 @@ class StatsTable:
         return StatsTable(**columns, integer_values=self.integer_values)
 
     def equals(self, other: StatsTable) -> bool:
-        """Bit-for-bit equality (NaN equal to NaN), as the CPU/GPU contract demands."""
+        """Equality as the CPU/GPU contract demands: every value and the sign of every zero
+        (-0.0 prints differently from 0.0); NaN equals NaN."""
         if self.integer_values != other.integer_values:
             return False
         for f in fields(self):
@@ -81,6 +84,8 @@ class StatsTable:
                 continue
             a, b = getattr(self, f.name), getattr(other, f.name)
             if a.shape != b.shape or not np.array_equal(a, b, equal_nan=a.dtype.kind == "f"):
+                return False
+            if a.dtype.kind == "f" and not np.array_equal(np.signbit(a), np.signbit(b)):
                 return False
         return True
 

@@ -168,3 +168,21 @@ def test_csv_round_trips_every_value() -> None:
     parsed = [float(v) for v in row[6:]]
     assert parsed == [0.5, 0.0, table.mean[0], 0.1, 0.2]
     assert lines[2].split(",")[8:] == [repr(1 / 3)] * 3
+
+
+@pytest.mark.parametrize("row", [[0.0, -0.0, 1.0], [-0.0, 0.0, 1.0], [0.0, -0.0], [-0.0, 0.0]])
+def test_signed_zero_extremes_do_not_depend_on_pixel_order(row: list[float]) -> None:
+    values = np.array([row], np.float32)
+    _, table, _ = label_image(values, LabelParams(background=None))
+    assert table.min[0] == 0 and np.signbit(table.min[0])
+    assert table.max[0] == max(row)
+    assert not np.signbit(table.max[0])
+
+
+def test_equals_tells_signed_zeros_apart() -> None:
+    values = np.array([[-0.0, 2.0]], np.float64)
+    _, table, _ = label_image(values, LabelParams(background=None))
+    flipped = table.take(np.arange(len(table)))
+    flipped.min = np.abs(flipped.min)
+    assert table.equals(table.take(np.arange(len(table))))
+    assert not table.equals(flipped)

@@ -270,6 +270,8 @@ def _stats(labels: np.ndarray, runs: _Runs, values: np.ndarray, count: int) -> S
             ids, run_min, run_max = labels.ravel(), pixel_values, pixel_values
         v_min = _reduce_by(np.minimum, ids, run_min, slots, _dtype_limit(values.dtype, 1))
         v_max = _reduce_by(np.maximum, ids, run_max, slots, _dtype_limit(values.dtype, -1))
+    if not integer:
+        _order_signed_zeros(v_min, v_max, labels.ravel(), pixel_values)
     x_min = _reduce_by(np.minimum, label, x0, slots, width)
     y_min = _reduce_by(np.minimum, label, row, slots, height)
     real = slice(1, None)
@@ -287,6 +289,25 @@ def _stats(labels: np.ndarray, runs: _Runs, values: np.ndarray, count: int) -> S
         max=v_max[real].astype(np.float64),
         integer_values=integer,
     )
+
+
+def _order_signed_zeros(
+    v_min: np.ndarray, v_max: np.ndarray, flat: np.ndarray, pixel_values: np.ndarray
+) -> None:
+    """Make zero extremes follow the contract: -0.0 below +0.0.
+
+    np.minimum and np.maximum treat the two zeros as equal and keep whichever
+    came first, so the sign of a zero extreme would depend on pixel order.
+    """
+    zeros = pixel_values == 0
+    if not zeros.any():
+        return
+    negative = zeros & np.signbit(pixel_values)
+    has_negative = np.bincount(flat[negative], minlength=len(v_min)) > 0
+    has_positive = np.bincount(flat[zeros & ~negative], minlength=len(v_max)) > 0
+    zero_min, zero_max = v_min == 0, v_max == 0
+    v_min[zero_min] = np.where(has_negative[zero_min], -0.0, 0.0)
+    v_max[zero_max] = np.where(has_positive[zero_max], 0.0, -0.0)
 
 
 def _dtype_limit(dtype: np.dtype, sign: int) -> float:

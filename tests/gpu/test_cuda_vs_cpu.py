@@ -207,3 +207,11 @@ def test_property_matches_cpu(
         background=background, invert=invert, tau=tau, connectivity=connectivity, min_area=min_area
     )
     assert_same(batch, params)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_signed_zero_extremes(dtype):
+    rng = np.random.default_rng(11)
+    values = rng.choice(np.array([-0.0, 0.0, 1.0, -1.0], dtype), size=(3, 29, 31))
+    assert_same(values, LabelParams(background=None, tau=1.0, connectivity=8))
+    assert_same(values, LabelParams(background=None))
