@@ -4,6 +4,12 @@
 #   bash scripts/device_visit.sh                    # every stage
 #   STAGES="gpu bench" BUDGET=300 bash scripts/device_visit.sh
 #
+# Stages: gpu (GPU tests), bench (benchmarks/bench_cuda.py), memcheck and
+# racecheck (compute-sanitizer), cli (scripts/compare_backends.sh: --device cuda
+# and --device cpu give byte-identical files for .devdata/docs and
+# .devdata/depth), gccl-bench (gccl bench against OpenCV and cupyx: JSON, CSV
+# and plot), cpu (the CPU test suite).
+#
 # Run from the repository root. Carried wheels in .whl/ (cc3d, imagecodecs) are
 # installed into /tmp/site first; the benchmark reads .devdata/pageseg1.png and
 # .devdata/*.depth.png when present. Each stage has a time limit and the whole
@@ -12,7 +18,7 @@
 # last and kept in $OUT/summary.txt.
 set -u
 OUT=${OUT:-/tmp/gccl-visit}
-STAGES=${STAGES:-"gpu bench memcheck racecheck cpu"}
+STAGES=${STAGES:-"gpu bench memcheck racecheck cli gccl-bench cpu"}
 BUDGET=${BUDGET:-560}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -68,6 +74,25 @@ for tool in memcheck racecheck; do
     note "$tool (rc $rc, $took s): $found"
   fi
 done
+compare() {  # compare NAME INPUT OPTIONS...: one byte-identical CLI comparison
+  local name=$1
+  shift
+  [ -d "$1" ] || return 0
+  if run_stage cli 120 "$OUT/cli-$name.log" bash scripts/compare_backends.sh "$1" "/tmp/cmp-$name" \
+    "${@:2}"; then
+    note "cli $name (rc $rc, $took s): $(tail -n 1 "$OUT/cli-$name.log")"
+  fi
+}
+compare docs8 .devdata/docs --invert
+compare docs4 .devdata/docs --invert --connectivity 4 --min-area 5
+compare depth8 .devdata/depth --tau 20 --min-area 50
+compare depth4 .devdata/depth --tau 20 --connectivity 4
+compare samples sample_data --background none --tau 3
+if run_stage gccl-bench 240 "$OUT/gccl-bench.log" python3 -m ccl_cli bench --level kernel \
+  --sizes 1920x1080,4000x3000 --batch 1,64 --repeat 5 --json "$OUT/gccl-bench.json" \
+  --csv "$OUT/gccl-bench.csv" --plot "$OUT/gccl-bench.png"; then
+  note "gccl bench (rc $rc, $took s): see gccl-bench.log"
+fi
 if run_stage cpu 120 "$OUT/cpu-tests.log" python3 -m pytest tests -q -p no:cacheprovider \
   --ignore=tests/gpu; then
   note "cpu tests (rc $rc, $took s): $(tail -n 1 "$OUT/cpu-tests.log")"
