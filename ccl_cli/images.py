@@ -232,8 +232,10 @@ def _read_png(path: Path, head: bytes) -> tuple[np.ndarray, str]:
 def _from_pillow(image: Image.Image) -> tuple[np.ndarray, str]:
     """Pixels of a loaded Pillow PNG image of at most 8 bits per channel, mode by mode."""
     mode = image.mode
-    if mode in ("1", "L"):
-        return np.asarray(image), "gray"  # bool, uint8
+    if mode == "1":  # Pillow's 1-bit pixels are bytes 0/255: make them real bools
+        return np.asarray(image).view(np.uint8) != 0, "gray"
+    if mode == "L":
+        return np.asarray(image), "gray"
     if mode == "P":
         palette = np.asarray(image.getpalette("RGB"), dtype=np.uint8).reshape(-1, 3)
         return _apply_palette(np.asarray(image), palette)

@@ -56,6 +56,18 @@ class LabelParams:
         return "binary" if self.tau is None else "tau"
 
 
+def canonical_bools(values: Any, xp: Any = np) -> Any:
+    """`values` with booleans stored as bytes 0/1.
+
+    Pillow (and other producers of bool views of bytes) hand out bool arrays
+    whose True bytes are 255; numpy and the kernels would read those as 255
+    in tau differences and statistics. Other dtypes pass through unchanged.
+    """
+    if np.dtype(values.dtype) == np.bool_:
+        return values.view(xp.uint8) != 0
+    return values
+
+
 def dtype_max(dtype: np.dtype) -> int:
     """The largest value of an integer or 1-bit dtype (what `invert` subtracts from)."""
     if dtype == np.bool_:

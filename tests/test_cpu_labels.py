@@ -320,3 +320,16 @@ def test_batch_equals_images_one_by_one(threads: int, params: LabelParams) -> No
 def test_batch_rejects_wrong_rank() -> None:
     with pytest.raises(ValueError):
         CpuBackend().label(np.zeros((4, 4), np.uint8), LabelParams())
+
+
+def test_bool_arrays_holding_255_read_as_true() -> None:
+    """Pillow's 1-bit arrays store True as byte 255; they must label like real bools."""
+    rng = np.random.default_rng(5)
+    canonical = rng.random((23, 37)) < 0.5
+    odd = (canonical.astype(np.uint8) * 255).view(np.bool_)
+    for params in (LabelParams(), LabelParams(invert=True), LabelParams(tau=0, background=None)):
+        expected, expected_table, _ = label_image(canonical, params)
+        labels, table, _ = label_image(odd, params)
+        assert np.array_equal(labels, expected)
+        assert table.equals(expected_table)
+        assert table.max.max(initial=0) <= 1

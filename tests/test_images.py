@@ -86,6 +86,7 @@ def test_png_one_bit_reads_bool_with_ink_false(tmp_path: Path) -> None:
     result = images.read_image(path)
     assert result.dtype == np.bool_
     np.testing.assert_array_equal(result, page)
+    assert set(np.unique(result.view(np.uint8))) == {0, 1}  # real bools, not Pillow's 0/255
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16])

@@ -24,7 +24,7 @@ from typing import Literal, cast
 import cc3d
 import numpy as np
 
-from ..params import LabelParams, foreground_mask, tau_joins
+from ..params import LabelParams, canonical_bools, foreground_mask, tau_joins
 from ..stats import StatsTable, empty_table, float_mean, float_sum_shift
 from .base import BatchResult
 
@@ -73,6 +73,7 @@ class CpuBackend:
 
 def label_image(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, StatsTable, int]:
     """Label one (H, W) image: (labels uint32, stats of kept components, K before min-area)."""
+    values = canonical_bools(values)
     foreground = foreground_mask(values, params)
     raw = _raw_components(values, foreground, params)
     runs = _Runs.of(raw, foreground)

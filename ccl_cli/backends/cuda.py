@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendUnavailable
-from ..params import SUPPORTED_DTYPES, LabelParams, dtype_max
+from ..params import SUPPORTED_DTYPES, LabelParams, canonical_bools, dtype_max
 from ..stats import StatsTable, empty_table, float_mean, float_sum_shift
 from .base import BatchResult
 
@@ -293,7 +293,7 @@ def _label(values: Any, params: LabelParams, out: Any) -> tuple[list[StatsTable]
         return [], []
     if height * width == 0:
         return [empty_table(integer) for _ in range(n)], [0] * n
-    values = cupy.ascontiguousarray(values)
+    values = canonical_bools(cupy.ascontiguousarray(values), cupy)
     components = dense_labels(values, params, out)
     agg, label_base = device_statistics(values, params, out, components)
     label_base = label_base.get().astype(np.int64)

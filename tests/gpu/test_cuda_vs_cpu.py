@@ -215,3 +215,10 @@ def test_signed_zero_extremes(dtype):
     values = rng.choice(np.array([-0.0, 0.0, 1.0, -1.0], dtype), size=(3, 29, 31))
     assert_same(values, LabelParams(background=None, tau=1.0, connectivity=8))
     assert_same(values, LabelParams(background=None))
+
+
+def test_bool_arrays_holding_255():
+    rng = np.random.default_rng(12)
+    odd = ((rng.random((2, 40, 50)) < 0.5).astype(np.uint8) * 255).view(np.bool_)
+    assert_same(odd, LabelParams(tau=0, background=None))
+    assert_same(odd, LabelParams(invert=True, connectivity=4))
