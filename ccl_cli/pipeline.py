@@ -153,6 +153,8 @@ def run_label(
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a folder")
     items = expand(specs, settings.recursive, stdin)
+    if not items:
+        reporter.notice("no images found in the inputs (.png, .tif, .tiff, .npy)")
     check_out_location(out, specs, settings.recursive)
     workers = settings.workers or os.cpu_count() or 1
     backend = make_backend(settings.device, workers, reporter.notice)
@@ -178,7 +180,10 @@ def run_label(
                     "interrupted" if report.interrupted else "stopped after a failure (--fail-fast)"
                 )
         report.summary = out / SUMMARY_NAME
-        atomic_write(report.summary, summary_csv(record.row() for record in records))
+        try:
+            atomic_write(report.summary, summary_csv(record.row() for record in records))
+        except OSError as error:
+            raise UsageError(f"cannot write {report.summary} ({error.strerror or error})") from None
     report.seconds = time.perf_counter() - started
     return report
 

@@ -406,3 +406,21 @@ def test_time_is_reported(folder: Path, tmp_path: Path):
     process.communicate(timeout=120)
     seconds = [float(row["seconds"]) for row in summary(tmp_path / "out").values()]
     assert all(0 < s < time.perf_counter() - started for s in seconds)
+
+
+def test_unusable_out_is_a_usage_error(runner: CliRunner, folder: Path, tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = gccl(runner, str(folder), "--out", str(blocker / "sub"))
+    assert result.exit_code == 2
+    assert "cannot write into --out" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_empty_folder_says_so_and_succeeds(runner: CliRunner, tmp_path: Path):
+    (tmp_path / "empty").mkdir()
+    out = tmp_path / "out"
+    result = gccl(runner, str(tmp_path / "empty"), "--out", str(out), "--device", "cpu")
+    assert result.exit_code == 0
+    assert "no images found" in result.stderr
+    assert (out / "summary.csv").read_text().count("\n") == 1
