@@ -246,7 +246,6 @@ class _Run:
         self.groups: dict[tuple[tuple[int, ...], str], list[_Decoded]] = {}
         self.pending_bytes = 0
         self.writes: deque[tuple[_Decoded, Future[tuple[dict[str, str], float]], float]] = deque()
-        self.failed = False
 
     def process(self, records: list[Record]) -> None:
         """Decode, label and write every pending record."""
