@@ -117,9 +117,8 @@ def encode_label_png(labels: np.ndarray) -> bytes:
     Raises ValueError for negative labels or labels above 65535 (never wraps).
     """
     labels16 = _checked_labels(labels, 65535).astype(np.uint16)
-    buffer = io.BytesIO()
-    Image.fromarray(labels16).save(buffer, format="PNG", compress_level=_PNG_LEVEL)
-    return buffer.getvalue()
+    # libpng through imagecodecs: about a third faster than Pillow at the same level.
+    return bytes(imagecodecs.png_encode(labels16, level=_PNG_LEVEL))
 
 
 def encode_label_tiff(labels: np.ndarray) -> bytes:
