@@ -156,11 +156,7 @@ def encode_preview_png(values: np.ndarray, labels: np.ndarray) -> bytes:
     tinted = (labels != 0).astype(np.uint16)
     # Untinted: (2 g + 0) / 2 = g; tinted: (g + colour) / 2.
     rgb = ((gray * (2 - tinted))[..., None] + palette[labels]) // 2
-    buffer = io.BytesIO()
-    Image.fromarray(rgb.astype(np.uint8), mode="RGB").save(
-        buffer, format="PNG", compress_level=_PNG_LEVEL
-    )
-    return buffer.getvalue()
+    return bytes(imagecodecs.png_encode(rgb.astype(np.uint8), level=_PNG_LEVEL))
 
 
 # --- reading ---------------------------------------------------------------------
