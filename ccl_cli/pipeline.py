@@ -13,8 +13,9 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -132,6 +133,66 @@ class _FailFast(_Stop):
     """--fail-fast: the first failure ends the run (not an interruption)."""
 
 
+#: An input that needs labeling, with the files it will produce.
+Admitted = tuple[Record, OutputPaths]
+
+
+class Outcomes:
+    """Where each finished record goes: the reporter, then --fail-fast's stop at a failure."""
+
+    def __init__(self, reporter: Reporter, fail_fast: bool) -> None:
+        self.reporter = reporter
+        self.fail_fast = fail_fast
+
+    def finished(self, record: Record) -> None:
+        """Report a record whose status is final; under --fail-fast a failure ends the run."""
+        self.reporter.finished(record)
+        if self.fail_fast and record.status == "failed":
+            raise _FailFast()
+
+    def fail(self, record: Record, message: str) -> None:
+        """Finish a record as failed, with the reason."""
+        record.status = "failed"
+        record.message = message
+        self.finished(record)
+
+
+class Engine(Protocol):
+    """Where admitted records are labeled."""
+
+    def label(
+        self,
+        admitted: Iterable[Admitted],
+        settings: Settings,
+        outcomes: Outcomes,
+        check_stop: Callable[[], None],
+    ) -> None:
+        """Label, write and finish every admitted record; `check_stop` raises to end early."""
+
+    def close(self) -> None:
+        """Release what the engine holds."""
+
+
+@dataclass
+class _Local:
+    """Labels in this process with one backend and a pool of `workers` threads."""
+
+    backend: Backend
+    workers: int
+
+    def label(
+        self,
+        admitted: Iterable[Admitted],
+        settings: Settings,
+        outcomes: Outcomes,
+        check_stop: Callable[[], None],
+    ) -> None:
+        _Run(settings, self.backend, outcomes, self.workers, check_stop).work(admitted)
+
+    def close(self) -> None:
+        pass
+
+
 @dataclass
 class _Decoded:
     record: Record
@@ -156,19 +217,20 @@ def run_label(
     if not items:
         reporter.notice("no images found in the inputs (.png, .tif, .tiff, .npy)")
     check_out_location(out, specs, settings.recursive)
-    workers = settings.workers or os.cpu_count() or 1
-    backend = make_backend(settings.device, workers, reporter.notice)
+    engine = _engine(settings, reporter)
     started = time.perf_counter()
     records = [Record(item) for item in items]
     report = RunReport(records)
-    with OutputLock(out), _StopRequests() as stop:
+    with closing(engine), OutputLock(out), _StopRequests() as stop:
         removed = remove_stale_temporaries(out)
         if removed:
             reporter.notice(f"removed {removed} partial file(s) left by an interrupted run")
         reporter.start(len(records))
-        run = _Run(settings, backend, reporter, workers, stop)
+        outcomes = Outcomes(reporter, settings.fail_fast)
         try:
-            run.process(records)
+            engine.label(
+                _admitted(records, settings, outcomes, stop.check), settings, outcomes, stop.check
+            )
         except _FailFast:
             pass
         except (KeyboardInterrupt, _Stop):
@@ -186,6 +248,45 @@ def run_label(
             raise UsageError(f"cannot write {report.summary} ({error.strerror or error})") from None
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _engine(settings: Settings, reporter: Reporter) -> Engine:
+    """This process with the backend of --device.
+
+    Made before the lock, so that an unusable device is exit 2 with nothing written.
+    """
+    workers = settings.workers or os.cpu_count() or 1
+    return _Local(make_backend(settings.device, workers, reporter.notice), workers)
+
+
+def _admitted(
+    records: Iterable[Record],
+    settings: Settings,
+    outcomes: Outcomes,
+    check_stop: Callable[[], None],
+) -> Iterator[Admitted]:
+    """The records that need work, with their outputs; the others are finished here.
+
+    Lazy, so that a local run starts decoding before the last input is admitted.
+    """
+    assert settings.out is not None
+    claimed: dict[Path, str] = {}
+    for record in records:
+        check_stop()
+        paths = output_paths(settings.out, record.item.relative)
+        if record.item.problem:
+            outcomes.fail(record, record.item.problem)
+            continue
+        first = claimed.setdefault(paths.labels_png, record.item.display)
+        if first != record.item.display:
+            outcomes.fail(record, f"its outputs would overwrite those of {first}")
+            continue
+        if settings.skip_existing and paths.complete(settings.preview):
+            record.status = "skipped"
+            record.message = "outputs exist (--skip-existing)"
+            outcomes.finished(record)
+            continue
+        yield record, paths
 
 
 class _StopRequests:
@@ -232,34 +333,28 @@ class _Run:
         self,
         settings: Settings,
         backend: Backend,
-        reporter: Reporter,
+        outcomes: Outcomes,
         workers: int,
-        stop: _StopRequests,
+        check_stop: Callable[[], None],
     ):
         self.settings = settings
-        self.stop = stop
+        self.check_stop = check_stop
         self.params: LabelParams = settings.label_params()
         self.backend = backend
-        self.reporter = reporter
+        self.outcomes = outcomes
         self.workers = workers
         self.budget = backend.batch_budget_bytes()
         self.groups: dict[tuple[tuple[int, ...], str], list[_Decoded]] = {}
         self.pending_bytes = 0
         self.writes: deque[tuple[_Decoded, Future[tuple[dict[str, str], float]], float]] = deque()
 
-    def process(self, records: list[Record]) -> None:
-        """Decode, label and write every pending record."""
-        assert self.settings.out is not None
-        claimed: dict[Path, str] = {}
+    def work(self, admitted: Iterable[Admitted]) -> None:
+        """Decode, label and write every admitted record."""
         reads: deque[tuple[Record, OutputPaths, Future[tuple[np.ndarray, float]]]] = deque()
         with ThreadPoolExecutor(self.workers) as pool:
             self.pool = pool
             try:
-                for record in records:
-                    self.stop.check()
-                    paths = output_paths(self.settings.out, record.item.relative)
-                    if not self._admit(record, paths, claimed):
-                        continue
+                for record, paths in admitted:
                     reads.append((record, paths, pool.submit(_read, record.item, self.settings)))
                     while len(reads) > 2 * self.workers:
                         self._take_read(*reads.popleft())
@@ -274,35 +369,19 @@ class _Run:
                 for _, write, _ in self.writes:
                     write.cancel()
 
-    def _admit(self, record: Record, paths: OutputPaths, claimed: dict[Path, str]) -> bool:
-        """Whether the record needs work (otherwise it is finished here)."""
-        if record.item.problem:
-            self._fail(record, record.item.problem)
-            return False
-        first = claimed.setdefault(paths.labels_png, record.item.display)
-        if first != record.item.display:
-            self._fail(record, f"its outputs would overwrite those of {first}")
-            return False
-        if self.settings.skip_existing and paths.complete(self.settings.preview):
-            record.status = "skipped"
-            record.message = "outputs exist (--skip-existing)"
-            self.reporter.finished(record)
-            return False
-        return True
-
     def _take_read(
         self, record: Record, paths: OutputPaths, future: Future[tuple[np.ndarray, float]]
     ) -> None:
-        self.stop.check()
+        self.check_stop()
         try:
             values, seconds = future.result()
         except GcclError as error:
-            self._fail(record, str(error))
+            self.outcomes.fail(record, str(error))
             return
         except (KeyboardInterrupt, _Stop):
             raise
         except Exception as error:
-            self._fail(record, f"cannot read ({type(error).__name__}: {error})")
+            self.outcomes.fail(record, f"cannot read ({type(error).__name__}: {error})")
             return
         height, width = values.shape
         record.width, record.height, record.dtype = width, height, str(values.dtype)
@@ -332,7 +411,9 @@ class _Run:
             raise
         except Exception as error:
             for decoded in group:
-                self._fail(decoded.record, f"labeling failed ({type(error).__name__}: {error})")
+                self.outcomes.fail(
+                    decoded.record, f"labeling failed ({type(error).__name__}: {error})"
+                )
             return
         share = (time.perf_counter() - started) / len(group)
         for i, decoded in enumerate(group):
@@ -346,30 +427,25 @@ class _Run:
     def _drain_writes(self, keep: int) -> None:
         """Finish queued writes until at most `keep` remain in flight."""
         while len(self.writes) > keep:
-            self.stop.check()
+            self.check_stop()
             decoded, future, seconds = self.writes.popleft()
             record = decoded.record
             try:
                 record.outputs, write_seconds = future.result()
             except GcclError as error:
-                self._fail(record, str(error))
+                self.outcomes.fail(record, str(error))
                 continue
             except OSError as error:
-                self._fail(record, f"cannot write outputs ({error.strerror or error})")
+                self.outcomes.fail(record, f"cannot write outputs ({error.strerror or error})")
                 continue
             except Exception as error:
-                self._fail(record, f"cannot write outputs ({type(error).__name__}: {error})")
+                self.outcomes.fail(
+                    record, f"cannot write outputs ({type(error).__name__}: {error})"
+                )
                 continue
             record.status = "ok"
             record.seconds = seconds + write_seconds
-            self.reporter.finished(record)
-
-    def _fail(self, record: Record, message: str) -> None:
-        record.status = "failed"
-        record.message = message
-        self.reporter.finished(record)
-        if self.settings.fail_fast:
-            raise _FailFast()
+            self.outcomes.finished(record)
 
 
 def _read(item: InputItem, settings: Settings) -> tuple[np.ndarray, float]:
