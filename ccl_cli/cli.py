@@ -231,6 +231,14 @@ def label_command(
             show_default=False,
         ),
     ] = None,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            help="Run the job on the Dask cluster of this scheduler (tcp://host:8786); "
+            "inputs and --out must be on storage every worker shares.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[
         bool | None,
         typer.Option("--json/--no-json", help="Print one JSON object per input on stdout."),
@@ -262,6 +270,7 @@ def label_command(
         "batch_size": batch_size,
         "device": device,
         "workers": workers,
+        "scheduler": scheduler,
         "json": as_json,
         "quiet": quiet,
     }

@@ -21,6 +21,8 @@ from .params import LabelParams
 
 LABEL_FORMATS = ("auto", "png", "tiff")
 _DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+#: A Dask scheduler's TCP address: tcp://host:port or host:port (IPv6 hosts in brackets).
+_SCHEDULER_PATTERN = re.compile(r"^(tcp://)?([^\s/:\[\]]+|\[[0-9a-fA-F:.]+\]):\d+$")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class Settings:
     batch_size: int | str = "auto"
     device: str = "auto"
     workers: int | None = None
+    scheduler: str | None = None
     json: bool = False
     quiet: bool = False
     sources: tuple[str, ...] = field(default=(), compare=False)
@@ -155,6 +158,13 @@ def _device(value: Any) -> str:
     return text
 
 
+def _scheduler(value: Any) -> str:
+    text = value.strip() if isinstance(value, str) else ""
+    if not _SCHEDULER_PATTERN.match(text):
+        raise ValueError(f"a Dask scheduler address tcp://host:port, got {value!r}")
+    return text
+
+
 def _path(value: Any) -> Path:
     if not isinstance(value, (str, Path)) or not str(value):
         raise ValueError(f"a path, got {value!r}")
@@ -178,6 +188,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "batch_size": _batch_size,
     "device": _device,
     "workers": _optional(_int_at_least(1)),
+    "scheduler": _optional(_scheduler),
     "json": _flag,
     "quiet": _flag,
 }
