@@ -4,7 +4,9 @@ Decoding and encoding run in a thread pool (the codecs release the GIL);
 decoded images wait in groups of one shape and dtype until a group fills a
 batch, which the backend labels in one call. Each input ends as one record
 (a summary.csv row): ok, skipped, failed, or not-run when the run stopped
-early (--fail-fast, Ctrl-C, SIGTERM).
+early (--fail-fast, Ctrl-C, SIGTERM). With --scheduler the admitted inputs
+are labeled by the same code on Dask workers (cluster.py); this process keeps
+the lock, admission, progress, stopping and the summary.
 """
 
 from __future__ import annotations
@@ -158,7 +160,7 @@ class Outcomes:
 
 
 class Engine(Protocol):
-    """Where admitted records are labeled."""
+    """Where admitted records are labeled: this process, or a Dask cluster (cluster.py)."""
 
     def label(
         self,
@@ -251,10 +253,15 @@ def run_label(
 
 
 def _engine(settings: Settings, reporter: Reporter) -> Engine:
-    """This process with the backend of --device.
+    """The cluster at --scheduler, else this process with the backend of --device.
 
-    Made before the lock, so that an unusable device is exit 2 with nothing written.
+    Made before the lock, so that an unusable device or scheduler is exit 2
+    with nothing written.
     """
+    if settings.scheduler:
+        from .cluster import Cluster
+
+        return Cluster(settings.scheduler)
     workers = settings.workers or os.cpu_count() or 1
     return _Local(make_backend(settings.device, workers, reporter.notice), workers)
 
@@ -287,6 +294,19 @@ def _admitted(
             outcomes.finished(record)
             continue
         yield record, paths
+
+
+def label_admitted(
+    admitted: Iterable[Admitted], settings: Settings, backend: Backend, reporter: Reporter
+) -> None:
+    """Decode, label and write admitted records, finishing each in place: a cluster task's work.
+
+    Nothing here ends it early: the client decides about --fail-fast and Ctrl-C.
+    """
+    workers = settings.workers or os.cpu_count() or 1
+    _Run(settings, backend, Outcomes(reporter, fail_fast=False), workers, lambda: None).work(
+        admitted
+    )
 
 
 class _StopRequests:
