@@ -14,7 +14,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,50 +119,73 @@ def test_same_outputs_and_summary_as_a_local_run(
     assert sum(row["status"] == "ok" for row in rows) == 9
 
 
+def on_first_outputs(out: Path, action: Callable[[], None]) -> tuple[threading.Thread, list[int]]:
+    """A started thread that runs `action` once a statistics CSV appears under `out`;
+    the list gets how many there were by then."""
+    seen: list[int] = []
+
+    def watch() -> None:
+        deadline = time.monotonic() + WAIT_SECONDS
+        while time.monotonic() < deadline:
+            done = len(list(out.rglob("*.stats.csv"))) if out.exists() else 0
+            if done:
+                seen.append(done)
+                action()
+                return
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread, seen
+
+
+def one_task_per_input(folder: Path, out: Path, address: str) -> tuple[int, str, str]:
+    """A cluster run long enough (48 tasks) to act on while it goes."""
+    options = ["-r", "--batch-size", "1", "--workers", "1", "--scheduler", address]
+    return gccl(str(folder), "--out", str(out), *options)
+
+
 def test_a_worker_killed_mid_job_still_ends_in_a_complete_identical_output_set(
     local_cluster: Any, tmp_path: Path
 ):
     make_inputs(tmp_path / "in", 48, 320)
     out = tmp_path / "dask"
     victim = next(iter(local_cluster.workers.values())).process.pid
-    killed = threading.Event()
-    at_kill: list[int] = []
-
-    def kill_after_first_outputs() -> None:
-        deadline = time.monotonic() + WAIT_SECONDS
-        while time.monotonic() < deadline:
-            done = len(list(out.rglob("*.stats.csv"))) if out.exists() else 0
-            if done:
-                at_kill.append(done)
-                os.kill(victim, signal.SIGKILL)
-                killed.set()
-                return
-            time.sleep(0.005)
-
-    killer = threading.Thread(target=kill_after_first_outputs, daemon=True)
-    killer.start()
-    code, _, stderr = gccl(
-        str(tmp_path / "in"),
-        "-r",
-        "--out",
-        str(out),
-        "--batch-size",
-        "1",
-        "--workers",
-        "1",
-        "--scheduler",
-        local_cluster.scheduler_address,
-    )
+    killer, seen = on_first_outputs(out, lambda: os.kill(victim, signal.SIGKILL))
+    code, _, stderr = one_task_per_input(tmp_path / "in", out, local_cluster.scheduler_address)
     killer.join(WAIT_SECONDS)
-    assert killed.is_set()
     assert code == 0, stderr
-    assert at_kill[0] < 48  # the kill came before the job was done
+    assert seen and seen[0] < 48  # the kill came before the job was done
     code, _, _ = gccl(str(tmp_path / "in"), "-r", "--out", str(tmp_path / "local"))
     assert code == 0
     assert files(out) == files(tmp_path / "local")
     assert not [path for path in out.rglob("*") if ".gccl-tmp-" in path.name]
     # The nanny restarts the killed worker, so later tests have two again.
     local_cluster.wait_for_workers(2, timeout=WAIT_SECONDS)
+
+
+def test_sigterm_cancels_the_rest_and_writes_the_summary(local_cluster: Any, tmp_path: Path):
+    make_inputs(tmp_path / "in", 48, 320)
+    out = tmp_path / "dask"
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)  # a late signal never ends pytest
+    try:
+        sender, seen = on_first_outputs(out, lambda: os.kill(os.getpid(), signal.SIGTERM))
+        code, _, stderr = one_task_per_input(tmp_path / "in", out, local_cluster.scheduler_address)
+        sender.join(WAIT_SECONDS)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert seen
+    assert code == 130, stderr
+    with open(out / "summary.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 48
+    not_run = [row for row in rows if row["status"] == "not-run"]
+    assert not_run
+    assert {row["message"] for row in not_run} == {"interrupted"}
+    for row in rows:
+        if row["status"] == "ok":
+            relative = Path(row["path"]).relative_to(tmp_path / "in")
+            assert (out / relative.with_suffix(".stats.csv")).exists()
 
 
 def test_a_scheduler_that_does_not_answer_is_exit_2(
