@@ -77,6 +77,7 @@ class Cluster:
         try:
             for chunk in _chunks(admitted, size):  # admission checks for a stop
                 task = [_absolute(record, task_settings) for record, _ in chunk]
+                # pure=False: a fresh key, so a second run never gets an earlier run's result.
                 future = self.client.submit(
                     _label_task, task, task_settings, pure=False, retries=RETRIES
                 )
