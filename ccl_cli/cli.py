@@ -231,6 +231,14 @@ def label_command(
             show_default=False,
         ),
     ] = None,
+    devices: Annotated[
+        str | None,
+        typer.Option(
+            help="Spread batches over several GPUs: all, or numbers like 0,1 (one worker "
+            "thread per GPU; the output is the same as on one GPU).",
+            show_default=False,
+        ),
+    ] = None,
     scheduler: Annotated[
         str | None,
         typer.Option(
@@ -270,6 +278,7 @@ def label_command(
         "batch_size": batch_size,
         "device": device,
         "workers": workers,
+        "devices": devices,
         "scheduler": scheduler,
         "json": as_json,
         "quiet": quiet,

@@ -158,7 +158,7 @@ def _label_task(admitted: list[Admitted], settings: Settings) -> tuple[list[Reco
     Returns the finished records and the notices the worker had (e.g. no usable GPU).
     """
     reporter = _TaskReporter()
-    backend = make_backend(settings.device, settings.workers, reporter.notice)
+    backend = make_backend(settings.device, settings.workers, reporter.notice, settings.devices)
     label_admitted(admitted, settings, backend, reporter)
     return [record for record, _ in admitted], reporter.notices
 

@@ -44,6 +44,7 @@ class Settings:
     fail_fast: bool = False
     batch_size: int | str = "auto"
     device: str = "auto"
+    devices: str | None = None
     workers: int | None = None
     scheduler: str | None = None
     json: bool = False
@@ -158,6 +159,15 @@ def _device(value: Any) -> str:
     return text
 
 
+def _devices(value: Any) -> str:
+    text = str(value).strip().lower().replace(" ", "")
+    if text != "all" and not re.fullmatch(r"\d+(,\d+)*", text):
+        raise ValueError(f"all or GPU numbers like 0,1, got {value!r}")
+    if text != "all" and len(set(text.split(","))) != len(text.split(",")):
+        raise ValueError(f"each GPU once, got {value!r}")
+    return text
+
+
 def _scheduler(value: Any) -> str:
     text = value.strip() if isinstance(value, str) else ""
     if not _SCHEDULER_PATTERN.match(text):
@@ -187,6 +197,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "fail_fast": _flag,
     "batch_size": _batch_size,
     "device": _device,
+    "devices": _optional(_devices),
     "workers": _optional(_int_at_least(1)),
     "scheduler": _optional(_scheduler),
     "json": _flag,

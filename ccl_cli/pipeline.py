@@ -263,7 +263,8 @@ def _engine(settings: Settings, reporter: Reporter) -> Engine:
 
         return Cluster(settings.scheduler)
     workers = settings.workers or os.cpu_count() or 1
-    return _Local(make_backend(settings.device, workers, reporter.notice), workers)
+    backend = make_backend(settings.device, workers, reporter.notice, settings.devices)
+    return _Local(backend, workers)
 
 
 def _admitted(

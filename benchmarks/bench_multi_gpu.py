@@ -1,0 +1,65 @@
+"""One GPU against every GPU of the host on a compute-bound job (issue 5's --devices goal).
+
+The inputs are already decoded (numpy batches in memory, as from .npy files), so
+the time is the backend's: copies in, kernels, copies out, statistics tables.
+Wall clock around MultiDeviceBackend.label vs CudaBackend.label, median of
+--repeat calls after one warm-up. Prints a markdown table.
+
+    python3 benchmarks/bench_multi_gpu.py --repeat 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from ccl_cli.backends import make_backend
+from ccl_cli.backends.base import Backend
+from ccl_cli.params import LabelParams
+
+
+def median_seconds(backend: Backend, batch: np.ndarray, params: LabelParams, repeat: int) -> float:
+    """Median wall-clock seconds of backend.label(batch) after one warm-up call."""
+    backend.label(batch, params)
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        backend.label(batch, params)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    cases = {
+        "64 x 1920x1080 random d=0.5, 8-conn": (
+            (rng.random((64, 1080, 1920)) < 0.5).astype(np.uint8),
+            LabelParams(),
+        ),
+        "32 x 1920x1080 uint16 ramps, tau 4, 8-conn, min-area 20": (
+            (np.cumsum(rng.integers(0, 3, (32, 1080, 1920)), axis=2) % 4000).astype(np.uint16),
+            LabelParams(tau=4, min_area=20),
+        ),
+    }
+    one = make_backend("cuda", None, print)
+    every = make_backend("cuda", None, print, devices="all")
+    print(f"devices: {every.name}")
+    print("| case | 1 GPU ms | all GPUs ms | speed-up | identical |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, (batch, params) in cases.items():
+        single = median_seconds(one, batch, params, args.repeat)
+        multi = median_seconds(every, batch, params, args.repeat)
+        same = np.array_equal(one.label(batch, params).labels, every.label(batch, params).labels)
+        print(
+            f"| {name} | {single * 1e3:.1f} | {multi * 1e3:.1f} | {single / multi:.2f}x | {same} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""Two or more GPUs: --devices gives the CPU backend's answer (skipped with fewer GPUs)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cuda_helpers import gpu
+
+from ccl_cli.backends import make_backend
+from ccl_cli.backends.cpu import CpuBackend
+from ccl_cli.backends.multi import MultiDeviceBackend
+from ccl_cli.params import LabelParams
+
+
+def _device_count() -> int:
+    try:
+        import cupy
+
+        return int(cupy.cuda.runtime.getDeviceCount())
+    except Exception:
+        return 0
+
+
+pytestmark = [
+    *gpu,
+    pytest.mark.skipif(_device_count() < 2, reason="fewer than two CUDA devices"),
+]
+
+
+@pytest.mark.parametrize("params", [LabelParams(), LabelParams(tau=3, connectivity=4)])
+def test_all_devices_match_the_cpu(params: LabelParams) -> None:
+    backend = make_backend("auto", None, lambda message: None, devices="all")
+    assert isinstance(backend, MultiDeviceBackend)
+    rng = np.random.default_rng(3)
+    batch = rng.integers(0, 12, (9, 97, 131)).astype(np.uint16)
+    expected = CpuBackend().label(batch, params)
+    result = backend.label(batch, params)
+    assert np.array_equal(result.labels, expected.labels)
+    assert result.components == expected.components
+    assert all(a.equals(b) for a, b in zip(result.tables, expected.tables, strict=True))

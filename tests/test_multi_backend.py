@@ -1,0 +1,63 @@
+"""MultiDeviceBackend splits batches over several backends and gives one backend's answer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ccl_cli.backends import make_backend
+from ccl_cli.backends.base import BatchResult
+from ccl_cli.backends.cpu import CpuBackend
+from ccl_cli.backends.multi import MultiDeviceBackend
+from ccl_cli.config import resolve
+from ccl_cli.errors import UsageError
+from ccl_cli.params import LabelParams
+
+
+class Recording(CpuBackend):
+    """A CPU backend that remembers the batch sizes it was given."""
+
+    def __init__(self) -> None:
+        super().__init__(threads=1)
+        self.sizes: list[int] = []
+
+    def label(self, batch: np.ndarray, params: LabelParams) -> BatchResult:
+        self.sizes.append(len(batch))
+        return super().label(batch, params)
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 7])
+def test_split_batches_give_the_single_backend_answer(count: int) -> None:
+    rng = np.random.default_rng(count)
+    batch = (rng.random((count, 31, 43)) < 0.5).astype(np.uint8) * rng.integers(1, 9, (count, 1, 1))
+    params = LabelParams(tau=2, connectivity=4, min_area=2)
+    parts = [Recording() for _ in range(3)]
+    expected = CpuBackend(threads=1).label(batch, params)
+    result = MultiDeviceBackend(parts).label(batch, params)
+    assert np.array_equal(result.labels, expected.labels)
+    assert result.components == expected.components
+    assert all(a.equals(b) for a, b in zip(result.tables, expected.tables, strict=True))
+    sizes = [size for part in parts for size in part.sizes]
+    assert sum(sizes) == count
+    assert max(sizes) - min(sizes) <= 1 or len(sizes) == 1
+
+
+def test_budget_is_the_sum() -> None:
+    parts = [CpuBackend(), CpuBackend()]
+    assert MultiDeviceBackend(parts).batch_budget_bytes() == 2 * CpuBackend().batch_budget_bytes()
+
+
+@pytest.mark.parametrize(("value", "expected"), [("all", "all"), ("0, 1", "0,1"), ("3", "3")])
+def test_devices_setting(value: str, expected: str) -> None:
+    assert resolve([], {"devices": value}).devices == expected
+
+
+@pytest.mark.parametrize("value", ["", "gpu", "0,,1", "-1", "0,0"])
+def test_bad_devices_setting(value: str) -> None:
+    with pytest.raises(UsageError, match="'devices' must be"):
+        resolve([], {"devices": value})
+
+
+def test_devices_do_not_go_with_the_cpu() -> None:
+    with pytest.raises(UsageError, match="does not go with --device cpu"):
+        make_backend("cpu", 1, lambda message: None, devices="0,1")
