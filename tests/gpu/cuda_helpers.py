@@ -20,12 +20,17 @@ from ccl_cli.params import LabelParams
 def cuda_problem() -> str | None:
     """Why CUDA cannot be tested here, or None."""
     try:
-        import cupy
-
-        count = cupy.cuda.runtime.getDeviceCount()
+        count = device_count()
     except Exception as exc:
         return f"CuPy/CUDA not usable: {exc}"
     return None if count > 0 else "no CUDA device"
+
+
+def device_count() -> int:
+    """CUDA devices CuPy sees (raises where CuPy or the driver is missing)."""
+    import cupy
+
+    return int(cupy.cuda.runtime.getDeviceCount())
 
 
 _PROBLEM = cuda_problem()

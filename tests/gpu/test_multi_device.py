@@ -4,26 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cuda_helpers import gpu
+from cuda_helpers import cuda_problem, device_count, gpu
 
 from ccl_cli.backends import make_backend
 from ccl_cli.backends.cpu import CpuBackend
 from ccl_cli.backends.multi import MultiDeviceBackend
 from ccl_cli.params import LabelParams
 
-
-def _device_count() -> int:
-    try:
-        import cupy
-
-        return int(cupy.cuda.runtime.getDeviceCount())
-    except Exception:
-        return 0
-
-
 pytestmark = [
     *gpu,
-    pytest.mark.skipif(_device_count() < 2, reason="fewer than two CUDA devices"),
+    pytest.mark.skipif(
+        cuda_problem() is not None or device_count() < 2, reason="fewer than two CUDA devices"
+    ),
 ]
 
 
