@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from .errors import UsageError
-from .images import COLOR_TO_GRAY_CHOICES
+from .images import COLOR_TO_GRAY_CHOICES, TIFF_COMPRESSIONS
 from .params import LabelParams
 
 LABEL_FORMATS = ("auto", "png", "tiff")
@@ -39,6 +39,7 @@ class Settings:
     min_area: int = 0
     color_to_gray: str | None = None
     label_format: str = "auto"
+    tiff_compression: str = "deflate"
     preview: bool = False
     skip_existing: bool = False
     fail_fast: bool = False
@@ -192,6 +193,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "min_area": _int_at_least(0),
     "color_to_gray": _optional(_choice(*COLOR_TO_GRAY_CHOICES)),
     "label_format": _choice(*LABEL_FORMATS),
+    "tiff_compression": _choice(*TIFF_COMPRESSIONS),
     "preview": _flag,
     "skip_existing": _flag,
     "fail_fast": _flag,

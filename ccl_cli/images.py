@@ -51,9 +51,16 @@ logging.getLogger("tifffile").setLevel(logging.CRITICAL)
 
 # Label images are mostly long runs of one value, which zlib's fastest levels
 # already shrink well; higher levels cost several times the CPU for a few
-# percent, and writing must keep up with the labeling.
+# percent, and writing must keep up with the labeling. PNG rows are filtered
+# with "up" alone: libpng's default tries all five filters on every row, which
+# on a document scan's labels costs 3.4x the time for 10% fewer bytes.
 _PNG_LEVEL = 1
+_PNG_FILTER = imagecodecs.PNG.FILTER.UP
 _TIFF_LEVEL = 1
+#: TIFF codecs of label images: deflate reads everywhere; zstd encodes 4-8x
+#: faster and smaller, and reads in libtiff >= 4.0.10, GDAL, tifffile and Pillow.
+TIFF_COMPRESSIONS: tuple[str, ...] = ("deflate", "zstd")
+_TIFF_CODEC = {"deflate": "zlib", "zstd": "zstd"}
 
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _TIFF_MAGICS = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")  # classic and BigTIFF
@@ -116,23 +123,24 @@ def encode_label_png(labels: np.ndarray) -> bytes:
 
     Raises ValueError for negative labels or labels above 65535 (never wraps).
     """
-    labels16 = _checked_labels(labels, 65535).astype(np.uint16)
-    # libpng through imagecodecs: about a third faster than Pillow at the same level.
-    return bytes(imagecodecs.png_encode(labels16, level=_PNG_LEVEL))
+    return _png(_checked_labels(labels, 65535).astype(np.uint16))
 
 
-def encode_label_tiff(labels: np.ndarray) -> bytes:
-    """A (H, W) label array as a single-page uint32 TIFF (deflate).
+def encode_label_tiff(labels: np.ndarray, compression: str = "deflate") -> bytes:
+    """A (H, W) label array as a single-page uint32 TIFF.
 
+    compression: one of TIFF_COMPRESSIONS (both at their fastest level).
     Raises ValueError for negative labels or labels above 2**32 - 1.
     """
+    if compression not in _TIFF_CODEC:
+        raise ValueError(f"compression must be one of {TIFF_COMPRESSIONS}")
     labels32 = _checked_labels(labels, 2**32 - 1).astype(np.uint32)
     buffer = io.BytesIO()
     tifffile.imwrite(
         buffer,
         labels32,
         photometric="minisblack",
-        compression="zlib",
+        compression=_TIFF_CODEC[compression],
         compressionargs={"level": _TIFF_LEVEL},
         metadata=None,
     )
@@ -156,7 +164,12 @@ def encode_preview_png(values: np.ndarray, labels: np.ndarray) -> bytes:
     tinted = (labels != 0).astype(np.uint16)
     # Untinted: (2 g + 0) / 2 = g; tinted: (g + colour) / 2.
     rgb = ((gray * (2 - tinted))[..., None] + palette[labels]) // 2
-    return bytes(imagecodecs.png_encode(rgb.astype(np.uint8), level=_PNG_LEVEL))
+    return _png(rgb.astype(np.uint8))
+
+
+def _png(array: np.ndarray) -> bytes:
+    """`array` as a PNG, through libpng (imagecodecs): a third faster than Pillow."""
+    return bytes(imagecodecs.png_encode(array, level=_PNG_LEVEL, filter=_PNG_FILTER))
 
 
 # --- reading ---------------------------------------------------------------------

@@ -493,7 +493,11 @@ def _write(
     tiff = settings.label_format == "tiff" or kept > PNG_LABEL_LIMIT
     paths = decoded.paths
     label_path = paths.labels(tiff)
-    encoded = images.encode_label_tiff(labels) if tiff else images.encode_label_png(labels)
+    encoded = (
+        images.encode_label_tiff(labels, settings.tiff_compression)
+        if tiff
+        else images.encode_label_png(labels)
+    )
     atomic_write(label_path, encoded)
     paths.labels(not tiff).unlink(missing_ok=True)
     outputs = {"labels": str(label_path)}

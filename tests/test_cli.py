@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
+import tifffile
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -214,6 +215,19 @@ def test_many_components_need_tiff(runner: CliRunner, tmp_path: Path):
     assert labels.max() == 80000
     expected, _ = ndi.label(board)
     assert np.array_equal(labels, expected)
+
+
+def test_tiff_compression_zstd_writes_zstd_label_tiffs(runner: CliRunner, tmp_path: Path):
+    image = np.zeros((30, 40), np.uint8)
+    image[3:9, 4:20] = image[15:25, 30:38] = 1
+    np.save(tmp_path / "two.npy", image)
+    out = tmp_path / "out"
+    args = ("--label-format", "tiff", "--tiff-compression", "zstd")
+    assert gccl(runner, str(tmp_path / "two.npy"), "--out", str(out), *args).exit_code == 0
+    with tifffile.TiffFile(out / "two.labels.tif") as tiff:
+        assert tiff.pages.first.compression == tifffile.COMPRESSION.ZSTD
+    expected, _ = ndi.label(image, structure=np.ones((3, 3)))
+    np.testing.assert_array_equal(read_label_image(out / "two.labels.tif"), expected)
 
 
 def test_preview_is_written(runner: CliRunner, folder: Path, tmp_path: Path):

@@ -61,6 +61,7 @@ def test_numbers_keep_their_kind() -> None:
         ("invert: yes please\n", "'invert' must be true or false"),
         ("device: gpu\n", "'device' must be auto, cpu, cuda or cuda:N"),
         ("label-format: jpeg\n", "'label-format' must be one of auto, png, tiff"),
+        ("tiff-compression: lzw\n", "'tiff-compression' must be one of deflate, zstd"),
         ("- a list\n", "a config file holds 'key: value' lines"),
         ("tau: [1\n", "not valid YAML"),
     ],

@@ -569,6 +569,23 @@ def test_label_tiff_round_trips_beyond_16_bits(tmp_path: Path) -> None:
     np.testing.assert_array_equal(images.read_label_image(path), labels)
 
 
+def test_label_tiff_with_zstd_round_trips_and_is_smaller_than_deflate() -> None:
+    labels = np.repeat(np.arange(300, dtype=np.uint32) * 15_000, 200).reshape(300, 200)
+    data = images.encode_label_tiff(labels, "zstd")
+    with tifffile.TiffFile(io.BytesIO(data)) as tiff:
+        page = tiff.pages.first
+        assert page.compression == tifffile.COMPRESSION.ZSTD
+        np.testing.assert_array_equal(page.asarray(), labels)
+    with Image.open(io.BytesIO(data)) as image:  # viewers built on libtiff read it too
+        np.testing.assert_array_equal(np.asarray(image), labels)
+    assert len(data) < len(images.encode_label_tiff(labels, "deflate"))
+
+
+def test_label_tiff_refuses_unknown_compression() -> None:
+    with pytest.raises(ValueError, match="deflate"):
+        images.encode_label_tiff(np.zeros((2, 2), np.uint32), "lzw")
+
+
 def test_label_tiff_refuses_values_beyond_32_bits() -> None:
     with pytest.raises(ValueError, match="4294967295"):
         images.encode_label_tiff(np.full((2, 2), 2**32, np.int64))
