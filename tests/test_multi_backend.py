@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
 from ccl_cli.backends import make_backend
-from ccl_cli.backends.base import BatchResult
+from ccl_cli.backends.base import BatchResult, split_bounds
 from ccl_cli.backends.cpu import CpuBackend
 from ccl_cli.backends.multi import MultiDeviceBackend
 from ccl_cli.config import resolve
@@ -21,9 +23,11 @@ class Recording(CpuBackend):
         super().__init__(threads=1)
         self.sizes: list[int] = []
 
-    def label(self, batch: np.ndarray, params: LabelParams) -> BatchResult:
+    def label(
+        self, batch: np.ndarray, params: LabelParams, out: np.ndarray | None = None
+    ) -> BatchResult:
         self.sizes.append(len(batch))
-        return super().label(batch, params)
+        return super().label(batch, params, out)
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 7])
@@ -33,13 +37,25 @@ def test_split_batches_give_the_single_backend_answer(count: int) -> None:
     params = LabelParams(tau=2, connectivity=4, min_area=2)
     parts = [Recording() for _ in range(3)]
     expected = CpuBackend(threads=1).label(batch, params)
-    result = MultiDeviceBackend(parts).label(batch, params)
-    assert np.array_equal(result.labels, expected.labels)
+    out = np.full(batch.shape, 7, np.uint32)
+    result = MultiDeviceBackend(parts).label(batch, params, out=out)
+    assert result.labels is out  # each part wrote its slice in place
+    assert np.array_equal(out, expected.labels)
     assert result.components == expected.components
     assert all(a.equals(b) for a, b in zip(result.tables, expected.tables, strict=True))
     sizes = [size for part in parts for size in part.sizes]
     assert sum(sizes) == count
     assert max(sizes) - min(sizes) <= 1 or len(sizes) == 1
+
+
+@pytest.mark.parametrize(("count", "parts"), [(1, 1), (1, 4), (5, 2), (7, 3), (64, 8), (3, 5)])
+def test_split_bounds_cover_every_image_once_in_near_equal_parts(count: int, parts: int) -> None:
+    bounds = split_bounds(count, parts)
+    assert len(bounds) == min(count, parts)
+    assert bounds[0][0] == 0 and bounds[-1][1] == count
+    assert all(hi == lo for (_, hi), (lo, _) in itertools.pairwise(bounds))
+    sizes = [hi - lo for lo, hi in bounds]
+    assert min(sizes) >= 1 and max(sizes) - min(sizes) <= 1
 
 
 def test_budget_is_the_sum() -> None:

@@ -44,12 +44,14 @@ class CpuBackend:
     def __init__(self, threads: int | None = None) -> None:
         self.threads = max(1, threads or os.cpu_count() or 1)
 
-    def label(self, batch: np.ndarray, params: LabelParams) -> BatchResult:
-        """Label each image of the (N, H, W) numpy batch; see backends.base."""
+    def label(
+        self, batch: np.ndarray, params: LabelParams, out: np.ndarray | None = None
+    ) -> BatchResult:
+        """Label each image of the (N, H, W) numpy batch (into `out`); see backends.base."""
         batch = np.asarray(batch)
         if batch.ndim != 3:
             raise ValueError(f"a batch is (N, H, W), got shape {batch.shape}")
-        labels = np.empty(batch.shape, np.uint32)
+        labels = np.empty(batch.shape, np.uint32) if out is None else out
 
         def one(i: int) -> tuple[StatsTable, int]:
             labels[i], table, components = label_image(batch[i], params)

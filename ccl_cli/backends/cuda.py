@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import BackendUnavailable
 from ..params import SUPPORTED_DTYPES, LabelParams, canonical_bools, dtype_max
 from ..stats import StatsTable, empty_table, float_mean, float_sum_shift
-from .base import BatchResult
+from .base import BatchResult, label_in_parts, split_bounds
 
 CUDA_DIR = Path(__file__).resolve().parent.parent / "cuda"
 FATBIN = CUDA_DIR / "gccl.fatbin"
@@ -49,6 +49,9 @@ _SCAN_THREADS = 1024
 _MAX_GRID = 2**31 - 1
 _MAX_IMAGE_PIXELS = 2**31 - 1  # labels and ranks share a u32 with a flag bit
 _MAX_BATCH_PIXELS = 2**32 - 1  # bounds the labels of a batch: offsets are u32
+#: Parts of a numpy batch labeled at once, each on its own stream and thread.
+HOST_STREAMS = 2
+_MIN_SPLIT_BYTES = 4 << 20
 
 # foreground.cuh rule kinds and stats.cu fields.
 _FG_BACKGROUND, _FG_ALL, _FG_ABOVE, _FG_BELOW = 0, 1, 2, 3
@@ -141,36 +144,61 @@ class CudaBackend:
         except Exception as exc:
             raise BackendUnavailable(f"CUDA kernels failed to load ({_one_line(exc)})") from exc
 
-    def label(self, batch: Any, params: LabelParams) -> BatchResult:
+    def label(self, batch: Any, params: LabelParams, out: np.ndarray | None = None) -> BatchResult:
         """Label each image of an (N, H, W) batch; see backends.base.
 
-        A numpy batch is copied in and its labels come back as numpy; a device
-        batch (CuPy, __cuda_array_interface__, DLPack) stays on its device and
-        its labels are a CuPy array there. Out of device memory, the batch is
-        split in halves and retried.
+        A device batch (CuPy, __cuda_array_interface__, DLPack) stays on its
+        device and its labels are a CuPy array there. A numpy batch goes
+        through pinned host buffers on non-blocking streams, in up to
+        HOST_STREAMS parts at once, so that one part's copies overlap another's
+        kernels; its labels land in `out` (or a new numpy array). Out of
+        device memory, a part is split in halves and retried.
         """
         cupy = _import_cupy()
         if is_device_array(batch):
             values = _as_cupy(cupy, batch)
             with values.device:
-                out = cupy.empty(values.shape, cupy.uint32)
+                labels = cupy.empty(values.shape, cupy.uint32)
                 tables, components = _split_on_oom(
-                    cupy, values.shape, lambda lo, hi: _label(values[lo:hi], params, out[lo:hi])
+                    cupy, values.shape, lambda lo, hi: _label(values[lo:hi], params, labels[lo:hi])
                 )
-            return BatchResult(out, tables, components)
+            return BatchResult(labels, tables, components)
         host = np.asarray(batch)
-        labels = np.empty(host.shape, np.uint32)
+        labels = np.empty(host.shape, np.uint32) if out is None else out
+        tables, components = label_in_parts(
+            lambda _, lo, hi: self._label_host(host[lo:hi], params, labels[lo:hi]), _parts(host)
+        )
+        return BatchResult(labels, tables, components)
+
+    def _label_host(
+        self, host: np.ndarray, params: LabelParams, labels: np.ndarray
+    ) -> tuple[list[StatsTable], list[int]]:
+        """Label a numpy (sub-)batch into the numpy `labels`, on this thread's own stream.
+
+        The images go to the device from a pinned buffer and the labels come
+        back into one, asynchronously on the stream; the thread waits only for
+        its own stream, so other threads' copies and kernels go on meanwhile.
+        """
+        cupy = _import_cupy()
 
         def run(lo: int, hi: int) -> tuple[list[StatsTable], list[int]]:
-            values = cupy.asarray(np.ascontiguousarray(host[lo:hi]))
-            out = cupy.empty(values.shape, cupy.uint32)
+            part = host[lo:hi]
+            staged = _pinned(cupy, part.shape, part.dtype)
+            np.copyto(staged, part)
+            values = cupy.empty(part.shape, part.dtype)
+            values.set(staged, stream=stream)
+            out = cupy.empty(part.shape, cupy.uint32)
             result = _label(values, params, out)
-            out.get(out=labels[lo:hi])
+            back = _pinned(cupy, part.shape, np.dtype(np.uint32))
+            out.get(stream=stream, out=back, blocking=False)
+            stream.synchronize()
+            np.copyto(labels[lo:hi], back)
             return result
 
         with cupy.cuda.Device(self.device):
-            tables, components = _split_on_oom(cupy, host.shape, run)
-        return BatchResult(labels, tables, components)
+            stream = cupy.cuda.Stream(non_blocking=True)
+            with stream:
+                return _split_on_oom(cupy, host.shape, run)
 
     def batch_budget_bytes(self) -> int:
         """Input bytes per batch: a 1-byte pixel needs about 10 bytes on the device."""
@@ -179,6 +207,28 @@ class CudaBackend:
             free, _ = cupy.cuda.runtime.memGetInfo()
             free += cupy.get_default_memory_pool().free_bytes()
         return max(1 << 20, int(free * 0.8) // 10)
+
+
+def _parts(host: np.ndarray) -> list[tuple[int, int]]:
+    """[lo, hi) bounds of the parts a numpy batch is labeled in, one stream each.
+
+    Small batches stay whole: a second stream only pays once copies take
+    longer than a thread's start.
+    """
+    if len(host) <= 1 or host.nbytes < _MIN_SPLIT_BYTES:
+        return [(0, len(host))]
+    return split_bounds(len(host), HOST_STREAMS)
+
+
+def _pinned(cupy: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A numpy array in page-locked host memory (from CuPy's pinned pool, so reused).
+
+    Copies between it and the device run asynchronously at full bus speed;
+    pageable memory is staged through a driver buffer by the CPU.
+    """
+    count = int(np.prod(shape, dtype=np.int64))
+    memory = cupy.cuda.alloc_pinned_memory(max(1, count * dtype.itemsize))
+    return np.frombuffer(memory, dtype, count).reshape(shape)
 
 
 def dense_labels(values: Any, params: LabelParams, out: Any) -> Any:

@@ -160,3 +160,18 @@ def test_batch_budget_is_positive_and_below_free_memory():
     budget = backends()[0].batch_budget_bytes()
     free, _ = cupy.cuda.runtime.memGetInfo()
     assert 0 < budget < free + cupy.get_default_memory_pool().free_bytes()
+
+
+@pytest.mark.parametrize("count", [2, 3, 5])
+def test_large_host_batches_run_in_stream_parts_into_out(count):
+    """Batches over the split size go through pinned buffers in parts, one per stream."""
+    shape = (count, 1100, 1001)
+    batch = sample(shape, np.uint16, seed=count)
+    assert batch.nbytes >= cuda_module._MIN_SPLIT_BYTES
+    assert len(cuda_module._parts(batch)) == min(count, cuda_module.HOST_STREAMS)
+    cuda, cpu = backends()
+    params = LabelParams(tau=1, min_area=3)
+    out = np.zeros(shape, np.uint32)
+    got = cuda.label(batch, params, out=out)
+    assert got.labels is out
+    assert_results_equal(got, cpu.label(batch, params))
