@@ -235,7 +235,16 @@ def label_command(
     workers: Annotated[
         int | None,
         typer.Option(
-            help="Threads decoding and encoding images.  \\[default: all cores]",
+            help="Threads decoding and encoding images, per process.  "
+            "\\[default: the cores, shared among the processes]",
+            show_default=False,
+        ),
+    ] = None,
+    processes: Annotated[
+        str | None,
+        typer.Option(
+            help="Worker processes, or auto (one per two cores, up to 8, for jobs of 32 "
+            "inputs or more; else this process alone).  \\[default: auto]",
             show_default=False,
         ),
     ] = None,
@@ -287,6 +296,7 @@ def label_command(
         "batch_size": batch_size,
         "device": device,
         "workers": workers,
+        "processes": processes,
         "devices": devices,
         "scheduler": scheduler,
         "json": as_json,

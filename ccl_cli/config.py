@@ -47,6 +47,7 @@ class Settings:
     device: str = "auto"
     devices: str | None = None
     workers: int | None = None
+    processes: int | str = "auto"
     scheduler: str | None = None
     json: bool = False
     quiet: bool = False
@@ -147,7 +148,7 @@ def _flag(value: Any) -> bool:
     return value
 
 
-def _batch_size(value: Any) -> int | str:
+def _count_or_auto(value: Any) -> int | str:
     if isinstance(value, str) and value.strip().lower() == "auto":
         return "auto"
     return _int_at_least(1)(value)
@@ -197,10 +198,11 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "preview": _flag,
     "skip_existing": _flag,
     "fail_fast": _flag,
-    "batch_size": _batch_size,
+    "batch_size": _count_or_auto,
     "device": _device,
     "devices": _optional(_devices),
     "workers": _optional(_int_at_least(1)),
+    "processes": _count_or_auto,
     "scheduler": _optional(_scheduler),
     "json": _flag,
     "quiet": _flag,

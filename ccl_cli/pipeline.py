@@ -5,8 +5,9 @@ decoded images wait in groups of one shape and dtype until a group fills a
 batch, which the backend labels in one call. Each input ends as one record
 (a summary.csv row): ok, skipped, failed, or not-run when the run stopped
 early (--fail-fast, Ctrl-C, SIGTERM). With --scheduler the admitted inputs
-are labeled by the same code on Dask workers (cluster.py); this process keeps
-the lock, admission, progress, stopping and the summary.
+are labeled by the same code on Dask workers (cluster.py), and with
+--processes on local worker processes (processes.py); this process keeps the
+lock, admission, progress, stopping and the summary.
 """
 
 from __future__ import annotations
@@ -219,7 +220,7 @@ def run_label(
     if not items:
         reporter.notice("no images found in the inputs (.png, .tif, .tiff, .npy)")
     check_out_location(out, specs, settings.recursive)
-    engine = _engine(settings, reporter)
+    engine = _engine(settings, reporter, len(items))
     started = time.perf_counter()
     records = [Record(item) for item in items]
     report = RunReport(records)
@@ -252,18 +253,25 @@ def run_label(
     return report
 
 
-def _engine(settings: Settings, reporter: Reporter) -> Engine:
-    """The cluster at --scheduler, else this process with the backend of --device.
+def _engine(settings: Settings, reporter: Reporter, inputs: int) -> Engine:
+    """The cluster at --scheduler, else worker processes (--processes), else this process.
 
     Made before the lock, so that an unusable device or scheduler is exit 2
-    with nothing written.
+    with nothing written. The backend is made here even for worker processes:
+    it checks --device and gives the notice of --device auto once.
     """
     if settings.scheduler:
         from .cluster import Cluster
 
         return Cluster(settings.scheduler)
-    workers = settings.workers or os.cpu_count() or 1
+    cores = os.cpu_count() or 1
+    workers = settings.workers or cores
     backend = make_backend(settings.device, workers, reporter.notice, settings.devices)
+    from .processes import LocalProcesses, process_count
+
+    count = process_count(settings.processes, inputs, cores)
+    if count > 1:
+        return LocalProcesses(count, settings, on_gpu=backend.name != "cpu")
     return _Local(backend, workers)
 
 

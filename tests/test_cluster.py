@@ -7,32 +7,22 @@ seconds column) as a local run, also when a worker is killed mid-job.
 from __future__ import annotations
 
 import csv
-import json
 import os
 import signal
 import socket
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-from PIL import Image
-from typer.testing import CliRunner
+from cli_helpers import WAIT_SECONDS, files, gccl, json_lines, make_inputs, on_first_outputs
 
 from ccl_cli import cluster
-from ccl_cli.cli import app
 from ccl_cli.config import Settings, apply
 from ccl_cli.errors import UsageError
-from ccl_cli.outputs import LOCK_NAME
 
 distributed = pytest.importorskip("distributed")
-
-#: Generous: a 2-core CI machine starting worker processes can be slow.
-WAIT_SECONDS = 60
 
 
 @pytest.fixture(scope="module")
@@ -42,52 +32,6 @@ def local_cluster() -> Iterator[Any]:
         processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None
     ) as local:
         yield local
-
-
-def gccl(*args: str) -> tuple[int, str, str]:
-    """Run `gccl label ... --quiet`: exit code, stdout, stderr."""
-    result = CliRunner().invoke(app, ["label", *args, "--quiet", "--device", "cpu"])
-    if result.exception and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
-
-
-def make_inputs(root: Path, count: int, size: int) -> None:
-    """`count` random masks of a few shapes and dtypes under `root` and a sub-folder."""
-    rng = np.random.default_rng(11)
-    for i in range(count):
-        shape = (size + i % 3, size - i % 2)
-        folder = root / "sub" if i % 4 == 0 else root
-        folder.mkdir(parents=True, exist_ok=True)
-        if i % 5 == 0:
-            np.save(folder / f"img{i:03}.npy", rng.integers(0, 4, shape).astype(np.uint16))
-        else:
-            mask = ((rng.random(shape) < 0.45) * 255).astype(np.uint8)
-            Image.fromarray(mask).save(folder / f"img{i:03}.png")
-
-
-def files(out: Path) -> dict[str, bytes]:
-    """Every file under `out` but the lock (which names its holder), summary without seconds."""
-    found = {}
-    for path in sorted(out.rglob("*")):
-        if path.is_file() and path.name != LOCK_NAME:
-            found[str(path.relative_to(out))] = path.read_bytes()
-    found["summary.csv"] = summary_without_seconds(out).encode()
-    return found
-
-
-def summary_without_seconds(out: Path) -> str:
-    with open(out / "summary.csv", newline="") as handle:
-        rows = list(csv.reader(handle))
-    assert rows[0][-1] == "seconds"
-    return "\n".join(",".join(row[:-1]) for row in rows)
-
-
-def json_lines(stdout: str) -> dict[str, dict]:
-    objects = [json.loads(line) for line in stdout.splitlines()]
-    for obj in objects:
-        del obj["seconds"]
-    return {obj["path"]: obj for obj in objects}
 
 
 def test_same_outputs_and_summary_as_a_local_run(
@@ -117,26 +61,6 @@ def test_same_outputs_and_summary_as_a_local_run(
     failed = {row["path"] for row in rows if row["status"] == "failed"}
     assert failed == {"in/corrupt.png", "in/text.tif", "in/missing.png"}
     assert sum(row["status"] == "ok" for row in rows) == 9
-
-
-def on_first_outputs(out: Path, action: Callable[[], None]) -> tuple[threading.Thread, list[int]]:
-    """A started thread that runs `action` once a statistics CSV appears under `out`;
-    the list gets how many there were by then."""
-    seen: list[int] = []
-
-    def watch() -> None:
-        deadline = time.monotonic() + WAIT_SECONDS
-        while time.monotonic() < deadline:
-            done = len(list(out.rglob("*.stats.csv"))) if out.exists() else 0
-            if done:
-                seen.append(done)
-                action()
-                return
-            time.sleep(0.005)
-
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    return thread, seen
 
 
 def one_task_per_input(folder: Path, out: Path, address: str) -> tuple[int, str, str]:

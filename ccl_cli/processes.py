@@ -1,0 +1,137 @@
+"""`gccl label --processes N`: the run spread over N local worker processes.
+
+Decoding, the statistics CSVs and the bookkeeping around each image hold
+Python's GIL, so one process tops out near a thousand small images a second
+however many cores it has. N processes each run the pipeline (threads for
+the codecs, their own backend: with CUDA, their own context on the same GPU,
+or with --devices one GPU each, round robin) on tasks of a few inputs
+(tasks.py). This process keeps the lock, progress, stopping and the summary.
+
+Workers ignore Ctrl-C and SIGTERM: the client asks them to stop (it cancels
+tasks not yet started and waits for the running ones), so no worker dies
+between a temporary file and its rename. They come from a fork server, so
+they never inherit this process's CUDA state.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+from .config import Settings
+from .pipeline import Admitted, Outcomes
+from .tasks import AUTO_TASK_SIZE, TaskRunner, label_task
+
+#: Most processes --processes auto starts (each CUDA context costs device memory).
+AUTO_PROCESS_LIMIT = 8
+
+
+def process_count(setting: int | str, inputs: int, cores: int) -> int:
+    """How many worker processes --processes `setting` means for `inputs` inputs.
+
+    auto: one per two cores (the other thread of each pair decodes and
+    encodes), at most AUTO_PROCESS_LIMIT, and only as many as there are
+    full tasks of inputs: a short job stays in this process, where it starts
+    at once.
+    """
+    if isinstance(setting, int):
+        return setting
+    return max(1, min(cores // 2, AUTO_PROCESS_LIMIT, inputs // AUTO_TASK_SIZE))
+
+
+class LocalProcesses:
+    """A pool of `count` worker processes, and the labeling of admitted records on them."""
+
+    def __init__(self, count: int, settings: Settings, on_gpu: bool) -> None:
+        """on_gpu: whether the backend this process chose for --device runs on CUDA."""
+        self.count = count
+        self.device = _worker_device(settings, on_gpu)
+        gpus = _gpus(settings.devices) if on_gpu else []
+        context = multiprocessing.get_context("forkserver")
+        # The server imports the pipeline once (and CuPy, for GPU runs: importing it
+        # touches no device); every worker forks from it with them loaded.
+        context.set_forkserver_preload(["ccl_cli.tasks", *(["cupy"] if on_gpu else [])])
+        self.pool = ProcessPoolExecutor(
+            count,
+            mp_context=context,
+            initializer=_start_worker,
+            initargs=(gpus, context.Value("i", 0)),
+        )
+
+    def close(self) -> None:
+        """Stop the workers once their running tasks end."""
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def label(
+        self,
+        admitted: Iterable[Admitted],
+        settings: Settings,
+        outcomes: Outcomes,
+        check_stop: Callable[[], None],
+    ) -> None:
+        """Label `admitted` in tasks on the worker processes (tasks.TaskRunner)."""
+        cores = os.cpu_count() or 1
+        worker_settings = replace(
+            settings,
+            workers=settings.workers or max(1, cores // self.count),
+            device=self.device,
+            devices=None,
+        )
+        runner = TaskRunner(self._submit, _cancel, "a worker process failed")
+        runner.label(admitted, worker_settings, outcomes, check_stop)
+
+    def _submit(self, task: list[Admitted], settings: Settings) -> Future[Any]:
+        return self.pool.submit(label_task, task, settings)
+
+
+def _cancel(futures: list[Any]) -> None:
+    for future in futures:
+        future.cancel()
+
+
+def _worker_device(settings: Settings, on_gpu: bool) -> str:
+    """--device for the workers: what this process chose, never auto (one decision, one notice).
+
+    A worker of --devices sees only its own GPU (_start_worker), as cuda.
+    """
+    if not on_gpu:
+        return "cpu"
+    if settings.devices is None and settings.device.startswith("cuda"):
+        return settings.device
+    return "cuda"
+
+
+def _gpus(devices: str | None) -> list[str]:
+    """CUDA_VISIBLE_DEVICES values of the GPUs of --devices, to deal out to the workers.
+
+    --devices numbers the GPUs this process sees, which an inherited
+    CUDA_VISIBLE_DEVICES may already have picked and renumbered. [] without --devices.
+    """
+    if devices is None:
+        return []
+    if devices == "all":
+        from .backends.cuda import cuda_status
+
+        indices = list(range(len(cuda_status().devices)))
+    else:
+        indices = [int(i) for i in devices.split(",")]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
+    if visible == [""]:
+        return [str(i) for i in indices]
+    return [visible[i].strip() for i in indices]
+
+
+def _start_worker(gpus: list[str], started: Any) -> None:
+    """A worker's set-up: ignore stop signals (the client stops it), take its GPU."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with started.get_lock():
+        index = started.value
+        started.value += 1
+    if gpus:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]

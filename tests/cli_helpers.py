@@ -1,0 +1,89 @@
+"""Helpers of the tests that run whole `gccl label` jobs on other workers (Dask, processes).
+
+Imported by name (`from cli_helpers import ...`), like oracles.py.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+from typer.testing import CliRunner
+
+from ccl_cli.cli import app
+from ccl_cli.outputs import LOCK_NAME
+
+#: Generous: a 2-core CI machine starting worker processes can be slow.
+WAIT_SECONDS = 60
+
+
+def gccl(*args: str) -> tuple[int, str, str]:
+    """Run `gccl label ... --quiet`: exit code, stdout, stderr."""
+    result = CliRunner().invoke(app, ["label", *args, "--quiet", "--device", "cpu"])
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def make_inputs(root: Path, count: int, size: int) -> None:
+    """`count` random masks of a few shapes and dtypes under `root` and a sub-folder."""
+    rng = np.random.default_rng(11)
+    for i in range(count):
+        shape = (size + i % 3, size - i % 2)
+        folder = root / "sub" if i % 4 == 0 else root
+        folder.mkdir(parents=True, exist_ok=True)
+        if i % 5 == 0:
+            np.save(folder / f"img{i:03}.npy", rng.integers(0, 4, shape).astype(np.uint16))
+        else:
+            mask = ((rng.random(shape) < 0.45) * 255).astype(np.uint8)
+            Image.fromarray(mask).save(folder / f"img{i:03}.png")
+
+
+def files(out: Path) -> dict[str, bytes]:
+    """Every file under `out` but the lock (which names its holder), summary without seconds."""
+    found = {}
+    for path in sorted(out.rglob("*")):
+        if path.is_file() and path.name != LOCK_NAME:
+            found[str(path.relative_to(out))] = path.read_bytes()
+    found["summary.csv"] = summary_without_seconds(out).encode()
+    return found
+
+
+def summary_without_seconds(out: Path) -> str:
+    with open(out / "summary.csv", newline="") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0][-1] == "seconds"
+    return "\n".join(",".join(row[:-1]) for row in rows)
+
+
+def json_lines(stdout: str) -> dict[str, dict]:
+    objects = [json.loads(line) for line in stdout.splitlines()]
+    for obj in objects:
+        del obj["seconds"]
+    return {obj["path"]: obj for obj in objects}
+
+
+def on_first_outputs(out: Path, action: Callable[[], None]) -> tuple[threading.Thread, list[int]]:
+    """A started thread that runs `action` once a statistics CSV appears under `out`;
+    the list gets how many there were by then."""
+    seen: list[int] = []
+
+    def watch() -> None:
+        deadline = time.monotonic() + WAIT_SECONDS
+        while time.monotonic() < deadline:
+            done = len(list(out.rglob("*.stats.csv"))) if out.exists() else 0
+            if done:
+                seen.append(done)
+                action()
+                return
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread, seen

@@ -1,0 +1,115 @@
+"""`gccl label --processes N`: local worker processes (CPU backend here).
+
+A run on worker processes must write the same files, summary.csv (but for the
+seconds column) and --json lines as a run in one process, and stop cleanly.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from cli_helpers import WAIT_SECONDS, files, gccl, json_lines, make_inputs, on_first_outputs
+
+from ccl_cli import processes
+from ccl_cli.config import Settings, apply
+from ccl_cli.errors import UsageError
+
+
+def test_same_outputs_summary_and_json_as_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.chdir(tmp_path)
+    make_inputs(Path("in"), 11, 24)
+    Path("in/corrupt.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 20)
+    args = ["in", "in/missing.png", "-r", "--min-area", "2", "--preview", "--json"]
+    code, one_stdout, _ = gccl(*args, "--out", "one", "--processes", "1")
+    assert code == 1
+    code, many_stdout, stderr = gccl(
+        *args, "--out", "many", "--processes", "3", "--batch-size", "2"
+    )
+    assert code == 1, stderr
+    assert files(Path("many")) == files(Path("one"))
+    assert json_lines(many_stdout) == {
+        path: {
+            **obj,
+            "outputs": {k: v.replace("one", "many", 1) for k, v in obj["outputs"].items()},
+        }
+        for path, obj in json_lines(one_stdout).items()
+    }
+    with open("many/summary.csv", newline="") as handle:
+        statuses = [row["status"] for row in csv.DictReader(handle)]
+    assert statuses.count("ok") == 11 and statuses.count("failed") == 2
+
+
+def test_sigterm_stops_the_workers_and_writes_the_summary(tmp_path: Path):
+    make_inputs(tmp_path / "in", 40, 320)
+    out = tmp_path / "out"
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)  # a late signal never ends pytest
+    try:
+        sender, seen = on_first_outputs(out, lambda: os.kill(os.getpid(), signal.SIGTERM))
+        options = ["-r", "--batch-size", "1", "--workers", "1", "--processes", "2"]
+        code, _, stderr = gccl(str(tmp_path / "in"), "--out", str(out), *options)
+        sender.join(WAIT_SECONDS)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert seen
+    assert code == 130, stderr
+    with open(out / "summary.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 40
+    assert {row["message"] for row in rows if row["status"] == "not-run"} == {"interrupted"}
+    assert any(row["status"] == "not-run" for row in rows)
+    for row in rows:
+        if row["status"] == "ok":
+            relative = Path(row["path"]).relative_to(tmp_path / "in")
+            assert (out / relative.with_suffix(".stats.csv")).exists()
+    assert not [path for path in out.rglob("*") if ".gccl-tmp-" in path.name]
+
+
+@pytest.mark.parametrize(
+    ("setting", "inputs", "cores", "expected"),
+    [
+        (3, 1, 2, 3),  # a number is taken as given
+        ("auto", 1000, 16, 8),  # one per two cores, at most 8
+        ("auto", 1000, 64, processes.AUTO_PROCESS_LIMIT),
+        ("auto", 1000, 6, 3),
+        ("auto", 1000, 2, 1),  # two cores: this process
+        ("auto", 31, 16, 1),  # under two tasks of inputs: this process
+        ("auto", 48, 16, 3),  # no more processes than tasks
+    ],
+)
+def test_process_count(setting: int | str, inputs: int, cores: int, expected: int):
+    assert processes.process_count(setting, inputs, cores) == expected
+
+
+def test_gpus_follow_an_inherited_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert processes._gpus("0,2") == ["0", "2"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5, 7,9")
+    assert processes._gpus("0,2") == ["5", "9"]
+    assert processes._gpus(None) == []
+
+
+@pytest.mark.parametrize(
+    ("device", "devices", "on_gpu", "expected"),
+    [
+        ("auto", None, False, "cpu"),  # auto found no GPU: the workers do not look again
+        ("cpu", None, False, "cpu"),
+        ("auto", None, True, "cuda"),
+        ("cuda:1", None, True, "cuda:1"),
+        ("auto", "0,1", True, "cuda"),  # each worker sees its one GPU as cuda
+    ],
+)
+def test_worker_device(device: str, devices: str | None, on_gpu: bool, expected: str):
+    settings = Settings(device=device, devices=devices)
+    assert processes._worker_device(settings, on_gpu) == expected
+
+
+@pytest.mark.parametrize("value", [0, -2, "many", 1.5])
+def test_bad_processes_values_name_the_key(value: object):
+    with pytest.raises(UsageError, match="'processes' must be"):
+        apply(Settings(), {"processes": value}, "f.yaml")
