@@ -32,6 +32,13 @@ def median_seconds(backend: Backend, batch: np.ndarray, params: LabelParams, rep
     return statistics.median(times)
 
 
+def depth_tiles(rng: np.random.Generator, count: int) -> np.ndarray:
+    """`count` 4000x3000 uint16 images of 300x400 plateaus plus noise: few, large components."""
+    plateaus = np.add.outer(np.arange(3000) // 300 * 500, np.arange(4000) // 400 * 700)
+    noise = rng.integers(0, 8, (count, 3000, 4000))
+    return (1000 + plateaus + noise).astype(np.uint16)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
@@ -45,6 +52,10 @@ def main() -> None:
         "32 x 1920x1080 uint16 ramps, tau 4, 8-conn, min-area 20": (
             (np.cumsum(rng.integers(0, 3, (32, 1080, 1920)), axis=2) % 4000).astype(np.uint16),
             LabelParams(tau=4, min_area=20),
+        ),
+        "16 x 4000x3000 uint16 depth-like tiles, tau 20, 8-conn, min-area 50": (
+            depth_tiles(rng, 16),
+            LabelParams(tau=20, min_area=50),
         ),
     }
     one = make_backend("cuda", None, print)

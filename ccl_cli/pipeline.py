@@ -264,7 +264,7 @@ def _engine(settings: Settings, reporter: Reporter, inputs: int) -> Engine:
         from .cluster import Cluster
 
         return Cluster(settings.scheduler)
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     workers = settings.workers or cores
     backend = make_backend(settings.device, workers, reporter.notice, settings.devices)
     from .processes import LocalProcesses, process_count
@@ -273,6 +273,13 @@ def _engine(settings: Settings, reporter: Reporter, inputs: int) -> Engine:
     if count > 1:
         return LocalProcesses(count, settings, on_gpu=backend.name != "cpu")
     return _Local(backend, workers)
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (taskset and cgroup cpusets included)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _admitted(
@@ -312,7 +319,7 @@ def label_admitted(
 
     Nothing here ends it early: the client decides about --fail-fast and Ctrl-C.
     """
-    workers = settings.workers or os.cpu_count() or 1
+    workers = settings.workers or usable_cores()
     _Run(settings, backend, Outcomes(reporter, fail_fast=False), workers, lambda: None).work(
         admitted
     )

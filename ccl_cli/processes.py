@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from .config import Settings
-from .pipeline import Admitted, Outcomes
+from .pipeline import Admitted, Outcomes, usable_cores
 from .tasks import AUTO_TASK_SIZE, TaskRunner, label_task
 
 #: Most processes --processes auto starts (each CUDA context costs device memory).
@@ -75,7 +75,7 @@ class LocalProcesses:
         check_stop: Callable[[], None],
     ) -> None:
         """Label `admitted` in tasks on the worker processes (tasks.TaskRunner)."""
-        cores = os.cpu_count() or 1
+        cores = usable_cores()
         worker_settings = replace(
             settings,
             workers=settings.workers or max(1, cores // self.count),

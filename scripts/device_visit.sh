@@ -8,7 +8,9 @@
 # racecheck (compute-sanitizer), cli (scripts/compare_backends.sh: --device cuda
 # and --device cpu give byte-identical files for .devdata/docs and
 # .devdata/depth), gccl-bench (gccl bench against OpenCV and cupyx: JSON, CSV
-# and plot), cpu (the CPU test suite).
+# and plot), multi (benchmarks/bench_multi_gpu.py: one GPU against all), e2e
+# (benchmarks/bench_end_to_end.py on 16 cores against the OpenCV/cc3d
+# pipeline), cpu (the CPU test suite).
 #
 # Run from the repository root. Carried wheels in .whl/ (cc3d, imagecodecs) are
 # installed into /tmp/site first; the benchmark reads .devdata/pageseg1.png and
@@ -92,6 +94,19 @@ if run_stage gccl-bench 240 "$OUT/gccl-bench.log" python3 -m ccl_cli bench --lev
   --sizes 1920x1080,4000x3000 --batch 1,64 --repeat 5 --json "$OUT/gccl-bench.json" \
   --csv "$OUT/gccl-bench.csv" --plot "$OUT/gccl-bench.png"; then
   note "gccl bench (rc $rc, $took s): see gccl-bench.log"
+fi
+if run_stage multi 240 "$OUT/multi.log" python3 benchmarks/bench_multi_gpu.py --repeat 5; then
+  note "multi-GPU (rc $rc, $took s):"
+  tail -n 6 "$OUT/multi.log" | tee -a "$summary"
+fi
+# End to end on 16 cores, as the H200 machine has them (the x2 machine has 32).
+if run_stage e2e 400 "$OUT/e2e.log" taskset -c 0-15 python3 benchmarks/bench_end_to_end.py \
+  --depth-source .devdata/depth --docs-source .devdata/docs --work /tmp/e2e \
+  --json "$OUT/e2e.json" --gccl-options "" --gccl-options "--processes 1" \
+  --gccl-options "--processes 16 --workers 1" \
+  --gccl-options "--label-format tiff --tiff-compression zstd"; then
+  note "end to end (rc $rc, $took s):"
+  tail -n 14 "$OUT/e2e.log" | tee -a "$summary"
 fi
 if run_stage cpu 120 "$OUT/cpu-tests.log" python3 -m pytest tests -q -p no:cacheprovider \
   --ignore=tests/gpu; then

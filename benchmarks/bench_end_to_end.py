@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""End-to-end throughput: `gccl label` against a 16-process OpenCV/cc3d pipeline.
+
+Both sides read the same files and write the same outputs (16-bit label PNG,
+statistics CSV with gccl's columns, summary.csv), and both are timed as whole
+commands (a fresh Python each, start-up included), median of --repeat runs:
+
+- depth: --depth-count 640x480 16-bit depth PNGs (copies of the ones in
+  --depth-source), tau 20, min-area 50. The peer labels with cc3d's delta
+  (26-connectivity on a (1, H, W) view: 8-connectivity in the plane).
+- docs: --docs-count 1-bit G4 TIFF scans (copies of --docs-source), --invert.
+  The peer labels with cv2.connectedComponentsWithStats.
+
+The peer is a multiprocessing Pool of --peer-processes workers with one
+OpenCV thread each. Labeling's share of gccl's wall time is measured apart:
+the same images, decoded beforehand, labeled by the CUDA backend in batches of
+16 (gccl's task size), divided by gccl's wall time.
+
+    python3 benchmarks/bench_end_to_end.py --depth-source DIR --docs-source DIR \\
+        --work /tmp/e2e --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+COLUMNS = "label,area,x,y,width,height,centroid_x,centroid_y,mean,min,max"
+JOBS = {
+    "depth": (["--tau", "20", "--min-area", "50"], "depth.png"),
+    "docs": (["--invert"], "tif"),
+}
+
+
+def replicate(source: Path, pattern: str, count: int, folder: Path) -> list[Path]:
+    """`count` copies of the files of `source` matching *pattern, round robin, in `folder`."""
+    originals = sorted(source.glob(f"*.{pattern}"))
+    if not originals:
+        raise SystemExit(f"no *.{pattern} in {source}")
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(count):
+        original = originals[i % len(originals)]
+        path = folder / f"{i:05}-{original.name}"
+        if not path.exists():
+            shutil.copyfile(original, path)
+        paths.append(path)
+    return paths
+
+
+# --- the peer: one process per core, OpenCV and cc3d -----------------------------------
+
+
+def _peer_init() -> None:
+    import cv2
+
+    cv2.setNumThreads(1)
+
+
+def _peer_one(job: tuple[str, str, str]) -> list[object]:
+    """Label one file as gccl would and write the same three kinds of output.
+
+    Statistics come from the labelers' own C code where they have them
+    (cv2's stats and centroids, cc3d.statistics), the rest from numpy/scipy.
+    """
+    import cc3d
+    import cv2
+    from scipy import ndimage
+
+    kind, path, out = job
+    started = time.perf_counter()
+    if kind == "depth":
+        values = cv2.imread(path, cv2.IMREAD_UNCHANGED)
+        raw = cc3d.connected_components(
+            values[np.newaxis], connectivity=26, delta=20, out_dtype=np.uint32
+        )[0]
+        count = int(raw.max())
+        area = np.bincount(raw.ravel(), minlength=count + 1)
+        keep = area >= 50
+        keep[0] = False
+        lookup = np.zeros(count + 1, np.uint32)
+        lookup[keep] = np.arange(1, int(keep.sum()) + 1)
+        labels = lookup[raw]
+        kept = int(keep.sum())
+        stats = cc3d.statistics(labels)
+        area = stats["voxel_counts"][1:]
+        boxes = [
+            (b[1].start, b[0].start, b[1].stop, b[0].stop) for b in stats["bounding_boxes"][1:]
+        ]
+        cy, cx = stats["centroids"][1:, 0], stats["centroids"][1:, 1]
+        index = np.arange(1, kept + 1)
+        sums = np.bincount(labels.ravel(), values.ravel().astype(np.float64), kept + 1)[1:]
+        mean = sums / np.maximum(area, 1)
+        low = ndimage.minimum(values, labels, index)
+        high = ndimage.maximum(values, labels, index)
+    else:
+        values = cv2.imread(path, cv2.IMREAD_GRAYSCALE)
+        if values is None:  # an OpenCV built without CCITT: tifffile decodes it
+            import tifffile
+
+            values = tifffile.imread(path)
+        mask = (values == 0).astype(np.uint8)  # ink (MinIsWhite reads as 0) is foreground
+        count, labels, cv_stats, centroids = cv2.connectedComponentsWithStats(mask, 8, cv2.CV_32S)
+        count = kept = count - 1
+        x, y, w, h, area = (cv_stats[1:, i] for i in range(5))
+        boxes = list(zip(x, y, x + w, y + h, strict=True))
+        cx, cy = centroids[1:, 0], centroids[1:, 1]
+        mean = low = high = np.zeros(kept)  # every ink pixel is 0
+    stem = Path(path).name.rsplit(".", 1)[0]
+    cv2.imwrite(f"{out}/{stem}.labels.png", labels.astype(np.uint16))
+    rows = [COLUMNS]
+    for i in range(kept):
+        x0, y0, x1, y1 = boxes[i]
+        rows.append(
+            f"{i + 1},{area[i]},{x0},{y0},{x1 - x0},{y1 - y0},{float(cx[i])!r},{float(cy[i])!r},"
+            f"{float(mean[i])!r},{low[i]:g},{high[i]:g}"
+        )
+    Path(f"{out}/{stem}.stats.csv").write_text("\n".join(rows) + "\n")
+    height, width = labels.shape
+    seconds = time.perf_counter() - started
+    return [path, width, height, str(values.dtype), count, kept, "ok", "", seconds]
+
+
+def peer_main(kind: str, folder: str, out: str, processes: int) -> None:
+    """The peer command: every file of `folder` through a Pool, then summary.csv."""
+    import multiprocessing
+
+    paths = sorted(str(p) for p in Path(folder).iterdir())
+    Path(out).mkdir(parents=True, exist_ok=True)
+    with multiprocessing.get_context("fork").Pool(processes, _peer_init) as pool:
+        rows = pool.map(_peer_one, [(kind, p, out) for p in paths], chunksize=4)
+    with open(f"{out}/summary.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(
+            [
+                "path",
+                "width",
+                "height",
+                "dtype",
+                "components",
+                "kept",
+                "status",
+                "message",
+                "seconds",
+            ]
+        )
+        writer.writerows(rows)
+
+
+# --- timing ------------------------------------------------------------------------------
+
+
+def timed(command: list[str], env: dict[str, str]) -> float:
+    """Wall seconds of one command (which must succeed)."""
+    started = time.perf_counter()
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if result.returncode != 0:
+        raise SystemExit(
+            f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr[-2000:]}"
+        )
+    return seconds
+
+
+def kept_counts(out: Path) -> dict[str, int]:
+    """kept per input stem, from a summary.csv."""
+    with open(out / "summary.csv", newline="") as handle:
+        return {Path(row["path"]).name: int(row["kept"]) for row in csv.DictReader(handle)}
+
+
+def labeling_seconds(kind: str, paths: list[Path]) -> float:
+    """Seconds the CUDA backend takes to label `paths` (decoded beforehand) in tasks of 16."""
+    from ccl_cli import images
+    from ccl_cli.backends.cuda import CudaBackend
+    from ccl_cli.config import resolve
+
+    flags = {"tau": 20, "min_area": 50} if kind == "depth" else {"invert": True}
+    params = resolve([], flags).label_params()
+    decoded = [images.read_image(path) for path in paths]
+    backend = CudaBackend()
+    groups: dict[tuple, list[np.ndarray]] = {}
+    for values in decoded:
+        groups.setdefault((values.shape, values.dtype.str), []).append(values)
+    batches = [np.stack(g[i : i + 16]) for g in groups.values() for i in range(0, len(g), 16)]
+    backend.label(batches[0], params)  # warm-up: kernels loaded, memory pools filled
+    started = time.perf_counter()
+    for batch in batches:
+        backend.label(batch, params)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--depth-source", type=Path, required=True)
+    parser.add_argument("--docs-source", type=Path, required=True)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/gccl-e2e"))
+    parser.add_argument("--depth-count", type=int, default=1000)
+    parser.add_argument("--docs-count", type=int, default=200)
+    parser.add_argument("--peer-processes", type=int, default=16)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--gccl-options",
+        action="append",
+        default=None,
+        help="extra gccl options of one configuration, quoted (repeatable)",
+    )
+    parser.add_argument("--device", default="cuda", help="gccl's --device (cpu: no labeling share)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    configurations = args.gccl_options or [""]
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    sources = {"depth": args.depth_source, "docs": args.docs_source}
+    counts = {"depth": args.depth_count, "docs": args.docs_count}
+    results = []
+    for kind, (options, pattern) in JOBS.items():
+        folder = args.work / "in" / kind
+        paths = replicate(sources[kind], pattern, counts[kind], folder)
+        peer_out = args.work / "peer" / kind
+        peer = [
+            sys.executable,
+            __file__,
+            "--peer",
+            kind,
+            str(folder),
+            str(peer_out),
+            str(args.peer_processes),
+        ]
+        peer_seconds = statistics.median(timed(peer, env) for _ in range(args.repeat))
+        row = {
+            "job": kind,
+            "images": len(paths),
+            "peer_seconds": peer_seconds,
+            "peer_images_per_s": len(paths) / peer_seconds,
+            "gccl": [],
+        }
+        for extra in configurations:
+            out = args.work / "gccl" / kind
+            command = [
+                sys.executable,
+                "-m",
+                "ccl_cli",
+                "label",
+                str(folder),
+                "--out",
+                str(out),
+                "-q",
+                "--device",
+                args.device,
+                *options,
+                *extra.split(),
+            ]
+            shutil.rmtree(out, ignore_errors=True)
+            seconds = []
+            for _ in range(args.repeat):
+                shutil.rmtree(out, ignore_errors=True)
+                seconds.append(timed(command, env))
+            wall = statistics.median(seconds)
+            peer_kept = kept_counts(peer_out)
+            mismatched = [
+                name for name, kept in kept_counts(out).items() if peer_kept[name] != kept
+            ]
+            row["gccl"].append(
+                {
+                    "options": extra,
+                    "seconds": wall,
+                    "images_per_s": len(paths) / wall,
+                    "speedup": peer_seconds / wall,
+                    "kept_mismatches": len(mismatched),
+                }
+            )
+        best = min(row["gccl"], key=lambda g: g["seconds"])
+        if args.device != "cpu":
+            row["labeling_seconds"] = labeling_seconds(kind, paths)
+            row["labeling_share"] = row["labeling_seconds"] / best["seconds"]
+        results.append(row)
+        print(
+            f"{kind}: {len(paths)} images; peer ({args.peer_processes} processes) "
+            f"{peer_seconds:.2f} s = {row['peer_images_per_s']:.0f} images/s"
+        )
+        for g in row["gccl"]:
+            print(
+                f"  gccl {g['options'] or '(defaults)':40s} {g['seconds']:.2f} s = "
+                f"{g['images_per_s']:.0f} images/s = {g['speedup']:.2f}x peer; "
+                f"kept differs on {g['kept_mismatches']} file(s)"
+            )
+        if "labeling_share" in row:
+            print(
+                f"  labeling (CUDA backend, batches of 16): {row['labeling_seconds']:.3f} s = "
+                f"{100 * row['labeling_share']:.1f}% of the fastest gccl wall time"
+            )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--peer":
+        peer_main(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+    else:
+        main()
