@@ -51,6 +51,8 @@ _MAX_IMAGE_PIXELS = 2**31 - 1  # labels and ranks share a u32 with a flag bit
 _MAX_BATCH_PIXELS = 2**32 - 1  # bounds the labels of a batch: offsets are u32
 #: Parts of a numpy batch labeled at once, each on its own stream and thread.
 HOST_STREAMS = 2
+#: Input bytes of a pipeline batch (--batch-size auto).
+HOST_BATCH_BYTES = 64 << 20
 _MIN_SPLIT_BYTES = 4 << 20
 
 # foreground.cuh rule kinds and stats.cu fields.
@@ -164,35 +166,36 @@ class CudaBackend:
                 )
             return BatchResult(labels, tables, components)
         host = np.asarray(batch)
-        labels = np.empty(host.shape, np.uint32) if out is None else out
+        pinned = out is None
+        labels = pinned_empty(host.shape, np.dtype(np.uint32)) if out is None else out
         tables, components = label_in_parts(
-            lambda _, lo, hi: self._label_host(host[lo:hi], params, labels[lo:hi]), _parts(host)
+            lambda _, lo, hi: self._label_host(host[lo:hi], params, labels[lo:hi], pinned),
+            _parts(host),
         )
         return BatchResult(labels, tables, components)
 
     def _label_host(
-        self, host: np.ndarray, params: LabelParams, labels: np.ndarray
+        self, host: np.ndarray, params: LabelParams, labels: np.ndarray, pinned: bool
     ) -> tuple[list[StatsTable], list[int]]:
         """Label a numpy (sub-)batch into the numpy `labels`, on this thread's own stream.
 
-        The images go to the device from a pinned buffer and the labels come
-        back into one, asynchronously on the stream; the thread waits only for
+        The images go to the device from a pinned buffer, and the labels come
+        back straight into `labels` when it is pinned too (`pinned`); both
+        copies run asynchronously on the stream, and the thread waits only for
         its own stream, so other threads' copies and kernels go on meanwhile.
         """
         cupy = _import_cupy()
 
         def run(lo: int, hi: int) -> tuple[list[StatsTable], list[int]]:
             part = host[lo:hi]
-            staged = _pinned(cupy, part.shape, part.dtype)
+            staged = pinned_empty(part.shape, part.dtype)
             np.copyto(staged, part)
             values = cupy.empty(part.shape, part.dtype)
             values.set(staged, stream=stream)
             out = cupy.empty(part.shape, cupy.uint32)
             result = _label(values, params, out)
-            back = _pinned(cupy, part.shape, np.dtype(np.uint32))
-            out.get(stream=stream, out=back, blocking=False)
+            out.get(stream=stream, out=labels[lo:hi], blocking=not pinned)
             stream.synchronize()
-            np.copyto(labels[lo:hi], back)
             return result
 
         with cupy.cuda.Device(self.device):
@@ -201,12 +204,17 @@ class CudaBackend:
                 return _split_on_oom(cupy, host.shape, run)
 
     def batch_budget_bytes(self) -> int:
-        """Input bytes per batch: a 1-byte pixel needs about 10 bytes on the device."""
+        """Input bytes per batch: HOST_BATCH_BYTES, less where device memory is short.
+
+        A 1-byte pixel needs about 10 bytes on the device. Larger batches
+        gain nothing on the GPU and keep the CPU threads waiting: a batch is
+        decoded before, and encoded after, it is labeled.
+        """
         cupy = _import_cupy()
         with cupy.cuda.Device(self.device):
             free, _ = cupy.cuda.runtime.memGetInfo()
             free += cupy.get_default_memory_pool().free_bytes()
-        return max(1 << 20, int(free * 0.8) // 10)
+        return max(1 << 20, min(HOST_BATCH_BYTES, int(free * 0.8) // 10))
 
 
 def _parts(host: np.ndarray) -> list[tuple[int, int]]:
@@ -220,12 +228,15 @@ def _parts(host: np.ndarray) -> list[tuple[int, int]]:
     return split_bounds(len(host), HOST_STREAMS)
 
 
-def _pinned(cupy: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def pinned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """A numpy array in page-locked host memory (from CuPy's pinned pool, so reused).
 
-    Copies between it and the device run asynchronously at full bus speed;
-    pageable memory is staged through a driver buffer by the CPU.
+    Copies between it and any device (the memory is portable under unified
+    addressing) run asynchronously at full bus speed; pageable memory is
+    staged through a driver buffer by the CPU. The memory goes back to the
+    pool when the last view of the array is gone.
     """
+    cupy = _import_cupy()
     count = int(np.prod(shape, dtype=np.int64))
     memory = cupy.cuda.alloc_pinned_memory(max(1, count * dtype.itemsize))
     return np.frombuffer(memory, dtype, count).reshape(shape)

@@ -10,7 +10,7 @@ for image.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -22,10 +22,16 @@ from .base import Backend, BatchResult, label_in_parts, split_bounds
 class MultiDeviceBackend:
     """Spreads every batch over `backends` (one per device); host (numpy) batches only."""
 
-    def __init__(self, backends: Sequence[Backend]) -> None:
+    def __init__(
+        self,
+        backends: Sequence[Backend],
+        empty: Callable[[tuple[int, ...], np.dtype], np.ndarray] = np.empty,
+    ) -> None:
+        """empty: allocates the labels of a batch (pinned memory, for CUDA backends)."""
         if not backends:
             raise ValueError("MultiDeviceBackend needs at least one backend")
         self.backends = list(backends)
+        self.empty = empty
         self.name = "+".join(backend.name for backend in self.backends)
 
     def label(
@@ -33,7 +39,7 @@ class MultiDeviceBackend:
     ) -> BatchResult:
         """Label the (N, H, W) numpy batch, each device into its slice of `out` (backends.base)."""
         batch = np.asarray(batch)
-        labels = np.empty(batch.shape, np.uint32) if out is None else out
+        labels = self.empty(batch.shape, np.dtype(np.uint32)) if out is None else out
 
         def part(i: int, lo: int, hi: int) -> tuple[list[StatsTable], list[int]]:
             result = self.backends[i].label(batch[lo:hi], params, out=labels[lo:hi])

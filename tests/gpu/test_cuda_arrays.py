@@ -175,3 +175,14 @@ def test_large_host_batches_run_in_stream_parts_into_out(count):
     got = cuda.label(batch, params, out=out)
     assert got.labels is out
     assert_results_equal(got, cpu.label(batch, params))
+
+
+def test_host_batch_labels_come_back_in_pinned_memory():
+    import cupy
+
+    batch = sample((3, 700, 900), np.uint8, seed=4)
+    cuda, cpu = backends()
+    got = cuda.label(batch, LabelParams(connectivity=4))
+    attributes = cupy.cuda.runtime.pointerGetAttributes(got.labels.ctypes.data)
+    assert attributes.type == cupy.cuda.runtime.memoryTypeHost  # page-locked, not pageable
+    assert_results_equal(got, cpu.label(batch, LabelParams(connectivity=4)))
