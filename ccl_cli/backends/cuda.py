@@ -234,11 +234,14 @@ def pinned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     Copies between it and any device (the memory is portable under unified
     addressing) run asynchronously at full bus speed; pageable memory is
     staged through a driver buffer by the CPU. The memory goes back to the
-    pool when the last view of the array is gone.
+    pool when the last view of the array is gone. Sizes are rounded up to a
+    power of two: the pool reuses a block only for the same size, and
+    page-locking new memory costs far more than the copies it speeds up.
     """
     cupy = _import_cupy()
     count = int(np.prod(shape, dtype=np.int64))
-    memory = cupy.cuda.alloc_pinned_memory(max(1, count * dtype.itemsize))
+    size = max(1, count * dtype.itemsize)
+    memory = cupy.cuda.alloc_pinned_memory(1 << (size - 1).bit_length())
     return np.frombuffer(memory, dtype, count).reshape(shape)
 
 
