@@ -146,9 +146,10 @@ def smooth_numpy(values: np.ndarray, mask: np.ndarray, weights: tuple[int, ...])
     """
     if np.dtype(values.dtype).kind == "f":
         masked = np.where(mask, values.astype(np.float64), 0.0)
-        total = _separable(masked, weights)
-        count = _separable(mask.astype(np.float64), weights)
-        with np.errstate(invalid="ignore", divide="ignore"):
+        # inf - inf is NaN (not foreground); off the mask count is 0 (result dropped)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            total = _separable(masked, weights)
+            count = _separable(mask.astype(np.float64), weights)
             smoothed = (total / count).astype(values.dtype).astype(np.float64)
     else:
         masked = np.where(mask, values.astype(np.int64), 0)
