@@ -73,7 +73,7 @@ def main() -> None:
     pixels = n * height * width
     ops = cuda_stages.CudaStages()
     print(f"{cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {height}x{width}")
-    print("| case | kernel µs | stage µs | MiB read+written | copy µs | kernel/copy | GB/s |")
+    print("| case | kernel µs | stage µs | MiB read+written | copy µs | kernel/copy | TB/s |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
 
     mask = cupy.asarray(rng.random(SHAPE) < 0.5)

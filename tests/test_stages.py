@@ -6,35 +6,20 @@ BFS oracle of tests/oracles.py for the labels and statistics that follow."""
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import numpy as np
 import pytest
-import scipy.ndimage as ndi
 from conftest import pixel_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles import bfs_labels, component_stats, filter_min_area, is_foreground
+from stage_oracles import oracle_smooth, scipy_mask
 
 from ccl_cli.backends.cpu import label_image
 from ccl_cli.params import SUPPORTED_DTYPES, LabelParams
 from ccl_cli.stages import NumpyStages, label_input, smooth_weights
 
-SCIPY_OPS = {
-    "erode": ndi.binary_erosion,
-    "dilate": ndi.binary_dilation,
-    "open": ndi.binary_opening,
-    "close": ndi.binary_closing,
-}
-
-
-def scipy_mask(mask: np.ndarray, steps: list[tuple[str, int]], connectivity: int) -> np.ndarray:
-    """The morphology steps by scipy.ndimage, border counting as background."""
-    structure = ndi.generate_binary_structure(2, 1 if connectivity == 4 else 2)
-    for op, n in steps:
-        if n:  # scipy's iterations=0 means "until nothing changes"; ours means off
-            mask = SCIPY_OPS[op](mask, structure, iterations=n, border_value=0)
-    return mask
+MORPHOLOGY_OPS = ["close", "dilate", "erode", "open"]
 
 
 def staged_mask(mask: np.ndarray, steps: list[tuple[str, int]], connectivity: int) -> np.ndarray:
@@ -66,7 +51,7 @@ def nasty_masks() -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize("connectivity", [4, 8])
-@pytest.mark.parametrize("op", sorted(SCIPY_OPS))
+@pytest.mark.parametrize("op", MORPHOLOGY_OPS)
 @pytest.mark.parametrize("n", [0, 1, 2, 3])
 def test_morphology_matches_scipy_on_nasty_masks(connectivity: int, op: str, n: int) -> None:
     for mask in nasty_masks():
@@ -93,7 +78,7 @@ def test_erosion_eats_from_the_border() -> None:
     st.integers(1, 24),
     st.floats(0, 1),
     st.integers(0, 2**32 - 1),
-    st.lists(st.tuples(st.sampled_from(sorted(SCIPY_OPS)), st.integers(0, 3)), max_size=4),
+    st.lists(st.tuples(st.sampled_from(MORPHOLOGY_OPS), st.integers(0, 3)), max_size=4),
     st.sampled_from([4, 8]),
 )
 def test_morphology_matches_scipy_on_random_masks(
@@ -117,49 +102,6 @@ def test_nan_is_never_foreground_even_after_dilation() -> None:
 
 
 # --- smoothing -------------------------------------------------------------------------
-
-
-def oracle_smooth(values: np.ndarray, mask: np.ndarray, kind: str, radius: int) -> list[list]:
-    """V' per pixel (None off the mask) by plain loops over the window.
-
-    Integers: floor(S / W + 1/2) in exact fractions. Floats: the documented order,
-    rows i = -R..R each summed over j = -R..R (multiply, then add), in Python floats
-    (IEEE float64), then S / W rounded to the input dtype.
-    """
-    if kind == "box":
-        w = [1] * (2 * radius + 1)
-    else:
-        w = [math.comb(2 * radius, radius + k) for k in range(-radius, radius + 1)]
-    height, width = values.shape
-    floating = values.dtype.kind == "f"
-    out: list[list] = []
-    for y in range(height):
-        row: list = []
-        for x in range(width):
-            if not mask[y, x]:
-                row.append(None)
-                continue
-            total: float | int = 0.0 if floating else 0
-            weight = 0
-            for i in range(-radius, radius + 1):
-                line: float | int = 0.0 if floating else 0
-                for j in range(-radius, radius + 1):
-                    yy, xx = y + i, x + j
-                    inside = 0 <= yy < height and 0 <= xx < width and mask[yy, xx]
-                    v = (
-                        (float(values[yy, xx]) if floating else int(values[yy, xx]))
-                        if inside
-                        else 0
-                    )
-                    line = line + w[j + radius] * v
-                    weight += w[i + radius] * w[j + radius] * inside
-                total = total + w[i + radius] * line
-            if floating:
-                row.append(float(values.dtype.type(total / weight)))
-            else:
-                row.append(math.floor(Fraction(int(total), weight) + Fraction(1, 2)))
-        out.append(row)
-    return out
 
 
 def staged_values(values: np.ndarray, params: LabelParams) -> list[list]:
@@ -258,7 +200,7 @@ def staged_cases(draw: st.DrawFn) -> tuple[np.ndarray, LabelParams]:
     values = pixel_values(draw, dtype, (draw(st.integers(1, 14)), draw(st.integers(1, 14))))
     tau = draw(st.sampled_from([None, 0, 1, 2.5]))
     morphology = tuple(
-        draw(st.lists(st.tuples(st.sampled_from(sorted(SCIPY_OPS)), st.integers(0, 2)), max_size=2))
+        draw(st.lists(st.tuples(st.sampled_from(MORPHOLOGY_OPS), st.integers(0, 2)), max_size=2))
     )
     smooth = None
     if tau is not None and draw(st.booleans()):
