@@ -18,7 +18,8 @@ from ccl_cli.stages import morph_numpy, smooth_numpy, smooth_weights
 pytestmark = gpu
 
 DTYPES = [np.dtype(d) for d in SUPPORTED_DTYPES]
-# Around the tile sizes of morphology.cu (128 x 16) and smooth.cu (32 x 32).
+# Rows of every length mod 4 (morphology.cu works on 32-bit words of the flat batch)
+# and sizes around smooth.cu's 32 x 32 tiles.
 SHAPES = [(1, 1), (1, 130), (67, 1), (15, 127), (16, 128), (17, 129), (33, 31), (95, 257)]
 
 
@@ -67,6 +68,9 @@ def test_morphology_kernel_matches_numpy(connectivity, op, shape):
             got = stages().morph(cupy.asarray(mask), op, iterations, connectivity).get()
             want = np.stack([morph_numpy(m, op, iterations, connectivity) for m in mask])
             np.testing.assert_array_equal(got, want)
+            # A view that starts at an odd byte offset of its buffer.
+            view = stages().morph(cupy.asarray(mask)[1:], op, iterations, connectivity).get()
+            np.testing.assert_array_equal(view, want[1:])
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
