@@ -78,14 +78,15 @@ def main() -> None:
 
     mask = cupy.asarray(rng.random(SHAPE) < 0.5)
     source, target = mask.view(cupy.uint8), cupy.empty(SHAPE, cupy.uint8)
-    grid = -(-pixels // (4 * cuda_stages._MORPH_THREADS))
-    geometry = (np.uint32(height), np.uint32(width), np.uint32(pixels))
+    tiles_x = -(-width // cuda_stages._MORPH_TILE[0])
+    tiles = tiles_x * -(-height // cuda_stages._MORPH_TILE[1])
+    geometry = (np.uint32(height), np.uint32(width), np.uint32(tiles_x), np.uint32(tiles))
     for op in ("erode", "dilate"):
         for connectivity in (8, 4):
             kernel = launch_ms(
                 f"gccl_{op}_{connectivity}",
-                grid,
-                (cuda_stages._MORPH_THREADS,),
+                n * tiles,
+                cuda_stages._MORPH_THREADS,
                 (source, target, *geometry),
                 args.repeat,
             )
@@ -108,8 +109,7 @@ def main() -> None:
             for radius in (1, 2, 3):
                 weights = smooth_weights(kind, radius)
                 accumulator = cuda_stages._accumulator(np.dtype(dtype), weights)
-                suffix = backend._SUFFIX[np.dtype(dtype)]
-                name = f"gccl_smooth_{suffix}_{accumulator}_r{cuda_stages._radius_class(weights)}"
+                name = f"gccl_smooth_{backend._SUFFIX[np.dtype(dtype)]}_{accumulator}"
                 side = cuda_stages._SMOOTH_TILE
                 smooth_tiles_x = -(-width // side)
                 smooth_tiles = smooth_tiles_x * -(-height // side)

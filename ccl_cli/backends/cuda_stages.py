@@ -13,7 +13,8 @@ import numpy as np
 from .cuda import _SUFFIX, _import_cupy, _kernels
 
 # Geometry shared with the .cu files.
-_MORPH_THREADS = 256  # per block of morphology.cu; each thread writes 4 bytes
+_MORPH_TILE = (128, 16)  # pixels (w, h) per block of morphology.cu
+_MORPH_THREADS = (32, 8)
 _SMOOTH_TILE = 32  # output pixels per tile side in smooth.cu
 _SMOOTH_THREADS = (32, 8)
 _INT32_LIMIT = 2**31
@@ -23,25 +24,19 @@ class CudaStages:
     """Morphology and smoothing kernels for ccl_cli.stages.label_input."""
 
     def morph(self, mask: Any, op: str, iterations: int, connectivity: int) -> Any:
-        """`mask` eroded or dilated `iterations` times: one launch per iteration.
-
-        The kernel reads and writes aligned 32-bit words of the flat batch
-        (fewer than 2**32 bytes: the backend's sub-batch bound).
-        """
+        """`mask` eroded or dilated `iterations` times: one launch per iteration."""
         cupy = _import_cupy()
         n, height, width = _batch_shape(mask)
-        total = n * height * width
+        tiles_x = -(-width // _MORPH_TILE[0])
+        tiles = tiles_x * -(-height // _MORPH_TILE[1])
         kernels = _kernels(mask.device.id)
         source = cupy.ascontiguousarray(mask).view(cupy.uint8)
-        if source.data.ptr % 4:
-            source = source.copy()  # a view at an odd offset: the kernel needs aligned words
         buffers = [cupy.empty_like(source), cupy.empty_like(source)]
-        grid = -(-total // (4 * _MORPH_THREADS))
-        geometry = (np.uint32(height), np.uint32(width), np.uint32(total))
+        geometry = (np.uint32(height), np.uint32(width), np.uint32(tiles_x), np.uint32(tiles))
         for step in range(iterations):
             target = buffers[step % 2]
             name = f"gccl_{op}_{connectivity}"
-            kernels.launch(name, grid, (_MORPH_THREADS,), (source, target, *geometry))
+            kernels.launch(name, n * tiles, _MORPH_THREADS, (source, target, *geometry))
             source = target
         return source.view(cupy.bool_)
 
@@ -64,9 +59,7 @@ class CudaStages:
             np.uint32(tiles_x),
             np.uint32(tiles),
         )
-        name = (
-            f"gccl_smooth_{_SUFFIX[dtype]}_{_accumulator(dtype, weights)}_r{_radius_class(weights)}"
-        )
+        name = f"gccl_smooth_{_SUFFIX[dtype]}_{_accumulator(dtype, weights)}"
         _kernels(values.device.id).launch(name, n * tiles, _SMOOTH_THREADS, args)
         return out
 
@@ -82,11 +75,6 @@ def _accumulator(dtype: np.dtype, weights: tuple[int, ...]) -> str:
     total = sum(weights) ** 2
     largest = max(-int(info.min), int(info.max))
     return "i32" if 2 * total * largest + 3 * total < _INT32_LIMIT else "i64"
-
-
-def _radius_class(weights: tuple[int, ...]) -> int:
-    """The kernel variant whose shared tiles hold the radius: 3 (R <= 3) or 7."""
-    return 3 if len(weights) <= 7 else 7
 
 
 def _batch_shape(array: Any) -> tuple[int, int, int]:

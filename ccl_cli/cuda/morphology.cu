@@ -1,89 +1,71 @@
 // Binary erosion and dilation of a mask batch (N, H, W) of 0/1 bytes, one iteration.
 //
 // The element is the 3x3 cross (CONN 4) or square (CONN 8); pixels outside the
-// image count as background (scipy.ndimage's border_value=0). The batch is
-// one flat byte array (N * H * W < 2^32, the backend's sub-batch bound); each
-// thread writes 4 consecutive bytes with one aligned 32-bit store. It reads
-// the 6-byte windows (its bytes plus one on each side) of the rows above, at
-// and below as aligned 32-bit words (neighbouring threads share them in the
-// caches) and shifts them into place; a neighbour across a row, image or
-// buffer edge is masked by the pixel's (x, y), never read as foreground. N
-// iterations are N launches with ping-pong buffers (backends/cuda_stages.py).
+// image count as background (scipy.ndimage's border_value=0). A block reads
+// its tile plus a one-pixel halo into shared memory once, then every thread
+// writes GCCL_MORPH_ITEMS pixels of one row, 32 columns apart, so each store
+// of a warp covers 32 consecutive bytes. N iterations are N launches with
+// ping-pong buffers (ccl_cli/backends/cuda_stages.py).
 #include "common.cuh"
 
-#define GCCL_MORPH_THREADS 256
-
-// Bytes s .. s+5 of `in` (total bytes; bytes outside the buffer read 0) in the
-// low 48 bits; `in` is 4-byte aligned.
-__device__ __forceinline__ u64 morph_window(const unsigned char* in, i64 s, u32 total) {
-  const i64 a = s & ~(i64)3;  // floor to a word boundary (s may be negative)
-  u32 words[3];
-#pragma unroll
-  for (int k = 0; k < 3; ++k) {
-    const i64 at = a + 4 * k;
-    if (at >= 0 && at + 4 <= (i64)total) {
-      words[k] = *reinterpret_cast<const u32*>(in + at);
-    } else {
-      u32 word = 0;
-      for (int b = 0; b < 4; ++b)
-        if (at + b >= 0 && at + b < (i64)total) word |= (u32)in[at + b] << (8 * b);
-      words[k] = word;
-    }
-  }
-  const u32 shift = (u32)(s - a) * 8;
-  const u64 low = (u64)words[0] | ((u64)words[1] << 32);
-  return shift ? (low >> shift) | ((u64)words[2] << (64 - shift)) : low;
-}
-
-__device__ __forceinline__ u32 window_byte(u64 window, u32 b) {
-  return (u32)(window >> (8 * b)) & 0xFFu;
-}
+#define GCCL_MORPH_THREADS_X 32
+#define GCCL_MORPH_THREADS_Y 8
+#define GCCL_MORPH_ITEMS 4  // columns per thread
+#define GCCL_MORPH_ROWS 2   // rows per thread
+#define GCCL_MORPH_TILE_W (GCCL_MORPH_THREADS_X * GCCL_MORPH_ITEMS)
+#define GCCL_MORPH_TILE_H (GCCL_MORPH_THREADS_Y * GCCL_MORPH_ROWS)
+#define GCCL_MORPH_HALO_W (GCCL_MORPH_TILE_W + 2)
+#define GCCL_MORPH_HALO_H (GCCL_MORPH_TILE_H + 2)
 
 template <bool ERODE, int CONN>
-__device__ __forceinline__ void morph_words(const unsigned char* in, unsigned char* out,
-                                            u32 height, u32 width, u32 total) {
-  const u64 first = 4ull * (blockIdx.x * GCCL_MORPH_THREADS + threadIdx.x);
-  if (first >= total) return;
-  const u32 p = (u32)first % (height * width);  // first < total < 2^32
-  u32 y = p / width, x = p - y * width;
-  const u64 up = morph_window(in, (i64)first - width - 1, total);
-  const u64 mid = morph_window(in, (i64)first - 1, total);
-  const u64 down = morph_window(in, (i64)first + width - 1, total);
-  u32 result = 0;
-#pragma unroll
-  for (u32 j = 0; j < 4; ++j) {
-    // The window's byte j is the left neighbour of output byte j, j + 1 the pixel itself.
-    const bool left = x > 0, right = x + 1 < width, above = y > 0, below = y + 1 < height;
-    u32 v = window_byte(mid, j + 1);
-    const u32 n[8] = {
-        left ? window_byte(mid, j) : 0u,
-        right ? window_byte(mid, j + 2) : 0u,
-        above ? window_byte(up, j + 1) : 0u,
-        below ? window_byte(down, j + 1) : 0u,
-        above && left ? window_byte(up, j) : 0u,
-        above && right ? window_byte(up, j + 2) : 0u,
-        below && left ? window_byte(down, j) : 0u,
-        below && right ? window_byte(down, j + 2) : 0u,
-    };
-#pragma unroll
-    for (int k = 0; k < (CONN == 8 ? 8 : 4); ++k) v = ERODE ? (v & n[k]) : (v | n[k]);
-    result |= v << (8 * j);
-    if (++x == width) {  // the next byte starts a row (or the next image)
-      x = 0;
-      if (++y == height) y = 0;
-    }
+__device__ __forceinline__ void morph_tile(const unsigned char* in, unsigned char* out,
+                                           u32 height, u32 width, u32 tiles_x,
+                                           u32 tiles_per_image) {
+  __shared__ unsigned char tile[GCCL_MORPH_HALO_H][GCCL_MORPH_HALO_W];
+  const BlockPlace place = block_place(tiles_per_image);
+  const u32 ty = place.index / tiles_x, tx = place.index - ty * tiles_x;
+  const u32 y0 = ty * GCCL_MORPH_TILE_H, x0 = tx * GCCL_MORPH_TILE_W;
+  const u64 image_base = (u64)place.image * height * width;
+  const u32 thread = threadIdx.y * GCCL_MORPH_THREADS_X + threadIdx.x;
+  for (u32 i = thread; i < GCCL_MORPH_HALO_H * GCCL_MORPH_HALO_W;
+       i += GCCL_MORPH_THREADS_X * GCCL_MORPH_THREADS_Y) {
+    const u32 r = i / GCCL_MORPH_HALO_W, c = i - r * GCCL_MORPH_HALO_W;
+    // y0 + r - 1 and x0 + c - 1 wrap to 0xFFFFFFFF above/left of the image: outside.
+    const u32 y = y0 + r - 1, x = x0 + c - 1;
+    tile[r][c] = (y < height && x < width) ? in[image_base + (u64)y * width + x] : 0;
   }
-  if (first + 4 <= (u64)total) {
-    *reinterpret_cast<u32*>(out + first) = result;
-  } else {
-    for (u32 j = 0; first + j < total; ++j) out[first + j] = (unsigned char)(result >> (8 * j));
+  __syncthreads();
+#pragma unroll
+  for (u32 row = 0; row < GCCL_MORPH_ROWS; ++row) {
+    const u32 r = threadIdx.y + row * GCCL_MORPH_THREADS_Y + 1;
+    const u32 y = y0 + r - 1;
+    if (y >= height) break;
+#pragma unroll
+    for (u32 item = 0; item < GCCL_MORPH_ITEMS; ++item) {
+      const u32 c = threadIdx.x + item * GCCL_MORPH_THREADS_X + 1;
+      const u32 x = x0 + c - 1;
+      if (x >= width) break;
+      unsigned char v = tile[r][c];
+      const unsigned char cross[4] = {tile[r - 1][c], tile[r + 1][c], tile[r][c - 1],
+                                      tile[r][c + 1]};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v = ERODE ? (v & cross[k]) : (v | cross[k]);
+      if (CONN == 8) {
+        const unsigned char corners[4] = {tile[r - 1][c - 1], tile[r - 1][c + 1],
+                                          tile[r + 1][c - 1], tile[r + 1][c + 1]};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) v = ERODE ? (v & corners[k]) : (v | corners[k]);
+      }
+      out[image_base + (u64)y * width + x] = v;
+    }
   }
 }
 
-#define GCCL_MORPH_KERNEL(NAME, ERODE, CONN)                                               \
-  extern "C" __global__ void __launch_bounds__(GCCL_MORPH_THREADS)                         \
-      NAME(const unsigned char* in, unsigned char* out, u32 height, u32 width, u32 total) { \
-    morph_words<ERODE, CONN>(in, out, height, width, total);                               \
+#define GCCL_MORPH_KERNEL(NAME, ERODE, CONN)                                              \
+  extern "C" __global__ void __launch_bounds__(GCCL_MORPH_THREADS_X * GCCL_MORPH_THREADS_Y) \
+      NAME(const unsigned char* in, unsigned char* out, u32 height, u32 width, u32 tiles_x, \
+           u32 tiles_per_image) {                                                         \
+    morph_tile<ERODE, CONN>(in, out, height, width, tiles_x, tiles_per_image);            \
   }
 
 GCCL_MORPH_KERNEL(gccl_erode_4, true, 4)

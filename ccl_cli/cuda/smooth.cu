@@ -11,8 +11,7 @@
 //     acc starting at +0.0, then S / W rounded to T.
 // A block loads its 32x32 tile plus an R-pixel halo (values zeroed off the
 // mask) into shared memory, runs the horizontal pass over the tile's rows and
-// the halo rows (a thread per column), then the vertical pass, 4 output rows
-// per thread; each warp stores 32 consecutive float64 values.
+// the halo rows, then the vertical pass, 4 output rows per thread.
 #include "common.cuh"
 #include "dtypes.cuh"
 
@@ -21,6 +20,7 @@
 #define GCCL_SMOOTH_THREADS_Y 8
 #define GCCL_SMOOTH_THREADS (GCCL_SMOOTH_THREADS_X * GCCL_SMOOTH_THREADS_Y)
 #define GCCL_SMOOTH_TILE 32  // output pixels per tile side
+#define GCCL_SMOOTH_HALO (GCCL_SMOOTH_TILE + 2 * GCCL_SMOOTH_MAX_RADIUS)
 
 template <typename ACC>
 struct SmoothMath {  // exact integer arithmetic
@@ -45,75 +45,62 @@ struct SmoothMath<double> {  // float64 with every rounding step explicit
   }
 };
 
-// MAXR: the largest radius the shared arrays hold (3 or 7): small tiles keep more
-// blocks resident for the common radii.
-template <typename T, typename ACC, int MAXR>
-__device__ __forceinline__ void smooth_tile(const T* __restrict__ values,
-                                            const unsigned char* __restrict__ mask,
-                                            double* __restrict__ out, const int* weights,
-                                            int radius, u32 height, u32 width, u32 tiles_x,
+template <typename T, typename ACC>
+__device__ __forceinline__ void smooth_tile(const T* values, const unsigned char* mask,
+                                            double* out, const int* weights, int radius,
+                                            u32 height, u32 width, u32 tiles_x,
                                             u32 tiles_per_image) {
-  constexpr int HALO = GCCL_SMOOTH_TILE + 2 * MAXR;
-  __shared__ ACC masked[HALO][HALO];
-  __shared__ unsigned char on[HALO][HALO];
-  __shared__ ACC row_sum[HALO][GCCL_SMOOTH_TILE];
-  __shared__ int row_count[HALO][GCCL_SMOOTH_TILE];
-  __shared__ int w[2 * MAXR + 1];
+  __shared__ ACC masked[GCCL_SMOOTH_HALO][GCCL_SMOOTH_HALO];
+  __shared__ unsigned char on[GCCL_SMOOTH_HALO][GCCL_SMOOTH_HALO];
+  __shared__ ACC row_sum[GCCL_SMOOTH_HALO][GCCL_SMOOTH_TILE];
+  __shared__ int row_count[GCCL_SMOOTH_HALO][GCCL_SMOOTH_TILE];
+  __shared__ int w[2 * GCCL_SMOOTH_MAX_RADIUS + 1];
   const BlockPlace place = block_place(tiles_per_image);
   const u32 ty = place.index / tiles_x, tx = place.index - ty * tiles_x;
   const u32 y0 = ty * GCCL_SMOOTH_TILE, x0 = tx * GCCL_SMOOTH_TILE;
   const u64 image_base = (u64)place.image * height * width;
-  const u32 lx = threadIdx.x, ly = threadIdx.y;
+  const u32 thread = threadIdx.y * GCCL_SMOOTH_THREADS_X + threadIdx.x;
   const u32 span = 2 * radius + 1, side = GCCL_SMOOTH_TILE + 2 * radius;
-  if (ly == 0 && lx < span) w[lx] = weights[lx];
-  // Fixed trip counts (unrolled): every load of the tile is in flight at once.
-#pragma unroll
-  for (u32 r = ly; r < HALO; r += GCCL_SMOOTH_THREADS_Y) {
-#pragma unroll
-    for (u32 c = lx; c < HALO; c += GCCL_SMOOTH_THREADS_X) {
-      if (r < side && c < side) {
-        // Above/left of the image these wrap to huge u32 values: outside.
-        const u32 y = y0 + r - radius, x = x0 + c - radius;
-        unsigned char in_mask = 0;
-        T v = 0;
-        if (y < height && x < width) {
-          const u64 p = image_base + (u64)y * width + x;
-          in_mask = mask[p];
-          v = values[p];
-        }
-        masked[r][c] = in_mask ? (ACC)v : (ACC)0;
-        on[r][c] = in_mask != 0;
-      }
+  if (thread < span) w[thread] = weights[thread];
+  for (u32 i = thread; i < side * side; i += GCCL_SMOOTH_THREADS) {
+    const u32 r = i / side, c = i - r * side;
+    // Above/left of the image these wrap to huge u32 values: outside.
+    const u32 y = y0 + r - radius, x = x0 + c - radius;
+    bool in_mask = false;
+    ACC v = 0;
+    if (y < height && x < width) {
+      const u64 p = image_base + (u64)y * width + x;
+      in_mask = mask[p] != 0;
+      if (in_mask) v = (ACC)values[p];
     }
+    masked[r][c] = v;
+    on[r][c] = in_mask;
   }
   __syncthreads();
-  for (u32 r = ly; r < side; r += GCCL_SMOOTH_THREADS_Y) {
+  for (u32 i = thread; i < side * GCCL_SMOOTH_TILE; i += GCCL_SMOOTH_THREADS) {
+    const u32 r = i / GCCL_SMOOTH_TILE, c = i - r * GCCL_SMOOTH_TILE;
     ACC s = 0;
     int count = 0;
-#pragma unroll
-    for (u32 j = 0; j < 2 * MAXR + 1; ++j) {
-      if (j >= span) break;
-      s = SmoothMath<ACC>::madd(s, w[j], masked[r][lx + j]);
-      count += w[j] * on[r][lx + j];
+    for (u32 j = 0; j < span; ++j) {
+      s = SmoothMath<ACC>::madd(s, w[j], masked[r][c + j]);
+      count += w[j] * on[r][c + j];
     }
-    row_sum[r][lx] = s;
-    row_count[r][lx] = count;
+    row_sum[r][c] = s;
+    row_count[r][c] = count;
   }
   __syncthreads();
-  const u32 x = x0 + lx;
+  const u32 c = threadIdx.x, x = x0 + c;
   if (x >= width) return;
-  for (u32 r = ly; r < GCCL_SMOOTH_TILE; r += GCCL_SMOOTH_THREADS_Y) {
+  for (u32 r = threadIdx.y; r < GCCL_SMOOTH_TILE; r += GCCL_SMOOTH_THREADS_Y) {
     const u32 y = y0 + r;
     if (y >= height) return;
     double result = __longlong_as_double(0x7FF8000000000000LL);  // NaN off the mask
-    if (on[r + radius][lx + radius]) {
+    if (on[r + radius][c + radius]) {
       ACC s = 0;
       int count = 0;
-#pragma unroll
-      for (u32 i = 0; i < 2 * MAXR + 1; ++i) {
-        if (i >= span) break;
-        s = SmoothMath<ACC>::madd(s, w[i], row_sum[r + i][lx]);
-        count += w[i] * row_count[r + i][lx];
+      for (u32 i = 0; i < span; ++i) {
+        s = SmoothMath<ACC>::madd(s, w[i], row_sum[r + i][c]);
+        count += w[i] * row_count[r + i][c];
       }
       result = SmoothMath<ACC>::template finish<T>(s, count);
     }
@@ -121,29 +108,24 @@ __device__ __forceinline__ void smooth_tile(const T* __restrict__ values,
   }
 }
 
-#define GCCL_SMOOTH_KERNEL(NAME, T, ACC, MAXR)                                                \
-  extern "C" __global__ void __launch_bounds__(GCCL_SMOOTH_THREADS)                           \
-      NAME(const T* values, const unsigned char* mask, double* out, const int* weights,       \
-           int radius, u32 height, u32 width, u32 tiles_x, u32 tiles_per_image) {             \
-    smooth_tile<T, ACC, MAXR>(values, mask, out, weights, radius, height, width, tiles_x,     \
-                              tiles_per_image);                                               \
+#define GCCL_SMOOTH_KERNEL(NAME, T, ACC)                                                     \
+  extern "C" __global__ void __launch_bounds__(GCCL_SMOOTH_THREADS)                          \
+      NAME(const T* values, const unsigned char* mask, double* out, const int* weights,      \
+           int radius, u32 height, u32 width, u32 tiles_x, u32 tiles_per_image) {            \
+    smooth_tile<T, ACC>(values, mask, out, weights, radius, height, width, tiles_x,          \
+                        tiles_per_image);                                                    \
   }
 
-// One kernel per radius class (r3: R <= 3, r7: R <= 7).
-#define GCCL_SMOOTH_RADII(SUFFIX, T, ACC)                 \
-  GCCL_SMOOTH_KERNEL(gccl_smooth_##SUFFIX##_r3, T, ACC, 3) \
-  GCCL_SMOOTH_KERNEL(gccl_smooth_##SUFFIX##_r7, T, ACC, 7)
-
 // int32 sums only for the types whose values are below 2^16 in magnitude.
-GCCL_SMOOTH_RADII(u8_i32, unsigned char, int)
-GCCL_SMOOTH_RADII(u8_i64, unsigned char, long long)
-GCCL_SMOOTH_RADII(i8_i32, signed char, int)
-GCCL_SMOOTH_RADII(i8_i64, signed char, long long)
-GCCL_SMOOTH_RADII(u16_i32, unsigned short, int)
-GCCL_SMOOTH_RADII(u16_i64, unsigned short, long long)
-GCCL_SMOOTH_RADII(i16_i32, short, int)
-GCCL_SMOOTH_RADII(i16_i64, short, long long)
-GCCL_SMOOTH_RADII(u32_i64, unsigned int, long long)
-GCCL_SMOOTH_RADII(i32_i64, int, long long)
-GCCL_SMOOTH_RADII(f32_f64, float, double)
-GCCL_SMOOTH_RADII(f64_f64, double, double)
+#define GCCL_SMOOTH_NARROW(SUFFIX, T)                    \
+  GCCL_SMOOTH_KERNEL(gccl_smooth_##SUFFIX##_i32, T, int) \
+  GCCL_SMOOTH_KERNEL(gccl_smooth_##SUFFIX##_i64, T, long long)
+
+GCCL_SMOOTH_NARROW(u8, unsigned char)
+GCCL_SMOOTH_NARROW(i8, signed char)
+GCCL_SMOOTH_NARROW(u16, unsigned short)
+GCCL_SMOOTH_NARROW(i16, short)
+GCCL_SMOOTH_KERNEL(gccl_smooth_u32_i64, unsigned int, long long)
+GCCL_SMOOTH_KERNEL(gccl_smooth_i32_i64, int, long long)
+GCCL_SMOOTH_KERNEL(gccl_smooth_f32_f64, float, double)
+GCCL_SMOOTH_KERNEL(gccl_smooth_f64_f64, double, double)

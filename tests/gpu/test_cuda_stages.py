@@ -18,8 +18,7 @@ from ccl_cli.stages import morph_numpy, smooth_numpy, smooth_weights
 pytestmark = gpu
 
 DTYPES = [np.dtype(d) for d in SUPPORTED_DTYPES]
-# Rows of every length mod 4 (morphology.cu works on 32-bit words of the flat batch)
-# and sizes around smooth.cu's 32 x 32 tiles.
+# Around the tile sizes of morphology.cu (128 x 16) and smooth.cu (32 x 32).
 SHAPES = [(1, 1), (1, 130), (67, 1), (15, 127), (16, 128), (17, 129), (33, 31), (95, 257)]
 
 
