@@ -179,6 +179,42 @@ def label_command(
             show_default=False,
         ),
     ] = None,
+    erode: Annotated[
+        int | None,
+        typer.Option(
+            help="Erode the foreground mask N times before labeling (3x3 square, cross with "
+            "--connectivity 4; border counts as background).  \\[default: 0]",
+            show_default=False,
+        ),
+    ] = None,
+    dilate: Annotated[
+        int | None,
+        typer.Option(
+            help="Dilate the foreground mask N times.  \\[default: 0]", show_default=False
+        ),
+    ] = None,
+    open_: Annotated[
+        int | None,
+        typer.Option(
+            "--open",
+            help="Open the mask: erode N, then dilate N.  \\[default: 0]",
+            show_default=False,
+        ),
+    ] = None,
+    close: Annotated[
+        int | None,
+        typer.Option(
+            help="Close the mask: dilate N, then erode N.  \\[default: 0]", show_default=False
+        ),
+    ] = None,
+    smooth: Annotated[
+        str | None,
+        typer.Option(
+            help="Tau mode: smooth the values over the mask first, box:R or binomial:R "
+            "(normalized, nodata-aware, R <= 7).",
+            show_default=False,
+        ),
+    ] = None,
     color_to_gray: Annotated[
         str | None,
         typer.Option(
@@ -287,6 +323,11 @@ def label_command(
         "tau": tau,
         "connectivity": connectivity,
         "min_area": min_area,
+        "erode": erode,
+        "dilate": dilate,
+        "open": open_,
+        "close": close,
+        "smooth": smooth,
         "color_to_gray": color_to_gray,
         "label_format": label_format,
         "tiff_compression": tiff_compression,

@@ -18,6 +18,7 @@ import yaml
 from .errors import UsageError
 from .images import COLOR_TO_GRAY_CHOICES, TIFF_COMPRESSIONS
 from .params import LabelParams
+from .stages import MAX_SMOOTH_RADIUS, MORPHOLOGY_ORDER, SMOOTH_KINDS
 
 LABEL_FORMATS = ("auto", "png", "tiff")
 _DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
@@ -37,6 +38,11 @@ class Settings:
     tau: int | float | None = None
     connectivity: int = 8
     min_area: int = 0
+    erode: int = 0
+    dilate: int = 0
+    open: int = 0
+    close: int = 0
+    smooth: str | None = None
     color_to_gray: str | None = None
     label_format: str = "auto"
     tiff_compression: str = "deflate"
@@ -62,6 +68,10 @@ class Settings:
             tau=self.tau,
             connectivity=self.connectivity,
             min_area=self.min_area,
+            morphology=tuple(
+                (name, getattr(self, name)) for name in MORPHOLOGY_ORDER if getattr(self, name)
+            ),
+            smooth=_smooth_pair(self.smooth) if self.smooth is not None else None,
         )
 
     def as_yaml(self) -> str:
@@ -177,6 +187,25 @@ def _scheduler(value: Any) -> str:
     return text
 
 
+def _smooth(value: Any) -> str | None:
+    text = str(value).strip().lower()
+    if text == "none":
+        return None
+    kind, _, radius = text.partition(":")
+    if (
+        kind not in SMOOTH_KINDS
+        or not radius.isdigit()
+        or not 1 <= int(radius) <= MAX_SMOOTH_RADIUS
+    ):
+        raise ValueError(f"box:R or binomial:R with R in 1..{MAX_SMOOTH_RADIUS}, got {value!r}")
+    return f"{kind}:{int(radius)}"
+
+
+def _smooth_pair(text: str) -> tuple[str, int]:
+    kind, _, radius = text.partition(":")
+    return kind, int(radius)
+
+
 def _path(value: Any) -> Path:
     if not isinstance(value, (str, Path)) or not str(value):
         raise ValueError(f"a path, got {value!r}")
@@ -192,6 +221,11 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "tau": _optional(_non_negative),
     "connectivity": _choice(4, 8, "4", "8"),
     "min_area": _int_at_least(0),
+    "erode": _int_at_least(0),
+    "dilate": _int_at_least(0),
+    "open": _int_at_least(0),
+    "close": _int_at_least(0),
+    "smooth": _optional(_smooth),
     "color_to_gray": _optional(_choice(*COLOR_TO_GRAY_CHOICES)),
     "label_format": _choice(*LABEL_FORMATS),
     "tiff_compression": _choice(*TIFF_COMPRESSIONS),
@@ -256,4 +290,9 @@ def resolve(config_files: Iterable[Path], flags: Mapping[str, Any]) -> Settings:
     for path in config_files:
         settings = apply(settings, load_file(path), str(path))
     given = {key: value for key, value in flags.items() if value is not None}
-    return apply(settings, given, "command line") if given else settings
+    settings = apply(settings, given, "command line") if given else settings
+    if settings.smooth is not None and settings.tau is None:
+        raise UsageError(
+            "'smooth' needs 'tau': smoothing changes values, which only tau mode reads"
+        )
+    return settings

@@ -41,6 +41,10 @@ class LabelParams:
     connectivity: 4 or 8.
     min_area: components with fewer pixels are removed (label 0) and the
         survivors renumbered.
+    morphology: ("erode" | "dilate" | "open" | "close", N) steps applied in
+        order to the foreground mask before labeling (ccl_cli.stages).
+    smooth: ("box" | "binomial", R) nodata-aware smoothing before tau labeling
+        (ignored in binary mode; ccl_cli.stages).
     """
 
     background: float | None = 0
@@ -49,6 +53,8 @@ class LabelParams:
     tau: float | None = None
     connectivity: int = 8
     min_area: int = 0
+    morphology: tuple[tuple[str, int], ...] = ()
+    smooth: tuple[str, int] | None = None
 
     @property
     def mode(self) -> str:

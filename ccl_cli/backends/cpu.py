@@ -25,6 +25,7 @@ import cc3d
 import numpy as np
 
 from ..params import LabelParams, canonical_bools, foreground_mask, tau_joins
+from ..stages import NumpyStages, label_input
 from ..stats import StatsTable, empty_table, float_mean, float_sum_shift
 from .base import BatchResult
 
@@ -74,10 +75,15 @@ class CpuBackend:
 
 
 def label_image(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, StatsTable, int]:
-    """Label one (H, W) image: (labels uint32, stats of kept components, K before min-area)."""
+    """Label one (H, W) image: (labels uint32, stats of kept components, K before min-area).
+
+    Morphology and smoothing (ccl_cli.stages) decide the labels; statistics
+    always read the original values.
+    """
     values = canonical_bools(values)
-    foreground = foreground_mask(values, params)
-    raw = _raw_components(values, foreground, params)
+    image, label_params = label_input(values, params, np, NumpyStages())
+    foreground = foreground_mask(image, label_params)
+    raw = _raw_components(image, foreground, label_params)
     runs = _Runs.of(raw, foreground)
     labels, components = _raster_labels(raw, runs)
     table = _stats(labels, runs, values, components)

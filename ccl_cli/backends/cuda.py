@@ -8,6 +8,9 @@ One batch (N, H, W) is labeled with one set of launches:
    per-image scan of the chunk counts, one resolve pass);
 3. statistics per label (stats.cu), min-area renumbering (min_area.cu).
 
+Morphology and smoothing run before step 1 (ccl_cli.stages with the kernels
+of cuda_stages.py).
+
 Only the label images (when the batch came from the host) and the small
 statistics arrays travel back; centroids and means are finished on the host
 with the arithmetic of ccl_cli.stats, so they match the CPU backend bit for bit.
@@ -349,7 +352,11 @@ def device_statistics(
 
 
 def _label(values: Any, params: LabelParams, out: Any) -> tuple[list[StatsTable], list[int]]:
-    """Labels into `out` and the statistics tables of one (sub-)batch on its device."""
+    """Labels into `out` and the statistics tables of one (sub-)batch on its device.
+
+    Morphology and smoothing (ccl_cli.stages) decide the labels; statistics
+    read the original values.
+    """
     cupy = _import_cupy()
     n, height, width = values.shape
     integer = np.dtype(values.dtype).kind != "f"
@@ -357,8 +364,13 @@ def _label(values: Any, params: LabelParams, out: Any) -> tuple[list[StatsTable]
         return [], []
     if height * width == 0:
         return [empty_table(integer) for _ in range(n)], [0] * n
+    from ..stages import label_input
+    from .cuda_stages import CudaStages
+
+    _check_batch(values)
     values = canonical_bools(cupy.ascontiguousarray(values), cupy)
-    components = dense_labels(values, params, out)
+    image, label_params = label_input(values, params, cupy, CudaStages())
+    components = dense_labels(image, label_params, out)
     agg, label_base = device_statistics(values, params, out, components)
     label_base = label_base.get().astype(np.int64)
     table = _host_table(agg.get(), integer)

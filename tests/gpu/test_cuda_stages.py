@@ -1,0 +1,156 @@
+"""Morphology and smoothing on the GPU vs the CPU, bit for bit: the kernels alone
+(cuda_stages vs stages' numpy versions) and whole labelings (CudaBackend vs CpuBackend)."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+from conftest import pixel_values
+from cuda_helpers import assert_same, gpu
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ccl_cli.params import SUPPORTED_DTYPES, LabelParams
+from ccl_cli.stages import morph_numpy, smooth_numpy, smooth_weights
+
+pytestmark = gpu
+
+DTYPES = [np.dtype(d) for d in SUPPORTED_DTYPES]
+# Around the tile sizes of morphology.cu (128 x 16) and smooth.cu (32 x 32).
+SHAPES = [(1, 1), (1, 130), (67, 1), (15, 127), (16, 128), (17, 129), (33, 31), (95, 257)]
+
+
+def stages():
+    from ccl_cli.backends.cuda_stages import CudaStages
+
+    return CudaStages()
+
+
+def batch_of(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, int], n: int = 3):
+    """n images of values with nodata (0 / NaN) holes, extremes and runs of close values."""
+    images = []
+    for _ in range(n):
+        seed = int(rng.integers(0, 2**32))
+        images.append(_values(np.random.default_rng(seed), dtype, shape))
+    return np.stack(images)
+
+
+def _values(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, int]) -> np.ndarray:
+    if dtype.kind == "b":
+        return rng.random(shape) < 0.6
+    if dtype.kind == "f":
+        values = rng.integers(-20, 20, shape) * 0.75
+        odd = rng.random(shape) < 0.1
+        values[odd] = rng.choice([np.nan, np.inf, -np.inf, 1e30, 0.0], int(odd.sum()))
+        return values.astype(dtype)
+    info = np.iinfo(dtype)
+    base = int(rng.choice([int(info.min), 0, int(info.max) - 40]))
+    values = base + rng.integers(0, 41, shape)
+    values[rng.random(shape) < 0.05] = int(info.min)
+    values[rng.random(shape) < 0.05] = int(info.max)
+    values[rng.random(shape) < 0.2] = 0  # nodata holes
+    return values.astype(dtype)
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+@pytest.mark.parametrize("op", ["erode", "dilate"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_morphology_kernel_matches_numpy(connectivity, op, shape):
+    import cupy
+
+    rng = np.random.default_rng(zlib.crc32(repr((connectivity, op, shape)).encode()))
+    for density in (0.0, 0.5, 0.9, 1.0):
+        mask = rng.random((3, *shape)) < density
+        for iterations in (1, 2, 3):
+            got = stages().morph(cupy.asarray(mask), op, iterations, connectivity).get()
+            want = np.stack([morph_numpy(m, op, iterations, connectivity) for m in mask])
+            np.testing.assert_array_equal(got, want)
+            # A view that starts at an odd byte offset of its buffer.
+            view = stages().morph(cupy.asarray(mask)[1:], op, iterations, connectivity).get()
+            np.testing.assert_array_equal(view, want[1:])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("kind", ["box", "binomial"])
+@pytest.mark.parametrize("radius", [1, 2, 3, 7])
+def test_smoothing_kernel_matches_numpy(dtype, kind, radius):
+    import cupy
+
+    rng = np.random.default_rng(zlib.crc32(repr((dtype.str, kind, radius)).encode()))
+    for shape in SHAPES:
+        values = batch_of(rng, dtype, shape)
+        numbers = values.view(np.uint8) if dtype.kind == "b" else values
+        mask = (numbers != 0) & ~np.isnan(numbers.astype(np.float64))
+        weights = smooth_weights(kind, radius)
+        got = stages().smooth(cupy.asarray(numbers), cupy.asarray(mask), weights).get()
+        want = smooth_numpy(numbers, mask, weights)
+        nan = np.isnan(want)
+        np.testing.assert_array_equal(np.isnan(got), nan)
+        np.testing.assert_array_equal(got[~nan].view(np.uint64), want[~nan].view(np.uint64))
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(
+    "stage",
+    [
+        {"morphology": (("erode", 1),)},
+        {"morphology": (("dilate", 2),)},
+        {"morphology": (("open", 1), ("close", 2))},
+        {"morphology": (("close", 1), ("erode", 1), ("dilate", 3)), "min_area": 3},
+    ],
+    ids=["erode1", "dilate2", "open1-close2", "close-erode-dilate-minarea"],
+)
+@pytest.mark.parametrize("tau", [None, 2])
+def test_morphology_labels_match_cpu(connectivity, dtype, stage, tau):
+    rng = np.random.default_rng(
+        zlib.crc32(repr((connectivity, dtype.str, str(stage), tau)).encode())
+    )
+    for shape in [(1, 1), (17, 129), (95, 257)]:
+        batch = batch_of(rng, dtype, shape)
+        assert_same(batch, LabelParams(connectivity=connectivity, tau=tau, **stage))
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("smooth", [("box", 1), ("box", 3), ("binomial", 2), ("binomial", 7)])
+def test_smoothing_labels_match_cpu(connectivity, dtype, smooth):
+    rng = np.random.default_rng(zlib.crc32(repr((connectivity, dtype.str, smooth)).encode()))
+    for shape in [(1, 130), (33, 31), (95, 257)]:
+        batch = batch_of(rng, dtype, shape)
+        for tau, morphology in [(0, ()), (3, (("open", 1),))]:
+            params = LabelParams(
+                connectivity=connectivity, tau=tau, smooth=smooth, morphology=morphology
+            )
+            assert_same(batch, params)
+
+
+@settings(max_examples=60)
+@given(st.data())
+def test_random_staged_batches_match_cpu(data):
+    dtype = data.draw(st.sampled_from(DTYPES))
+    shape = (data.draw(st.integers(1, 40)), data.draw(st.integers(1, 140)))
+    batch = np.stack([pixel_values(data.draw, dtype, shape) for _ in range(2)])
+    tau = data.draw(st.sampled_from([None, 0, 1.5]))
+    params = LabelParams(
+        background=data.draw(st.sampled_from([0, None])),
+        invert=data.draw(st.booleans()),
+        tau=tau,
+        connectivity=data.draw(st.sampled_from([4, 8])),
+        morphology=tuple(
+            data.draw(
+                st.lists(
+                    st.tuples(
+                        st.sampled_from(["open", "close", "erode", "dilate"]), st.integers(0, 2)
+                    ),
+                    max_size=3,
+                )
+            )
+        ),
+        smooth=None
+        if tau is None
+        else data.draw(st.sampled_from([None, ("box", 2), ("binomial", 3)])),
+    )
+    assert_same(batch, params)
