@@ -186,3 +186,17 @@ def test_host_batch_labels_come_back_in_pinned_memory():
     attributes = cupy.cuda.runtime.pointerGetAttributes(got.labels.ctypes.data)
     assert attributes.type == cupy.cuda.runtime.memoryTypeHost  # page-locked, not pageable
     assert_results_equal(got, cpu.label(batch, LabelParams(connectivity=4)))
+
+
+def test_pinned_buffers_are_pooled_in_power_of_two_sizes():
+    import cupy
+
+    pool = cupy.get_default_pinned_memory_pool()
+    first = cuda_module.pinned_empty((3, 1000, 999), np.dtype(np.uint16))
+    assert first.shape == (3, 1000, 999) and first.dtype == np.uint16
+    del first
+    free_before = pool.n_free_blocks()
+    second = cuda_module.pinned_empty((2, 1000, 1234), np.dtype(np.uint16))  # same size class
+    assert pool.n_free_blocks() == free_before - 1  # the first one's block, reused
+    second[:] = 7  # the whole view is writable memory
+    assert int(second.sum()) == 7 * second.size
