@@ -41,6 +41,7 @@ class LabelParams:
     connectivity: 4 or 8.
     min_area: components with fewer pixels are removed (label 0) and the
         survivors renumbered.
+    polygons: also trace the kept components' outlines (ccl_cli.polygons).
     """
 
     background: float | None = 0
@@ -49,6 +50,7 @@ class LabelParams:
     tau: float | None = None
     connectivity: int = 8
     min_area: int = 0
+    polygons: bool = False
 
     @property
     def mode(self) -> str:

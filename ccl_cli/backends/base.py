@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..params import LabelParams
+from ..polygons import Outlines
 from ..stats import StatsTable
 
 
@@ -22,11 +23,13 @@ class BatchResult:
     labels: (N, H, W) uint32, on the same kind of array as the input batch.
     tables: statistics of each image's kept components, in label order.
     components: K per image, before min-area filtering.
+    polygons: outlines of each image's kept components, when params.polygons.
     """
 
     labels: Any
     tables: list[StatsTable]
     components: list[int]
+    polygons: list[Outlines] | None = None
 
     @property
     def kept(self) -> list[int]:

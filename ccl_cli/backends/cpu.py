@@ -25,6 +25,7 @@ import cc3d
 import numpy as np
 
 from ..params import LabelParams, canonical_bools, foreground_mask, tau_joins
+from ..polygons import Outlines, outlines
 from ..stats import StatsTable, empty_table, float_mean, float_sum_shift
 from .base import BatchResult
 
@@ -51,9 +52,10 @@ class CpuBackend:
             raise ValueError(f"a batch is (N, H, W), got shape {batch.shape}")
         labels = np.empty(batch.shape, np.uint32)
 
-        def one(i: int) -> tuple[StatsTable, int]:
+        def one(i: int) -> tuple[StatsTable, int, Outlines | None]:
             labels[i], table, components = label_image(batch[i], params)
-            return table, components
+            polygons = outlines(labels[i], len(table)) if params.polygons else None
+            return table, components, polygons
 
         if self.threads > 1 and len(batch) > 1:
             with ThreadPoolExecutor(min(self.threads, len(batch))) as pool:
@@ -62,8 +64,9 @@ class CpuBackend:
             results = [one(i) for i in range(len(batch))]
         return BatchResult(
             labels=labels,
-            tables=[table for table, _ in results],
-            components=[components for _, components in results],
+            tables=[table for table, _, _ in results],
+            components=[components for _, components, _ in results],
+            polygons=[p for _, _, p in results if p is not None] if params.polygons else None,
         )
 
     def batch_budget_bytes(self) -> int:

@@ -44,6 +44,11 @@ class MultiDeviceBackend:
             labels=np.concatenate([np.asarray(result.labels) for result in results]),
             tables=[table for result in results for table in result.tables],
             components=[count for result in results for count in result.components],
+            polygons=(
+                [outline for result in results for outline in result.polygons or []]
+                if params.polygons
+                else None
+            ),
         )
 
     def batch_budget_bytes(self) -> int:
