@@ -199,6 +199,13 @@ def label_command(
         bool | None,
         typer.Option("--preview/--no-preview", help="Also write a colored overlay PNG."),
     ] = None,
+    polygons: Annotated[
+        bool | None,
+        typer.Option(
+            "--polygons/--no-polygons",
+            help="Also write each kept component's outline as GeoJSON (pixel-corner vertices).",
+        ),
+    ] = None,
     skip_existing: Annotated[
         bool | None,
         typer.Option(
@@ -273,6 +280,7 @@ def label_command(
         "color_to_gray": color_to_gray,
         "label_format": label_format,
         "preview": preview,
+        "polygons": polygons,
         "skip_existing": skip_existing,
         "fail_fast": fail_fast,
         "batch_size": batch_size,

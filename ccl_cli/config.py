@@ -40,6 +40,7 @@ class Settings:
     color_to_gray: str | None = None
     label_format: str = "auto"
     preview: bool = False
+    polygons: bool = False
     skip_existing: bool = False
     fail_fast: bool = False
     batch_size: int | str = "auto"
@@ -60,6 +61,7 @@ class Settings:
             tau=self.tau,
             connectivity=self.connectivity,
             min_area=self.min_area,
+            polygons=self.polygons,
         )
 
     def as_yaml(self) -> str:
@@ -193,6 +195,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "color_to_gray": _optional(_choice(*COLOR_TO_GRAY_CHOICES)),
     "label_format": _choice(*LABEL_FORMATS),
     "preview": _flag,
+    "polygons": _flag,
     "skip_existing": _flag,
     "fail_fast": _flag,
     "batch_size": _batch_size,
