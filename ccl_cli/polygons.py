@@ -21,6 +21,7 @@ their ring order; `canonical` sorts them into `Outlines` with the same xp code
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass, fields
@@ -216,7 +217,7 @@ def _split(
     if len(feature_offsets) != label_base[-1] + 1:
         raise AssertionError("every kept component must have an outline")
     result = []
-    for lo, hi in zip(label_base[:-1], label_base[1:], strict=True):
+    for lo, hi in itertools.pairwise(label_base.tolist()):
         features = feature_offsets[lo : hi + 1]
         parts = part_offsets[features[0] : features[-1] + 1]
         rings = ring_offsets[parts[0] : parts[-1] + 1]
@@ -277,7 +278,9 @@ def trace(labels: np.ndarray) -> Corners:
     return _chain(pieces, parts, labels, width)
 
 
-def _chain(pieces: list[tuple[Any, ...]], parts: np.ndarray, labels: np.ndarray, width: int) -> Corners:
+def _chain(
+    pieces: list[tuple[Any, ...]], parts: np.ndarray, labels: np.ndarray, width: int
+) -> Corners:
     """Corners with `next` (the first corner edge on from each corner's next edge) and ring order.
 
     The edges after a corner go straight along one grid line until the next

@@ -33,9 +33,7 @@ def _two_holes_touching() -> np.ndarray:
 
 def _touching_labels() -> np.ndarray:
     """Different values side by side (tau 0 labels each value apart)."""
-    return np.array(
-        [[1, 1, 2, 2, 0], [1, 3, 3, 2, 0], [4, 3, 0, 2, 5], [4, 4, 4, 5, 5]], np.uint8
-    )
+    return np.array([[1, 1, 2, 2, 0], [1, 3, 3, 2, 0], [4, 3, 0, 2, 5], [4, 4, 4, 5, 5]], np.uint8)
 
 
 POLYGON_CASES: dict[str, np.ndarray] = {
