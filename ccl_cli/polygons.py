@@ -60,6 +60,12 @@ class Outlines:
     def __len__(self) -> int:
         return len(self.areas)
 
+    @classmethod
+    def empty(cls) -> Outlines:
+        """No components."""
+        offsets = np.zeros(1, np.int64)
+        return cls(np.zeros((0, 2), np.int32), offsets, offsets, offsets, np.zeros(0, np.int64))
+
     def equals(self, other: Outlines) -> bool:
         """Same arrays (dtype, shape, values): what CPU and GPU must produce."""
         return all(
@@ -164,6 +170,8 @@ def canonical(corners: Corners, counts: list[int], width: int, xp: Any = np) -> 
     exterior (whose start is the part's smallest vertex) precedes its holes.
     """
     c = corners
+    if len(c.position) == 0:  # no components at all
+        return [Outlines.empty() for _ in counts]
     starts = xp.flatnonzero(c.position == 0)
     lasts = xp.flatnonzero(c.position[c.next] == 0)
     length = xp.zeros(len(c.position), xp.int64)

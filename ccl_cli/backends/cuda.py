@@ -6,7 +6,8 @@ One batch (N, H, W) is labeled with one set of launches:
    for binary 4-connectivity and tau mode), then the tile borders (border.cu);
 2. dense raster-order labels per image (relabel.cu: root ranks per chunk, a
    per-image scan of the chunk counts, one resolve pass);
-3. statistics per label (stats.cu), min-area renumbering (min_area.cu).
+3. statistics per label (stats.cu), min-area renumbering (min_area.cu);
+4. with --polygons, the outlines of the final labels (cuda_polygons.py).
 
 Only the label images (when the batch came from the host) and the small
 statistics arrays travel back; centroids and means are finished on the host
@@ -31,6 +32,7 @@ import numpy as np
 
 from ..errors import BackendUnavailable
 from ..params import SUPPORTED_DTYPES, LabelParams, canonical_bools, dtype_max
+from ..polygons import Outlines
 from ..stats import StatsTable, empty_table, float_mean, float_sum_shift
 from .base import BatchResult
 
@@ -68,6 +70,9 @@ _SUFFIX = {
     np.dtype(np.float64): "f64",
 }
 assert set(_SUFFIX) == set(SUPPORTED_DTYPES)
+
+#: Per image of a (sub-)batch: statistics, K before min-area, outlines (when asked).
+_Labeled = tuple[list[StatsTable], list[int], list[Outlines]]
 
 
 @dataclass
@@ -154,14 +159,14 @@ class CudaBackend:
             values = _as_cupy(cupy, batch)
             with values.device:
                 out = cupy.empty(values.shape, cupy.uint32)
-                tables, components = _split_on_oom(
+                tables, components, polygons = _split_on_oom(
                     cupy, values.shape, lambda lo, hi: _label(values[lo:hi], params, out[lo:hi])
                 )
-            return BatchResult(out, tables, components)
+            return BatchResult(out, tables, components, polygons if params.polygons else None)
         host = np.asarray(batch)
         labels = np.empty(host.shape, np.uint32)
 
-        def run(lo: int, hi: int) -> tuple[list[StatsTable], list[int]]:
+        def run(lo: int, hi: int) -> _Labeled:
             values = cupy.asarray(np.ascontiguousarray(host[lo:hi]))
             out = cupy.empty(values.shape, cupy.uint32)
             result = _label(values, params, out)
@@ -169,8 +174,8 @@ class CudaBackend:
             return result
 
         with cupy.cuda.Device(self.device):
-            tables, components = _split_on_oom(cupy, host.shape, run)
-        return BatchResult(labels, tables, components)
+            tables, components, polygons = _split_on_oom(cupy, host.shape, run)
+        return BatchResult(labels, tables, components, polygons if params.polygons else None)
 
     def batch_budget_bytes(self) -> int:
         """Input bytes per batch: a 1-byte pixel needs about 10 bytes on the device."""
@@ -284,15 +289,16 @@ def device_statistics(
     return agg, label_base
 
 
-def _label(values: Any, params: LabelParams, out: Any) -> tuple[list[StatsTable], list[int]]:
-    """Labels into `out` and the statistics tables of one (sub-)batch on its device."""
+def _label(values: Any, params: LabelParams, out: Any) -> _Labeled:
+    """Labels into `out`, the statistics tables and outlines of one (sub-)batch on its device."""
     cupy = _import_cupy()
     n, height, width = values.shape
     integer = np.dtype(values.dtype).kind != "f"
     if n == 0:
-        return [], []
+        return [], [], []
     if height * width == 0:
-        return [empty_table(integer) for _ in range(n)], [0] * n
+        outlines = [Outlines.empty() for _ in range(n)] if params.polygons else []
+        return [empty_table(integer) for _ in range(n)], [0] * n, outlines
     values = canonical_bools(cupy.ascontiguousarray(values), cupy)
     components = dense_labels(values, params, out)
     agg, label_base = device_statistics(values, params, out, components)
@@ -302,7 +308,12 @@ def _label(values: Any, params: LabelParams, out: Any) -> tuple[list[StatsTable]
     for i in range(n):
         rows = np.arange(label_base[i], label_base[i + 1])
         tables.append(table.take(rows[table.area[rows] >= params.min_area]))
-    return tables, np.diff(label_base).tolist()
+    polygons: list[Outlines] = []
+    if params.polygons:
+        from .cuda_polygons import device_outlines
+
+        polygons = device_outlines(out, [len(table) for table in tables])
+    return tables, np.diff(label_base).tolist(), polygons
 
 
 def _host_table(agg: np.ndarray, integer: bool) -> StatsTable:
@@ -377,20 +388,20 @@ def _check_batch(values: Any) -> None:
 def _split_on_oom(
     cupy: Any,
     shape: tuple[int, ...],
-    run: Callable[[int, int], tuple[list[StatsTable], list[int]]],
-) -> tuple[list[StatsTable], list[int]]:
+    run: Callable[[int, int], _Labeled],
+) -> _Labeled:
     """run(0, N) for a batch of `shape`, in halves (recursively) on device out-of-memory.
 
     Sub-batches also stay under 2**32 pixels: label offsets are 32-bit.
     """
     pixels = int(np.prod(shape[1:], dtype=np.int64))
 
-    def halves(lo: int, hi: int) -> tuple[list[StatsTable], list[int]]:
+    def halves(lo: int, hi: int) -> _Labeled:
         mid = (lo + hi) // 2
         left, right = part(lo, mid), part(mid, hi)
-        return left[0] + right[0], left[1] + right[1]
+        return left[0] + right[0], left[1] + right[1], left[2] + right[2]
 
-    def part(lo: int, hi: int) -> tuple[list[StatsTable], list[int]]:
+    def part(lo: int, hi: int) -> _Labeled:
         if hi - lo > 1 and (hi - lo) * pixels > _MAX_BATCH_PIXELS:
             return halves(lo, hi)
         try:

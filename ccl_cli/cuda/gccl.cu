@@ -2,6 +2,7 @@
 #include "block8.cu"
 #include "border.cu"
 #include "min_area.cu"
+#include "outline.cu"
 #include "pixel.cu"
 #include "relabel.cu"
 #include "stats.cu"
