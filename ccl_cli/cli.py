@@ -340,8 +340,9 @@ def bench_command(
     engines: Annotated[
         str | None,
         typer.Option(
-            help="Comma-separated engines: gccl-cuda, gccl-cuda-labels (labels only), gccl-cpu, "
-            "opencv, cupyx, cc3d, skimage.  "
+            help="Comma-separated engines: gccl-cuda, gccl-cuda-labels (labels only), "
+            "gccl-cuda-polygons (with --polygons outlines), gccl-cpu, opencv, opencv-contours "
+            "(with cv2.findContours), cupyx, cc3d, skimage.  "
             "\\[default: every one available]",
             show_default=False,
         ),
