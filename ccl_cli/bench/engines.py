@@ -260,8 +260,8 @@ class OpenCv(Engine):
     """OpenCV: connectedComponentsWithStats for binary, floodFill region growing for tau."""
 
     name = "opencv"
-    modes = ("binary", "tau")
-    end_to_end_modes = ("binary",)
+    modes: tuple[str, ...] = ("binary", "tau")
+    end_to_end_modes: tuple[str, ...] = ("binary",)
     max_pixels: ClassVar[dict[str, int]] = {"tau": VGA_PIXELS}
 
     def description(self) -> str:
@@ -304,8 +304,8 @@ class OpenCvContours(OpenCv):
     """OpenCV's labels plus cv2.findContours: the reference point of --polygons."""
 
     name = "opencv-contours"
-    modes: tuple[str, ...] = ("binary",)
-    end_to_end_modes: tuple[str, ...] = ()
+    modes = ("binary",)
+    end_to_end_modes = ()
     no_end_to_end = "no file pipeline"
 
     def description(self) -> str:
