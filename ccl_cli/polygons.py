@@ -22,7 +22,6 @@ their ring order; `canonical` sorts them into `Outlines` with the same xp code
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from dataclasses import dataclass, fields
 from typing import Any
@@ -85,35 +84,48 @@ class Outlines:
 
 
 def geojson(outlines: Outlines) -> bytes:
-    """The GeoJSON FeatureCollection text (compact, fixed key order, closed rings)."""
-    vertices = outlines.vertices.tolist()
+    """The GeoJSON FeatureCollection text: compact, fixed key order, closed rings, one line.
+
+    The same text as json.dumps(..., separators=(",", ":")) of the nested
+    structure, built a few times faster: every vertex is formatted in one
+    %-operation and rings are slices of that text.
+    """
+    vertices = outlines.vertices.astype(np.int64)
+    widths = _digits(vertices).sum(axis=1) + 4  # "[x,y],"
+    starts = np.zeros(len(vertices) + 1, np.int64)
+    np.cumsum(widths, out=starts[1:])
+    text = ("[%d,%d]," * len(vertices)) % tuple(vertices.ravel().tolist())
+    at = starts.tolist()
     ring_offsets = outlines.ring_offsets.tolist()
+    rings = [
+        f"[{text[at[a] : at[b]]}{text[at[a] : at[a + 1] - 1]}]"
+        for a, b in itertools.pairwise(ring_offsets)
+    ]
     part_offsets = outlines.part_offsets.tolist()
+    polygons = ["[" + ",".join(rings[a:b]) + "]" for a, b in itertools.pairwise(part_offsets)]
     feature_offsets = outlines.feature_offsets.tolist()
     features = []
     for k, area in enumerate(outlines.areas.tolist()):
-        polygons = []
-        for p in range(feature_offsets[k], feature_offsets[k + 1]):
-            rings = []
-            for r in range(part_offsets[p], part_offsets[p + 1]):
-                ring = vertices[ring_offsets[r] : ring_offsets[r + 1]]
-                ring.append(ring[0])
-                rings.append(ring)
-            polygons.append(rings)
-        geometry: dict[str, Any] = (
-            {"type": "Polygon", "coordinates": polygons[0]}
-            if len(polygons) == 1
-            else {"type": "MultiPolygon", "coordinates": polygons}
-        )
+        first, last = feature_offsets[k], feature_offsets[k + 1]
+        if last - first == 1:
+            geometry = f'{{"type":"Polygon","coordinates":{polygons[first]}}}'
+        else:
+            parts = ",".join(polygons[first:last])
+            geometry = f'{{"type":"MultiPolygon","coordinates":[{parts}]}}'
         features.append(
-            {
-                "type": "Feature",
-                "properties": {"label": k + 1, "area": area},
-                "geometry": geometry,
-            }
+            f'{{"type":"Feature","properties":{{"label":{k + 1},"area":{area}}},'
+            f'"geometry":{geometry}}}'
         )
-    text = json.dumps({"type": "FeatureCollection", "features": features}, separators=(",", ":"))
-    return text.encode("ascii") + b"\n"
+    body = ",".join(features)
+    return f'{{"type":"FeatureCollection","features":[{body}]}}\n'.encode("ascii")
+
+
+def _digits(values: np.ndarray) -> np.ndarray:
+    """Decimal digits of non-negative integers (1 for 0)."""
+    digits = np.ones(values.shape, np.int64)
+    for power in range(1, 19):
+        digits += values >= 10**power
+    return digits
 
 
 @dataclass

@@ -42,11 +42,31 @@ def yx(vertex: np.ndarray) -> tuple[int, int]:
     return int(vertex[1]), int(vertex[0])
 
 
+def reference_geojson(outlines: Outlines) -> bytes:
+    """The GeoJSON text by json.dumps of the nested lists (what the fast encoder must match)."""
+    features = []
+    for k in range(len(outlines)):
+        polygons = [
+            [[*ring.tolist(), ring[0].tolist()] for ring in polygon]
+            for polygon in outlines.rings(k)
+        ]
+        geometry = (
+            {"type": "Polygon", "coordinates": polygons[0]}
+            if len(polygons) == 1
+            else {"type": "MultiPolygon", "coordinates": polygons}
+        )
+        properties = {"label": k + 1, "area": int(outlines.areas[k])}
+        features.append({"type": "Feature", "properties": properties, "geometry": geometry})
+    collection = {"type": "FeatureCollection", "features": features}
+    return json.dumps(collection, separators=(",", ":")).encode() + b"\n"
+
+
 def assert_outlines_describe(labels: np.ndarray, outlines: Outlines) -> None:
     """Every rule of the canonical form, and the geometry against the pixels."""
     count = int(labels.max(initial=0))
     assert len(outlines) == count
     text = geojson(outlines)
+    assert text == reference_geojson(outlines)
     collection = json.loads(text)
     assert collection["type"] == "FeatureCollection"
     assert len(collection["features"]) == count
@@ -142,3 +162,12 @@ def test_min_area_removed_components_have_no_feature() -> None:
 def test_no_polygons_unless_asked() -> None:
     result = CpuBackend().label(np.ones((1, 3, 3), np.uint8), LabelParams())
     assert result.polygons is None
+
+
+def test_geojson_text_with_wide_coordinates() -> None:
+    values = np.zeros((3, 123457), np.uint8)
+    values[1, [0, 9, 10, 99, 100, 999, 1000, 9999, 10000, 99999, 100000, 123456]] = 1
+    values[0, 123450:] = 1
+    labels, outlines = traced(values, LabelParams(connectivity=4, polygons=True))
+    assert geojson(outlines) == reference_geojson(outlines)
+    assert len(outlines) == int(labels.max()) == 13
