@@ -170,4 +170,4 @@ def test_geojson_text_with_wide_coordinates() -> None:
     values[0, 123450:] = 1
     labels, outlines = traced(values, LabelParams(connectivity=4, polygons=True))
     assert geojson(outlines) == reference_geojson(outlines)
-    assert len(outlines) == int(labels.max()) == 13
+    assert len(outlines) == int(labels.max()) == 7
