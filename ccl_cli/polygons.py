@@ -268,11 +268,11 @@ def outlines(labels: np.ndarray, count: int) -> Outlines:
 
 def trace(labels: np.ndarray) -> Corners:
     """The corners of every ring of one label image (numpy), with their ring order."""
-    from .backends.cpu import label_image
+    from .backends.cpu import raster_components
     from .params import LabelParams
 
     height, width = labels.shape
-    parts, _, _ = label_image(
+    parts, _ = raster_components(
         labels, LabelParams(tau=0, connectivity=PART_CONNECTIVITY, background=0)
     )
     padded = np.pad(parts, 1)

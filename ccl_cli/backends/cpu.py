@@ -77,10 +77,7 @@ class CpuBackend:
 def label_image(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, StatsTable, int]:
     """Label one (H, W) image: (labels uint32, stats of kept components, K before min-area)."""
     values = canonical_bools(values)
-    foreground = foreground_mask(values, params)
-    raw = _raw_components(values, foreground, params)
-    runs = _Runs.of(raw, foreground)
-    labels, components = _raster_labels(raw, runs)
+    labels, runs, components = _components(values, foreground_mask(values, params), params)
     table = _stats(labels, runs, values, components)
     keep = table.area >= params.min_area
     if keep.all():
@@ -88,6 +85,23 @@ def label_image(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, St
     lookup = np.zeros(components + 1, np.uint32)
     lookup[1:][keep] = np.arange(1, int(keep.sum()) + 1, dtype=np.uint32)
     return lookup[labels], table.take(np.flatnonzero(keep)), components
+
+
+def raster_components(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, int]:
+    """Dense labels 1..K of one image in raster order, and K (no statistics, no min-area)."""
+    values = canonical_bools(values)
+    labels, _, count = _components(values, foreground_mask(values, params), params)
+    return labels, count
+
+
+def _components(
+    values: np.ndarray, foreground: np.ndarray, params: LabelParams
+) -> tuple[np.ndarray, _Runs, int]:
+    """Dense raster-order labels, their runs, and K."""
+    raw = _raw_components(values, foreground, params)
+    runs = _Runs.of(raw, foreground)
+    labels, components = _raster_labels(raw, runs)
+    return labels, runs, components
 
 
 def _raw_components(values: np.ndarray, foreground: np.ndarray, params: LabelParams) -> np.ndarray:
