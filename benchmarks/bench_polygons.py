@@ -8,6 +8,7 @@ semantics (ink is foreground), 8-connectivity; default: the scans of
   gpu outlines: labels already on the device -> canonical Outlines arrays on
     the host (cuda_polygons.device_outlines, wall time, synchronized);
   gpu corners: the kernels only (parts, corners, ring ranking; CUDA events);
+  gpu parts: of those, the 4-connected parts (dense_labels of the labels, tau 0);
   geojson: encoding the Outlines as GeoJSON text (CPU, one thread);
   cpu outlines: the numpy tracer (ccl_cli.polygons.outlines);
   cv2 contours: cv2.findContours(mask, RETR_CCOMP, CHAIN_APPROX_SIMPLE) on
@@ -54,10 +55,12 @@ def gpu_columns(labels: np.ndarray, count: int, want: Any, repeat: int) -> dict[
     try:
         import cupy
 
-        from ccl_cli.backends.cuda_polygons import device_corners, device_outlines
+        from ccl_cli.backends.cuda import dense_labels
+        from ccl_cli.backends.cuda_polygons import PART_PARAMS, device_corners, device_outlines
     except ImportError:
         return {}
     device = cupy.asarray(labels[np.newaxis])
+    parts = cupy.empty_like(device)
 
     def end_to_end() -> Any:
         result = device_outlines(device, [count])
@@ -68,16 +71,21 @@ def gpu_columns(labels: np.ndarray, count: int, want: Any, repeat: int) -> dict[
     if not got.equals(want):
         raise SystemExit("GPU outlines differ from the CPU outlines")
     start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    corner_times = []
-    for _ in range(repeat):
-        start.record()
-        device_corners(device)
-        stop.record()
-        stop.synchronize()
-        corner_times.append(cupy.cuda.get_elapsed_time(start, stop))
+
+    def events_ms(run: Callable[[], object]) -> float:
+        times = []
+        for _ in range(repeat):
+            start.record()
+            run()
+            stop.record()
+            stop.synchronize()
+            times.append(cupy.cuda.get_elapsed_time(start, stop))
+        return statistics.median(times)
+
     return {
         "gpu outlines": median_ms(end_to_end, repeat, warmup=3),
-        "gpu corners": statistics.median(corner_times),
+        "gpu corners": events_ms(lambda: device_corners(device)),
+        "gpu parts": events_ms(lambda: dense_labels(device, PART_PARAMS, parts)),
     }
 
 
@@ -98,8 +106,8 @@ def bench(path: Path, repeat: int) -> dict[str, Any]:
         "vertices": len(want.vertices),
     }
     row.update(gpu_columns(labels, count, want, repeat))
-    row["geojson"] = median_ms(lambda: geojson(want), max(3, repeat // 4), warmup=1)
-    row["cpu outlines"] = median_ms(lambda: outlines(labels, count), 3, warmup=1)
+    row["geojson"] = median_ms(lambda: geojson(want), 3, warmup=1)
+    row["cpu outlines"] = median_ms(lambda: outlines(labels, count), 1, warmup=1)
     row["cv2 contours"] = median_ms(
         lambda: cv2.findContours(mask, cv2.RETR_CCOMP, cv2.CHAIN_APPROX_SIMPLE), repeat
     )
@@ -113,16 +121,17 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     scans = args.scans or sorted(SHARED_DOCS.glob("*"))
-    rows = [bench(path, args.repeat) for path in scans]
-    columns = list(dict.fromkeys(key for row in rows for key in row))
-    print("| " + " | ".join(columns) + " |")
-    print("|" + " --- |" * len(columns))
-    for row in rows:
+    rows = []
+    for index, path in enumerate(scans):
+        row = bench(path, args.repeat)
+        rows.append(row)
+        if index == 0:
+            print("| " + " | ".join(row) + " |")
+            print("|" + " --- |" * len(row))
         cells = [
-            f"{row[c]:.3f}" if isinstance(row.get(c), float) else str(row.get(c, ""))
-            for c in columns
+            f"{value:.3f}" if isinstance(value, float) else str(value) for value in row.values()
         ]
-        print("| " + " | ".join(cells) + " |")
+        print("| " + " | ".join(cells) + " |", flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 
