@@ -243,6 +243,13 @@ def label_command(
         bool | None,
         typer.Option("--preview/--no-preview", help="Also write a colored overlay PNG."),
     ] = None,
+    polygons: Annotated[
+        bool | None,
+        typer.Option(
+            "--polygons/--no-polygons",
+            help="Also write each kept component's outline as GeoJSON (pixel-corner vertices).",
+        ),
+    ] = None,
     skip_existing: Annotated[
         bool | None,
         typer.Option(
@@ -332,6 +339,7 @@ def label_command(
         "label_format": label_format,
         "tiff_compression": tiff_compression,
         "preview": preview,
+        "polygons": polygons,
         "skip_existing": skip_existing,
         "fail_fast": fail_fast,
         "batch_size": batch_size,
@@ -392,8 +400,9 @@ def bench_command(
     engines: Annotated[
         str | None,
         typer.Option(
-            help="Comma-separated engines: gccl-cuda, gccl-cuda-labels (labels only), gccl-cpu, "
-            "opencv, cupyx, cc3d, skimage.  "
+            help="Comma-separated engines: gccl-cuda, gccl-cuda-labels (labels only), "
+            "gccl-cuda-polygons (with --polygons outlines), gccl-cpu, opencv, opencv-contours "
+            "(with cv2.findContours), cupyx, cc3d, skimage.  "
             "\\[default: every one available]",
             show_default=False,
         ),

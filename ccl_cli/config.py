@@ -47,6 +47,7 @@ class Settings:
     label_format: str = "auto"
     tiff_compression: str = "deflate"
     preview: bool = False
+    polygons: bool = False
     skip_existing: bool = False
     fail_fast: bool = False
     batch_size: int | str = "auto"
@@ -72,6 +73,7 @@ class Settings:
                 (name, getattr(self, name)) for name in MORPHOLOGY_ORDER if getattr(self, name)
             ),
             smooth=_smooth_pair(self.smooth) if self.smooth is not None else None,
+            polygons=self.polygons,
         )
 
     def as_yaml(self) -> str:
@@ -230,6 +232,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "label_format": _choice(*LABEL_FORMATS),
     "tiff_compression": _choice(*TIFF_COMPRESSIONS),
     "preview": _flag,
+    "polygons": _flag,
     "skip_existing": _flag,
     "fail_fast": _flag,
     "batch_size": _count_or_auto,

@@ -50,15 +50,21 @@ class OutputPaths:
     labels_tif: Path
     stats: Path
     preview: Path
+    polygons: Path
 
     def labels(self, tiff: bool) -> Path:
         """The label image path for the chosen format."""
         return self.labels_tif if tiff else self.labels_png
 
-    def complete(self, preview: bool) -> bool:
+    def complete(self, preview: bool, polygons: bool = False) -> bool:
         """Whether a previous run finished this input (for --skip-existing)."""
         has_labels = self.labels_png.exists() or self.labels_tif.exists()
-        return has_labels and self.stats.exists() and (not preview or self.preview.exists())
+        return (
+            has_labels
+            and self.stats.exists()
+            and (not preview or self.preview.exists())
+            and (not polygons or self.polygons.exists())
+        )
 
 
 def output_paths(out: Path, relative: Path) -> OutputPaths:
@@ -69,6 +75,7 @@ def output_paths(out: Path, relative: Path) -> OutputPaths:
         labels_tif=stem.with_name(stem.name + ".labels.tif"),
         stats=stem.with_name(stem.name + ".stats.csv"),
         preview=stem.with_name(stem.name + ".preview.png"),
+        polygons=stem.with_name(stem.name + ".polygons.geojson"),
     )
 
 

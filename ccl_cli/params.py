@@ -45,6 +45,7 @@ class LabelParams:
         order to the foreground mask before labeling (ccl_cli.stages).
     smooth: ("box" | "binomial", R) nodata-aware smoothing before tau labeling
         (ignored in binary mode; ccl_cli.stages).
+    polygons: also trace the kept components' outlines (ccl_cli.polygons).
     """
 
     background: float | None = 0
@@ -55,6 +56,7 @@ class LabelParams:
     min_area: int = 0
     morphology: tuple[tuple[str, int], ...] = ()
     smooth: tuple[str, int] | None = None
+    polygons: bool = False
 
     @property
     def mode(self) -> str:

@@ -49,6 +49,7 @@ from .outputs import (
     summary_csv,
 )
 from .params import LabelParams
+from .polygons import Outlines, geojson
 from .stats import StatsTable, stats_csv
 
 PNG_LABEL_LIMIT = 65535
@@ -304,7 +305,7 @@ def _admitted(
         if first != record.item.display:
             outcomes.fail(record, f"its outputs would overwrite those of {first}")
             continue
-        if settings.skip_existing and paths.complete(settings.preview):
+        if settings.skip_existing and paths.complete(settings.preview, settings.polygons):
             record.status = "skipped"
             record.message = "outputs exist (--skip-existing)"
             outcomes.finished(record)
@@ -457,7 +458,8 @@ class _Run:
             decoded.record.kept = result.kept[i]
             labels = np.asarray(result.labels[i])
             table = result.tables[i]
-            future = self.pool.submit(_write, decoded, labels, table, self.settings)
+            outlines = result.polygons[i] if result.polygons is not None else None
+            future = self.pool.submit(_write, decoded, labels, table, outlines, self.settings)
             self.writes.append((decoded, future, decoded.decode_seconds + share))
 
     def _drain_writes(self, keep: int) -> None:
@@ -492,7 +494,11 @@ def _read(item: InputItem, settings: Settings) -> tuple[np.ndarray, float]:
 
 
 def _write(
-    decoded: _Decoded, labels: np.ndarray, table: StatsTable, settings: Settings
+    decoded: _Decoded,
+    labels: np.ndarray,
+    table: StatsTable,
+    outlines: Outlines | None,
+    settings: Settings,
 ) -> tuple[dict[str, str], float]:
     """Encode and write one input's outputs (in a worker thread), statistics last.
 
@@ -519,6 +525,9 @@ def _write(
     if settings.preview:
         atomic_write(paths.preview, images.encode_preview_png(decoded.values, labels))
         outputs["preview"] = str(paths.preview)
+    if outlines is not None:
+        atomic_write(paths.polygons, geojson(outlines))
+        outputs["polygons"] = str(paths.polygons)
     atomic_write(paths.stats, stats_csv(table).encode("utf-8"))
     outputs["stats"] = str(paths.stats)
     return outputs, time.perf_counter() - started

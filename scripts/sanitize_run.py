@@ -20,10 +20,11 @@ from ccl_cli.backends.cuda import CudaBackend
 from ccl_cli.params import LabelParams
 
 #: (dtype, params): block8 + border 8, pixel 4 + border 4, tau 8 / 4, float
-#: statistics (second pass), min-area scan and remap, threshold/invert rules.
+#: statistics (second pass), min-area scan and remap, threshold/invert rules,
+#: outline.cu (--polygons).
 CASES = [
-    (np.uint8, LabelParams(connectivity=8)),
-    (np.bool_, LabelParams(connectivity=4, min_area=3)),
+    (np.uint8, LabelParams(connectivity=8, polygons=True)),
+    (np.bool_, LabelParams(connectivity=4, min_area=3, polygons=True)),
     (np.uint16, LabelParams(tau=2, connectivity=8, min_area=4)),
     (np.int16, LabelParams(tau=1, connectivity=4, invert=True)),
     (np.float32, LabelParams(tau=0.5, connectivity=8, background=None)),
@@ -46,8 +47,13 @@ def main() -> int:
         for batch in (values, cupy.asarray(values)):
             got, want = cuda.label(batch, params), cpu.label(values, params)
             labels = got.labels.get() if isinstance(got.labels, cupy.ndarray) else got.labels
-            same = np.array_equal(labels, want.labels) and all(
-                a.equals(b) for a, b in zip(got.tables, want.tables, strict=True)
+            same = (
+                np.array_equal(labels, want.labels)
+                and all(a.equals(b) for a, b in zip(got.tables, want.tables, strict=True))
+                and all(
+                    a.equals(b)
+                    for a, b in zip(got.polygons or [], want.polygons or [], strict=True)
+                )
             )
             failures += not same
             print(f"{'ok' if same else 'MISMATCH'}: {np.dtype(dtype)} {params}")

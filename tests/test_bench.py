@@ -31,7 +31,7 @@ from ccl_cli.bench.suite import (
 from ccl_cli.cli import app
 from ccl_cli.errors import UsageError
 
-CPU_ENGINES = "gccl-cpu,opencv,cc3d,skimage"
+CPU_ENGINES = "gccl-cpu,opencv,opencv-contours,cc3d,skimage"
 REQUIRED_KEYS = {
     "engine",
     "case",

@@ -77,3 +77,14 @@ def test_bad_devices_setting(value: str) -> None:
 def test_devices_do_not_go_with_the_cpu() -> None:
     with pytest.raises(UsageError, match="does not go with --device cpu"):
         make_backend("cpu", 1, lambda message: None, devices="0,1")
+
+
+def test_split_batches_concatenate_the_outlines() -> None:
+    rng = np.random.default_rng(5)
+    batch = (rng.random((5, 19, 23)) < 0.5).astype(np.uint8)
+    params = LabelParams(connectivity=8, min_area=2, polygons=True)
+    expected = CpuBackend(threads=1).label(batch, params)
+    result = MultiDeviceBackend([Recording() for _ in range(2)]).label(batch, params)
+    assert result.polygons is not None and expected.polygons is not None
+    assert len(result.polygons) == 5
+    assert all(a.equals(b) for a, b in zip(result.polygons, expected.polygons, strict=True))

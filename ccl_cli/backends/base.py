@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..params import LabelParams
+from ..polygons import Outlines
 from ..stats import StatsTable
 
 
@@ -27,11 +28,13 @@ class BatchResult:
     labels: (N, H, W) uint32, on the same kind of array as the input batch.
     tables: statistics of each image's kept components, in label order.
     components: K per image, before min-area filtering.
+    polygons: outlines of each image's kept components, when params.polygons.
     """
 
     labels: Any
     tables: list[StatsTable]
     components: list[int]
+    polygons: list[Outlines] | None = None
 
     @property
     def kept(self) -> list[int]:
@@ -66,14 +69,31 @@ def split_bounds(count: int, parts: int) -> list[tuple[int, int]]:
     return list(pairwise(cuts))
 
 
-#: One part of a batch: (part index, lo, hi) -> its tables and component counts.
-PartLabeler = Callable[[int, int, int], tuple[list[StatsTable], list[int]]]
+#: What labeling some images of a batch gives besides their labels: statistics
+#: tables, K before min-area, and outlines (empty unless params.polygons), per image.
+Labeled = tuple[list[StatsTable], list[int], list[Outlines]]
+
+#: One part of a batch: (part index, lo, hi) -> what labeling it gave.
+PartLabeler = Callable[[int, int, int], Labeled]
 
 
-def label_in_parts(
-    label_part: PartLabeler, bounds: Sequence[tuple[int, int]]
-) -> tuple[list[StatsTable], list[int]]:
-    """label_part(i, lo, hi) for every part, each in its own thread; tables and counts in order.
+def joined(parts: Sequence[Labeled]) -> Labeled:
+    """The results of consecutive parts of a batch, as one, in order."""
+    return (
+        [table for tables, _, _ in parts for table in tables],
+        [count for _, counts, _ in parts for count in counts],
+        [outline for _, _, outlines in parts for outline in outlines],
+    )
+
+
+def batch_result(labels: Any, labeled: Labeled, params: LabelParams) -> BatchResult:
+    """The BatchResult of a whole batch from its labels and what labeling gave."""
+    tables, components, polygons = labeled
+    return BatchResult(labels, tables, components, polygons if params.polygons else None)
+
+
+def label_in_parts(label_part: PartLabeler, bounds: Sequence[tuple[int, int]]) -> Labeled:
+    """label_part(i, lo, hi) for every part, each in its own thread; joined in order.
 
     The parts write their labels into disjoint slices of one output array, so
     nothing is concatenated afterwards.
@@ -82,8 +102,4 @@ def label_in_parts(
         return label_part(0, *bounds[0])
     with ThreadPoolExecutor(len(bounds)) as pool:
         futures = [pool.submit(label_part, i, lo, hi) for i, (lo, hi) in enumerate(bounds)]
-        results = [future.result() for future in futures]
-    return (
-        [table for tables, _ in results for table in tables],
-        [count for _, counts in results for count in counts],
-    )
+        return joined([future.result() for future in futures])

@@ -25,6 +25,7 @@ import cc3d
 import numpy as np
 
 from ..params import LabelParams, canonical_bools, foreground_mask, tau_joins
+from ..polygons import Outlines, outlines
 from ..stages import NumpyStages, label_input
 from ..stats import StatsTable, empty_table, float_mean, float_sum_shift
 from .base import BatchResult
@@ -54,9 +55,10 @@ class CpuBackend:
             raise ValueError(f"a batch is (N, H, W), got shape {batch.shape}")
         labels = np.empty(batch.shape, np.uint32) if out is None else out
 
-        def one(i: int) -> tuple[StatsTable, int]:
+        def one(i: int) -> tuple[StatsTable, int, Outlines | None]:
             labels[i], table, components = label_image(batch[i], params)
-            return table, components
+            polygons = outlines(labels[i], len(table)) if params.polygons else None
+            return table, components, polygons
 
         if self.threads > 1 and len(batch) > 1:
             with ThreadPoolExecutor(min(self.threads, len(batch))) as pool:
@@ -65,8 +67,9 @@ class CpuBackend:
             results = [one(i) for i in range(len(batch))]
         return BatchResult(
             labels=labels,
-            tables=[table for table, _ in results],
-            components=[components for _, components in results],
+            tables=[table for table, _, _ in results],
+            components=[components for _, components, _ in results],
+            polygons=[p for _, _, p in results if p is not None] if params.polygons else None,
         )
 
     def batch_budget_bytes(self) -> int:
@@ -82,10 +85,9 @@ def label_image(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, St
     """
     values = canonical_bools(values)
     image, label_params = label_input(values, params, np, NumpyStages())
-    foreground = foreground_mask(image, label_params)
-    raw = _raw_components(image, foreground, label_params)
-    runs = _Runs.of(raw, foreground)
-    labels, components = _raster_labels(raw, runs)
+    labels, runs, components = _components(
+        image, foreground_mask(image, label_params), label_params
+    )
     table = _stats(labels, runs, values, components)
     keep = table.area >= params.min_area
     if keep.all():
@@ -93,6 +95,23 @@ def label_image(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, St
     lookup = np.zeros(components + 1, np.uint32)
     lookup[1:][keep] = np.arange(1, int(keep.sum()) + 1, dtype=np.uint32)
     return lookup[labels], table.take(np.flatnonzero(keep)), components
+
+
+def raster_components(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, int]:
+    """Dense labels 1..K of one image in raster order, and K (no statistics, no min-area)."""
+    values = canonical_bools(values)
+    labels, _, count = _components(values, foreground_mask(values, params), params)
+    return labels, count
+
+
+def _components(
+    values: np.ndarray, foreground: np.ndarray, params: LabelParams
+) -> tuple[np.ndarray, _Runs, int]:
+    """Dense raster-order labels, their runs, and K."""
+    raw = _raw_components(values, foreground, params)
+    runs = _Runs.of(raw, foreground)
+    labels, components = _raster_labels(raw, runs)
+    return labels, runs, components
 
 
 def _raw_components(values: np.ndarray, foreground: np.ndarray, params: LabelParams) -> np.ndarray:

@@ -6,7 +6,8 @@ One batch (N, H, W) is labeled with one set of launches:
    for binary 4-connectivity and tau mode), then the tile borders (border.cu);
 2. dense raster-order labels per image (relabel.cu: root ranks per chunk, a
    per-image scan of the chunk counts, one resolve pass);
-3. statistics per label (stats.cu), min-area renumbering (min_area.cu).
+3. statistics per label (stats.cu), min-area renumbering (min_area.cu);
+4. with --polygons, the outlines of the final labels (cuda_polygons.py).
 
 Morphology and smoothing run before step 1 (ccl_cli.stages with the kernels
 of cuda_stages.py).
@@ -34,8 +35,9 @@ import numpy as np
 
 from ..errors import BackendUnavailable
 from ..params import SUPPORTED_DTYPES, LabelParams, canonical_bools, dtype_max
+from ..polygons import Outlines
 from ..stats import StatsTable, empty_table, float_mean, float_sum_shift
-from .base import BatchResult, label_in_parts, split_bounds
+from .base import BatchResult, Labeled, batch_result, joined, label_in_parts, split_bounds
 
 CUDA_DIR = Path(__file__).resolve().parent.parent / "cuda"
 FATBIN = CUDA_DIR / "gccl.fatbin"
@@ -164,22 +166,22 @@ class CudaBackend:
             values = _as_cupy(cupy, batch)
             with values.device:
                 labels = cupy.empty(values.shape, cupy.uint32)
-                tables, components = _split_on_oom(
+                labeled = _split_on_oom(
                     cupy, values.shape, lambda lo, hi: _label(values[lo:hi], params, labels[lo:hi])
                 )
-            return BatchResult(labels, tables, components)
+            return batch_result(labels, labeled, params)
         host = np.asarray(batch)
         pinned = out is None
         labels = pinned_empty(host.shape, np.dtype(np.uint32)) if out is None else out
-        tables, components = label_in_parts(
+        labeled = label_in_parts(
             lambda _, lo, hi: self._label_host(host[lo:hi], params, labels[lo:hi], pinned),
             _parts(host),
         )
-        return BatchResult(labels, tables, components)
+        return batch_result(labels, labeled, params)
 
     def _label_host(
         self, host: np.ndarray, params: LabelParams, labels: np.ndarray, pinned: bool
-    ) -> tuple[list[StatsTable], list[int]]:
+    ) -> Labeled:
         """Label a numpy (sub-)batch into the numpy `labels`, on this thread's own stream.
 
         The images go to the device from a pinned buffer, and the labels come
@@ -189,7 +191,7 @@ class CudaBackend:
         """
         cupy = _import_cupy()
 
-        def run(lo: int, hi: int) -> tuple[list[StatsTable], list[int]]:
+        def run(lo: int, hi: int) -> Labeled:
             part = host[lo:hi]
             staged = pinned_empty(part.shape, part.dtype)
             np.copyto(staged, part)
@@ -351,8 +353,8 @@ def device_statistics(
     return agg, label_base
 
 
-def _label(values: Any, params: LabelParams, out: Any) -> tuple[list[StatsTable], list[int]]:
-    """Labels into `out` and the statistics tables of one (sub-)batch on its device.
+def _label(values: Any, params: LabelParams, out: Any) -> Labeled:
+    """Labels into `out`, the statistics tables and outlines of one (sub-)batch on its device.
 
     Morphology and smoothing (ccl_cli.stages) decide the labels; statistics
     read the original values.
@@ -361,9 +363,10 @@ def _label(values: Any, params: LabelParams, out: Any) -> tuple[list[StatsTable]
     n, height, width = values.shape
     integer = np.dtype(values.dtype).kind != "f"
     if n == 0:
-        return [], []
+        return [], [], []
     if height * width == 0:
-        return [empty_table(integer) for _ in range(n)], [0] * n
+        outlines = [Outlines.empty() for _ in range(n)] if params.polygons else []
+        return [empty_table(integer) for _ in range(n)], [0] * n, outlines
     from ..stages import label_input
     from .cuda_stages import CudaStages
 
@@ -378,7 +381,12 @@ def _label(values: Any, params: LabelParams, out: Any) -> tuple[list[StatsTable]
     for i in range(n):
         rows = np.arange(label_base[i], label_base[i + 1])
         tables.append(table.take(rows[table.area[rows] >= params.min_area]))
-    return tables, np.diff(label_base).tolist()
+    polygons: list[Outlines] = []
+    if params.polygons:
+        from .cuda_polygons import device_outlines
+
+        polygons = device_outlines(out, [len(table) for table in tables])
+    return tables, np.diff(label_base).tolist(), polygons
 
 
 def _host_table(agg: np.ndarray, integer: bool) -> StatsTable:
@@ -453,20 +461,19 @@ def _check_batch(values: Any) -> None:
 def _split_on_oom(
     cupy: Any,
     shape: tuple[int, ...],
-    run: Callable[[int, int], tuple[list[StatsTable], list[int]]],
-) -> tuple[list[StatsTable], list[int]]:
+    run: Callable[[int, int], Labeled],
+) -> Labeled:
     """run(0, N) for a batch of `shape`, in halves (recursively) on device out-of-memory.
 
     Sub-batches also stay under 2**32 pixels: label offsets are 32-bit.
     """
     pixels = int(np.prod(shape[1:], dtype=np.int64))
 
-    def halves(lo: int, hi: int) -> tuple[list[StatsTable], list[int]]:
+    def halves(lo: int, hi: int) -> Labeled:
         mid = (lo + hi) // 2
-        left, right = part(lo, mid), part(mid, hi)
-        return left[0] + right[0], left[1] + right[1]
+        return joined([part(lo, mid), part(mid, hi)])
 
-    def part(lo: int, hi: int) -> tuple[list[StatsTable], list[int]]:
+    def part(lo: int, hi: int) -> Labeled:
         if hi - lo > 1 and (hi - lo) * pixels > _MAX_BATCH_PIXELS:
             return halves(lo, hi)
         try:

@@ -15,8 +15,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..params import LabelParams
-from ..stats import StatsTable
-from .base import Backend, BatchResult, label_in_parts, split_bounds
+from .base import Backend, BatchResult, Labeled, batch_result, label_in_parts, split_bounds
 
 
 class MultiDeviceBackend:
@@ -41,12 +40,12 @@ class MultiDeviceBackend:
         batch = np.asarray(batch)
         labels = self.empty(batch.shape, np.dtype(np.uint32)) if out is None else out
 
-        def part(i: int, lo: int, hi: int) -> tuple[list[StatsTable], list[int]]:
+        def part(i: int, lo: int, hi: int) -> Labeled:
             result = self.backends[i].label(batch[lo:hi], params, out=labels[lo:hi])
-            return result.tables, result.components
+            return result.tables, result.components, result.polygons or []
 
-        tables, components = label_in_parts(part, split_bounds(len(batch), len(self.backends)))
-        return BatchResult(labels, tables, components)
+        labeled = label_in_parts(part, split_bounds(len(batch), len(self.backends)))
+        return batch_result(labels, labeled, params)
 
     def batch_budget_bytes(self) -> int:
         """The backends' budgets together: an auto batch fills every device."""

@@ -208,6 +208,27 @@ class GcclCudaLabels(GcclCuda):
         return "dense_labels (ccl_cli.backends.cuda): dense raster-order labels only, device 0"
 
 
+class GcclCudaPolygons(GcclCuda):
+    """gccl's CUDA kernels with --polygons: labels, statistics and outlines on the host."""
+
+    name = "gccl-cuda-polygons"
+    end_to_end_modes = ()
+    no_end_to_end = "end to end it is gccl label --polygons (benchmarks/bench_polygons.py)"
+
+    def description(self) -> str:
+        return (
+            "dense_labels + device_statistics + device_outlines (ccl_cli.backends): labels, "
+            "statistics and the canonical polygon outlines copied to the host, device 0"
+        )
+
+    def run(self, prepared: Any, params: LabelParams) -> Output:
+        from ..backends.cuda_polygons import device_outlines
+
+        output = super().run(prepared, params)
+        device_outlines(output.labels, [int(k) for k in output.components.get()])
+        return output
+
+
 class GcclCpu(_Gccl):
     """gccl's CPU reference backend, images of a batch in parallel threads."""
 
@@ -239,8 +260,8 @@ class OpenCv(Engine):
     """OpenCV: connectedComponentsWithStats for binary, floodFill region growing for tau."""
 
     name = "opencv"
-    modes = ("binary", "tau")
-    end_to_end_modes = ("binary",)
+    modes: tuple[str, ...] = ("binary", "tau")
+    end_to_end_modes: tuple[str, ...] = ("binary",)
     max_pixels: ClassVar[dict[str, int]] = {"tau": VGA_PIXELS}
 
     def description(self) -> str:
@@ -277,6 +298,29 @@ class OpenCv(Engine):
         from .files import opencv_label_folder
 
         return opencv_label_folder(folder, out, params, cpu_threads())
+
+
+class OpenCvContours(OpenCv):
+    """OpenCV's labels plus cv2.findContours: the reference point of --polygons."""
+
+    name = "opencv-contours"
+    modes = ("binary",)
+    end_to_end_modes = ()
+    no_end_to_end = "no file pipeline"
+
+    def description(self) -> str:
+        return (
+            "cv2.connectedComponentsWithStats (CV_32S) plus cv2.findContours (RETR_CCOMP, "
+            "CHAIN_APPROX_SIMPLE) of the foreground mask, one image per call"
+        )
+
+    def run(self, prepared: Any, params: LabelParams) -> Output:
+        import cv2
+
+        output = super().run(prepared, params)
+        for image in prepared:
+            cv2.findContours(image, cv2.RETR_CCOMP, cv2.CHAIN_APPROX_SIMPLE)
+        return output
 
 
 class Cupyx(DeviceEngine):
@@ -374,8 +418,10 @@ class Skimage(Engine):
 ENGINE_TYPES: tuple[type[Engine], ...] = (
     GcclCuda,
     GcclCudaLabels,
+    GcclCudaPolygons,
     GcclCpu,
     OpenCv,
+    OpenCvContours,
     Cupyx,
     Cc3d,
     Skimage,

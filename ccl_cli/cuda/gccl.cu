@@ -3,6 +3,7 @@
 #include "border.cu"
 #include "min_area.cu"
 #include "morphology.cu"
+#include "outline.cu"
 #include "pixel.cu"
 #include "relabel.cu"
 #include "smooth.cu"

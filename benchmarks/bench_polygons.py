@@ -1,0 +1,140 @@
+"""--polygons speed on document scans, against cv2.findContours on the CPU.
+
+    python3 benchmarks/bench_polygons.py [SCAN ...] [--repeat N] [--json OUT.json]
+
+Scans are read with ccl_cli.images.read_image and labeled with --invert
+semantics (ink is foreground), 8-connectivity; default: the scans of
+../shared/data/docs. Medians per scan, in ms:
+  gpu outlines: labels already on the device -> canonical Outlines arrays on
+    the host (cuda_polygons.device_outlines, wall time, synchronized);
+  gpu corners: the kernels only (parts, corners, ring ranking; CUDA events);
+  gpu parts: of those, the 4-connected parts (dense_labels of the labels, tau 0);
+  geojson: encoding the Outlines as GeoJSON text (CPU, one thread);
+  cpu outlines: the numpy tracer (ccl_cli.polygons.outlines);
+  cv2 contours: cv2.findContours(mask, RETR_CCOMP, CHAIN_APPROX_SIMPLE) on
+    the binary mask (its outlines follow pixel centres, not corners, and do not
+    split components by label: the reference point, not the same output).
+Without CuPy or a GPU the GPU columns are left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ccl_cli.backends.cpu import CpuBackend
+from ccl_cli.images import read_image
+from ccl_cli.params import LabelParams
+from ccl_cli.polygons import geojson, outlines
+
+SHARED_DOCS = Path(__file__).resolve().parents[2] / "shared" / "data" / "docs"
+PARAMS = LabelParams(invert=True, connectivity=8, polygons=True)
+
+
+def median_ms(run: Callable[[], object], repeat: int, warmup: int = 2) -> float:
+    """Median wall time of run() over `repeat` calls after `warmup` calls, in ms."""
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        run()
+        times.append((time.perf_counter() - began) * 1e3)
+    return statistics.median(times)
+
+
+def gpu_columns(labels: np.ndarray, count: int, want: Any, repeat: int) -> dict[str, float]:
+    """GPU timings of one labeled scan; checks the GPU outlines equal the CPU ones."""
+    try:
+        import cupy
+
+        from ccl_cli.backends.cuda import dense_labels
+        from ccl_cli.backends.cuda_polygons import PART_PARAMS, device_corners, device_outlines
+    except ImportError:
+        return {}
+    device = cupy.asarray(labels[np.newaxis])
+    parts = cupy.empty_like(device)
+
+    def end_to_end() -> Any:
+        result = device_outlines(device, [count])
+        cupy.cuda.get_current_stream().synchronize()
+        return result
+
+    got = end_to_end()[0]
+    if not got.equals(want):
+        raise SystemExit("GPU outlines differ from the CPU outlines")
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+
+    def events_ms(run: Callable[[], object]) -> float:
+        times = []
+        for _ in range(repeat):
+            start.record()
+            run()
+            stop.record()
+            stop.synchronize()
+            times.append(cupy.cuda.get_elapsed_time(start, stop))
+        return statistics.median(times)
+
+    return {
+        "gpu outlines": median_ms(end_to_end, repeat, warmup=3),
+        "gpu corners": events_ms(lambda: device_corners(device)),
+        "gpu parts": events_ms(lambda: dense_labels(device, PART_PARAMS, parts)),
+    }
+
+
+def bench(path: Path, repeat: int) -> dict[str, Any]:
+    """Every column for one scan."""
+    import cv2
+
+    values = read_image(path)
+    result = CpuBackend().label(values[np.newaxis], PARAMS)
+    labels, count = result.labels[0], len(result.tables[0])
+    assert result.polygons is not None
+    want = result.polygons[0]
+    mask = (labels > 0).astype(np.uint8)
+    row: dict[str, Any] = {
+        "scan": path.name,
+        "size": f"{labels.shape[1]}x{labels.shape[0]}",
+        "components": count,
+        "vertices": len(want.vertices),
+    }
+    row.update(gpu_columns(labels, count, want, repeat))
+    row["geojson"] = median_ms(lambda: geojson(want), 3, warmup=1)
+    row["cpu outlines"] = median_ms(lambda: outlines(labels, count), 1, warmup=1)
+    row["cv2 contours"] = median_ms(
+        lambda: cv2.findContours(mask, cv2.RETR_CCOMP, cv2.CHAIN_APPROX_SIMPLE), repeat
+    )
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scans", nargs="*", type=Path)
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    scans = args.scans or sorted(SHARED_DOCS.glob("*"))
+    rows = []
+    for index, path in enumerate(scans):
+        row = bench(path, args.repeat)
+        rows.append(row)
+        if index == 0:
+            print("| " + " | ".join(row) + " |")
+            print("|" + " --- |" * len(row))
+        cells = [
+            f"{value:.3f}" if isinstance(value, float) else str(value) for value in row.values()
+        ]
+        print("| " + " | ".join(cells) + " |", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,348 @@
+"""Polygon outlines of label images (--polygons): canonical form, GeoJSON, CPU tracer.
+
+Geometry. Pixel (r, c) is the square [c, c+1] x [r, r+1]; vertices are pixel
+corners (x = column, y = row). Every component is split into its 4-connected
+parts (label equality, 4-connectivity); each part is one polygon: the outline
+between it and each 4-connected piece of everything else. A boundary edge is a
+side of a part's cell whose neighbour is another part (or outside), directed
+with the cell on its left, so exteriors have positive and holes negative
+shoelace area on the (x, y) numbers. Where an edge ends, the trace continues
+with the cell ahead-right if it is in the part (turn right), else the cell
+ahead-left (straight), else the same cell (turn left). Turning right first
+keeps a part whole at a diagonal pinch of its own cells (the two complement
+pieces there get one ring each, touching at the point); two parts meeting
+diagonally are separate polygons touching at the point. Every ring is simple,
+so every Polygon and MultiPolygon is valid (OGC, shapely is_valid).
+
+Both backends emit the same corners (the vertices where a trace turns) with
+their ring order; `canonical` sorts them into `Outlines` with the same xp code
+(numpy or CuPy), so the GeoJSON text cannot differ between backends.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+#: Directions E (+x), S (+y), W (-x), N (-y) as (row, column) steps; d + 1 is a
+#: left turn, d + 3 a right turn. The side of a cell walked in direction d is
+#: the one facing step[d + 3] (E: top, S: right, W: bottom, N: left).
+STEPS = ((0, 1), (1, 0), (0, -1), (-1, 0))
+#: Where an edge of direction d ends, relative to its cell's top-left corner (x, y).
+ENDS = ((1, 0), (1, 1), (0, 1), (0, 0))
+
+
+@dataclass(frozen=True)
+class Outlines:
+    """The outlines of components 1..K of one label image, in canonical order.
+
+    vertices: (V, 2) int32 corners (x, y), ring after ring; each ring starts at
+        its smallest (y, x) vertex and is not closed (GeoJSON repeats the start).
+    ring_offsets: (R + 1,) int64; ring r is vertices[ring_offsets[r]:ring_offsets[r + 1]].
+    part_offsets: (P + 1,) int64 into the rings; one polygon each, exterior
+        first, then its holes by start vertex (y, x).
+    feature_offsets: (K + 1,) int64 into the parts; component k + 1's polygons,
+        ordered by their exterior's start vertex (y, x).
+    areas: (K,) int64 pixel count of each component.
+    """
+
+    vertices: np.ndarray
+    ring_offsets: np.ndarray
+    part_offsets: np.ndarray
+    feature_offsets: np.ndarray
+    areas: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.areas)
+
+    @classmethod
+    def empty(cls) -> Outlines:
+        """No components."""
+        offsets = np.zeros(1, np.int64)
+        return cls(np.zeros((0, 2), np.int32), offsets, offsets, offsets, np.zeros(0, np.int64))
+
+    def equals(self, other: Outlines) -> bool:
+        """Same arrays (dtype, shape, values): what CPU and GPU must produce."""
+        return all(
+            np.array_equal(getattr(self, f.name), getattr(other, f.name))
+            and getattr(self, f.name).dtype == getattr(other, f.name).dtype
+            for f in fields(self)
+        )
+
+    def rings(self, feature: int) -> list[list[np.ndarray]]:
+        """Component `feature + 1` as polygons, each a list of (n, 2) rings (exterior first)."""
+        rings, parts = self.ring_offsets, self.part_offsets
+        first, last = self.feature_offsets[feature], self.feature_offsets[feature + 1]
+        return [
+            [self.vertices[rings[r] : rings[r + 1]] for r in range(parts[p], parts[p + 1])]
+            for p in range(first, last)
+        ]
+
+
+def geojson(outlines: Outlines) -> bytes:
+    """The GeoJSON FeatureCollection text: compact, fixed key order, closed rings, one line.
+
+    The same text as json.dumps(..., separators=(",", ":")) of the nested
+    structure, built a few times faster: every vertex is formatted in one
+    %-operation and rings are slices of that text.
+    """
+    vertices = outlines.vertices.astype(np.int64)
+    widths = _digits(vertices).sum(axis=1) + 4  # "[x,y],"
+    starts = np.zeros(len(vertices) + 1, np.int64)
+    np.cumsum(widths, out=starts[1:])
+    text = ("[%d,%d]," * len(vertices)) % tuple(vertices.ravel().tolist())
+    at = starts.tolist()
+    ring_offsets = outlines.ring_offsets.tolist()
+    rings = [
+        f"[{text[at[a] : at[b]]}{text[at[a] : at[a + 1] - 1]}]"
+        for a, b in itertools.pairwise(ring_offsets)
+    ]
+    part_offsets = outlines.part_offsets.tolist()
+    polygons = ["[" + ",".join(rings[a:b]) + "]" for a, b in itertools.pairwise(part_offsets)]
+    feature_offsets = outlines.feature_offsets.tolist()
+    features = []
+    for k, area in enumerate(outlines.areas.tolist()):
+        first, last = feature_offsets[k], feature_offsets[k + 1]
+        if last - first == 1:
+            geometry = f'{{"type":"Polygon","coordinates":{polygons[first]}}}'
+        else:
+            parts = ",".join(polygons[first:last])
+            geometry = f'{{"type":"MultiPolygon","coordinates":[{parts}]}}'
+        features.append(
+            f'{{"type":"Feature","properties":{{"label":{k + 1},"area":{area}}},'
+            f'"geometry":{geometry}}}'
+        )
+    body = ",".join(features)
+    return f'{{"type":"FeatureCollection","features":[{body}]}}\n'.encode("ascii")
+
+
+def _digits(values: np.ndarray) -> np.ndarray:
+    """Decimal digits of non-negative integers (1 for 0)."""
+    digits = np.ones(values.shape, np.int64)
+    for power in range(1, 19):
+        digits += values >= 10**power
+    return digits
+
+
+@dataclass
+class Corners:
+    """The corners of every ring of a batch (any order), as the tracers emit them.
+
+    image, label, part: which image, component and 4-connected part (numbered
+        in raster order of its first pixel, per image) the ring outlines.
+    x, y: the corner.
+    next: index of the ring's next corner.
+    ring: index of the ring's start corner (its smallest (y, x) vertex).
+    position: steps from the start corner along the ring (0 at the start).
+    """
+
+    image: Any
+    label: Any
+    part: Any
+    x: Any
+    y: Any
+    next: Any
+    ring: Any
+    position: Any
+
+
+def rank_rings(x: Any, y: Any, nxt: Any, width: int, xp: Any = np) -> tuple[Any, Any]:
+    """(ring, position) of every corner from the `nxt` cycles, by pointer jumping.
+
+    The start of a ring is its smallest vertex key y * (width + 1) + x (rings
+    are simple, so it is unique). numpy or CuPy arrays; the CUDA backend has
+    its own kernels for the same steps.
+    """
+    count = len(nxt)
+    steps = max(1, math.ceil(math.log2(max(count, 2))))
+    key = y.astype(xp.int64) * (width + 1) + x
+    low, jump = key, nxt
+    for _ in range(steps):
+        low, jump = xp.minimum(low, low[jump]), jump[jump]
+    tail = key[nxt] == low  # the corner before the start
+    index = xp.arange(count, dtype=nxt.dtype)
+    to_tail = (~tail).astype(xp.int64)
+    jump = xp.where(tail, index, nxt)
+    for _ in range(steps):
+        to_tail, jump = to_tail + to_tail[jump], jump[jump]
+    ring = nxt[jump]
+    return ring, to_tail[ring] - to_tail
+
+
+def canonical(corners: Corners, counts: list[int], width: int, xp: Any = np) -> list[Outlines]:
+    """Per image, the Outlines of components 1..counts[i] (host arrays).
+
+    Rings are ordered by (image, label, part, start vertex): parts are numbered
+    in raster order of their first pixel, whose top-left corner starts the
+    part's exterior, so that is the order of exterior start vertices, and the
+    exterior (whose start is the part's smallest vertex) precedes its holes.
+    """
+    c = corners
+    if len(c.position) == 0:  # no components at all
+        return [Outlines.empty() for _ in counts]
+    starts = xp.flatnonzero(c.position == 0)
+    lasts = xp.flatnonzero(c.position[c.next] == 0)
+    length = xp.zeros(len(c.position), xp.int64)
+    length[c.ring[lasts]] = c.position[lasts] + 1
+    key = c.y[starts].astype(xp.int64) * (width + 1) + c.x[starts]
+    image, label, part = c.image[starts], c.label[starts], c.part[starts]
+    order = xp.lexsort(xp.stack([key, part.astype(xp.int64), label.astype(xp.int64), image]))
+    starts, image, label, part = starts[order], image[order], label[order], part[order]
+    ring_offsets = xp.zeros(len(starts) + 1, xp.int64)
+    xp.cumsum(length[starts], out=ring_offsets[1:])
+    rank = xp.zeros(len(c.position), xp.int64)
+    rank[starts] = xp.arange(len(starts), dtype=xp.int64)
+    destination = ring_offsets[rank[c.ring]] + c.position
+    vertices = xp.empty((len(c.position), 2), xp.int32)
+    vertices[destination, 0] = c.x
+    vertices[destination, 1] = c.y
+    new_part = xp.ones(len(starts), bool)
+    new_part[1:] = (part[1:] != part[:-1]) | (image[1:] != image[:-1])
+    part_starts = xp.flatnonzero(new_part)
+    new_feature = xp.ones(len(part_starts), bool)
+    part_label, part_image = label[part_starts], image[part_starts]
+    new_feature[1:] = (part_label[1:] != part_label[:-1]) | (part_image[1:] != part_image[:-1])
+    feature_starts = xp.flatnonzero(new_feature)
+    label_base = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=label_base[1:])
+    feature = xp.asarray(label_base)[c.image] + c.label.astype(xp.int64) - 1
+    twice = c.x.astype(xp.int64) * c.y[c.next] - c.x[c.next].astype(xp.int64) * c.y
+    doubled = xp.bincount(feature, weights=twice.astype(xp.float64), minlength=int(label_base[-1]))
+    areas = (xp.rint(doubled).astype(xp.int64) // 2) if len(doubled) else doubled.astype(xp.int64)
+    return _split(
+        _host(vertices),
+        _host(ring_offsets),
+        _host(part_starts),
+        _host(feature_starts),
+        _host(areas),
+        label_base,
+    )
+
+
+def _split(
+    vertices: np.ndarray,
+    ring_offsets: np.ndarray,
+    part_starts: np.ndarray,
+    feature_starts: np.ndarray,
+    areas: np.ndarray,
+    label_base: np.ndarray,
+) -> list[Outlines]:
+    """Cut the batch's canonical arrays into one Outlines per image (offsets rebased)."""
+    part_offsets = np.append(part_starts, len(ring_offsets) - 1)
+    feature_offsets = np.append(feature_starts, len(part_offsets) - 1)
+    if len(feature_offsets) != label_base[-1] + 1:
+        raise AssertionError("every kept component must have an outline")
+    result = []
+    for lo, hi in itertools.pairwise(label_base.tolist()):
+        features = feature_offsets[lo : hi + 1]
+        parts = part_offsets[features[0] : features[-1] + 1]
+        rings = ring_offsets[parts[0] : parts[-1] + 1]
+        result.append(
+            Outlines(
+                vertices=vertices[rings[0] : rings[-1]],
+                ring_offsets=rings - rings[0],
+                part_offsets=parts - parts[0],
+                feature_offsets=features - features[0],
+                areas=areas[lo:hi],
+            )
+        )
+    return result
+
+
+def _host(array: Any) -> np.ndarray:
+    """numpy view of a numpy or CuPy array."""
+    return array.get() if hasattr(array, "get") else np.asarray(array)
+
+
+PART_CONNECTIVITY = 4
+
+
+def outlines(labels: np.ndarray, count: int) -> Outlines:
+    """The Outlines of components 1..count of one (H, W) label image, on the CPU."""
+    return canonical(trace(labels), [count], labels.shape[1])[0]
+
+
+def trace(labels: np.ndarray) -> Corners:
+    """The corners of every ring of one label image (numpy), with their ring order."""
+    from .backends.cpu import raster_components
+    from .params import LabelParams
+
+    height, width = labels.shape
+    parts, _ = raster_components(
+        labels, LabelParams(tau=0, connectivity=PART_CONNECTIVITY, background=0)
+    )
+    padded = np.pad(parts, 1)
+    rows, cols = np.indices((height, width))
+
+    def at(dr: int, dc: int) -> np.ndarray:
+        return padded[1 + dr : 1 + dr + height, 1 + dc : 1 + dc + width]
+
+    own = at(0, 0)
+    pieces = []
+    for d, (dr, dc) in enumerate(STEPS):
+        rr, rc = STEPS[(d + 3) % 4]
+        ahead_left = at(dr, dc) == own
+        ahead_right = at(dr + rr, dc + rc) == own
+        corner = (own > 0) & (at(rr, rc) != own) & (ahead_right | ~ahead_left)
+        r, c = rows[corner], cols[corner]
+        turn_right = ahead_right[corner]
+        # The next edge: the ahead-right cell walked in direction d + 3, or this cell in d + 1.
+        next_d = np.where(turn_right, (d + 3) % 4, (d + 1) % 4)
+        next_r = np.where(turn_right, r + dr + rr, r)
+        next_c = np.where(turn_right, c + dc + rc, c)
+        pieces.append((d, r, c, next_d, next_r, next_c))
+    return _chain(pieces, parts, labels, width)
+
+
+def _chain(
+    pieces: list[tuple[Any, ...]], parts: np.ndarray, labels: np.ndarray, width: int
+) -> Corners:
+    """Corners with `next` (the first corner edge on from each corner's next edge) and ring order.
+
+    The edges after a corner go straight along one grid line until the next
+    corner edge of that direction on the line: for E the nearest corner edge
+    at or right of it in its row, for W at or left of it, for S and N below or
+    above it in its column. Sorted keys per direction and searchsorted find it.
+    """
+    height = parts.shape[0]
+    counts = [len(piece[1]) for piece in pieces]
+    base = np.zeros(5, np.int64)
+    np.cumsum(counts, out=base[1:])
+
+    def line_key(d: int, r: np.ndarray, c: np.ndarray) -> np.ndarray:
+        r, c = r.astype(np.int64), c.astype(np.int64)
+        return r * width + c if d % 2 == 0 else c * height + r
+
+    keys = [line_key(d, piece[1], piece[2]) for d, piece in enumerate(pieces)]
+    orders = [np.argsort(key, kind="stable") for key in keys]
+    sorted_keys = [key[order] for key, order in zip(keys, orders, strict=True)]
+    nxt = np.empty(base[-1], np.int64)
+    for d, (_, _, _, next_d, next_r, next_c) in enumerate(pieces):
+        for e in range(4):
+            pick = next_d == e
+            target = line_key(e, next_r[pick], next_c[pick])
+            if e in (0, 1):  # E, S: the first corner edge at or after the target
+                slot = np.searchsorted(sorted_keys[e], target, side="left")
+            else:  # W, N: the last at or before it
+                slot = np.searchsorted(sorted_keys[e], target, side="right") - 1
+            nxt[base[d] : base[d + 1]][pick] = base[e] + orders[e][slot]
+    r = np.concatenate([piece[1] for piece in pieces])
+    c = np.concatenate([piece[2] for piece in pieces])
+    d_all = np.repeat(np.arange(4), counts)
+    x = (c + np.take([end[0] for end in ENDS], d_all)).astype(np.int32)
+    y = (r + np.take([end[1] for end in ENDS], d_all)).astype(np.int32)
+    ring, position = rank_rings(x, y, nxt, width)
+    return Corners(
+        image=np.zeros(len(x), np.int64),
+        label=labels[r, c],
+        part=parts[r, c],
+        x=x,
+        y=y,
+        next=nxt,
+        ring=ring,
+        position=position,
+    )
