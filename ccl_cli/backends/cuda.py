@@ -171,23 +171,20 @@ class CudaBackend:
                 )
             return batch_result(labels, labeled, params)
         host = np.asarray(batch)
-        pinned = out is None
         labels = pinned_empty(host.shape, np.dtype(np.uint32)) if out is None else out
         labeled = label_in_parts(
-            lambda _, lo, hi: self._label_host(host[lo:hi], params, labels[lo:hi], pinned),
+            lambda _, lo, hi: self._label_host(host[lo:hi], params, labels[lo:hi]),
             _parts(host),
         )
         return batch_result(labels, labeled, params)
 
-    def _label_host(
-        self, host: np.ndarray, params: LabelParams, labels: np.ndarray, pinned: bool
-    ) -> Labeled:
+    def _label_host(self, host: np.ndarray, params: LabelParams, labels: np.ndarray) -> Labeled:
         """Label a numpy (sub-)batch into the numpy `labels`, on this thread's own stream.
 
-        The images go to the device from a pinned buffer, and the labels come
-        back straight into `labels` when it is pinned too (`pinned`); both
-        copies run asynchronously on the stream, and the thread waits only for
-        its own stream, so other threads' copies and kernels go on meanwhile.
+        The images go to the device from a pinned buffer, asynchronously on
+        the stream; the labels come back into `labels` (pinned unless the
+        caller gave its own `out`). The thread waits only for its own stream,
+        so other threads' copies and kernels go on meanwhile.
         """
         cupy = _import_cupy()
 
@@ -199,8 +196,9 @@ class CudaBackend:
             values.set(staged, stream=stream)
             out = cupy.empty(part.shape, cupy.uint32)
             result = _label(values, params, out)
-            out.get(stream=stream, out=labels[lo:hi], blocking=not pinned)
-            stream.synchronize()
+            # A blocking copy: with blocking=False into the same pinned memory, one
+            # H200 took 308 ms for 64 1080p images that two took 30 ms for blocking.
+            out.get(stream=stream, out=labels[lo:hi])
             return result
 
         with cupy.cuda.Device(self.device):
