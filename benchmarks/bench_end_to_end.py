@@ -211,6 +211,7 @@ def main() -> None:
     parser.add_argument("--docs-count", type=int, default=200)
     parser.add_argument("--peer-processes", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--jobs", default="depth,docs", help="which jobs, comma-separated")
     parser.add_argument(
         "--gccl-options",
         action="append",
@@ -225,7 +226,8 @@ def main() -> None:
     sources = {"depth": args.depth_source, "docs": args.docs_source}
     counts = {"depth": args.depth_count, "docs": args.docs_count}
     results = []
-    for kind, (options, pattern) in JOBS.items():
+    for kind in args.jobs.split(","):
+        options, pattern = JOBS[kind]
         folder = args.work / "in" / kind
         paths = replicate(sources[kind], pattern, counts[kind], folder)
         peer_out = args.work / "peer" / kind
