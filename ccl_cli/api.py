@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .backends.base import Backend
 from .backends.cuda import cuda_status, is_device_array
+from .config import resolve
 from .errors import UsageError
-from .params import LabelParams
 from .stats import StatsTable
 
 
@@ -26,6 +28,11 @@ def label(
     invert: bool = False,
     threshold: float | None = None,
     min_area: int = 0,
+    erode: int = 0,
+    dilate: int = 0,
+    open: int = 0,
+    close: int = 0,
+    smooth: str | None = None,
     device: str = "auto",
 ) -> tuple[Any, list[StatsTable]]:
     """Label the connected components of one image (H, W) or a batch (N, H, W).
@@ -38,6 +45,10 @@ def label(
         foreground); invert flips intensities first; threshold binarizes
         instead (v > threshold, or v < threshold with invert).
     min_area: components with fewer pixels become 0; the rest are renumbered.
+    erode, dilate, open, close: morphology steps on the foreground mask (N
+        iterations each, applied in that fixed order: open, close, erode,
+        dilate); smooth: "box:R" or "binomial:R" before tau labeling. The
+        same stages as `gccl label`'s options (README, ccl_cli.stages).
     device: "auto" (CUDA when usable, always for device arrays, else CPU),
         "cpu", "cuda" or "cuda:N".
 
@@ -47,16 +58,20 @@ def label(
     per image. Raises UsageError for a bad option and BackendUnavailable when
     CUDA is asked for but not usable.
     """
-    params = LabelParams(
-        background=background,
-        invert=invert,
-        threshold=threshold,
-        tau=tau,
-        connectivity=connectivity,
-        min_area=min_area,
-    )
-    if connectivity not in (4, 8):
-        raise UsageError(f"connectivity must be 4 or 8, not {connectivity}")
+    options = {
+        "background": "none" if background is None else background,
+        "invert": invert,
+        "threshold": threshold,
+        "tau": tau,
+        "connectivity": connectivity,
+        "min_area": min_area,
+        "erode": erode,
+        "dilate": dilate,
+        "open": open,
+        "close": close,
+        "smooth": smooth,
+    }
+    params = resolve([], options, source="ccl_cli.label").label_params()
     ndim = len(array.shape)
     if ndim not in (2, 3):
         raise UsageError(f"expected an (H, W) image or an (N, H, W) batch, got shape {array.shape}")
@@ -65,7 +80,9 @@ def label(
     if on_device and backend.name == "cpu":
         raise UsageError("device='cpu' needs a host (numpy) array")
     batch = array if ndim == 3 else array[None]
-    result = backend.label(batch, params)
+    # Host results in ordinary memory: the CUDA backend's own would be page-locked.
+    out = None if on_device else np.empty(batch.shape, np.uint32)
+    result = backend.label(batch, params, out)
     return (result.labels if ndim == 3 else result.labels[0]), result.tables
 
 

@@ -286,8 +286,8 @@ def label_command(
     processes: Annotated[
         str | None,
         typer.Option(
-            help="Worker processes, or auto (one per two cores, up to 8, for jobs of 32 "
-            "inputs or more; else this process alone).  \\[default: auto]",
+            help="Worker processes, or auto (one per four cores, up to 4, and one per 64 "
+            "inputs: small jobs stay in this process).  \\[default: auto]",
             show_default=False,
         ),
     ] = None,

@@ -284,16 +284,19 @@ def load_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def resolve(config_files: Iterable[Path], flags: Mapping[str, Any]) -> Settings:
+def resolve(
+    config_files: Iterable[Path], flags: Mapping[str, Any], source: str = "command line"
+) -> Settings:
     """Defaults, then each config file in order, then the flags given on the command line.
 
-    `flags` holds only the options the user typed (None means not given).
+    `flags` holds only the options the user typed (None means not given);
+    `source` names where they came from in error messages.
     """
     settings = Settings()
     for path in config_files:
         settings = apply(settings, load_file(path), str(path))
     given = {key: value for key, value in flags.items() if value is not None}
-    settings = apply(settings, given, "command line") if given else settings
+    settings = apply(settings, given, source) if given else settings
     if settings.smooth is not None and settings.tau is None:
         raise UsageError(
             "'smooth' needs 'tau': smoothing changes values, which only tau mode reads"

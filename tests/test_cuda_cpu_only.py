@@ -12,7 +12,9 @@ import pytest
 
 from ccl_cli import api
 from ccl_cli.backends import cuda
+from ccl_cli.backends.cpu import CpuBackend
 from ccl_cli.errors import UsageError
+from ccl_cli.params import LabelParams
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -94,3 +96,28 @@ def test_api_rejects_bad_options(kwargs):
 def test_api_rejects_bad_shapes():
     with pytest.raises(UsageError):
         api.label(np.zeros((2, 3, 4, 5), np.uint8), device="cpu")
+
+
+def test_api_stages_match_the_backend_with_the_same_params():
+    rng = np.random.default_rng(5)
+    image = (rng.random((40, 50)) < 0.6).astype(np.uint16) * rng.integers(1, 60, (40, 50))
+    labels, tables = api.label(
+        image, device="cpu", tau=6, open=1, dilate=2, smooth="binomial:2", connectivity=4
+    )
+    params = LabelParams(
+        tau=6, connectivity=4, morphology=(("open", 1), ("dilate", 2)), smooth=("binomial", 2)
+    )
+    want = CpuBackend().label(image[None], params)
+    np.testing.assert_array_equal(labels, want.labels[0])
+    assert tables[0].equals(want.tables[0])
+    assert not np.array_equal(labels, api.label(image, device="cpu", tau=6, connectivity=4)[0])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [({"smooth": "box:2"}, "'smooth' needs 'tau'"), ({"erode": -1}, "'erode' must be")],
+    ids=str,
+)
+def test_api_checks_stage_options_like_the_cli(kwargs, needle):
+    with pytest.raises(UsageError, match=needle):
+        api.label(np.zeros((3, 3), np.uint8), device="cpu", **kwargs)

@@ -74,12 +74,12 @@ def test_sigterm_stops_the_workers_and_writes_the_summary(tmp_path: Path):
     ("setting", "inputs", "cores", "expected"),
     [
         (3, 1, 2, 3),  # a number is taken as given
-        ("auto", 1000, 16, 8),  # one per two cores, at most 8
+        ("auto", 1000, 16, 4),  # one per four cores
         ("auto", 1000, 64, processes.AUTO_PROCESS_LIMIT),
-        ("auto", 1000, 6, 3),
+        ("auto", 1000, 12, 3),
         ("auto", 1000, 2, 1),  # two cores: this process
-        ("auto", 31, 16, 1),  # under two tasks of inputs: this process
-        ("auto", 48, 16, 3),  # no more processes than tasks
+        ("auto", 127, 16, 1),  # under two processes' worth of inputs: this process
+        ("auto", 192, 16, 3),  # one process per 64 inputs
     ],
 )
 def test_process_count(setting: int | str, inputs: int, cores: int, expected: int):
