@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 import cupy
 import numpy as np
+from medians import cpu_median_ms, gpu_median_ms
 from PIL import Image
 
 from ccl_cli.backends import cuda as backend
@@ -35,32 +35,6 @@ from ccl_cli.params import LabelParams
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 BIG = (3000, 4000)
-
-
-def gpu_median_ms(run: Callable[[], object], repeat: int, warmup: int = 5) -> float:
-    """Median of `repeat` CUDA-event timings of run() after `warmup` calls, in ms."""
-    for _ in range(warmup):
-        run()
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    times = []
-    for _ in range(repeat):
-        start.record()
-        run()
-        stop.record()
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop))
-    return statistics.median(times)
-
-
-def cpu_median_ms(run: Callable[[], object], repeat: int) -> float:
-    """Median wall time of run() over `repeat` calls after one warm-up, in ms."""
-    run()
-    times = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times) * 1e3
 
 
 def kernel_breakdown(run: Callable[[], object], repeat: int) -> dict[str, float]:

@@ -35,8 +35,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ccl_cli.outputs import SUMMARY_COLUMNS
+from ccl_cli.stats import CSV_COLUMNS
+
 ROOT = Path(__file__).resolve().parent.parent
-COLUMNS = "label,area,x,y,width,height,centroid_x,centroid_y,mean,min,max"
 JOBS = {
     "depth": (["--tau", "20", "--min-area", "50"], "depth.png"),
     "docs": (["--invert"], "tif"),
@@ -119,7 +121,7 @@ def _peer_one(job: tuple[str, str, str]) -> list[object]:
         mean = low = high = np.zeros(kept)  # every ink pixel is 0
     stem = Path(path).name.rsplit(".", 1)[0]
     cv2.imwrite(f"{out}/{stem}.labels.png", labels.astype(np.uint16))
-    rows = [COLUMNS]
+    rows = [",".join(CSV_COLUMNS)]
     for i in range(kept):
         x0, y0, x1, y1 = boxes[i]
         rows.append(
@@ -142,19 +144,7 @@ def peer_main(kind: str, folder: str, out: str, processes: int) -> None:
         rows = pool.map(_peer_one, [(kind, p, out) for p in paths], chunksize=4)
     with open(f"{out}/summary.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(
-            [
-                "path",
-                "width",
-                "height",
-                "dtype",
-                "components",
-                "kept",
-                "status",
-                "message",
-                "seconds",
-            ]
-        )
+        writer.writerow(SUMMARY_COLUMNS)
         writer.writerows(rows)
 
 

@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from medians import cpu_median_ms, gpu_median_ms
 
 from ccl_cli.backends.cpu import CpuBackend
 from ccl_cli.images import read_image
@@ -36,18 +34,6 @@ from ccl_cli.polygons import geojson, outlines
 
 SHARED_DOCS = Path(__file__).resolve().parents[2] / "shared" / "data" / "docs"
 PARAMS = LabelParams(invert=True, connectivity=8, polygons=True)
-
-
-def median_ms(run: Callable[[], object], repeat: int, warmup: int = 2) -> float:
-    """Median wall time of run() over `repeat` calls after `warmup` calls, in ms."""
-    for _ in range(warmup):
-        run()
-    times = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - began) * 1e3)
-    return statistics.median(times)
 
 
 def gpu_columns(labels: np.ndarray, count: int, want: Any, repeat: int) -> dict[str, float]:
@@ -70,22 +56,12 @@ def gpu_columns(labels: np.ndarray, count: int, want: Any, repeat: int) -> dict[
     got = end_to_end()[0]
     if not got.equals(want):
         raise SystemExit("GPU outlines differ from the CPU outlines")
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-
-    def events_ms(run: Callable[[], object]) -> float:
-        times = []
-        for _ in range(repeat):
-            start.record()
-            run()
-            stop.record()
-            stop.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(start, stop))
-        return statistics.median(times)
-
     return {
-        "gpu outlines": median_ms(end_to_end, repeat, warmup=3),
-        "gpu corners": events_ms(lambda: device_corners(device)),
-        "gpu parts": events_ms(lambda: dense_labels(device, PART_PARAMS, parts)),
+        "gpu outlines": cpu_median_ms(end_to_end, repeat, warmup=3),
+        "gpu corners": gpu_median_ms(lambda: device_corners(device), repeat, warmup=1),
+        "gpu parts": gpu_median_ms(
+            lambda: dense_labels(device, PART_PARAMS, parts), repeat, warmup=1
+        ),
     }
 
 
@@ -106,9 +82,9 @@ def bench(path: Path, repeat: int) -> dict[str, Any]:
         "vertices": len(want.vertices),
     }
     row.update(gpu_columns(labels, count, want, repeat))
-    row["geojson"] = median_ms(lambda: geojson(want), 3, warmup=1)
-    row["cpu outlines"] = median_ms(lambda: outlines(labels, count), 1, warmup=1)
-    row["cv2 contours"] = median_ms(
+    row["geojson"] = cpu_median_ms(lambda: geojson(want), 3, warmup=1)
+    row["cpu outlines"] = cpu_median_ms(lambda: outlines(labels, count), 1, warmup=1)
+    row["cv2 contours"] = cpu_median_ms(
         lambda: cv2.findContours(mask, cv2.RETR_CCOMP, cv2.CHAIN_APPROX_SIMPLE), repeat
     )
     return row

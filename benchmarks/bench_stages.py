@@ -14,32 +14,16 @@ medians of CUDA events after warm-up, data already on the device; the
 from __future__ import annotations
 
 import argparse
-import statistics
-from collections.abc import Callable
 
 import cupy
 import numpy as np
+from medians import gpu_median_ms
 
 from ccl_cli.backends import cuda as backend
 from ccl_cli.backends import cuda_stages
 from ccl_cli.stages import smooth_weights
 
 SHAPE = (1, 3000, 4000)  # (N, H, W)
-
-
-def gpu_median_ms(run: Callable[[], object], repeat: int, warmup: int = 5) -> float:
-    """Median of `repeat` CUDA-event timings of run() after `warmup` calls, in ms."""
-    for _ in range(warmup):
-        run()
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    times = []
-    for _ in range(repeat):
-        start.record()
-        run()
-        stop.record()
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop))
-    return statistics.median(times)
 
 
 def launch_ms(name: str, grid: int, block: tuple[int, ...], args: tuple, repeat: int) -> float:

@@ -62,10 +62,14 @@ def summary_without_seconds(out: Path) -> str:
     return "\n".join(",".join(row[:-1]) for row in rows)
 
 
-def json_lines(stdout: str) -> dict[str, dict]:
+def json_lines(stdout: str, moved: tuple[str, str] | None = None) -> dict[str, dict]:
+    """--json lines by input path, without seconds; `moved` = (old, new) renames
+    the leading folder of every output path, to compare runs into two --out folders."""
     objects = [json.loads(line) for line in stdout.splitlines()]
     for obj in objects:
         del obj["seconds"]
+        if moved is not None:
+            obj["outputs"] = {k: v.replace(*moved, 1) for k, v in obj["outputs"].items()}
     return {obj["path"]: obj for obj in objects}
 
 
