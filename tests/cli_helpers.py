@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -91,3 +93,33 @@ def on_first_outputs(out: Path, action: Callable[[], None]) -> tuple[threading.T
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
     return thread, seen
+
+
+def stopped_by_sigterm(inputs: Path, out: Path, *options: str) -> tuple[int, str]:
+    """Run `gccl label INPUTS --out OUT OPTIONS` and send this process SIGTERM once its
+    first outputs appear: (exit code, stderr)."""
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)  # a late signal never ends pytest
+    try:
+        sender, seen = on_first_outputs(out, lambda: os.kill(os.getpid(), signal.SIGTERM))
+        code, _, stderr = gccl(str(inputs), "--out", str(out), *options)
+        sender.join(WAIT_SECONDS)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert seen, "the run ended before any output appeared"
+    return code, stderr
+
+
+def assert_interrupted_summary(inputs: Path, out: Path, count: int) -> None:
+    """summary.csv lists all `count` inputs; some not-run ("interrupted"); every ok one
+    has its outputs, and no temporary file is left."""
+    with open(out / "summary.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == count
+    not_run = [row for row in rows if row["status"] == "not-run"]
+    assert not_run
+    assert {row["message"] for row in not_run} == {"interrupted"}
+    for row in rows:
+        if row["status"] == "ok":
+            relative = Path(row["path"]).relative_to(inputs)
+            assert (out / relative.with_suffix(".stats.csv")).exists()
+    assert not [path for path in out.rglob("*") if ".gccl-tmp-" in path.name]

@@ -16,7 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import WAIT_SECONDS, files, gccl, json_lines, make_inputs, on_first_outputs
+from cli_helpers import (
+    WAIT_SECONDS,
+    assert_interrupted_summary,
+    files,
+    gccl,
+    json_lines,
+    make_inputs,
+    on_first_outputs,
+    stopped_by_sigterm,
+)
 
 from ccl_cli import cluster
 from ccl_cli.config import Settings, apply
@@ -84,26 +93,11 @@ def test_a_worker_killed_mid_job_still_ends_in_a_complete_identical_output_set(
 
 def test_sigterm_cancels_the_rest_and_writes_the_summary(local_cluster: Any, tmp_path: Path):
     make_inputs(tmp_path / "in", 48, 320)
-    out = tmp_path / "dask"
-    previous = signal.signal(signal.SIGTERM, lambda *_: None)  # a late signal never ends pytest
-    try:
-        sender, seen = on_first_outputs(out, lambda: os.kill(os.getpid(), signal.SIGTERM))
-        code, _, stderr = one_task_per_input(tmp_path / "in", out, local_cluster.scheduler_address)
-        sender.join(WAIT_SECONDS)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    assert seen
+    address = local_cluster.scheduler_address
+    options = ["-r", "--batch-size", "1", "--workers", "1", "--scheduler", address]
+    code, stderr = stopped_by_sigterm(tmp_path / "in", tmp_path / "dask", *options)
     assert code == 130, stderr
-    with open(out / "summary.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    assert len(rows) == 48
-    not_run = [row for row in rows if row["status"] == "not-run"]
-    assert not_run
-    assert {row["message"] for row in not_run} == {"interrupted"}
-    for row in rows:
-        if row["status"] == "ok":
-            relative = Path(row["path"]).relative_to(tmp_path / "in")
-            assert (out / relative.with_suffix(".stats.csv")).exists()
+    assert_interrupted_summary(tmp_path / "in", tmp_path / "dask", 48)
 
 
 def test_a_scheduler_that_does_not_answer_is_exit_2(

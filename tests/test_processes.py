@@ -7,12 +7,17 @@ seconds column) and --json lines as a run in one process, and stop cleanly.
 from __future__ import annotations
 
 import csv
-import os
-import signal
 from pathlib import Path
 
 import pytest
-from cli_helpers import WAIT_SECONDS, files, gccl, json_lines, make_inputs, on_first_outputs
+from cli_helpers import (
+    assert_interrupted_summary,
+    files,
+    gccl,
+    json_lines,
+    make_inputs,
+    stopped_by_sigterm,
+)
 
 from ccl_cli import processes
 from ccl_cli.config import Settings, apply
@@ -41,27 +46,10 @@ def test_same_outputs_summary_and_json_as_one_process(
 
 def test_sigterm_stops_the_workers_and_writes_the_summary(tmp_path: Path):
     make_inputs(tmp_path / "in", 40, 320)
-    out = tmp_path / "out"
-    previous = signal.signal(signal.SIGTERM, lambda *_: None)  # a late signal never ends pytest
-    try:
-        sender, seen = on_first_outputs(out, lambda: os.kill(os.getpid(), signal.SIGTERM))
-        options = ["-r", "--batch-size", "1", "--workers", "1", "--processes", "2"]
-        code, _, stderr = gccl(str(tmp_path / "in"), "--out", str(out), *options)
-        sender.join(WAIT_SECONDS)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    assert seen
+    options = ["-r", "--batch-size", "1", "--workers", "1", "--processes", "2"]
+    code, stderr = stopped_by_sigterm(tmp_path / "in", tmp_path / "out", *options)
     assert code == 130, stderr
-    with open(out / "summary.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    assert len(rows) == 40
-    assert {row["message"] for row in rows if row["status"] == "not-run"} == {"interrupted"}
-    assert any(row["status"] == "not-run" for row in rows)
-    for row in rows:
-        if row["status"] == "ok":
-            relative = Path(row["path"]).relative_to(tmp_path / "in")
-            assert (out / relative.with_suffix(".stats.csv")).exists()
-    assert not [path for path in out.rglob("*") if ".gccl-tmp-" in path.name]
+    assert_interrupted_summary(tmp_path / "in", tmp_path / "out", 40)
 
 
 @pytest.mark.parametrize(
