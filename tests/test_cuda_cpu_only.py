@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
+import weakref
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -121,3 +124,63 @@ def test_api_stages_match_the_backend_with_the_same_params():
 def test_api_checks_stage_options_like_the_cli(kwargs, needle):
     with pytest.raises(UsageError, match=needle):
         api.label(np.zeros((3, 3), np.uint8), device="cpu", **kwargs)
+
+
+class _OutOfMemory(Exception):
+    pass
+
+
+class _FakeCupy:
+    """What _split_on_oom uses of CuPy: the out-of-memory error and the pool to empty."""
+
+    def __init__(self) -> None:
+        self.cuda = SimpleNamespace(memory=SimpleNamespace(OutOfMemoryError=_OutOfMemory))
+        self.emptied = 0
+        self.get_default_memory_pool = lambda: SimpleNamespace(free_all_blocks=self._empty)
+
+    def _empty(self) -> None:
+        self.emptied += 1
+
+
+def test_split_on_oom_halves_until_parts_fit_and_keeps_the_order():
+    fake, calls = _FakeCupy(), []
+
+    def run(lo: int, hi: int):
+        calls.append((lo, hi))
+        if hi - lo > 2:
+            raise _OutOfMemory()
+        return (
+            [f"table{i}" for i in range(lo, hi)],
+            list(range(lo, hi)),
+            [f"o{i}" for i in range(lo, hi)],
+        )
+
+    tables, counts, outlines = cuda._split_on_oom(fake, (7, 4, 4), run)
+    assert counts == list(range(7))
+    assert tables == [f"table{i}" for i in range(7)] and outlines == [f"o{i}" for i in range(7)]
+    assert calls[0] == (0, 7) and max(hi - lo for lo, hi in calls if hi - lo <= 2) == 2
+    assert fake.emptied == 3  # (0,7), (0,3) and (3,7) ran out of memory
+
+
+def test_split_on_oom_lets_go_of_the_run_at_once():
+    """No reference cycle: what `run` holds (a pinned label buffer) is freed on return,
+    without waiting for Python's cycle collector, so the next batch can reuse it."""
+
+    class Buffer:
+        pass
+
+    def label_once() -> weakref.ref:
+        buffer = Buffer()
+
+        def run(lo: int, hi: int):
+            assert buffer is not None
+            return [], [0] * (hi - lo), []
+
+        cuda._split_on_oom(_FakeCupy(), (3, 2, 2), run)
+        return weakref.ref(buffer)
+
+    gc.disable()
+    try:
+        assert label_once()() is None
+    finally:
+        gc.enable()

@@ -466,23 +466,35 @@ def _split_on_oom(
     Sub-batches also stay under 2**32 pixels: label offsets are 32-bit.
     """
     pixels = int(np.prod(shape[1:], dtype=np.int64))
+    return _run_part(cupy, run, pixels, 0, shape[0])
 
-    def halves(lo: int, hi: int) -> Labeled:
-        mid = (lo + hi) // 2
-        return joined([part(lo, mid), part(mid, hi)])
 
-    def part(lo: int, hi: int) -> Labeled:
-        if hi - lo > 1 and (hi - lo) * pixels > _MAX_BATCH_PIXELS:
-            return halves(lo, hi)
-        try:
-            return run(lo, hi)
-        except cupy.cuda.memory.OutOfMemoryError:
-            if hi - lo <= 1:
-                raise
-            cupy.get_default_memory_pool().free_all_blocks()
-            return halves(lo, hi)
+def _run_part(
+    cupy: Any, run: Callable[[int, int], Labeled], pixels: int, lo: int, hi: int
+) -> Labeled:
+    """run(lo, hi), or its two halves (see _split_on_oom).
 
-    return part(0, shape[0])
+    A module function, not a pair of nested ones: nested functions that call
+    each other form a reference cycle, which kept `run` (and the pinned label
+    buffer it writes) alive until Python's cycle collector ran, so the next
+    batch could not reuse the buffer and page-locked new memory instead.
+    """
+    if hi - lo > 1 and (hi - lo) * pixels > _MAX_BATCH_PIXELS:
+        return _halves(cupy, run, pixels, lo, hi)
+    try:
+        return run(lo, hi)
+    except cupy.cuda.memory.OutOfMemoryError:
+        if hi - lo <= 1:
+            raise
+        cupy.get_default_memory_pool().free_all_blocks()
+        return _halves(cupy, run, pixels, lo, hi)
+
+
+def _halves(
+    cupy: Any, run: Callable[[int, int], Labeled], pixels: int, lo: int, hi: int
+) -> Labeled:
+    mid = (lo + hi) // 2
+    return joined([_run_part(cupy, run, pixels, lo, mid), _run_part(cupy, run, pixels, mid, hi)])
 
 
 def _as_cupy(cupy: Any, array: Any) -> Any:
