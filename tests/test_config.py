@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import fields
 from pathlib import Path
 
@@ -102,3 +103,9 @@ def test_shipped_configs_load(name: str) -> None:
 
 def test_default_config_matches_defaults() -> None:
     assert resolve([ROOT / "configs" / "default.yaml"], {}) == Settings()
+
+
+def test_default_config_lists_every_option_but_out() -> None:
+    keys = set(yaml.safe_load((ROOT / "configs" / "default.yaml").read_text()))
+    options = {f.name.replace("_", "-") for f in dataclasses.fields(Settings)}
+    assert keys == options - {"out", "sources"}
