@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import fields
 from pathlib import Path
 
@@ -107,5 +106,5 @@ def test_default_config_matches_defaults() -> None:
 
 def test_default_config_lists_every_option_but_out() -> None:
     keys = set(yaml.safe_load((ROOT / "configs" / "default.yaml").read_text()))
-    options = {f.name.replace("_", "-") for f in dataclasses.fields(Settings)}
+    options = {f.name.replace("_", "-") for f in fields(Settings)}
     assert keys == options - {"out", "sources"}
