@@ -10,7 +10,10 @@ or with --devices one GPU each, round robin) on tasks of a few inputs
 Workers ignore Ctrl-C and SIGTERM: the client asks them to stop (it cancels
 tasks not yet started and waits for the running ones), so no worker dies
 between a temporary file and its rename. They come from a fork server, so
-they never inherit this process's CUDA state.
+they never inherit this process's CUDA state. A worker that dies anyway (the
+kernel's out-of-memory killer, a crash in a codec) breaks Python's pool and
+every task in it: the pool is replaced and those tasks are sent again, up to
+RETRIES times each, as Dask does for a cluster's workers.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from typing import Any
 
@@ -27,6 +32,8 @@ from .config import Settings
 from .pipeline import Admitted, Outcomes, usable_cores
 from .tasks import TaskRunner, label_task
 
+#: Resends of a task whose pool broke (a worker died) before it is failed.
+RETRIES = 2
 #: Most processes --processes auto starts (each CUDA context costs device memory).
 AUTO_PROCESS_LIMIT = 4
 #: Inputs per process --processes auto asks for: each process costs about a
@@ -57,21 +64,22 @@ class LocalProcesses:
         """on_gpu: whether the backend this process chose for --device runs on CUDA."""
         self.count = count
         self.device = _worker_device(settings, on_gpu)
-        gpus = _gpus(settings.devices) if on_gpu else []
-        context = multiprocessing.get_context("forkserver")
+        self.gpus = _gpus(settings.devices) if on_gpu else []
+        self.context = multiprocessing.get_context("forkserver")
         # The server imports the pipeline once (and CuPy, for GPU runs: importing it
         # touches no device); every worker forks from it with them loaded.
-        context.set_forkserver_preload(["ccl_cli.tasks", *(["cupy"] if on_gpu else [])])
-        self.pool = ProcessPoolExecutor(
-            count,
-            mp_context=context,
-            initializer=_start_worker,
-            initargs=(gpus, context.Value("i", 0)),
-        )
+        self.context.set_forkserver_preload(["ccl_cli.tasks", *(["cupy"] if on_gpu else [])])
+        self.started = self.context.Value("i", 0)  # workers ever started: deals out the GPUs
+        self.lock = threading.Lock()
+        self.closing = False
+        self.pool = self._new_pool()
 
     def close(self) -> None:
         """Stop the workers once their running tasks end."""
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        with self.lock:
+            self.closing = True
+            pool = self.pool
+        pool.shutdown(wait=True, cancel_futures=True)
 
     def label(
         self,
@@ -91,8 +99,64 @@ class LocalProcesses:
         runner = TaskRunner(self._submit, _cancel, "a worker process failed")
         runner.label(admitted, worker_settings, outcomes, check_stop)
 
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            self.count,
+            mp_context=self.context,
+            initializer=_start_worker,
+            initargs=(self.gpus, self.started),
+        )
+
     def _submit(self, task: list[Admitted], settings: Settings) -> Future[Any]:
-        return self.pool.submit(label_task, task, settings)
+        """Send a task; its future ends with the result, or with the error of its last try."""
+        outcome: Future[Any] = Future()
+        self._send(task, settings, outcome, RETRIES)
+        return outcome
+
+    def _send(
+        self, task: list[Admitted], settings: Settings, outcome: Future[Any], retries: int
+    ) -> None:
+        with self.lock:
+            pool = self.pool
+            try:
+                attempt = pool.submit(label_task, task, settings)
+            except (BrokenProcessPool, RuntimeError) as error:  # broken, or shut down
+                _settle(outcome, error=error)
+                return
+
+        def landed(attempt: Future[Any]) -> None:
+            if attempt.cancelled():
+                outcome.cancel()
+                return
+            error = attempt.exception()
+            if isinstance(error, BrokenProcessPool) and retries > 0 and self._renew(pool):
+                self._send(task, settings, outcome, retries - 1)
+            elif error is not None:
+                _settle(outcome, error=error)
+            else:
+                _settle(outcome, result=attempt.result())
+
+        attempt.add_done_callback(landed)
+
+    def _renew(self, broken: ProcessPoolExecutor) -> bool:
+        """Replace the pool if it is still `broken` (once for all its tasks); False when closing."""
+        with self.lock:
+            if self.closing:
+                return False
+            if self.pool is broken:
+                self.pool = self._new_pool()
+        broken.shutdown(wait=False, cancel_futures=True)
+        return True
+
+
+def _settle(outcome: Future[Any], result: Any = None, error: BaseException | None = None) -> None:
+    """Finish `outcome` unless the client cancelled it meanwhile."""
+    if not outcome.set_running_or_notify_cancel():
+        return
+    if error is not None:
+        outcome.set_exception(error)
+    else:
+        outcome.set_result(result)
 
 
 def _cancel(futures: list[Any]) -> None:

@@ -7,15 +7,20 @@ seconds column) and --json lines as a run in one process, and stop cleanly.
 from __future__ import annotations
 
 import csv
+import os
+import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_helpers import (
+    WAIT_SECONDS,
     assert_interrupted_summary,
     files,
     gccl,
     json_lines,
     make_inputs,
+    on_first_outputs,
     stopped_by_sigterm,
 )
 
@@ -95,3 +100,32 @@ def test_worker_device(device: str, devices: str | None, on_gpu: bool, expected:
 def test_bad_processes_values_name_the_key(value: object):
     with pytest.raises(UsageError, match="'processes' must be"):
         apply(Settings(), {"processes": value}, "f.yaml")
+
+
+def test_a_worker_killed_mid_job_is_replaced_and_the_output_set_is_complete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    pools: list[processes.LocalProcesses] = []
+    real_init = processes.LocalProcesses.__init__
+
+    def remembered(self: processes.LocalProcesses, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        pools.append(self)
+
+    monkeypatch.setattr(processes.LocalProcesses, "__init__", remembered)
+
+    def kill_a_worker() -> None:
+        victim = next(iter(pools[0].pool._processes))  # pids of the pool's workers
+        os.kill(victim, signal.SIGKILL)
+
+    make_inputs(tmp_path / "in", 40, 320)
+    out = tmp_path / "many"
+    killer, seen = on_first_outputs(out, kill_a_worker)
+    options = ["-r", "--batch-size", "1", "--workers", "1", "--processes", "2"]
+    code, _, stderr = gccl(str(tmp_path / "in"), "--out", str(out), *options)
+    killer.join(WAIT_SECONDS)
+    assert seen and seen[0] < 40  # the kill came before the job was done
+    assert code == 0, stderr
+    assert gccl(str(tmp_path / "in"), "-r", "--out", str(tmp_path / "one"))[0] == 0
+    assert files(out) == files(tmp_path / "one")
+    assert not [path for path in out.rglob("*") if ".gccl-tmp-" in path.name]
