@@ -234,7 +234,7 @@ def label_command(
     tiff_compression: Annotated[
         str | None,
         typer.Option(
-            help="Codec of label TIFFs: deflate (reads everywhere) or zstd (4-8x faster to "
+            help="Codec of label TIFFs: deflate (reads everywhere) or zstd (3-8x faster to "
             "write, smaller; libtiff >= 4.0.10, GDAL, tifffile, Pillow).  \\[default: deflate]",
             show_default=False,
         ),

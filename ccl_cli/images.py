@@ -57,7 +57,7 @@ logging.getLogger("tifffile").setLevel(logging.CRITICAL)
 _PNG_LEVEL = 1
 _PNG_FILTER = imagecodecs.PNG.FILTER.UP
 _TIFF_LEVEL = 1
-#: TIFF codecs of label images: deflate reads everywhere; zstd encodes 4-8x
+#: TIFF codecs of label images: deflate reads everywhere; zstd encodes 3-8x
 #: faster and smaller, and reads in libtiff >= 4.0.10, GDAL, tifffile and Pillow.
 TIFF_COMPRESSIONS: tuple[str, ...] = ("deflate", "zstd")
 _TIFF_CODEC = {"deflate": "zlib", "zstd": "zstd"}
