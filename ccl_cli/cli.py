@@ -294,8 +294,8 @@ def label_command(
     devices: Annotated[
         str | None,
         typer.Option(
-            help="Spread batches over several GPUs: all, or numbers like 0,1 (one worker "
-            "thread per GPU; the output is the same as on one GPU).",
+            help="Use several GPUs: all, or numbers like 0,1 (in one process a thread per "
+            "GPU; with --processes one GPU per process; the output is the same as on one GPU).",
             show_default=False,
         ),
     ] = None,
