@@ -55,6 +55,8 @@ def test_sigterm_stops_the_workers_and_writes_the_summary(tmp_path: Path):
     code, stderr = stopped_by_sigterm(tmp_path / "in", tmp_path / "out", *options)
     assert code == 130, stderr
     assert_interrupted_summary(tmp_path / "in", tmp_path / "out", 40)
+    # The workers were stopped, not abandoned: none is left writing.
+    assert not [path for path in (tmp_path / "out").rglob("*") if ".gccl-tmp-" in path.name]
 
 
 @pytest.mark.parametrize(
