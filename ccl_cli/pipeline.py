@@ -162,7 +162,8 @@ class Outcomes:
 
 
 class Engine(Protocol):
-    """Where admitted records are labeled: this process, or a Dask cluster (cluster.py)."""
+    """Where admitted records are labeled: this process, worker processes (processes.py) or a
+    Dask cluster (cluster.py)."""
 
     def label(
         self,
