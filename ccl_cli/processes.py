@@ -8,13 +8,17 @@ the codecs, their own backend: with CUDA, their own context on the same GPU,
 or with --devices one GPU each, round robin) on tasks of a few inputs
 (tasks.py). This process keeps the lock, progress, stopping and the summary.
 
-Workers ignore Ctrl-C and SIGTERM: the client asks them to stop (it cancels
-tasks not yet started and waits for the running ones), so no worker dies
-between a temporary file and its rename. They come from a fork server, so
-they never inherit this process's CUDA state. A worker that dies anyway (the
-kernel's out-of-memory killer, a crash in a codec) breaks Python's pool and
-every task in it: the pool is replaced and those tasks are sent again, up to
-RETRIES times each, as Dask does for a cluster's workers.
+Workers ignore Ctrl-C, which a terminal sends to the whole process group:
+the client asks them to stop (it cancels tasks not yet started and waits for
+the running ones). They keep SIGTERM's default: Python's pool terminates the
+workers of a broken pool with it, and a worker that ignored it kept that
+pool's clean-up spinning forever (a hang at exit, seen in the tests). A
+worker killed mid-write leaves a temporary that the next run removes.
+Workers come from a fork server, so they never inherit this process's CUDA
+state. A worker that dies (the kernel's out-of-memory killer, a crash in a
+codec, a SIGTERM) breaks Python's pool and every task in it: the pool is
+replaced and those tasks are sent again, up to RETRIES times each, as Dask
+does for a cluster's workers.
 """
 
 from __future__ import annotations
@@ -198,9 +202,8 @@ def _gpus(devices: str | None) -> list[str]:
 
 
 def _start_worker(gpus: list[str], started: Any) -> None:
-    """A worker's set-up: ignore stop signals (the client stops it), take its GPU."""
+    """A worker's set-up: ignore Ctrl-C (the client stops it), take its GPU."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     with started.get_lock():
         index = started.value
         started.value += 1
