@@ -13,8 +13,9 @@ commands (a fresh Python each, start-up included), median of --repeat runs:
 
 The peer is a multiprocessing Pool of --peer-processes workers with one
 OpenCV thread each. Labeling's share of gccl's wall time is measured apart:
-the same images, decoded beforehand, labeled by the CUDA backend in batches of
-16 (gccl's task size), divided by gccl's wall time.
+the same images, decoded beforehand and stacked in page-locked memory as
+gccl's pipeline stacks them, labeled by the CUDA backend in batches of 16
+(gccl's task size), divided by gccl's wall time.
 
     python3 benchmarks/bench_end_to_end.py --depth-source DIR --docs-source DIR \\
         --work /tmp/e2e --json out.json
@@ -182,7 +183,11 @@ def labeling_seconds(kind: str, paths: list[Path]) -> float:
     groups: dict[tuple, list[np.ndarray]] = {}
     for values in decoded:
         groups.setdefault((values.shape, values.dtype.str), []).append(values)
-    batches = [np.stack(g[i : i + 16]) for g in groups.values() for i in range(0, len(g), 16)]
+    batches = [
+        np.stack(chunk, out=backend.empty_batch((len(chunk), *chunk[0].shape), chunk[0].dtype))
+        for g in groups.values()
+        for chunk in (g[i : i + 16] for i in range(0, len(g), 16))
+    ]
     backend.label(batches[0], params)  # warm-up: kernels loaded, memory pools filled
     started = time.perf_counter()
     for batch in batches:

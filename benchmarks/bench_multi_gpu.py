@@ -1,6 +1,7 @@
 """One GPU against every GPU of the host on a compute-bound job (issue 5's --devices goal).
 
-The inputs are already decoded (numpy batches in memory, as from .npy files), so
+The inputs are already decoded (numpy batches in memory, as from .npy files) and
+stacked in the backend's page-locked memory, as gccl's pipeline stacks them, so
 the time is the backend's: copies in, kernels, copies out, statistics tables.
 Wall clock around MultiDeviceBackend.label vs CudaBackend.label, median of
 --repeat calls after one warm-up. Prints a markdown table.
@@ -39,6 +40,37 @@ def depth_tiles(rng: np.random.Generator, count: int) -> np.ndarray:
     return (1000 + plateaus + noise).astype(np.uint16)
 
 
+def copy_ceiling(devices: int, nbytes: int = 1 << 30) -> tuple[float, float]:
+    """GB/s of device-to-host copies into page-locked memory: from one GPU, and from all at once.
+
+    Labels are 4 bytes a pixel, so these copies bound the speed of every
+    case above; when all GPUs together copy little faster than one, the host
+    (memory, PCIe topology), not the GPUs, limits the speed-up.
+    """
+    import cupy
+
+    from ccl_cli.backends.cuda import pinned_empty
+
+    sources, targets, streams = [], [], []
+    for device in range(devices):
+        with cupy.cuda.Device(device):
+            sources.append(cupy.ones(nbytes, cupy.uint8))
+            streams.append(cupy.cuda.Stream(non_blocking=True))
+        targets.append(pinned_empty((nbytes,), np.dtype(np.uint8)))
+
+    def copy(count: int) -> float:
+        started = time.perf_counter()
+        for device in range(count):
+            with cupy.cuda.Device(device):
+                sources[device].get(stream=streams[device], out=targets[device], blocking=False)
+        for stream in streams[:count]:
+            stream.synchronize()
+        return count * nbytes / (time.perf_counter() - started) / 1e9
+
+    copy(devices)  # warm-up
+    return max(copy(1) for _ in range(3)), max(copy(devices) for _ in range(3))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
@@ -57,13 +89,24 @@ def main() -> None:
             depth_tiles(rng, 16),
             LabelParams(tau=20, min_area=50),
         ),
+        "same, with --open 2 and --smooth binomial:3 (more work per byte)": (
+            depth_tiles(rng, 16),
+            LabelParams(tau=20, min_area=50, morphology=(("open", 2),), smooth=("binomial", 3)),
+        ),
     }
     one = make_backend("cuda", None, print)
     every = make_backend("cuda", None, print, devices="all")
     print(f"devices: {every.name}")
+    one_gbs, every_gbs = copy_ceiling(len(getattr(every, "backends", [every])))
+    print(
+        f"copy ceiling, 1 GiB device-to-host into page-locked memory: one GPU {one_gbs:.0f} GB/s, "
+        f"every GPU at once {every_gbs:.0f} GB/s together"
+    )
     print("| case | 1 GPU ms | all GPUs ms | speed-up | identical |")
     print("| --- | --- | --- | --- | --- |")
-    for name, (batch, params) in cases.items():
+    for name, (generated, params) in cases.items():
+        batch = one.empty_batch(generated.shape, generated.dtype)
+        batch[...] = generated
         single = median_seconds(one, batch, params, args.repeat)
         multi = median_seconds(every, batch, params, args.repeat)
         same = np.array_equal(one.label(batch, params).labels, every.label(batch, params).labels)

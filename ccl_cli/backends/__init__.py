@@ -54,7 +54,7 @@ def make_backend(
 
 def _multi_device(devices: str, status: CudaStatus) -> Backend:
     """One CudaBackend per GPU of --devices (all, or numbers like 0,1), as one backend."""
-    from .cuda import CudaBackend, pinned_empty
+    from .cuda import CudaBackend
     from .multi import MultiDeviceBackend
 
     if not status.usable:
@@ -68,4 +68,4 @@ def _multi_device(devices: str, status: CudaStatus) -> Backend:
         )
     if len(indices) == 1:
         return CudaBackend(indices[0])
-    return MultiDeviceBackend([CudaBackend(i) for i in indices], pinned_empty)
+    return MultiDeviceBackend([CudaBackend(i) for i in indices])

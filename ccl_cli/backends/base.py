@@ -59,6 +59,14 @@ class Backend(Protocol):
         """How many bytes of input one batch may hold (for --batch-size auto)."""
         ...
 
+    def empty_batch(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """An uninitialized numpy array to stack a batch (or its labels) in.
+
+        The memory suits the backend: page-locked for CUDA, whose copies from
+        it need no staging. It is released when the last view of it is gone.
+        """
+        ...
+
 
 def split_bounds(count: int, parts: int) -> list[tuple[int, int]]:
     """[lo, hi) bounds that cut `count` images into `parts` contiguous, non-empty parts.

@@ -76,6 +76,10 @@ class CpuBackend:
         """Input bytes per batch: enough images to keep every core busy, few enough to stream."""
         return 32 << 20
 
+    def empty_batch(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Plain numpy memory (see backends.base)."""
+        return np.empty(shape, dtype)
+
 
 def label_image(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, StatsTable, int]:
     """Label one (H, W) image: (labels uint32, stats of kept components, K before min-area).

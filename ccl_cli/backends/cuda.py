@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,15 +151,18 @@ class CudaBackend:
             _kernels(device)
         except Exception as exc:
             raise BackendUnavailable(f"CUDA kernels failed to load ({_one_line(exc)})") from exc
+        self._idle_streams: list[Any] = []
+        self._streams_lock = threading.Lock()
 
     def label(self, batch: Any, params: LabelParams, out: np.ndarray | None = None) -> BatchResult:
         """Label each image of an (N, H, W) batch; see backends.base.
 
         A device batch (CuPy, __cuda_array_interface__, DLPack) stays on its
         device and its labels are a CuPy array there. A numpy batch goes
-        through pinned host buffers on non-blocking streams, in up to
+        through page-locked host memory (its own when it is stacked in
+        empty_batch's, else a staging copy) on non-blocking streams, in up to
         HOST_STREAMS parts at once, so that one part's copies overlap another's
-        kernels; its labels land in `out` (or a new numpy array). Out of
+        kernels; its labels land in `out` (or a new page-locked array). Out of
         device memory, a part is split in halves and retried.
         """
         cupy = _import_cupy()
@@ -171,7 +175,7 @@ class CudaBackend:
                 )
             return batch_result(labels, labeled, params)
         host = np.asarray(batch)
-        labels = pinned_empty(host.shape, np.dtype(np.uint32)) if out is None else out
+        labels = self.empty_batch(host.shape, np.dtype(np.uint32)) if out is None else out
         labeled = label_in_parts(
             lambda _, lo, hi: self._label_host(host[lo:hi], params, labels[lo:hi]),
             _parts(host),
@@ -179,30 +183,60 @@ class CudaBackend:
         return batch_result(labels, labeled, params)
 
     def _label_host(self, host: np.ndarray, params: LabelParams, labels: np.ndarray) -> Labeled:
-        """Label a numpy (sub-)batch into the numpy `labels`, on this thread's own stream.
+        """Label a numpy (sub-)batch into the numpy `labels`, on a stream of its own.
 
-        The images go to the device from a pinned buffer, asynchronously on
-        the stream; the labels come back into `labels` (pinned unless the
-        caller gave its own `out`). The thread waits only for its own stream,
-        so other threads' copies and kernels go on meanwhile.
+        The images go to the device asynchronously on the stream, straight
+        from `host` when it is page-locked and C-contiguous, else through a
+        page-locked staging copy; the labels come back into `labels`
+        (page-locked unless the caller gave its own `out`). The thread waits
+        only for its own stream, so other threads' copies and kernels go on
+        meanwhile.
         """
         cupy = _import_cupy()
 
         def run(lo: int, hi: int) -> Labeled:
             part = host[lo:hi]
-            staged = pinned_empty(part.shape, part.dtype)
-            np.copyto(staged, part)
+            if not _page_locked(cupy, part):
+                part = pinned_empty(part.shape, part.dtype)
+                np.copyto(part, host[lo:hi])
             values = cupy.empty(part.shape, part.dtype)
-            values.set(staged, stream=stream)
+            values.set(part, stream=stream)
             out = cupy.empty(part.shape, cupy.uint32)
             result = _label(values, params, out)
             out.get(stream=stream, out=labels[lo:hi])  # waits for this stream only
             return result
 
-        with cupy.cuda.Device(self.device):
-            stream = cupy.cuda.Stream(non_blocking=True)
-            with stream:
-                return _split_on_oom(cupy, host.shape, run)
+        with cupy.cuda.Device(self.device), self._stream() as stream, stream:
+            return _split_on_oom(cupy, host.shape, run)
+
+    @contextmanager
+    def _stream(self) -> Iterator[Any]:
+        """A non-blocking stream of this device that no other thread uses meanwhile.
+
+        Streams are kept and reused: CuPy's memory pool keeps freed device
+        memory per stream, so memory freed on a stream that is then destroyed
+        is never reused, and a new stream per batch would allocate afresh
+        (cudaMalloc, which also synchronizes the device) every time.
+        """
+        cupy = _import_cupy()
+        with self._streams_lock:
+            stream = (
+                self._idle_streams.pop()
+                if self._idle_streams
+                else cupy.cuda.Stream(non_blocking=True)
+            )
+        try:
+            yield stream
+        finally:
+            with self._streams_lock:
+                self._idle_streams.append(stream)
+
+    def empty_batch(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """An uninitialized host array in page-locked memory (see backends.base).
+
+        A batch stacked into it goes to the device without a staging copy.
+        """
+        return pinned_empty(shape, np.dtype(dtype))
 
     def batch_budget_bytes(self) -> int:
         """Input bytes per batch: HOST_BATCH_BYTES, less where device memory is short.
@@ -244,6 +278,14 @@ def pinned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     size = max(1, count * dtype.itemsize)
     memory = cupy.cuda.alloc_pinned_memory(1 << (size - 1).bit_length())
     return np.frombuffer(memory, dtype, count).reshape(shape)
+
+
+def _page_locked(cupy: Any, array: np.ndarray) -> bool:
+    """Whether `array` is C-contiguous and in page-locked memory (copies need no staging)."""
+    if array.size == 0 or not array.flags.c_contiguous:
+        return False
+    runtime = cupy.cuda.runtime
+    return bool(runtime.pointerGetAttributes(array.ctypes.data).type == runtime.memoryTypeHost)
 
 
 def dense_labels(values: Any, params: LabelParams, out: Any) -> Any:
@@ -372,7 +414,7 @@ def _label(values: Any, params: LabelParams, out: Any) -> Labeled:
     components = dense_labels(image, label_params, out)
     agg, label_base = device_statistics(values, params, out, components)
     label_base = label_base.get().astype(np.int64)
-    table = _host_table(agg.get(), integer)
+    table = _host_table(agg.get(out=pinned_empty(agg.shape, np.dtype(np.uint64))), integer)
     tables = []
     for i in range(n):
         rows = np.arange(label_base[i], label_base[i + 1])

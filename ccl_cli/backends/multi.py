@@ -10,7 +10,7 @@ for image.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -21,16 +21,10 @@ from .base import Backend, BatchResult, Labeled, batch_result, label_in_parts, s
 class MultiDeviceBackend:
     """Spreads every batch over `backends` (one per device); host (numpy) batches only."""
 
-    def __init__(
-        self,
-        backends: Sequence[Backend],
-        empty: Callable[[tuple[int, ...], np.dtype], np.ndarray] = np.empty,
-    ) -> None:
-        """empty: allocates the labels of a batch (pinned memory, for CUDA backends)."""
+    def __init__(self, backends: Sequence[Backend]) -> None:
         if not backends:
             raise ValueError("MultiDeviceBackend needs at least one backend")
         self.backends = list(backends)
-        self.empty = empty
         self.name = "+".join(backend.name for backend in self.backends)
 
     def label(
@@ -38,7 +32,7 @@ class MultiDeviceBackend:
     ) -> BatchResult:
         """Label the (N, H, W) numpy batch, each device into its slice of `out` (backends.base)."""
         batch = np.asarray(batch)
-        labels = self.empty(batch.shape, np.dtype(np.uint32)) if out is None else out
+        labels = self.empty_batch(batch.shape, np.dtype(np.uint32)) if out is None else out
 
         def part(i: int, lo: int, hi: int) -> Labeled:
             result = self.backends[i].label(batch[lo:hi], params, out=labels[lo:hi])
@@ -50,3 +44,7 @@ class MultiDeviceBackend:
     def batch_budget_bytes(self) -> int:
         """The backends' budgets together: an auto batch fills every device."""
         return sum(backend.batch_budget_bytes() for backend in self.backends)
+
+    def empty_batch(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """The first backend's kind of memory (page-locked memory serves every GPU)."""
+        return self.backends[0].empty_batch(shape, dtype)

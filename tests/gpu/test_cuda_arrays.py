@@ -200,3 +200,34 @@ def test_pinned_buffers_are_pooled_in_power_of_two_sizes():
     assert pool.n_free_blocks() == free_before - 1  # the first one's block, reused
     second[:] = 7  # the whole view is writable memory
     assert int(second.sum()) == 7 * second.size
+
+
+def test_a_batch_in_empty_batch_memory_is_page_locked_and_labels_the_same():
+    import cupy
+
+    cuda, cpu = backends()
+    values = sample((4, 300, 500), np.uint16, seed=5)
+    batch = cuda.empty_batch(values.shape, values.dtype)
+    batch[...] = values
+    attributes = cupy.cuda.runtime.pointerGetAttributes(batch.ctypes.data)
+    assert attributes.type == cupy.cuda.runtime.memoryTypeHost
+    assert cuda_module._page_locked(cupy, batch[1:3])  # a part copies without staging
+    assert not cuda_module._page_locked(cupy, values)
+    assert not cuda_module._page_locked(cupy, batch[:, :, ::2])  # not contiguous: staged
+    params = LabelParams(tau=1, min_area=3)
+    assert_results_equal(cuda.label(batch, params), cpu.label(values, params))
+
+
+def test_repeated_host_batches_reuse_device_memory():
+    """Streams are kept, so CuPy's pool (which keeps freed memory per stream) reuses it."""
+    import cupy
+
+    cuda, _ = backends()
+    batch = sample((4, 1500, 2000), np.uint8, seed=6)  # over 4 MiB: two parts, two streams
+    for _ in range(2):
+        cuda.label(batch, LabelParams())
+    pool = cupy.get_default_memory_pool()
+    held = pool.total_bytes()
+    for _ in range(5):
+        cuda.label(batch, LabelParams())
+    assert pool.total_bytes() == held
