@@ -81,7 +81,8 @@ def output_paths(out: Path, relative: Path) -> OutputPaths:
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` to `path` so that readers only ever see the whole file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.is_dir():  # a stat: mkdir would lock the parent folder every time
+        path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}{_TEMP_MARK}{uuid.uuid4().hex[:12]}")
     try:
         with open(temp, "wb") as handle:

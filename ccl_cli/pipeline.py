@@ -266,14 +266,15 @@ def _engine(settings: Settings, reporter: Reporter, inputs: int) -> Engine:
         from .cluster import Cluster
 
         return Cluster(settings.scheduler)
+    from .processes import LocalProcesses, process_count, start_fork_server
+
     cores = usable_cores()
     workers = settings.workers or cores
-    backend = make_backend(settings.device, workers, reporter.notice, settings.devices)
-    from .processes import LocalProcesses, process_count
-
     count = process_count(settings.processes, inputs, cores)
-    if count > 1:
-        return LocalProcesses(count, settings, on_gpu=backend.name != "cpu")
+    context = start_fork_server() if count > 1 else None  # starts while the backend sets up
+    backend = make_backend(settings.device, workers, reporter.notice, settings.devices)
+    if context is not None:
+        return LocalProcesses(count, backend, context)
     return _Local(backend, workers)
 
 
@@ -444,7 +445,9 @@ class _Run:
         self.pending_bytes -= sum(decoded.values.nbytes for decoded in group)
         started = time.perf_counter()
         try:
-            result = self.backend.label(np.stack([d.values for d in group]), self.params)
+            batch = self.backend.empty_batch((len(group), *key[0]), group[0].values.dtype)
+            np.stack([d.values for d in group], out=batch)
+            result = self.backend.label(batch, self.params)
         except (KeyboardInterrupt, _Stop):
             raise
         except Exception as error:
@@ -521,7 +524,9 @@ def _write(
         else images.encode_label_png(labels)
     )
     atomic_write(label_path, encoded)
-    paths.labels(not tiff).unlink(missing_ok=True)
+    stale = paths.labels(not tiff)  # from an earlier run with the other format
+    if stale.exists():  # a stat: unlink would lock the folder even when there is nothing
+        stale.unlink(missing_ok=True)
     outputs = {"labels": str(label_path)}
     if settings.preview:
         atomic_write(paths.preview, images.encode_preview_png(decoded.values, labels))

@@ -3,10 +3,12 @@
 The statistics CSVs, TIFF writing and the bookkeeping around each image hold
 Python's GIL, so one process's threads cannot use many cores for them (on the
 16-core H200 machine one process labeled 4000 depth maps at 376 images/s,
-8 processes at 558). N processes each run the pipeline (threads for
-the codecs, their own backend: with CUDA, their own context on the same GPU,
-or with --devices one GPU each, round robin) on tasks of a few inputs
-(tasks.py). This process keeps the lock, progress, stopping and the summary.
+8 processes at 558). N processes each run the pipeline (threads for the
+codecs) on tasks of a few inputs (tasks.py). This process keeps the lock,
+progress, stopping and the summary. On a GPU it also keeps the only CUDA
+backend: the workers send their batches to its labeling service
+(service.py), so they start without a CUDA context each and every GPU of
+--devices serves them in turn.
 
 Workers ignore Ctrl-C, which a terminal sends to the whole process group:
 the client asks them to stop (it cancels tasks not yet started and waits for
@@ -14,28 +16,30 @@ the running ones). They keep SIGTERM's default: Python's pool terminates the
 workers of a broken pool with it, and a worker that ignored it kept that
 pool's clean-up spinning forever (a hang at exit, seen in the tests). A
 worker killed mid-write leaves a temporary that the next run removes.
-Workers come from a fork server, so they never inherit this process's CUDA
-state. A worker that dies (the kernel's out-of-memory killer, a crash in a
-codec, a SIGTERM) breaks Python's pool and every task in it: the pool is
-replaced and those tasks are sent again, up to RETRIES times each, as Dask
-does for a cluster's workers.
+Workers come from a fork server, which is started while this process sets
+up its backend. A worker that dies (the kernel's out-of-memory killer, a
+crash in a codec, a SIGTERM) breaks Python's pool and every task in it: the
+pool is replaced and those tasks are sent again, up to RETRIES times each,
+as Dask does for a cluster's workers.
 """
 
 from __future__ import annotations
 
 import multiprocessing
-import os
 import signal
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
+from multiprocessing import forkserver
 from typing import Any
 
+from .backends.base import Backend
 from .config import Settings
 from .pipeline import Admitted, Outcomes, usable_cores
-from .tasks import TaskRunner, label_task
+from .service import LabelingService, ServedBackend, ServiceAddress
+from .tasks import TaskRunner, label_task, use_backend
 
 #: Resends of a task whose pool broke (a worker died) before it is failed.
 RETRIES = 2
@@ -65,26 +69,24 @@ def process_count(setting: int | str, inputs: int, cores: int) -> int:
 class LocalProcesses:
     """A pool of `count` worker processes, and the labeling of admitted records on them."""
 
-    def __init__(self, count: int, settings: Settings, on_gpu: bool) -> None:
-        """on_gpu: whether the backend this process chose for --device runs on CUDA."""
+    def __init__(self, count: int, backend: Backend, context: Any) -> None:
+        """backend: this process's; on a GPU the workers label through its service.
+        context: start_fork_server's."""
         self.count = count
-        self.device = _worker_device(settings, on_gpu)
-        self.gpus = _gpus(settings.devices) if on_gpu else []
-        self.context = multiprocessing.get_context("forkserver")
-        # The server imports the pipeline once (and CuPy, for GPU runs: importing it
-        # touches no device); every worker forks from it with them loaded.
-        self.context.set_forkserver_preload(["ccl_cli.tasks", *(["cupy"] if on_gpu else [])])
-        self.started = self.context.Value("i", 0)  # workers ever started: deals out the GPUs
+        self.context = context
+        self.service = LabelingService(_devices(backend), count) if _serves(backend) else None
         self.lock = threading.Lock()
         self.closing = False
         self.pool = self._new_pool()
 
     def close(self) -> None:
-        """Stop the workers once their running tasks end."""
+        """Stop the workers once their running tasks end, then the labeling service."""
         with self.lock:
             self.closing = True
             pool = self.pool
         pool.shutdown(wait=True, cancel_futures=True)
+        if self.service is not None:
+            self.service.close()
 
     def label(
         self,
@@ -98,18 +100,16 @@ class LocalProcesses:
         worker_settings = replace(
             settings,
             workers=settings.workers or max(1, cores // self.count),
-            device=self.device,
+            device="cpu",  # what a worker without the service uses
             devices=None,
         )
         runner = TaskRunner(self._submit, _cancel, "a worker process failed")
         runner.label(admitted, worker_settings, outcomes, check_stop)
 
     def _new_pool(self) -> ProcessPoolExecutor:
+        address = None if self.service is None else self.service.address
         return ProcessPoolExecutor(
-            self.count,
-            mp_context=self.context,
-            initializer=_start_worker,
-            initargs=(self.gpus, self.started),
+            self.count, mp_context=self.context, initializer=_start_worker, initargs=(address,)
         )
 
     def _submit(self, task: list[Admitted], settings: Settings) -> Future[Any]:
@@ -154,6 +154,19 @@ class LocalProcesses:
         return True
 
 
+def start_fork_server() -> Any:
+    """The fork-server context of the workers, its server started (or starting) now.
+
+    The server imports the pipeline once and every worker forks from it with
+    the modules loaded. Starting it takes about as long as those imports, so
+    it is started in a thread, before this process sets up its backend.
+    """
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["ccl_cli.tasks", "ccl_cli.service"])
+    threading.Thread(target=forkserver.ensure_running, daemon=True).start()
+    return context
+
+
 def _settle(outcome: Future[Any], result: Any = None, error: BaseException | None = None) -> None:
     """Finish `outcome` unless the client cancelled it meanwhile."""
     if not outcome.set_running_or_notify_cancel():
@@ -169,43 +182,18 @@ def _cancel(futures: list[Any]) -> None:
         future.cancel()
 
 
-def _worker_device(settings: Settings, on_gpu: bool) -> str:
-    """--device for the workers: what this process chose, never auto (one decision, one notice).
-
-    A worker of --devices sees only its own GPU (_start_worker), as cuda.
-    """
-    if not on_gpu:
-        return "cpu"
-    if settings.devices is None and settings.device.startswith("cuda"):
-        return settings.device
-    return "cuda"
+def _serves(backend: Backend) -> bool:
+    """Whether the workers label through this process's service (on a GPU), not on their own."""
+    return backend.name != "cpu"
 
 
-def _gpus(devices: str | None) -> list[str]:
-    """CUDA_VISIBLE_DEVICES values of the GPUs of --devices, to deal out to the workers.
-
-    --devices numbers the GPUs this process sees, which an inherited
-    CUDA_VISIBLE_DEVICES may already have picked and renumbered. [] without --devices.
-    """
-    if devices is None:
-        return []
-    if devices == "all":
-        from .backends.cuda import cuda_status
-
-        indices = list(range(len(cuda_status().devices)))
-    else:
-        indices = [int(i) for i in devices.split(",")]
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
-    if visible == [""]:
-        return [str(i) for i in indices]
-    return [visible[i].strip() for i in indices]
+def _devices(backend: Backend) -> list[Backend]:
+    """The one-GPU backends of `backend` (several for --devices)."""
+    return list(getattr(backend, "backends", [backend]))
 
 
-def _start_worker(gpus: list[str], started: Any) -> None:
-    """A worker's set-up: ignore Ctrl-C (the client stops it), take its GPU."""
+def _start_worker(service: ServiceAddress | None) -> None:
+    """A worker's set-up: ignore Ctrl-C (the client stops it), label through the service."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    with started.get_lock():
-        index = started.value
-        started.value += 1
-    if gpus:
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
+    if service is not None:
+        use_backend(ServedBackend(service))

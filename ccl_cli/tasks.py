@@ -144,6 +144,14 @@ def _next_done(done: queue.SimpleQueue[Any], check_stop: Callable[[], None]) -> 
 
 #: The backend of this worker process, made by its first task and kept for the next ones.
 _worker_backends: dict[tuple[str, str | None, int | None], tuple[Backend, list[str]]] = {}
+#: The backend every task of this worker process uses, whatever its settings say.
+_given_backend: Backend | None = None
+
+
+def use_backend(backend: Backend) -> None:
+    """Make every task of this worker process label with `backend` (processes.py's service)."""
+    global _given_backend
+    _given_backend = backend
 
 
 def label_task(admitted: list[Admitted], settings: Settings) -> tuple[list[Record], list[str]]:
@@ -152,6 +160,8 @@ def label_task(admitted: list[Admitted], settings: Settings) -> tuple[list[Recor
     Returns the finished records and the notices the worker had (e.g. no usable GPU).
     """
     key = (settings.device, settings.devices, settings.workers)
+    if _given_backend is not None:
+        _worker_backends[key] = _given_backend, []
     if key not in _worker_backends:
         notices: list[str] = []
         backend = make_backend(settings.device, settings.workers, notices.append, settings.devices)

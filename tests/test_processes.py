@@ -75,38 +75,18 @@ def test_process_count(setting: int | str, inputs: int, cores: int, expected: in
     assert processes.process_count(setting, inputs, cores) == expected
 
 
-def test_gpus_follow_an_inherited_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    assert processes._gpus("0,2") == ["0", "2"]
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5, 7,9")
-    assert processes._gpus("0,2") == ["5", "9"]
-    assert processes._gpus(None) == []
-
-
-@pytest.mark.parametrize(
-    ("device", "devices", "on_gpu", "expected"),
-    [
-        ("auto", None, False, "cpu"),  # auto found no GPU: the workers do not look again
-        ("cpu", None, False, "cpu"),
-        ("auto", None, True, "cuda"),
-        ("cuda:1", None, True, "cuda:1"),
-        ("auto", "0,1", True, "cuda"),  # each worker sees its one GPU as cuda
-    ],
-)
-def test_worker_device(device: str, devices: str | None, on_gpu: bool, expected: str):
-    settings = Settings(device=device, devices=devices)
-    assert processes._worker_device(settings, on_gpu) == expected
-
-
 @pytest.mark.parametrize("value", [0, -2, "many", 1.5])
 def test_bad_processes_values_name_the_key(value: object):
     with pytest.raises(UsageError, match="'processes' must be"):
         apply(Settings(), {"processes": value}, "f.yaml")
 
 
+@pytest.mark.parametrize("served", [False, True], ids=["own-backend", "served"])
 def test_a_worker_killed_mid_job_is_replaced_and_the_output_set_is_complete(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served: bool
 ):
+    """served: the workers label through this process's service, as on a GPU."""
+    monkeypatch.setattr(processes, "_serves", lambda backend: served)
     pools: list[processes.LocalProcesses] = []
     real_init = processes.LocalProcesses.__init__
 

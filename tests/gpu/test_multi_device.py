@@ -30,3 +30,24 @@ def test_all_devices_match_the_cpu(params: LabelParams) -> None:
     assert np.array_equal(result.labels, expected.labels)
     assert result.components == expected.components
     assert all(a.equals(b) for a, b in zip(result.tables, expected.tables, strict=True))
+
+
+def test_served_workers_on_every_gpu_write_what_one_process_writes(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from ccl_cli.cli import app
+
+    rng = np.random.default_rng(9)
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for i in range(12):
+        np.save(inputs / f"img{i:02}.npy", (rng.random((120, 90 + i)) < 0.5).astype(np.uint8))
+    outputs = {}
+    for name, options in {"one": [], "all": ["--devices", "all", "--processes", "4"]}.items():
+        out = tmp_path / name
+        result = CliRunner().invoke(
+            app, ["label", str(inputs), "--out", str(out), "-q", "--batch-size", "2", *options]
+        )
+        assert result.exit_code == 0, result.output
+        outputs[name] = {p.name: p.read_bytes() for p in out.glob("*.labels.png")}
+    assert len(outputs["one"]) == 12 and outputs["all"] == outputs["one"]

@@ -1,0 +1,257 @@
+"""Labeling for worker processes: `--processes` on a GPU labels in this process only.
+
+The worker processes of --processes do what needs many cores (decoding,
+encoding, the statistics CSVs, all partly under Python's GIL) and send each
+batch to the labeling service of this process, which holds the run's CUDA
+backend. So the workers start in a few milliseconds (no CUDA context each),
+and the GPU memory and its set-up are paid once.
+
+A worker stacks its batch in shared memory: blocks of an anonymous memory file
+(memfd) that it creates and hands to this process once, as a file descriptor
+over its connection (a Unix socket). A request names the block and offset of
+the batch and of the labels; the service labels the batch into the labels in
+place and answers with the rest of the result (statistics tables, counts,
+outlines). The memory lives while either process maps it, so nothing is left
+behind when either dies. Linux only, as is CUDA with Python's fork server.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import secrets
+import threading
+import weakref
+from collections.abc import Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from itertools import count
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import Client, Connection, Listener
+from multiprocessing.reduction import recv_handle, send_handle
+from typing import Any
+
+import numpy as np
+
+from .backends.base import Backend, BatchResult, Labeled, batch_result
+from .params import LabelParams
+
+#: Batches one device labels at once (each in HOST_STREAMS parts of its own).
+CONCURRENT_BATCHES = 2
+
+
+@dataclass(frozen=True)
+class ServiceAddress:
+    """Where a worker reaches the service: a Unix socket and its key."""
+
+    path: str
+    authkey: bytes
+    #: Input bytes per batch for each worker (the service's budget shared out).
+    batch_budget: int
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """An array in a shared block: block, byte offset, shape, dtype."""
+
+    block: int
+    offset: int
+    shape: tuple[int, ...]
+    dtype: str
+
+
+class LabelingService:
+    """Labels the batches of worker processes with `backends` (one per GPU).
+
+    Each worker connection gets a thread and the backend of its turn (round
+    robin), so several GPUs serve different workers at once.
+    """
+
+    def __init__(self, backends: Sequence[Backend], workers: int) -> None:
+        self.backends = list(backends)
+        self.gates = [threading.Semaphore(CONCURRENT_BATCHES) for _ in self.backends]
+        authkey = secrets.token_bytes(32)
+        self.listener = Listener(family="AF_UNIX", authkey=authkey)
+        budget = sum(backend.batch_budget_bytes() for backend in self.backends)
+        self.address = ServiceAddress(
+            str(self.listener.address), authkey, max(1 << 20, budget // max(1, workers))
+        )
+        self.turns = count()
+        self.closed = False
+        self.thread = threading.Thread(target=self._accept, name="gccl-service", daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        """Stop taking connections; the open ones end when their workers exit."""
+        self.closed = True
+        with suppress(OSError):  # wakes the thread blocked in accept()
+            Client(self.address.path, "AF_UNIX", self.address.authkey).close()
+        self.thread.join()
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection = self.listener.accept()
+            except (OSError, EOFError, AuthenticationError):  # a client that went wrong
+                if self.closed:
+                    return
+                continue
+            if self.closed:
+                connection.close()
+                return
+            index = next(self.turns) % len(self.backends)
+            threading.Thread(
+                target=self._serve, args=(connection, index), name="gccl-serve", daemon=True
+            ).start()
+
+    def _serve(self, connection: Connection, index: int) -> None:
+        """Answer one worker's requests until it goes away."""
+        blocks: dict[int, mmap.mmap] = {}
+        try:
+            while True:
+                request = connection.recv()
+                if request[0] == "block":
+                    _, block, size = request
+                    handle = recv_handle(connection)
+                    try:
+                        blocks[block] = mmap.mmap(handle, size)
+                    finally:
+                        os.close(handle)
+                    continue
+                _, batch, out, params = request
+                try:
+                    labeled = self._label(index, _view(blocks, batch), _view(blocks, out), params)
+                except Exception as error:
+                    connection.send(("error", f"{type(error).__name__}: {error}"))
+                else:
+                    connection.send(("ok", labeled))
+        except (EOFError, OSError):
+            pass
+        finally:
+            connection.close()
+            for block in blocks.values():
+                with suppress(BufferError):  # a view still alive: the mapping ends with it
+                    block.close()
+
+    def _label(
+        self, index: int, batch: np.ndarray, out: np.ndarray, params: LabelParams
+    ) -> Labeled:
+        with self.gates[index]:
+            result = self.backends[index].label(batch, params, out=out)
+        return result.tables, result.components, result.polygons or []
+
+
+def _view(blocks: dict[int, mmap.mmap], slot: _Slot) -> np.ndarray:
+    """The numpy array a slot names, over the shared block."""
+    return np.ndarray(slot.shape, np.dtype(slot.dtype), blocks[slot.block], slot.offset)
+
+
+class ServedBackend:
+    """A worker's backend: its batches are labeled by the LabelingService of the parent."""
+
+    name = "cuda"
+
+    def __init__(self, address: ServiceAddress) -> None:
+        self.address = address
+        self.lock = threading.Lock()
+        self.connection: Connection | None = None
+        self.blocks = _SharedBlocks()
+
+    def batch_budget_bytes(self) -> int:
+        return self.address.batch_budget
+
+    def empty_batch(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """An array in shared memory, which the service reads and writes in place."""
+        return self.blocks.empty(shape, np.dtype(dtype))
+
+    def label(self, batch: Any, params: LabelParams, out: np.ndarray | None = None) -> BatchResult:
+        """Send the batch to the service and wait for its labels (in `out`) and tables."""
+        batch = np.asarray(batch)
+        if self.blocks.locate(batch) is None:
+            batch = _copied(batch, self.empty_batch(batch.shape, batch.dtype))
+        labels = self.empty_batch(batch.shape, np.dtype(np.uint32))
+        request_slots = (self.blocks.locate(batch), self.blocks.locate(labels))
+        with self.lock:  # one request at a time on the connection
+            connection = self._connection()
+            for block, size, handle in self.blocks.unsent():
+                connection.send(("block", block, size))
+                send_handle(connection, handle, 0)  # (the process id matters on Windows only)
+                os.close(handle)  # the service has its own now; the mapping stays
+            connection.send(("label", *request_slots, params))
+            status, answer = connection.recv()
+        if status != "ok":
+            raise RuntimeError(f"the labeling process failed ({answer})")
+        if out is not None:
+            np.copyto(out, labels)
+            labels = out
+        return batch_result(labels, answer, params)
+
+    def _connection(self) -> Connection:
+        if self.connection is None:
+            self.connection = Client(self.address.path, "AF_UNIX", self.address.authkey)
+        return self.connection
+
+
+def _copied(source: np.ndarray, target: np.ndarray) -> np.ndarray:
+    np.copyto(target, source)
+    return target
+
+
+class _SharedBlocks:
+    """A worker's shared-memory blocks: made on demand, reused once their arrays are gone.
+
+    Sizes are powers of two, so a block serves every later array of its size class.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ids = count()
+        self.free: dict[int, list[tuple[int, mmap.mmap]]] = {}
+        self.spans: dict[int, tuple[int, int]] = {}  # block -> (address, size)
+        self.handles: dict[int, int] = {}  # block -> memfd, until given to the service
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        nbytes = max(1, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+        size = max(mmap.PAGESIZE, 1 << (nbytes - 1).bit_length())
+        with self.lock:
+            spare = self.free.get(size)
+            block, memory = spare.pop() if spare else self._new(size)
+        array = np.ndarray(shape, dtype, memory)
+        weakref.finalize(array, self._release, size, block, memory)
+        return array
+
+    def _new(self, size: int) -> tuple[int, mmap.mmap]:
+        block = next(self.ids)
+        handle = os.memfd_create(f"gccl-{block}", os.MFD_CLOEXEC)
+        os.ftruncate(handle, size)
+        memory = mmap.mmap(handle, size)
+        self.handles[block] = handle
+        self.spans[block] = (np.frombuffer(memory, np.uint8).ctypes.data, size)
+        return block, memory
+
+    def _release(self, size: int, block: int, memory: mmap.mmap) -> None:
+        with self.lock:
+            self.free.setdefault(size, []).append((block, memory))
+
+    def unsent(self) -> list[tuple[int, int, int]]:
+        """(block, size, memfd) of the blocks the service has not been given yet.
+
+        The caller gives them and closes the memfds."""
+        with self.lock:
+            pending = [
+                (block, self.spans[block][1], handle) for block, handle in self.handles.items()
+            ]
+            self.handles.clear()
+        return pending
+
+    def locate(self, array: np.ndarray) -> _Slot | None:
+        """The slot of a C-contiguous array that lies in a block, else None."""
+        if not array.flags.c_contiguous:
+            return None
+        start = array.ctypes.data
+        with self.lock:
+            for block, (address, size) in self.spans.items():
+                if address <= start and start + array.nbytes <= address + size:
+                    return _Slot(block, start - address, array.shape, array.dtype.str)
+        return None

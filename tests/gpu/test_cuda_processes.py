@@ -1,0 +1,44 @@
+"""--processes on a GPU: the workers label through this process's service (service.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cuda_helpers import gpu
+from typer.testing import CliRunner
+
+from ccl_cli.cli import app
+from ccl_cli.outputs import LOCK_NAME
+
+pytestmark = gpu
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    """Every output file but the lock and summary (whose seconds differ)."""
+    return {
+        str(path.relative_to(out)): path.read_bytes()
+        for path in sorted(out.rglob("*"))
+        if path.is_file() and path.name not in (LOCK_NAME, "summary.csv")
+    }
+
+
+def _label(inputs: Path, out: Path, *options: str) -> None:
+    result = CliRunner().invoke(app, ["label", str(inputs), "--out", str(out), "-q", *options])
+    assert result.exit_code == 0, result.output
+
+
+def test_served_workers_write_what_the_cpu_writes(tmp_path: Path):
+    import numpy as np
+
+    rng = np.random.default_rng(8)
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for i in range(24):
+        shape = (200 + i % 3, 300 - i % 2)
+        np.save(inputs / f"img{i:02}.npy", rng.integers(0, 40, shape).astype(np.uint16))
+    options = ["--tau", "3", "--min-area", "4", "--polygons", "--batch-size", "3"]
+    _label(inputs, tmp_path / "cpu", "--device", "cpu", *options)
+    _label(inputs, tmp_path / "gpu", "--device", "cuda", "--processes", "3", *options)
+    want = _files(tmp_path / "cpu")
+    assert len(want) == 24 * 3
+    assert _files(tmp_path / "gpu") == want
