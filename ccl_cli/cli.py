@@ -286,7 +286,7 @@ def label_command(
     processes: Annotated[
         str | None,
         typer.Option(
-            help="Worker processes, or auto (one per four cores, up to 4, and one per 64 "
+            help="Worker processes, or auto (one per two cores, and at most one per 8 "
             "inputs: small jobs stay in this process).  \\[default: auto]",
             show_default=False,
         ),
@@ -294,8 +294,8 @@ def label_command(
     devices: Annotated[
         str | None,
         typer.Option(
-            help="Use several GPUs: all, or numbers like 0,1 (in one process a thread per "
-            "GPU; with --processes one GPU per process; the output is the same as on one GPU).",
+            help="Use several GPUs: all, or numbers like 0,1 (a thread per GPU; worker "
+            "processes are served by the GPUs in turn; the output is the same as on one GPU).",
             show_default=False,
         ),
     ] = None,

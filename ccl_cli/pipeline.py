@@ -274,7 +274,7 @@ def _engine(settings: Settings, reporter: Reporter, inputs: int) -> Engine:
     context = start_fork_server() if count > 1 else None  # starts while the backend sets up
     backend = make_backend(settings.device, workers, reporter.notice, settings.devices)
     if context is not None:
-        return LocalProcesses(count, backend, context)
+        return LocalProcesses(count, backend, context, inputs)
     return _Local(backend, workers)
 
 

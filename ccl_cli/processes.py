@@ -39,40 +39,38 @@ from .backends.base import Backend
 from .config import Settings
 from .pipeline import Admitted, Outcomes, usable_cores
 from .service import LabelingService, ServedBackend, ServiceAddress
-from .tasks import TaskRunner, label_task, use_backend
+from .tasks import TaskRunner, label_task, spread_task_size, use_backend
 
 #: Resends of a task whose pool broke (a worker died) before it is failed.
 RETRIES = 2
-#: Most processes --processes auto starts (each CUDA context costs device memory).
-AUTO_PROCESS_LIMIT = 4
-#: Inputs per process --processes auto asks for: each process costs about a
-#: second to start (Python, CuPy, a CUDA context).
-AUTO_INPUTS_PER_PROCESS = 64
+#: Cores per process --processes auto gives (each process runs that many threads).
+AUTO_CORES_PER_PROCESS = 2
+#: Inputs per process --processes auto asks for: a short job stays in this process,
+#: where it starts at once.
+AUTO_INPUTS_PER_PROCESS = 8
 
 
 def process_count(setting: int | str, inputs: int, cores: int) -> int:
     """How many worker processes --processes `setting` means for `inputs` inputs.
 
-    auto: one per four cores (each runs its own decode and encode threads),
-    at most AUTO_PROCESS_LIMIT, and one per AUTO_INPUTS_PER_PROCESS inputs:
-    a short job stays in this process, where it starts at once. On 16 cores
-    of the H200 machines, 4 processes stayed within a third of the best of
-    1, 4 and 8 on every job measured (1000 and 4000 depth maps, 200 and 600
-    scans), where 8 were up to 44% slower (1000 depth maps) and 1 took twice
-    as long (600 scans).
+    auto: one per AUTO_CORES_PER_PROCESS cores and at most one per
+    AUTO_INPUTS_PER_PROCESS inputs. On 16 cores of the H200 machines (1000
+    depth maps, 200 scans), 8 processes were within 2% of the best of 1, 8
+    and 15, where one process took 14% (depth maps) and 79% (scans) longer.
     """
     if isinstance(setting, int):
         return setting
-    return max(1, min(cores // 4, AUTO_PROCESS_LIMIT, inputs // AUTO_INPUTS_PER_PROCESS))
+    return max(1, min(cores // AUTO_CORES_PER_PROCESS, inputs // AUTO_INPUTS_PER_PROCESS))
 
 
 class LocalProcesses:
     """A pool of `count` worker processes, and the labeling of admitted records on them."""
 
-    def __init__(self, count: int, backend: Backend, context: Any) -> None:
+    def __init__(self, count: int, backend: Backend, context: Any, inputs: int) -> None:
         """backend: this process's; on a GPU the workers label through its service.
-        context: start_fork_server's."""
+        context: start_fork_server's. inputs: how many the run has (sizes the tasks)."""
         self.count = count
+        self.task_size = spread_task_size(inputs, count)
         self.context = context
         self.service = LabelingService(_devices(backend), count) if _serves(backend) else None
         self.lock = threading.Lock()
@@ -103,7 +101,7 @@ class LocalProcesses:
             device="cpu",  # what a worker without the service uses
             devices=None,
         )
-        runner = TaskRunner(self._submit, _cancel, "a worker process failed")
+        runner = TaskRunner(self._submit, _cancel, "a worker process failed", self.task_size)
         runner.label(admitted, worker_settings, outcomes, check_stop)
 
     def _new_pool(self) -> ProcessPoolExecutor:

@@ -24,7 +24,7 @@ from cli_helpers import (
     stopped_by_sigterm,
 )
 
-from ccl_cli import processes
+from ccl_cli import processes, tasks
 from ccl_cli.config import Settings, apply
 from ccl_cli.errors import UsageError
 
@@ -63,16 +63,29 @@ def test_sigterm_stops_the_workers_and_writes_the_summary(tmp_path: Path):
     ("setting", "inputs", "cores", "expected"),
     [
         (3, 1, 2, 3),  # a number is taken as given
-        ("auto", 1000, 16, 4),  # one per four cores
-        ("auto", 1000, 64, processes.AUTO_PROCESS_LIMIT),
-        ("auto", 1000, 12, 3),
+        ("auto", 1000, 16, 8),  # one per two cores
+        ("auto", 1000, 3, 1),
         ("auto", 1000, 2, 1),  # two cores: this process
-        ("auto", 127, 16, 1),  # under two processes' worth of inputs: this process
-        ("auto", 192, 16, 3),  # one process per 64 inputs
+        ("auto", 15, 16, 1),  # under two processes' worth of inputs: this process
+        ("auto", 40, 16, 5),  # one process per 8 inputs
     ],
 )
 def test_process_count(setting: int | str, inputs: int, cores: int, expected: int):
     assert processes.process_count(setting, inputs, cores) == expected
+
+
+@pytest.mark.parametrize(
+    ("inputs", "workers", "expected"),
+    [
+        (200, 8, 7),  # about four tasks per worker
+        (200, 15, 4),
+        (1000, 8, tasks.AUTO_TASK_SIZE),  # never larger
+        (3, 4, 1),
+        (0, 4, 1),
+    ],
+)
+def test_task_size_spreads_the_inputs(inputs: int, workers: int, expected: int):
+    assert tasks.spread_task_size(inputs, workers) == expected
 
 
 @pytest.mark.parametrize("value", [0, -2, "many", 1.5])
