@@ -14,9 +14,11 @@ pieces there get one ring each, touching at the point); two parts meeting
 diagonally are separate polygons touching at the point. Every ring is simple,
 so every Polygon and MultiPolygon is valid (OGC, shapely is_valid).
 
-Both backends emit the same corners (the vertices where a trace turns) with
-their ring order; `canonical` sorts them into `Outlines` with the same xp code
-(numpy or CuPy), so the GeoJSON text cannot differ between backends.
+Both backends trace the same corners (the vertices where a trace turns) and
+put them in the one canonical order that `Outlines` defines: the CPU with
+`canonical` (numpy), the CUDA backend with its own kernels
+(backends/cuda_polygons.py); the GPU tests compare the arrays and the GeoJSON
+bytes of both.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ class Outlines:
         first, then its holes by start vertex (y, x).
     feature_offsets: (K + 1,) int64 into the parts; component k + 1's polygons,
         ordered by their exterior's start vertex (y, x).
-    areas: (K,) int64 pixel count of each component.
+    areas: (K,) int64 pixel count of each component: half the shoelace sum
+        over its rings (exact integers).
     """
 
     vertices: np.ndarray
@@ -130,7 +133,7 @@ def _digits(values: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Corners:
-    """The corners of every ring of a batch (any order), as the tracers emit them.
+    """The corners of every ring of a batch (any order), as the numpy tracer emits them.
 
     image, label, part: which image, component and 4-connected part (numbered
         in raster order of its first pixel, per image) the ring outlines.
@@ -140,41 +143,43 @@ class Corners:
     position: steps from the start corner along the ring (0 at the start).
     """
 
-    image: Any
-    label: Any
-    part: Any
-    x: Any
-    y: Any
-    next: Any
-    ring: Any
-    position: Any
+    image: np.ndarray
+    label: np.ndarray
+    part: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
+    next: np.ndarray
+    ring: np.ndarray
+    position: np.ndarray
 
 
-def rank_rings(x: Any, y: Any, nxt: Any, width: int, xp: Any = np) -> tuple[Any, Any]:
+def rank_rings(
+    x: np.ndarray, y: np.ndarray, nxt: np.ndarray, width: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(ring, position) of every corner from the `nxt` cycles, by pointer jumping.
 
     The start of a ring is its smallest vertex key y * (width + 1) + x (rings
-    are simple, so it is unique). numpy or CuPy arrays; the CUDA backend has
-    its own kernels for the same steps.
+    are simple, so it is unique).
     """
     count = len(nxt)
     steps = max(1, math.ceil(math.log2(max(count, 2))))
-    key = y.astype(xp.int64) * (width + 1) + x
+    key = y.astype(np.int64) * (width + 1) + x
     low, jump = key, nxt
     for _ in range(steps):
-        low, jump = xp.minimum(low, low[jump]), jump[jump]
+        low, jump = np.minimum(low, low[jump]), jump[jump]
     tail = key[nxt] == low  # the corner before the start
-    index = xp.arange(count, dtype=nxt.dtype)
-    to_tail = (~tail).astype(xp.int64)
-    jump = xp.where(tail, index, nxt)
+    index = np.arange(count, dtype=nxt.dtype)
+    to_tail = (~tail).astype(np.int64)
+    jump = np.where(tail, index, nxt)
     for _ in range(steps):
         to_tail, jump = to_tail + to_tail[jump], jump[jump]
     ring = nxt[jump]
     return ring, to_tail[ring] - to_tail
 
 
-def canonical(corners: Corners, counts: list[int], width: int, xp: Any = np) -> list[Outlines]:
-    """Per image, the Outlines of components 1..counts[i] (host arrays).
+def canonical(corners: Corners, counts: list[int], width: int) -> list[Outlines]:
+    """Per image, the Outlines of components 1..counts[i] (the CPU's ordering; the
+    CUDA backend reaches the same order with its own kernels, cuda_polygons.py).
 
     Rings are ordered by (image, label, part, start vertex): parts are numbered
     in raster order of their first pixel, whose top-left corner starts the
@@ -184,58 +189,57 @@ def canonical(corners: Corners, counts: list[int], width: int, xp: Any = np) -> 
     c = corners
     if len(c.position) == 0:  # no components at all
         return [Outlines.empty() for _ in counts]
-    starts = xp.flatnonzero(c.position == 0)
-    lasts = xp.flatnonzero(c.position[c.next] == 0)
-    length = xp.zeros(len(c.position), xp.int64)
+    starts = np.flatnonzero(c.position == 0)
+    lasts = np.flatnonzero(c.position[c.next] == 0)
+    length = np.zeros(len(c.position), np.int64)
     length[c.ring[lasts]] = c.position[lasts] + 1
-    key = c.y[starts].astype(xp.int64) * (width + 1) + c.x[starts]
+    key = c.y[starts].astype(np.int64) * (width + 1) + c.x[starts]
     image, label, part = c.image[starts], c.label[starts], c.part[starts]
-    order = xp.lexsort(xp.stack([key, part.astype(xp.int64), label.astype(xp.int64), image]))
+    order = np.lexsort(np.stack([key, part.astype(np.int64), label.astype(np.int64), image]))
     starts, image, label, part = starts[order], image[order], label[order], part[order]
-    ring_offsets = xp.zeros(len(starts) + 1, xp.int64)
-    xp.cumsum(length[starts], out=ring_offsets[1:])
-    rank = xp.zeros(len(c.position), xp.int64)
-    rank[starts] = xp.arange(len(starts), dtype=xp.int64)
+    ring_offsets = np.zeros(len(starts) + 1, np.int64)
+    np.cumsum(length[starts], out=ring_offsets[1:])
+    rank = np.zeros(len(c.position), np.int64)
+    rank[starts] = np.arange(len(starts), dtype=np.int64)
     destination = ring_offsets[rank[c.ring]] + c.position
-    vertices = xp.empty((len(c.position), 2), xp.int32)
+    vertices = np.empty((len(c.position), 2), np.int32)
     vertices[destination, 0] = c.x
     vertices[destination, 1] = c.y
-    new_part = xp.ones(len(starts), bool)
+    new_part = np.ones(len(starts), bool)
     new_part[1:] = (part[1:] != part[:-1]) | (image[1:] != image[:-1])
-    part_starts = xp.flatnonzero(new_part)
-    new_feature = xp.ones(len(part_starts), bool)
-    part_label, part_image = label[part_starts], image[part_starts]
+    part_offsets = np.append(np.flatnonzero(new_part), len(starts))
+    new_feature = np.ones(len(part_offsets) - 1, bool)
+    part_label, part_image = label[part_offsets[:-1]], image[part_offsets[:-1]]
     new_feature[1:] = (part_label[1:] != part_label[:-1]) | (part_image[1:] != part_image[:-1])
-    feature_starts = xp.flatnonzero(new_feature)
+    feature_offsets = np.append(np.flatnonzero(new_feature), len(part_offsets) - 1)
     label_base = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts, out=label_base[1:])
-    feature = xp.asarray(label_base)[c.image] + c.label.astype(xp.int64) - 1
-    twice = c.x.astype(xp.int64) * c.y[c.next] - c.x[c.next].astype(xp.int64) * c.y
-    doubled = xp.bincount(feature, weights=twice.astype(xp.float64), minlength=int(label_base[-1]))
-    areas = (xp.rint(doubled).astype(xp.int64) // 2) if len(doubled) else doubled.astype(xp.int64)
-    return _split(
-        _host(vertices),
-        _host(ring_offsets),
-        _host(part_starts),
-        _host(feature_starts),
-        _host(areas),
-        label_base,
-    )
+    check_offsets(feature_offsets, int(label_base[-1]))
+    twice = np.empty(len(c.position), np.int64)
+    twice[destination] = c.x.astype(np.int64) * c.y[c.next] - c.x[c.next].astype(np.int64) * c.y
+    feature_starts = ring_offsets[part_offsets[feature_offsets[:-1]]]
+    areas = np.add.reduceat(twice, feature_starts) // 2
+    return split_batch(vertices, ring_offsets, part_offsets, feature_offsets, areas, label_base)
 
 
-def _split(
+def check_offsets(feature_offsets: np.ndarray, features: int) -> None:
+    """AssertionError unless every one of the batch's features has a polygon."""
+    steps = np.diff(feature_offsets)
+    if len(feature_offsets) != features + 1 or feature_offsets[0] != 0 or np.any(steps <= 0):
+        raise AssertionError("every kept component must have an outline")
+
+
+def split_batch(
     vertices: np.ndarray,
     ring_offsets: np.ndarray,
-    part_starts: np.ndarray,
-    feature_starts: np.ndarray,
+    part_offsets: np.ndarray,
+    feature_offsets: np.ndarray,
     areas: np.ndarray,
     label_base: np.ndarray,
 ) -> list[Outlines]:
-    """Cut the batch's canonical arrays into one Outlines per image (offsets rebased)."""
-    part_offsets = np.append(part_starts, len(ring_offsets) - 1)
-    feature_offsets = np.append(feature_starts, len(part_offsets) - 1)
-    if len(feature_offsets) != label_base[-1] + 1:
-        raise AssertionError("every kept component must have an outline")
+    """Cut a batch's canonical arrays (offsets over the whole batch, features
+    label_base[i]..label_base[i + 1] - 1 of image i) into one Outlines per image."""
+    check_offsets(feature_offsets, int(label_base[-1]))
     result = []
     for lo, hi in itertools.pairwise(label_base.tolist()):
         features = feature_offsets[lo : hi + 1]
@@ -251,11 +255,6 @@ def _split(
             )
         )
     return result
-
-
-def _host(array: Any) -> np.ndarray:
-    """numpy view of a numpy or CuPy array."""
-    return array.get() if hasattr(array, "get") else np.asarray(array)
 
 
 PART_CONNECTIVITY = 4

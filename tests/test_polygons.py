@@ -19,7 +19,7 @@ from polygon_cases import POLYGON_CASES
 
 from ccl_cli.backends.cpu import CpuBackend
 from ccl_cli.params import LabelParams
-from ccl_cli.polygons import Outlines, geojson
+from ccl_cli.polygons import Outlines, canonical, geojson, split_batch, trace
 
 shapely = pytest.importorskip("shapely")
 geometry = pytest.importorskip("shapely.geometry")
@@ -157,6 +157,21 @@ def test_min_area_removed_components_have_no_feature() -> None:
         "type": "Polygon",
         "coordinates": [[[2, 0], [4, 0], [4, 2], [2, 2], [2, 0]]],
     }
+
+
+def test_a_component_without_outline_is_an_error() -> None:
+    """The batch check both backends' arrays pass: every component has a polygon."""
+    labels = np.array([[1, 0, 2]], np.uint32)
+    assert len(canonical(trace(labels), [2], 3)[0]) == 2
+    with pytest.raises(AssertionError, match="every kept component"):
+        canonical(trace(labels), [3], 3)
+    vertices = np.zeros((4, 2), np.int32)
+    offsets = np.array([0, 4], np.int64)
+    missing = np.array([0, -1, 1], np.int64)  # the CUDA backend's mark of a feature never seen
+    with pytest.raises(AssertionError, match="every kept component"):
+        split_batch(
+            vertices, offsets, np.array([0, 1]), missing, np.ones(2, np.int64), np.array([0, 2])
+        )
 
 
 def test_no_polygons_unless_asked() -> None:
