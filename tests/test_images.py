@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import tifffile
 from hypothesis import given
+from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from PIL import Image
 
@@ -602,6 +603,38 @@ def test_label_encoders_round_trip_any_uint16(labels: np.ndarray) -> None:
     for encode in (images.encode_label_png, images.encode_label_tiff):
         with Image.open(io.BytesIO(encode(labels))) as image:
             np.testing.assert_array_equal(np.asarray(image).astype(np.uint32), labels)
+
+
+@given(
+    hnp.arrays(
+        st.sampled_from([np.uint8, np.uint16]),
+        st.one_of(
+            hnp.array_shapes(min_dims=2, max_dims=2, max_side=30),
+            st.tuples(st.integers(1, 20), st.integers(1, 20), st.just(3)),
+        ),
+    )
+)
+def test_png_writer_round_trips_through_libpng(array: np.ndarray) -> None:
+    """Gray and RGB, 8 and 16 bits: libpng (which checks every CRC) reads back each value."""
+    np.testing.assert_array_equal(imagecodecs.png_decode(images._png(array)), array)
+
+
+def test_png_writer_splits_long_streams_into_idat_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(images, "_PNG_CHUNK", 5)
+    labels = np.random.default_rng(2).integers(0, 9, (31, 17)).astype(np.uint16)
+    data = images._png(labels)
+    kinds, offset = [], 8
+    while offset < len(data):
+        (length,) = struct.unpack(">I", data[offset : offset + 4])
+        kinds.append((data[offset + 4 : offset + 8], length))
+        offset += 12 + length
+    assert kinds[0][0] == b"IHDR" and kinds[-1] == (b"IEND", 0)
+    idat = [length for kind, length in kinds[1:-1]]
+    assert all(kind == b"IDAT" for kind, _ in kinds[1:-1]) and len(idat) > 1
+    assert max(idat) == 5
+    np.testing.assert_array_equal(imagecodecs.png_decode(data), labels)
+    with Image.open(io.BytesIO(data)) as image:
+        np.testing.assert_array_equal(np.asarray(image), labels)
 
 
 def decode_preview(data: bytes) -> np.ndarray:
