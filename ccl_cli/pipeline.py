@@ -40,6 +40,7 @@ from .errors import (
 )
 from .inputs import InputItem, check_out_location, expand
 from .outputs import (
+    LOCK_NAME,
     SUMMARY_NAME,
     OutputLock,
     OutputPaths,
@@ -226,6 +227,27 @@ def run_label(
     started = time.perf_counter()
     records = [Record(item) for item in items]
     report = RunReport(records)
+    made_out = not out.exists()
+    try:
+        _run(engine, records, report, settings, reporter)
+    except GcclError:  # e.g. a device found unusable once the workers had started
+        if made_out:
+            _remove_unused(out)
+        raise
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _run(
+    engine: Engine,
+    records: list[Record],
+    report: RunReport,
+    settings: Settings,
+    reporter: Reporter,
+) -> None:
+    """The locked part of run_label: label the records, write summary.csv."""
+    assert settings.out is not None
+    out = settings.out
     with closing(engine), OutputLock(out), _StopRequests() as stop:
         removed = remove_stale_temporaries(out)
         if removed:
@@ -251,16 +273,23 @@ def run_label(
             atomic_write(report.summary, summary_csv(record.row() for record in records))
         except OSError as error:
             raise UsageError(f"cannot write {report.summary} ({error.strerror or error})") from None
-    report.seconds = time.perf_counter() - started
-    return report
+
+
+def _remove_unused(out: Path) -> None:
+    """Remove an --out folder this run made, if it holds nothing but the lock file."""
+    if out.is_dir() and {path.name for path in out.iterdir()} <= {LOCK_NAME}:
+        (out / LOCK_NAME).unlink(missing_ok=True)
+        out.rmdir()
 
 
 def _engine(settings: Settings, reporter: Reporter, inputs: int) -> Engine:
     """The cluster at --scheduler, else worker processes (--processes), else this process.
 
     Made before the lock, so that an unusable device or scheduler is exit 2
-    with nothing written. The backend is made here even for worker processes:
-    it checks --device and gives the notice of --device auto once.
+    with nothing written. Worker processes make this process's backend while
+    their workers start (LocalProcesses): an unusable device then ends the
+    run with exit 2 before any input is labeled (run_label removes the
+    --out folder it made).
     """
     if settings.scheduler:
         from .cluster import Cluster
@@ -271,10 +300,9 @@ def _engine(settings: Settings, reporter: Reporter, inputs: int) -> Engine:
     cores = usable_cores()
     workers = settings.workers or cores
     count = process_count(settings.processes, inputs, cores)
-    context = start_fork_server() if count > 1 else None  # starts while the backend sets up
+    if count > 1:
+        return LocalProcesses(count, settings, start_fork_server(), inputs, reporter.notice)
     backend = make_backend(settings.device, workers, reporter.notice, settings.devices)
-    if context is not None:
-        return LocalProcesses(count, backend, context, inputs)
     return _Local(backend, workers)
 
 

@@ -8,7 +8,8 @@ codecs) on tasks of a few inputs (tasks.py). This process keeps the lock,
 progress, stopping and the summary. On a GPU it also keeps the only CUDA
 backend: the workers send their batches to its labeling service
 (service.py), so they start without a CUDA context each and every GPU of
---devices serves them in turn.
+--devices serves them in turn. The backend is made while the workers start
+and decode; with the CPU backend the workers label on their own.
 
 Workers ignore Ctrl-C, which a terminal sends to the whole process group:
 the client asks them to stop (it cancels tasks not yet started and waits for
@@ -16,11 +17,11 @@ the running ones). They keep SIGTERM's default: Python's pool terminates the
 workers of a broken pool with it, and a worker that ignored it kept that
 pool's clean-up spinning forever (a hang at exit, seen in the tests). A
 worker killed mid-write leaves a temporary that the next run removes.
-Workers come from a fork server, which is started while this process sets
-up its backend. A worker that dies (the kernel's out-of-memory killer, a
-crash in a codec, a SIGTERM) breaks Python's pool and every task in it: the
-pool is replaced and those tasks are sent again, up to RETRIES times each,
-as Dask does for a cluster's workers.
+Workers come from a fork server, started first thing. A worker that dies
+(the kernel's out-of-memory killer, a crash in a codec, a SIGTERM) breaks
+Python's pool and every task in it: the pool is replaced and those tasks
+are sent again, up to RETRIES times each, as Dask does for a cluster's
+workers.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from dataclasses import replace
 from multiprocessing import forkserver
 from typing import Any
 
+from .backends import make_backend
 from .backends.base import Backend
 from .config import Settings
 from .pipeline import Admitted, Outcomes, usable_cores
@@ -66,16 +68,43 @@ def process_count(setting: int | str, inputs: int, cores: int) -> int:
 class LocalProcesses:
     """A pool of `count` worker processes, and the labeling of admitted records on them."""
 
-    def __init__(self, count: int, backend: Backend, context: Any, inputs: int) -> None:
-        """backend: this process's; on a GPU the workers label through its service.
-        context: start_fork_server's. inputs: how many the run has (sizes the tasks)."""
+    def __init__(
+        self,
+        count: int,
+        settings: Settings,
+        context: Any,
+        inputs: int,
+        notice: Callable[[str], None],
+    ) -> None:
+        """context: start_fork_server's. inputs: how many the run has (sizes the tasks).
+        notice: where the backend's notices go (--device auto's choice).
+
+        This process's backend (--device, --devices) is made in a thread, so
+        that the workers start decoding meanwhile: making a CUDA backend
+        (CuPy's import, the driver, a context) takes about a second.
+        """
         self.count = count
+        self.threads = settings.workers or max(1, usable_cores() // count)
         self.task_size = spread_task_size(inputs, count)
         self.context = context
-        self.service = LabelingService(_devices(backend), count) if _serves(backend) else None
+        self.service = LabelingService(count)
+        self.backend_error: BaseException | None = None
+        threading.Thread(
+            target=self._make_backend, args=(settings, notice), name="gccl-backend", daemon=True
+        ).start()
         self.lock = threading.Lock()
         self.closing = False
         self.pool = self._new_pool()
+
+    def _make_backend(self, settings: Settings, notice: Callable[[str], None]) -> None:
+        """Make the backend and hand it to the service (its failure ends the run: label)."""
+        try:
+            backend = make_backend(settings.device, self.threads, notice, settings.devices)
+        except BaseException as error:
+            self.backend_error = error
+            self.service.fail(str(error))
+            return
+        self.service.serve(_devices(backend) if _serves(backend) else [])
 
     def close(self) -> None:
         """Stop the workers once their running tasks end, then the labeling service."""
@@ -83,8 +112,7 @@ class LocalProcesses:
             self.closing = True
             pool = self.pool
         pool.shutdown(wait=True, cancel_futures=True)
-        if self.service is not None:
-            self.service.close()
+        self.service.close()
 
     def label(
         self,
@@ -93,21 +121,28 @@ class LocalProcesses:
         outcomes: Outcomes,
         check_stop: Callable[[], None],
     ) -> None:
-        """Label `admitted` in tasks on the worker processes (tasks.TaskRunner)."""
-        cores = usable_cores()
-        worker_settings = replace(
-            settings,
-            workers=settings.workers or max(1, cores // self.count),
-            device="cpu",  # what a worker without the service uses
-            devices=None,
-        )
+        """Label `admitted` in tasks on the worker processes (tasks.TaskRunner).
+
+        A backend that could not be made (an unusable --device cuda) ends the
+        run with its error, as soon as it is known: no input was labeled, so
+        none was written.
+        """
+
+        def check() -> None:
+            check_stop()
+            if self.backend_error is not None:
+                raise self.backend_error
+
+        worker_settings = replace(settings, workers=self.threads, device="cpu", devices=None)
         runner = TaskRunner(self._submit, _cancel, "a worker process failed", self.task_size)
-        runner.label(admitted, worker_settings, outcomes, check_stop)
+        runner.label(admitted, worker_settings, outcomes, check)
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        address = None if self.service is None else self.service.address
         return ProcessPoolExecutor(
-            self.count, mp_context=self.context, initializer=_start_worker, initargs=(address,)
+            self.count,
+            mp_context=self.context,
+            initializer=_start_worker,
+            initargs=(self.service.address, self.threads),
         )
 
     def _submit(self, task: list[Admitted], settings: Settings) -> Future[Any]:
@@ -190,8 +225,7 @@ def _devices(backend: Backend) -> list[Backend]:
     return list(getattr(backend, "backends", [backend]))
 
 
-def _start_worker(service: ServiceAddress | None) -> None:
+def _start_worker(service: ServiceAddress, threads: int) -> None:
     """A worker's set-up: ignore Ctrl-C (the client stops it), label through the service."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if service is not None:
-        use_backend(ServedBackend(service))
+    use_backend(ServedBackend(service, threads))

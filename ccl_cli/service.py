@@ -4,7 +4,8 @@ The worker processes of --processes do what needs many cores (decoding,
 encoding, the statistics CSVs, all partly under Python's GIL) and send each
 batch to the labeling service of this process, which holds the run's CUDA
 backend. So the workers start in a few milliseconds (no CUDA context each),
-and the GPU memory and its set-up are paid once.
+and the GPU memory and its set-up are paid once. Without a GPU the service
+tells them to label on their own.
 
 A worker stacks its batch in shared memory: blocks of an anonymous memory file
 (memfd) that it creates and hands to this process once, as a file descriptor
@@ -34,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from .backends.base import Backend, BatchResult, Labeled, batch_result
+from .backends.cuda import HOST_BATCH_BYTES
 from .params import LabelParams
 
 #: Batches one device labels at once (each in HOST_STREAMS parts of its own).
@@ -46,7 +48,7 @@ class ServiceAddress:
 
     path: str
     authkey: bytes
-    #: Input bytes per batch for each worker (the service's budget shared out).
+    #: Input bytes per batch for each worker (one batch's budget, shared out).
     batch_budget: int
 
 
@@ -61,25 +63,39 @@ class _Slot:
 
 
 class LabelingService:
-    """Labels the batches of worker processes with `backends` (one per GPU).
+    """Labels the batches of worker processes with this process's backend.
 
-    Each worker connection gets a thread and the backend of its turn (round
-    robin), so several GPUs serve different workers at once.
+    The backend is handed over with `serve` (or its failure with `fail`)
+    once it is made, which may be after the workers started decoding: their
+    requests wait until then. A CPU backend is not served: the workers, which
+    have the cores, are told to label on their own. With several GPUs
+    (--devices), worker connections take them in turn.
     """
 
-    def __init__(self, backends: Sequence[Backend], workers: int) -> None:
-        self.backends = list(backends)
-        self.gates = [threading.Semaphore(CONCURRENT_BATCHES) for _ in self.backends]
+    def __init__(self, workers: int) -> None:
         authkey = secrets.token_bytes(32)
         self.listener = Listener(family="AF_UNIX", authkey=authkey)
-        budget = sum(backend.batch_budget_bytes() for backend in self.backends)
-        self.address = ServiceAddress(
-            str(self.listener.address), authkey, max(1 << 20, budget // max(1, workers))
-        )
+        budget = max(1 << 20, HOST_BATCH_BYTES // max(1, workers))
+        self.address = ServiceAddress(str(self.listener.address), authkey, budget)
+        self.ready = threading.Event()
+        self.backends: list[Backend] = []
+        self.gates: list[threading.Semaphore] = []
+        self.failure = ""
         self.turns = count()
         self.closed = False
         self.thread = threading.Thread(target=self._accept, name="gccl-service", daemon=True)
         self.thread.start()
+
+    def serve(self, backends: Sequence[Backend]) -> None:
+        """Answer with `backends` (one per GPU), or with "label on your own" when there are none."""
+        self.backends = list(backends)
+        self.gates = [threading.Semaphore(CONCURRENT_BATCHES) for _ in self.backends]
+        self.ready.set()
+
+    def fail(self, reason: str) -> None:
+        """Answer every request with this error (the backend could not be made)."""
+        self.failure = reason
+        self.ready.set()
 
     def close(self) -> None:
         """Stop taking connections; the open ones end when their workers exit."""
@@ -100,12 +116,14 @@ class LabelingService:
             if self.closed:
                 connection.close()
                 return
-            index = next(self.turns) % len(self.backends)
             threading.Thread(
-                target=self._serve, args=(connection, index), name="gccl-serve", daemon=True
+                target=self._serve,
+                args=(connection, next(self.turns)),
+                name="gccl-serve",
+                daemon=True,
             ).start()
 
-    def _serve(self, connection: Connection, index: int) -> None:
+    def _serve(self, connection: Connection, turn: int) -> None:
         """Answer one worker's requests until it goes away."""
         blocks: dict[int, mmap.mmap] = {}
         try:
@@ -120,12 +138,15 @@ class LabelingService:
                         os.close(handle)
                     continue
                 _, batch, out, params = request
-                try:
-                    labeled = self._label(index, _view(blocks, batch), _view(blocks, out), params)
-                except Exception as error:
-                    connection.send(("error", f"{type(error).__name__}: {error}"))
+                self.ready.wait()
+                if self.failure:
+                    connection.send(("error", self.failure))
+                elif not self.backends:
+                    connection.send(("self", None))
                 else:
-                    connection.send(("ok", labeled))
+                    connection.send(
+                        self._answer(turn, _view(blocks, batch), _view(blocks, out), params)
+                    )
         except (EOFError, OSError):
             pass
         finally:
@@ -134,12 +155,18 @@ class LabelingService:
                 with suppress(BufferError):  # a view still alive: the mapping ends with it
                     block.close()
 
-    def _label(
-        self, index: int, batch: np.ndarray, out: np.ndarray, params: LabelParams
-    ) -> Labeled:
-        with self.gates[index]:
-            result = self.backends[index].label(batch, params, out=out)
-        return result.tables, result.components, result.polygons or []
+    def _answer(
+        self, turn: int, batch: np.ndarray, out: np.ndarray, params: LabelParams
+    ) -> tuple[str, Any]:
+        """("ok", what labeling gave) with the labels in `out`, or ("error", why)."""
+        index = turn % len(self.backends)
+        try:
+            with self.gates[index]:
+                result = self.backends[index].label(batch, params, out=out)
+        except Exception as error:
+            return "error", f"{type(error).__name__}: {error}"
+        labeled: Labeled = (result.tables, result.components, result.polygons or [])
+        return "ok", labeled
 
 
 def _view(blocks: dict[int, mmap.mmap], slot: _Slot) -> np.ndarray:
@@ -148,15 +175,19 @@ def _view(blocks: dict[int, mmap.mmap], slot: _Slot) -> np.ndarray:
 
 
 class ServedBackend:
-    """A worker's backend: its batches are labeled by the LabelingService of the parent."""
+    """A worker's backend: its batches are labeled by the LabelingService of the parent,
+    or by a CpuBackend of its own when the service says so."""
 
-    name = "cuda"
+    name = "served"
 
-    def __init__(self, address: ServiceAddress) -> None:
+    def __init__(self, address: ServiceAddress, threads: int) -> None:
+        """threads: of the CpuBackend this worker labels with when it is not served."""
         self.address = address
+        self.threads = threads
         self.lock = threading.Lock()
         self.connection: Connection | None = None
         self.blocks = _SharedBlocks()
+        self.local: Backend | None = None
 
     def batch_budget_bytes(self) -> int:
         return self.address.batch_budget
@@ -167,6 +198,8 @@ class ServedBackend:
 
     def label(self, batch: Any, params: LabelParams, out: np.ndarray | None = None) -> BatchResult:
         """Send the batch to the service and wait for its labels (in `out`) and tables."""
+        if self.local is not None:
+            return self.local.label(batch, params, out)
         batch = np.asarray(batch)
         if self.blocks.locate(batch) is None:
             batch = _copied(batch, self.empty_batch(batch.shape, batch.dtype))
@@ -180,6 +213,11 @@ class ServedBackend:
                 os.close(handle)  # the service has its own now; the mapping stays
             connection.send(("label", *request_slots, params))
             status, answer = connection.recv()
+        if status == "self":
+            from .backends.cpu import CpuBackend
+
+            self.local = CpuBackend(self.threads)
+            return self.local.label(batch, params, out)
         if status != "ok":
             raise RuntimeError(f"the labeling process failed ({answer})")
         if out is not None:

@@ -7,6 +7,8 @@ when called directly, with the batch and labels passing through shared memory.
 from __future__ import annotations
 
 import csv
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from cli_helpers import files, gccl, make_inputs
 from ccl_cli import processes
 from ccl_cli.backends.base import Backend
 from ccl_cli.backends.cpu import CpuBackend
+from ccl_cli.errors import BackendUnavailable
 from ccl_cli.params import LabelParams
 from ccl_cli.service import LabelingService, ServedBackend
 
@@ -29,8 +32,9 @@ PARAMS = [
 
 @pytest.fixture
 def served() -> Iterator[ServedBackend]:
-    service = LabelingService([CpuBackend()], workers=2)
-    backend = ServedBackend(service.address)
+    service = LabelingService(workers=2)
+    service.serve([CpuBackend()])
+    backend = ServedBackend(service.address, threads=1)
     yield backend
     if backend.connection is not None:
         backend.connection.close()
@@ -87,8 +91,9 @@ class _Failing(CpuBackend):
 
 
 def test_a_failure_in_the_service_is_raised_in_the_worker_which_goes_on():
-    service = LabelingService([_Failing()], workers=1)
-    backend = ServedBackend(service.address)
+    service = LabelingService(workers=1)
+    service.serve([_Failing()])
+    backend = ServedBackend(service.address, threads=1)
     try:
         with pytest.raises(RuntimeError, match="ValueError: two images are too many"):
             backend.label(random_batch(backend, (2, 8, 8), 0), LabelParams())
@@ -96,6 +101,47 @@ def test_a_failure_in_the_service_is_raised_in_the_worker_which_goes_on():
         assert_same_result(
             backend.label(batch, LabelParams()), CpuBackend().label(batch, LabelParams())
         )
+    finally:
+        assert backend.connection is not None
+        backend.connection.close()
+        service.close()
+
+
+def test_requests_wait_for_the_backend_then_a_failed_one_is_every_answer():
+    service = LabelingService(workers=1)
+    backend = ServedBackend(service.address, threads=1)
+    answers: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            backend.label(random_batch(backend, (1, 4, 4), 0), LabelParams())
+        except RuntimeError as error:
+            answers.append(error)
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    asking.join(0.5)
+    assert asking.is_alive()  # no backend yet: the request waits
+    service.fail("--device cuda: no CUDA device")
+    asking.join(10)
+    assert [str(error) for error in answers] == [
+        "the labeling process failed (--device cuda: no CUDA device)"
+    ]
+    assert backend.connection is not None
+    backend.connection.close()
+    service.close()
+
+
+def test_without_a_gpu_to_serve_the_worker_labels_on_its_own():
+    service = LabelingService(workers=1)
+    service.serve([])
+    backend = ServedBackend(service.address, threads=2)
+    try:
+        for seed in range(2):
+            batch = random_batch(backend, (2, 20, 30), seed)
+            want = CpuBackend().label(batch, LabelParams(min_area=2))
+            assert_same_result(backend.label(batch, LabelParams(min_area=2)), want)
+            assert isinstance(backend.local, CpuBackend) and backend.local.threads == 2
     finally:
         assert backend.connection is not None
         backend.connection.close()
@@ -116,3 +162,36 @@ def test_workers_served_by_this_process_write_what_one_process_writes(
     assert files(tmp_path / "many") == files(tmp_path / "one")
     with open(tmp_path / "many" / "summary.csv", newline="") as handle:
         assert [row["status"] for row in csv.DictReader(handle)] == ["ok"] * 13
+
+
+def test_device_auto_without_a_gpu_labels_in_the_workers(tmp_path: Path):
+    """--device auto picks the CPU here (no CUDA on CI): the workers label on their own."""
+    from typer.testing import CliRunner
+
+    from ccl_cli.cli import app
+
+    make_inputs(tmp_path / "in", 13, 40)
+    args = ["label", str(tmp_path / "in"), "-r", "--min-area", "2", "--quiet"]
+    assert gccl(*args[1:-1], "--out", str(tmp_path / "one"), "--processes", "1")[0] == 0
+    result = CliRunner().invoke(
+        app, [*args, "--out", str(tmp_path / "many"), "--processes", "2", "--device", "auto"]
+    )
+    assert result.exit_code == 0, result.output
+    assert files(tmp_path / "many") == files(tmp_path / "one")
+
+
+def test_an_unusable_device_found_while_workers_start_is_exit_2_with_nothing_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    def unusable(*args: object, **kwargs: object) -> None:
+        time.sleep(0.3)  # the workers are up by now
+        raise BackendUnavailable("--device cuda: no CUDA device")
+
+    monkeypatch.setattr(processes, "make_backend", unusable)
+    make_inputs(tmp_path / "in", 13, 40)
+    code, _, stderr = gccl(
+        str(tmp_path / "in"), "-r", "--out", str(tmp_path / "out"), "--processes", "2"
+    )
+    assert code == 2
+    assert "--device cuda: no CUDA device" in stderr
+    assert not (tmp_path / "out").exists()
