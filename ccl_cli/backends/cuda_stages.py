@@ -18,9 +18,11 @@ from .cuda import _SUFFIX, _import_cupy, _kernels
 Launch = tuple[str, int, tuple[int, ...], tuple[Any, ...]]
 
 # Geometry shared with the .cu files.
-_MORPH_STRIP = (512, 16)  # pixels (w, h) per warp of morphology.cu
+_MORPH_STRIP_W = 512  # columns per warp of morphology.cu
+_MORPH_ROWS = {16: 16, 4: 16, 1: 4}  # rows per warp, by access width (bytes)
 _MORPH_WARPS = 2  # warps per block
-_SMOOTH_STRIP = (128, 16)  # pixels (w, h) per warp of smooth.cu's strip kernels
+_SMOOTH_STRIP_W = 120  # output columns per warp of smooth.cu's strip kernels
+_SMOOTH_STRIP_ROWS = 16  # output rows per warp (a launch argument)
 _SMOOTH_WARPS = 4
 _SMOOTH_STRIP_RADIUS = 3  # largest radius of the strip kernels
 _SMOOTH_TILE = 32  # output pixels per tile side of smooth.cu's shared-tile kernels
@@ -60,20 +62,22 @@ def morph_launch(source: Any, target: Any, op: str, connectivity: int) -> Launch
     row length and both buffers' addresses.
     """
     n, height, width = _batch_shape(source)
-    strips_x = -(-width // _MORPH_STRIP[0])
-    strips = strips_x * -(-height // _MORPH_STRIP[1])
     access = _access_width(width, source, target)
+    strips_x = -(-width // _MORPH_STRIP_W)
+    strips = strips_x * -(-height // _MORPH_ROWS[access])
     warps = n * strips
     args = (source, target, *(np.uint32(v) for v in (height, width, strips_x, strips, n)))
     name = f"gccl_{op}_{connectivity}_b{access}"
     return name, -(-warps // _MORPH_WARPS), (32 * _MORPH_WARPS,), args
 
 
-def smooth_launch(values: Any, mask: Any, out: Any, weights: tuple[int, ...]) -> Launch:
+def smooth_launch(
+    values: Any, mask: Any, out: Any, weights: tuple[int, ...], rows: int = _SMOOTH_STRIP_ROWS
+) -> Launch:
     """Smoothing of the contiguous batch `values` over the uint8 `mask` into float64 `out`.
 
-    Radii up to 3 run the register-strip kernels (vector loads where rows are
-    aligned); larger radii the shared-tile ones.
+    Radii up to 3 run the warp-strip kernels (vector loads where rows are
+    aligned), each warp `rows` output rows; larger radii the shared-tile ones.
     """
     n, height, width = _batch_shape(values)
     dtype = np.dtype(values.dtype)
@@ -94,8 +98,8 @@ def smooth_launch(values: Any, mask: Any, out: Any, weights: tuple[int, ...]) ->
         )
         name = f"gccl_smooth_{_SUFFIX[dtype]}_{accumulator}"
         return name, n * tiles, _SMOOTH_THREADS, args
-    strips_x = -(-width // _SMOOTH_STRIP[0])
-    strips = strips_x * -(-height // _SMOOTH_STRIP[1])
+    strips_x = -(-width // _SMOOTH_STRIP_W)
+    strips = strips_x * -(-height // rows)
     padded = (*weights, *(0,) * (7 - len(weights)))
     vec = (
         width % 4 == 0
@@ -108,7 +112,7 @@ def smooth_launch(values: Any, mask: Any, out: Any, weights: tuple[int, ...]) ->
         mask,
         out,
         *(np.int32(w) for w in padded),
-        *(np.uint32(v) for v in (height, width, strips_x, strips, n)),
+        *(np.uint32(v) for v in (height, width, rows, strips_x, strips, n)),
         np.int32(vec),
     )
     name = f"gccl_smooth_{_SUFFIX[dtype]}_r{radius}"

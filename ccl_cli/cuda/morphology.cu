@@ -7,8 +7,9 @@
 // Why it is shaped like this: the stage moves 1 byte in and 1 byte out per
 // pixel, so it is a copy with a little logic, and its speed is set by how wide
 // and how early the memory accesses are. Each warp owns a strip of
-// GCCL_MORPH_ROWS rows by 512 columns; each lane holds 16 columns of a row in
-// four 32-bit words (one 16-byte vector load where the rows allow it) and
+// GCCL_MORPH_ROWS rows (GCCL_MORPH_ROWS_BYTES with byte access) by 512
+// columns; each lane holds 16 columns of a row in four 32-bit words (one
+// 16-byte vector load where the rows allow it) and
 // issues every load of its strip (its rows plus one above and below) before
 // combining anything. The 0/1 bytes are combined four at a time with & or |;
 // the horizontal neighbours are the same words shifted by one byte, the byte
@@ -25,6 +26,7 @@
 #ifndef GCCL_MORPH_ROWS
 #define GCCL_MORPH_ROWS 16
 #endif
+#define GCCL_MORPH_ROWS_BYTES 4  // rows per warp of the byte-access kernels (rare; less code)
 #define GCCL_MORPH_LANE_BYTES 16                         // columns per lane
 #define GCCL_MORPH_STRIP_W (32 * GCCL_MORPH_LANE_BYTES)  // columns per warp
 #define GCCL_FULL_WARP 0xFFFFFFFFu
@@ -105,12 +107,13 @@ template <bool ERODE, int CONN, int LOAD>
 __device__ __forceinline__ void morph_strip(const unsigned char* in, unsigned char* out,
                                             u32 height, u32 width, u32 strips_x,
                                             u32 strips_per_image, u32 images) {
+  constexpr u32 ROWS = LOAD == 1 ? GCCL_MORPH_ROWS_BYTES : GCCL_MORPH_ROWS;
   const u32 warp = blockIdx.x * GCCL_MORPH_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
   const u32 image = warp / strips_per_image;
   if (image >= images) return;  // the whole warp: shuffles below see all 32 lanes
   const u32 strip = warp - image * strips_per_image;
   const u32 sy = strip / strips_x, sx = strip - sy * strips_x;
-  const u32 y0 = sy * GCCL_MORPH_ROWS, x0 = sx * GCCL_MORPH_STRIP_W;
+  const u32 y0 = sy * ROWS, x0 = sx * GCCL_MORPH_STRIP_W;
   const u32 x = x0 + lane * GCCL_MORPH_LANE_BYTES;
   // Lane 0 reads the byte left of the strip, lane 31 the one right of it; x0 - 1
   // wraps to 0xFFFFFFFF at the left edge: outside.
@@ -119,10 +122,10 @@ __device__ __forceinline__ void morph_strip(const unsigned char* in, unsigned ch
   const u64 image_base = (u64)image * height * width;
 
   // Rows y0 - 1 .. y0 + ROWS: every load first, so all of them are in flight at once.
-  MaskRow rows[GCCL_MORPH_ROWS + 2];
-  u32 edge[GCCL_MORPH_ROWS + 2];
+  MaskRow rows[ROWS + 2];
+  u32 edge[ROWS + 2];
 #pragma unroll
-  for (u32 t = 0; t < GCCL_MORPH_ROWS + 2; ++t) {
+  for (u32 t = 0; t < ROWS + 2; ++t) {
     const u32 y = y0 + t - 1;  // wraps above the image: outside
     rows[t] = MaskRow{{0u, 0u, 0u, 0u}};
     edge[t] = 0;
@@ -133,9 +136,9 @@ __device__ __forceinline__ void morph_strip(const unsigned char* in, unsigned ch
     }
   }
 
-  MaskRow h[GCCL_MORPH_ROWS + 2];  // rows combined horizontally
+  MaskRow h[ROWS + 2];  // rows combined horizontally
 #pragma unroll
-  for (u32 t = 0; t < GCCL_MORPH_ROWS + 2; ++t) {
+  for (u32 t = 0; t < ROWS + 2; ++t) {
     u32 left = __shfl_up_sync(GCCL_FULL_WARP, rows[t].w[3], 1) >> 24;
     u32 right = __shfl_down_sync(GCCL_FULL_WARP, rows[t].w[0], 1) & 0xFFu;
     if (lane == 0) left = edge[t];
@@ -144,7 +147,7 @@ __device__ __forceinline__ void morph_strip(const unsigned char* in, unsigned ch
   }
 
 #pragma unroll
-  for (u32 t = 1; t <= GCCL_MORPH_ROWS; ++t) {
+  for (u32 t = 1; t <= ROWS; ++t) {
     const u32 y = y0 + t - 1;
     if (y >= height) break;
     MaskRow result;

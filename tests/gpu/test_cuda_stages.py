@@ -12,6 +12,7 @@ from cuda_helpers import assert_same, gpu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ccl_cli.backends.cuda_stages import morph_launch, smooth_launch
 from ccl_cli.params import SUPPORTED_DTYPES, LabelParams
 from ccl_cli.stages import morph_numpy, smooth_numpy, smooth_weights
 
@@ -90,8 +91,6 @@ def test_morphology_kernel_matches_numpy(connectivity, op, shape):
 def test_morphology_shapes_cover_every_access_width():
     import cupy
 
-    from ccl_cli.backends.cuda_stages import morph_launch
-
     names = set()
     for shape in SHAPES:
         batch = cupy.zeros((3, *shape), cupy.uint8)
@@ -105,8 +104,6 @@ def test_morphology_shapes_cover_every_access_width():
 def test_smoothing_kernel_on_unaligned_views(dtype, radius):
     """Values and mask one element past an aligned address: the strip kernels' scalar path."""
     import cupy
-
-    from ccl_cli.backends.cuda_stages import smooth_launch
 
     rng = np.random.default_rng(zlib.crc32(repr((dtype.str, radius)).encode()))
     values = batch_of(rng, dtype, (21, 132))
@@ -131,6 +128,31 @@ def test_smoothing_kernel_on_unaligned_views(dtype, radius):
     nan = np.isnan(want)
     np.testing.assert_array_equal(np.isnan(got), nan)
     np.testing.assert_array_equal(got[~nan].view(np.uint64), want[~nan].view(np.uint64))
+
+
+@pytest.mark.parametrize("rows", [1, 5, 32, 64])
+@pytest.mark.parametrize("dtype", [np.dtype(np.uint16), np.dtype(np.float32)], ids=str)
+def test_smoothing_strips_of_any_height(dtype, rows):
+    """The strip kernels' rows per warp (a launch argument) do not change the result."""
+    import cupy
+
+    from ccl_cli.backends import cuda
+
+    rng = np.random.default_rng(zlib.crc32(repr((dtype.str, rows)).encode()))
+    for shape, radius in [((70, 244), 3), ((9, 36), 1), ((33, 131), 2)]:
+        values = batch_of(rng, dtype, shape)
+        mask = (values != 0) & ~np.isnan(values.astype(np.float64))
+        weights = smooth_weights("binomial", radius)
+        out = cupy.empty(values.shape, cupy.float64)
+        launch = smooth_launch(
+            cupy.asarray(values), cupy.asarray(mask).view(cupy.uint8), out, weights, rows
+        )
+        cuda._kernels(0).launch(*launch)
+        want = smooth_numpy(values, mask, weights)
+        got = out.get()
+        nan = np.isnan(want)
+        np.testing.assert_array_equal(np.isnan(got), nan)
+        np.testing.assert_array_equal(got[~nan].view(np.uint64), want[~nan].view(np.uint64))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
