@@ -130,7 +130,7 @@ def test_smoothing_kernel_on_unaligned_views(dtype, radius):
     np.testing.assert_array_equal(got[~nan].view(np.uint64), want[~nan].view(np.uint64))
 
 
-@pytest.mark.parametrize("rows", [1, 5, 32, 64])
+@pytest.mark.parametrize("rows", [1, 5, 8, 16, 32, 64])
 @pytest.mark.parametrize("dtype", [np.dtype(np.uint16), np.dtype(np.float32)], ids=str)
 def test_smoothing_strips_of_any_height(dtype, rows):
     """The strip kernels' rows per warp (a launch argument) do not change the result."""
