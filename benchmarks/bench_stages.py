@@ -1,14 +1,19 @@
 """Morphology and smoothing kernels on a 4000x3000 image against a device-to-device copy.
 
-    python3 benchmarks/bench_stages.py [--repeat 50]
+    python3 benchmarks/bench_stages.py [--repeat 50] [--group 20]
 
 Issue 6's goal: morphology (N=1) and smoothing (R <= 3) each within 2x of a
 plain device-to-device copy of the bytes they read and write. The copy moves
 (read + written) / 2 bytes, so it reads and writes as many bytes as the kernel.
 Bytes per pixel: morphology reads and writes a 1-byte mask; smoothing reads
 the values and the mask and writes the float64 labeling input. Times are
-medians of CUDA events after warm-up, data already on the device; the
-`stage` column is the whole StageOps call (allocations from CuPy's pool included).
+medians of CUDA events after warm-up, data already on the device, in two
+forms: one launch between two events (which also counts the host's launch
+latency, a few µs, for the kernel and the copy alike), and `--group` launches
+back to back between two events divided by their number (the device time of
+one launch). The `stage` column is the whole StageOps call (allocations from
+CuPy's pool included). The kernels and their arguments come from
+cuda_stages.morph_launch / smooth_launch, so they are the ones the stages run.
 """
 
 from __future__ import annotations
@@ -26,58 +31,67 @@ from ccl_cli.stages import smooth_weights
 SHAPE = (1, 3000, 4000)  # (N, H, W)
 
 
-def launch_ms(name: str, grid: int, block: tuple[int, ...], args: tuple, repeat: int) -> float:
-    """Median time of one launch of kernel `name`."""
+def timings(run, repeat: int, group: int) -> tuple[float, float]:
+    """(median ms of one run(), median ms per run() of `group` back-to-back runs)."""
+    single = gpu_median_ms(run, repeat)
+
+    def runs() -> None:
+        for _ in range(group):
+            run()
+
+    return single, gpu_median_ms(runs, repeat) / group
+
+
+def launch_timings(launch: cuda_stages.Launch, repeat: int, group: int) -> tuple[float, float]:
+    """timings() of one kernel launch."""
     kernels = backend._kernels(0)
-    return gpu_median_ms(lambda: kernels.launch(name, grid, block, args), repeat)
+    return timings(lambda: kernels.launch(*launch), repeat, group)
 
 
-def copy_ms(nbytes: int, repeat: int) -> float:
-    """Median time of one device-to-device copy of `nbytes`."""
+def copy_timings(nbytes: int, repeat: int, group: int) -> tuple[float, float]:
+    """timings() of one device-to-device copy of `nbytes`."""
     src, dst = cupy.empty(nbytes, cupy.uint8), cupy.empty(nbytes, cupy.uint8)
     src.fill(1)
-    return gpu_median_ms(lambda: dst.data.copy_from_device_async(src.data, nbytes), repeat)
+    return timings(lambda: dst.data.copy_from_device_async(src.data, nbytes), repeat, group)
 
 
-def row(name: str, kernel_ms: float, stage_ms: float, moved: int, repeat: int) -> str:
-    reference = copy_ms(moved // 2, repeat)
+def row(name: str, kernel: tuple[float, float], stage_ms: float, moved: int, args) -> str:
+    copy = copy_timings(moved // 2, args.repeat, args.group)
     return (
-        f"| {name} | {kernel_ms * 1e3:.1f} | {stage_ms * 1e3:.1f} | {moved / 2**20:.1f} | "
-        f"{reference * 1e3:.1f} | {kernel_ms / reference:.2f}x | "
-        f"{moved / kernel_ms / 1e9:.2f} |"
+        f"| {name} | {kernel[0] * 1e3:.1f} | {copy[0] * 1e3:.1f} | {kernel[0] / copy[0]:.2f}x | "
+        f"{kernel[1] * 1e3:.1f} | {copy[1] * 1e3:.1f} | {kernel[1] / copy[1]:.2f}x | "
+        f"{stage_ms * 1e3:.1f} | {moved / 2**20:.1f} | {moved / kernel[1] / 1e9:.2f} |"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=50)
+    parser.add_argument("--group", type=int, default=20, help="launches per back-to-back timing")
     args = parser.parse_args()
     rng = np.random.default_rng(6)
     n, height, width = SHAPE
     pixels = n * height * width
     ops = cuda_stages.CudaStages()
     print(f"{cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {height}x{width}")
-    print("| case | kernel µs | stage µs | MiB read+written | copy µs | kernel/copy | TB/s |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        "| case | kernel µs | copy µs | kernel/copy "
+        f"| kernel µs (x{args.group}) | copy µs (x{args.group}) | kernel/copy (x{args.group}) "
+        "| stage µs | MiB read+written | TB/s |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 
     mask = cupy.asarray(rng.random(SHAPE) < 0.5)
     source, target = mask.view(cupy.uint8), cupy.empty(SHAPE, cupy.uint8)
-    tiles_x = -(-width // cuda_stages._MORPH_TILE[0])
-    tiles = tiles_x * -(-height // cuda_stages._MORPH_TILE[1])
-    geometry = (np.uint32(height), np.uint32(width), np.uint32(tiles_x), np.uint32(tiles))
     for op in ("erode", "dilate"):
         for connectivity in (8, 4):
-            kernel = launch_ms(
-                f"gccl_{op}_{connectivity}",
-                n * tiles,
-                cuda_stages._MORPH_THREADS,
-                (source, target, *geometry),
-                args.repeat,
-            )
+            launch = cuda_stages.morph_launch(source, target, op, connectivity)
+            kernel = launch_timings(launch, args.repeat, args.group)
             stage = gpu_median_ms(
                 lambda op=op, c=connectivity: ops.morph(mask, op, 1, c), args.repeat
             )
-            print(row(f"{op} N=1, {connectivity}-conn", kernel, stage, 2 * pixels, args.repeat))
+            label = f"{op} N=1, {connectivity}-conn ({launch[0]})"
+            print(row(label, kernel, stage, 2 * pixels, args))
 
     # A depth-like uint16 surface with 10% nodata holes, and a float32 one.
     yy, xx = np.mgrid[0:height, 0:width]
@@ -92,32 +106,14 @@ def main() -> None:
         for kind in ("box", "binomial"):
             for radius in (1, 2, 3):
                 weights = smooth_weights(kind, radius)
-                accumulator = cuda_stages._accumulator(np.dtype(dtype), weights)
-                name = f"gccl_smooth_{backend._SUFFIX[np.dtype(dtype)]}_{accumulator}"
-                side = cuda_stages._SMOOTH_TILE
-                smooth_tiles_x = -(-width // side)
-                smooth_tiles = smooth_tiles_x * -(-height // side)
-                launch_args = (
-                    values,
-                    valid.view(cupy.uint8),
-                    out,
-                    cupy.asarray(np.array(weights, np.int32)),
-                    np.int32(radius),
-                    np.uint32(height),
-                    np.uint32(width),
-                    np.uint32(smooth_tiles_x),
-                    np.uint32(smooth_tiles),
-                )
-
-                kernel = launch_ms(
-                    name, n * smooth_tiles, cuda_stages._SMOOTH_THREADS, launch_args, args.repeat
-                )
+                launch = cuda_stages.smooth_launch(values, valid.view(cupy.uint8), out, weights)
+                kernel = launch_timings(launch, args.repeat, args.group)
                 stage = gpu_median_ms(
                     lambda v=values, m=valid, w=weights: ops.smooth(v, m, w), args.repeat
                 )
                 moved = pixels * (np.dtype(dtype).itemsize + 1 + 8)
-                label = f"smooth {kind}:{radius} {np.dtype(dtype).name} ({accumulator})"
-                print(row(label, kernel, stage, moved, args.repeat))
+                label = f"smooth {kind}:{radius} {np.dtype(dtype).name} ({launch[0]})"
+                print(row(label, kernel, stage, moved, args))
 
 
 if __name__ == "__main__":

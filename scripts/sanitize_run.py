@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A small batch through every gccl kernel, for compute-sanitizer (memcheck, racecheck).
 
-    compute-sanitizer --tool memcheck python3 scripts/sanitize_run.py
+    compute-sanitizer --tool memcheck python3 scripts/sanitize_run.py [--stages]
 
 CuPy's memory pool is switched off so that every buffer is its own allocation
 and memcheck sees any access past its end. Each case is also compared with the
@@ -10,6 +10,7 @@ CPU backend; the script exits non-zero on a mismatch.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import cupy
@@ -19,26 +20,47 @@ from ccl_cli.backends.cpu import CpuBackend
 from ccl_cli.backends.cuda import CudaBackend
 from ccl_cli.params import LabelParams
 
-#: (dtype, params): block8 + border 8, pixel 4 + border 4, tau 8 / 4, float
+#: Odd sizes: several tiles and chunks per image, the kernels' scalar paths.
+ODD = (3, 97, 133)
+#: Rows of 16-byte multiples: the stage kernels' vector paths (morphology.cu's
+#: 16-byte access, smooth.cu's vector loads), three warps wide.
+ALIGNED = (2, 37, 1040)
+
+#: (dtype, params, shape): block8 + border 8, pixel 4 + border 4, tau 8 / 4, float
 #: statistics (second pass), min-area scan and remap, threshold/invert rules,
-#: outline.cu (--polygons).
+#: outline.cu (--polygons), then morphology.cu and smooth.cu (strip kernels for
+#: R <= 3, the shared-tile kernel for R = 7).
 CASES = [
-    (np.uint8, LabelParams(connectivity=8, polygons=True)),
-    (np.bool_, LabelParams(connectivity=4, min_area=3, polygons=True)),
-    (np.uint16, LabelParams(tau=2, connectivity=8, min_area=4)),
-    (np.int16, LabelParams(tau=1, connectivity=4, invert=True)),
-    (np.float32, LabelParams(tau=0.5, connectivity=8, background=None)),
-    (np.float64, LabelParams(threshold=0.1, connectivity=8, min_area=2)),
+    (np.uint8, LabelParams(connectivity=8, polygons=True), ODD),
+    (np.bool_, LabelParams(connectivity=4, min_area=3, polygons=True), ODD),
+    (np.uint16, LabelParams(tau=2, connectivity=8, min_area=4), ODD),
+    (np.int16, LabelParams(tau=1, connectivity=4, invert=True), ODD),
+    (np.float32, LabelParams(tau=0.5, connectivity=8, background=None), ODD),
+    (np.float64, LabelParams(threshold=0.1, connectivity=8, min_area=2), ODD),
+    (np.uint8, LabelParams(connectivity=8, morphology=(("open", 1), ("dilate", 2))), ODD),
+    (np.uint8, LabelParams(connectivity=4, morphology=(("close", 1),)), ALIGNED),
+    (np.uint16, LabelParams(tau=2, smooth=("box", 3), morphology=(("erode", 1),)), ODD),
+    (np.uint16, LabelParams(tau=2, connectivity=4, smooth=("binomial", 2)), ALIGNED),
+    (np.int32, LabelParams(tau=1, smooth=("box", 1)), ALIGNED),
+    (np.float32, LabelParams(tau=0.5, smooth=("binomial", 3)), ALIGNED),
+    (np.float64, LabelParams(tau=0.5, smooth=("box", 2)), ODD),
+    (np.float32, LabelParams(tau=0.5, smooth=("binomial", 7)), ODD),
 ]
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--stages", action="store_true", help="only the cases with morphology or smoothing"
+    )
+    cases = CASES
+    if parser.parse_args().stages:
+        cases = [c for c in CASES if c[1].morphology or c[1].smooth is not None]
     cupy.cuda.set_allocator(None)
     rng = np.random.default_rng(0)
     cuda, cpu = CudaBackend(), CpuBackend()
     failures = 0
-    for dtype, params in CASES:
-        shape = (3, 97, 133)  # odd sizes, several tiles and chunks per image
+    for dtype, params, shape in cases:
         if np.dtype(dtype).kind == "f":
             values = rng.normal(size=shape).astype(dtype)
             values[0, 10:20, 10:30] = np.nan
@@ -58,7 +80,7 @@ def main() -> int:
             failures += not same
             print(f"{'ok' if same else 'MISMATCH'}: {np.dtype(dtype)} {params}")
     cupy.cuda.runtime.deviceSynchronize()
-    print(f"sanitize_run: {len(CASES) * 2 - failures}/{len(CASES) * 2} cases match the CPU")
+    print(f"sanitize_run: {len(cases) * 2 - failures}/{len(cases) * 2} cases match the CPU")
     return 1 if failures else 0
 
 

@@ -175,6 +175,42 @@ def test_smoothing_rounds_exact_halves_up() -> None:
     assert staged_values(np.array([[1, 2, 0]], np.uint8), binomial) == [[1.0, 2.0, None]]
 
 
+def test_float64_division_rounds_like_the_exact_integer_rule() -> None:
+    # cuda/smooth.cu's strip kernels (R <= 3) take floor((2S + W) / (2W)) as the
+    # floor of a float64 quotient; its proof needs |2S + W| < 2**53. Checked here
+    # for every weight total W up to 64**2 (binomial:3), S at the extremes of
+    # 32-bit values (|S| <= W * 2**32) and S next to every rounding boundary.
+    w = np.arange(1, 64**2 + 1, dtype=np.int64)[:, None]
+    limit = w * 2**32
+    q = np.array([-(2**32), -(2**31) - 7, -3, -1, 0, 1, 5, 2**31 + 11, 2**32 - 1])
+    boundary = q * w + (w - w // 2)  # 2S + W next to a multiple of 2W
+    s = np.concatenate(
+        [boundary + d for d in (-2, -1, 0, 1, 2)] + [limit - 1, -limit, limit // 3], axis=1
+    )
+    s = np.clip(s, -limit, limit)
+    n, d = 2 * s + w, 2 * w
+    assert np.abs(n).max() < 2**53
+    with np.errstate(all="raise"):
+        np.testing.assert_array_equal(np.floor(n.astype(np.float64) / d), n // d)
+
+
+def test_float_estimate_and_remainder_round_like_the_exact_integer_rule() -> None:
+    # cuda/smooth.cu's floor_div_small: any estimate within 1 of n / d, floored, is
+    # off by at most one, and the remainder n - q * d puts it right. Checked with
+    # estimates pushed up to 0.99 either way, for the int32 sums' range of n and d.
+    rng = np.random.default_rng(6)
+    d = 2 * rng.integers(1, 64**2 + 1, 200_000)
+    n = np.clip(
+        d * rng.integers(-(2**16), 2**16, d.size) + rng.integers(-3, 4, d.size),
+        -(2**31) + 1,
+        2**31 - 1,
+    )
+    for push in (-0.99, -0.5, 0.0, 0.5, 0.99):
+        q = np.floor(n / d + push).astype(np.int64)
+        r = n - q * d
+        np.testing.assert_array_equal(q + (r >= d) - (r < 0), n // d)
+
+
 def test_smoothing_skips_nan_and_background_holes() -> None:
     values = np.array([[10.0, np.nan, 20.0], [0.0, 30.0, 0.0]], np.float64)
     got = staged_values(values, LabelParams(tau=1, smooth=("box", 1)))

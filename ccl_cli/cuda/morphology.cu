@@ -1,74 +1,181 @@
 // Binary erosion and dilation of a mask batch (N, H, W) of 0/1 bytes, one iteration.
 //
 // The element is the 3x3 cross (CONN 4) or square (CONN 8); pixels outside the
-// image count as background (scipy.ndimage's border_value=0). A block reads
-// its tile plus a one-pixel halo into shared memory once, then every thread
-// writes GCCL_MORPH_ITEMS pixels of one row, 32 columns apart, so each store
-// of a warp covers 32 consecutive bytes. N iterations are N launches with
-// ping-pong buffers (ccl_cli/backends/cuda_stages.py).
+// image count as background (scipy.ndimage's border_value=0). N iterations are
+// N launches with ping-pong buffers (ccl_cli/backends/cuda_stages.py).
+//
+// Why it is shaped like this: the stage moves 1 byte in and 1 byte out per
+// pixel, so it is a copy with a little logic, and its speed is set by how wide
+// and how early the memory accesses are. Each warp owns a strip of
+// GCCL_MORPH_ROWS rows (GCCL_MORPH_ROWS_BYTES with byte access) by 512
+// columns; each lane holds 16 columns of a row in four 32-bit words (one
+// 16-byte vector load where the rows allow it) and
+// issues every load of its strip (its rows plus one above and below) before
+// combining anything. The 0/1 bytes are combined four at a time with & or |;
+// the horizontal neighbours are the same words shifted by one byte, the byte
+// across a lane boundary comes from the next lane by a shuffle, and the two
+// bytes beyond the warp's 512 columns are loaded by lanes 0 and 31. No shared
+// memory, no barriers.
 #include "common.cuh"
 
-#define GCCL_MORPH_THREADS_X 32
-#define GCCL_MORPH_THREADS_Y 8
-#define GCCL_MORPH_ITEMS 4  // columns per thread
-#define GCCL_MORPH_ROWS 2   // rows per thread
-#define GCCL_MORPH_TILE_W (GCCL_MORPH_THREADS_X * GCCL_MORPH_ITEMS)
-#define GCCL_MORPH_TILE_H (GCCL_MORPH_THREADS_Y * GCCL_MORPH_ROWS)
-#define GCCL_MORPH_HALO_W (GCCL_MORPH_TILE_W + 2)
-#define GCCL_MORPH_HALO_H (GCCL_MORPH_TILE_H + 2)
+// Warps per block and output rows per warp (ccl_cli/backends/cuda_stages.py
+// holds the same numbers; -D overrides them for tuning runs only).
+#ifndef GCCL_MORPH_WARPS
+#define GCCL_MORPH_WARPS 2
+#endif
+#ifndef GCCL_MORPH_ROWS
+#define GCCL_MORPH_ROWS 16
+#endif
+#define GCCL_MORPH_ROWS_BYTES 4  // rows per warp of the byte-access kernels (rare; less code)
+#define GCCL_MORPH_LANE_BYTES 16                         // columns per lane
+#define GCCL_MORPH_STRIP_W (32 * GCCL_MORPH_LANE_BYTES)  // columns per warp
+#define GCCL_FULL_WARP 0xFFFFFFFFu
 
-template <bool ERODE, int CONN>
-__device__ __forceinline__ void morph_tile(const unsigned char* in, unsigned char* out,
-                                           u32 height, u32 width, u32 tiles_x,
-                                           u32 tiles_per_image) {
-  __shared__ unsigned char tile[GCCL_MORPH_HALO_H][GCCL_MORPH_HALO_W];
-  const BlockPlace place = block_place(tiles_per_image);
-  const u32 ty = place.index / tiles_x, tx = place.index - ty * tiles_x;
-  const u32 y0 = ty * GCCL_MORPH_TILE_H, x0 = tx * GCCL_MORPH_TILE_W;
-  const u64 image_base = (u64)place.image * height * width;
-  const u32 thread = threadIdx.y * GCCL_MORPH_THREADS_X + threadIdx.x;
-  for (u32 i = thread; i < GCCL_MORPH_HALO_H * GCCL_MORPH_HALO_W;
-       i += GCCL_MORPH_THREADS_X * GCCL_MORPH_THREADS_Y) {
-    const u32 r = i / GCCL_MORPH_HALO_W, c = i - r * GCCL_MORPH_HALO_W;
-    // y0 + r - 1 and x0 + c - 1 wrap to 0xFFFFFFFF above/left of the image: outside.
-    const u32 y = y0 + r - 1, x = x0 + c - 1;
-    tile[r][c] = (y < height && x < width) ? in[image_base + (u64)y * width + x] : 0;
-  }
-  __syncthreads();
-#pragma unroll
-  for (u32 row = 0; row < GCCL_MORPH_ROWS; ++row) {
-    const u32 r = threadIdx.y + row * GCCL_MORPH_THREADS_Y + 1;
-    const u32 y = y0 + r - 1;
-    if (y >= height) break;
-#pragma unroll
-    for (u32 item = 0; item < GCCL_MORPH_ITEMS; ++item) {
-      const u32 c = threadIdx.x + item * GCCL_MORPH_THREADS_X + 1;
-      const u32 x = x0 + c - 1;
-      if (x >= width) break;
-      unsigned char v = tile[r][c];
-      const unsigned char cross[4] = {tile[r - 1][c], tile[r + 1][c], tile[r][c - 1],
-                                      tile[r][c + 1]};
-#pragma unroll
-      for (int k = 0; k < 4; ++k) v = ERODE ? (v & cross[k]) : (v | cross[k]);
-      if (CONN == 8) {
-        const unsigned char corners[4] = {tile[r - 1][c - 1], tile[r - 1][c + 1],
-                                          tile[r + 1][c - 1], tile[r + 1][c + 1]};
-#pragma unroll
-        for (int k = 0; k < 4; ++k) v = ERODE ? (v & corners[k]) : (v | corners[k]);
-      }
-      out[image_base + (u64)y * width + x] = v;
+// 16 consecutive mask bytes: byte k in bits 8 * (k % 4) of w[k / 4].
+struct MaskRow {
+  u32 w[4];
+};
+
+// Bytes x .. x+15 of `row`, 0 at and beyond `width`. LOAD is the access width
+// the host proved aligned (16: width % 16 == 0 and 16-byte aligned buffers;
+// 4: the same for 4; 1: any), so with 16 or 4 a vector is wholly in or out.
+template <int LOAD>
+__device__ __forceinline__ MaskRow load_mask_row(const unsigned char* row, u32 x, u32 width) {
+  MaskRow r = {{0u, 0u, 0u, 0u}};
+  if (LOAD == 16) {
+    if (x < width) {
+      const uint4 q = *reinterpret_cast<const uint4*>(row + x);
+      r.w[0] = q.x, r.w[1] = q.y, r.w[2] = q.z, r.w[3] = q.w;
     }
+  } else if (LOAD == 4) {
+#pragma unroll
+    for (u32 k = 0; k < 4; ++k)
+      if (x + 4 * k < width) r.w[k] = *reinterpret_cast<const u32*>(row + x + 4 * k);
+  } else {  // any width: bytes, in a loop that is not unrolled (the rare, compact path)
+    u64 low = 0, high = 0;
+#pragma unroll 1
+    for (u32 b = 0; b < 16 && x + b < width; ++b) {
+      const u64 byte = row[x + b];
+      if (b < 8) low |= byte << (8 * b);
+      else high |= byte << (8 * (b - 8));
+    }
+    r.w[0] = (u32)low, r.w[1] = (u32)(low >> 32), r.w[2] = (u32)high, r.w[3] = (u32)(high >> 32);
+  }
+  return r;
+}
+
+// Stores the bytes of `r` that lie before `width` at row[x ..].
+template <int LOAD>
+__device__ __forceinline__ void store_mask_row(unsigned char* row, u32 x, u32 width,
+                                               const MaskRow& r) {
+  if (LOAD == 16) {
+    if (x < width) *reinterpret_cast<uint4*>(row + x) = make_uint4(r.w[0], r.w[1], r.w[2], r.w[3]);
+  } else if (LOAD == 4) {
+#pragma unroll
+    for (u32 k = 0; k < 4; ++k)
+      if (x + 4 * k < width) *reinterpret_cast<u32*>(row + x + 4 * k) = r.w[k];
+  } else {
+    const u64 low = r.w[0] | ((u64)r.w[1] << 32), high = r.w[2] | ((u64)r.w[3] << 32);
+#pragma unroll 1
+    for (u32 b = 0; b < 16 && x + b < width; ++b)
+      row[x + b] = (unsigned char)((b < 8 ? low : high) >> (8 * (b % 8)));
   }
 }
 
-#define GCCL_MORPH_KERNEL(NAME, ERODE, CONN)                                              \
-  extern "C" __global__ void __launch_bounds__(GCCL_MORPH_THREADS_X * GCCL_MORPH_THREADS_Y) \
-      NAME(const unsigned char* in, unsigned char* out, u32 height, u32 width, u32 tiles_x, \
-           u32 tiles_per_image) {                                                         \
-    morph_tile<ERODE, CONN>(in, out, height, width, tiles_x, tiles_per_image);            \
+template <bool ERODE>
+__device__ __forceinline__ u32 combine(u32 a, u32 b) {
+  return ERODE ? (a & b) : (a | b);
+}
+
+// Each byte combined with its left and right neighbours; `left` and `right` are
+// the bytes just outside the 16 (0 or 1, in bit 0).
+template <bool ERODE>
+__device__ __forceinline__ MaskRow horizontal(const MaskRow& c, u32 left, u32 right) {
+  MaskRow h;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    // Byte j of `l` is byte j - 1 of the row, of `r` byte j + 1 (funnel shifts
+    // carry the byte across the words).
+    const u32 l = k == 0 ? (c.w[0] << 8) | left : __funnelshift_l(c.w[k - 1], c.w[k], 8);
+    const u32 r = k == 3 ? (c.w[3] >> 8) | (right << 24) : __funnelshift_r(c.w[k], c.w[k + 1], 8);
+    h.w[k] = combine<ERODE>(combine<ERODE>(c.w[k], l), r);
+  }
+  return h;
+}
+
+template <bool ERODE, int CONN, int LOAD>
+__device__ __forceinline__ void morph_strip(const unsigned char* in, unsigned char* out,
+                                            u32 height, u32 width, u32 strips_x,
+                                            u32 strips_per_image, u32 images) {
+  constexpr u32 ROWS = LOAD == 1 ? GCCL_MORPH_ROWS_BYTES : GCCL_MORPH_ROWS;
+  const u32 warp = blockIdx.x * GCCL_MORPH_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+  const u32 image = warp / strips_per_image;
+  if (image >= images) return;  // the whole warp: shuffles below see all 32 lanes
+  const u32 strip = warp - image * strips_per_image;
+  const u32 sy = strip / strips_x, sx = strip - sy * strips_x;
+  const u32 y0 = sy * ROWS, x0 = sx * GCCL_MORPH_STRIP_W;
+  const u32 x = x0 + lane * GCCL_MORPH_LANE_BYTES;
+  // Lane 0 reads the byte left of the strip, lane 31 the one right of it; x0 - 1
+  // wraps to 0xFFFFFFFF at the left edge: outside.
+  const u32 edge_x = lane == 0 ? x0 - 1 : x0 + GCCL_MORPH_STRIP_W;
+  const bool edge_lane = lane == 0 || lane == 31;
+  const u64 image_base = (u64)image * height * width;
+
+  // Rows y0 - 1 .. y0 + ROWS: every load first, so all of them are in flight at once.
+  MaskRow rows[ROWS + 2];
+  u32 edge[ROWS + 2];
+#pragma unroll
+  for (u32 t = 0; t < ROWS + 2; ++t) {
+    const u32 y = y0 + t - 1;  // wraps above the image: outside
+    rows[t] = MaskRow{{0u, 0u, 0u, 0u}};
+    edge[t] = 0;
+    if (y < height) {  // the same for the whole warp
+      const unsigned char* row = in + image_base + (u64)y * width;
+      rows[t] = load_mask_row<LOAD>(row, x, width);
+      if (edge_lane && edge_x < width) edge[t] = row[edge_x];
+    }
   }
 
-GCCL_MORPH_KERNEL(gccl_erode_4, true, 4)
-GCCL_MORPH_KERNEL(gccl_erode_8, true, 8)
-GCCL_MORPH_KERNEL(gccl_dilate_4, false, 4)
-GCCL_MORPH_KERNEL(gccl_dilate_8, false, 8)
+  MaskRow h[ROWS + 2];  // rows combined horizontally
+#pragma unroll
+  for (u32 t = 0; t < ROWS + 2; ++t) {
+    u32 left = __shfl_up_sync(GCCL_FULL_WARP, rows[t].w[3], 1) >> 24;
+    u32 right = __shfl_down_sync(GCCL_FULL_WARP, rows[t].w[0], 1) & 0xFFu;
+    if (lane == 0) left = edge[t];
+    if (lane == 31) right = edge[t];
+    h[t] = horizontal<ERODE>(rows[t], left, right);
+  }
+
+#pragma unroll
+  for (u32 t = 1; t <= ROWS; ++t) {
+    const u32 y = y0 + t - 1;
+    if (y >= height) break;
+    MaskRow result;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      // Square: three combined rows; cross: the combined row and the pixels above and below.
+      const MaskRow& up = CONN == 8 ? h[t - 1] : rows[t - 1];
+      const MaskRow& down = CONN == 8 ? h[t + 1] : rows[t + 1];
+      result.w[k] = combine<ERODE>(combine<ERODE>(h[t].w[k], up.w[k]), down.w[k]);
+    }
+    store_mask_row<LOAD>(out + image_base + (u64)y * width, x, width, result);
+  }
+}
+
+#define GCCL_MORPH_KERNEL(NAME, ERODE, CONN, LOAD)                                            \
+  extern "C" __global__ void __launch_bounds__(GCCL_MORPH_WARPS * 32)                         \
+      NAME(const unsigned char* in, unsigned char* out, u32 height, u32 width, u32 strips_x,  \
+           u32 strips_per_image, u32 images) {                                                \
+    morph_strip<ERODE, CONN, LOAD>(in, out, height, width, strips_x, strips_per_image, images); \
+  }
+
+// gccl_{erode,dilate}_{4,8}_b{16,4,1}: the suffix is the access width (see load_mask_row).
+#define GCCL_MORPH_WIDTHS(NAME, ERODE, CONN)      \
+  GCCL_MORPH_KERNEL(NAME##_b16, ERODE, CONN, 16) \
+  GCCL_MORPH_KERNEL(NAME##_b4, ERODE, CONN, 4)   \
+  GCCL_MORPH_KERNEL(NAME##_b1, ERODE, CONN, 1)
+
+GCCL_MORPH_WIDTHS(gccl_erode_4, true, 4)
+GCCL_MORPH_WIDTHS(gccl_erode_8, true, 8)
+GCCL_MORPH_WIDTHS(gccl_dilate_4, false, 4)
+GCCL_MORPH_WIDTHS(gccl_dilate_8, false, 8)

@@ -9,9 +9,12 @@
 //   floats: float64, horizontal pass j = -R..R then vertical pass i = -R..R,
 //     acc = acc + w * v with separately rounded multiply and add (no FMA),
 //     acc starting at +0.0, then S / W rounded to T.
-// A block loads its 32x32 tile plus an R-pixel halo (values zeroed off the
-// mask) into shared memory, runs the horizontal pass over the tile's rows and
-// the halo rows, then the vertical pass, 4 output rows per thread.
+// Two kernel families compute it:
+//   gccl_smooth_<T>_r<R> (R <= 3, the common radii): warp strips, below;
+//   gccl_smooth_<T>_<ACC> (any R <= 7): a block loads its 32x32 tile plus an
+//     R-pixel halo (values zeroed off the mask) into shared memory, runs the
+//     horizontal pass over the tile's rows and the halo rows, then the
+//     vertical pass, 4 output rows per thread.
 #include "common.cuh"
 #include "dtypes.cuh"
 
@@ -129,3 +132,335 @@ GCCL_SMOOTH_KERNEL(gccl_smooth_u32_i64, unsigned int, long long)
 GCCL_SMOOTH_KERNEL(gccl_smooth_i32_i64, int, long long)
 GCCL_SMOOTH_KERNEL(gccl_smooth_f32_f64, float, double)
 GCCL_SMOOTH_KERNEL(gccl_smooth_f64_f64, double, double)
+
+// ---------------------------------------------------------------------------
+// gccl_smooth_<T>_r<R>: warp strips for R <= 3.
+//
+// The stage reads sizeof(T) + 1 bytes and writes 8 per pixel; what keeps it
+// from running at memory speed is instruction issue, so these kernels are
+// built to spend few instructions per pixel:
+// - A warp walks down a strip of `rows` output rows (a launch argument), one
+//   input row at a time, the next row's loads issued before the current
+//   row's arithmetic. A lane holds 4 consecutive pixels: one vector load each
+//   of values and mask where the host proved the rows aligned, values zeroed
+//   off the mask as they arrive. The R neighbours on each side come from the
+//   adjacent lanes by shuffles; lanes 0 and 31 only supply neighbours, so a
+//   warp reads 128 columns and writes the 120 between them.
+// - Horizontal sums of the last 2R + 1 rows wait in a ring in shared memory
+//   that only their own thread writes and reads (no barrier, nothing shared
+//   between threads); a ring kept in registers cost more in moves than it saved.
+// - The weight totals W of a lane's 4 pixels are computed 4 at a time: mask
+//   bytes are 0 or 1 and sum w <= 64, so one 32-bit multiply-add per tap adds
+//   up 4 byte lanes without carries (then 16-bit lanes for the vertical pass:
+//   W <= 64^2).
+// - Integer rounding without integer division: see floor_div_small and
+//   floor_div_wide.
+
+#ifndef GCCL_SMOOTH_STRIP_WARPS
+#define GCCL_SMOOTH_STRIP_WARPS 4  // warps per block (-D overrides it for tuning runs)
+#endif
+#define GCCL_SMOOTH_STRIP_THREADS (32 * GCCL_SMOOTH_STRIP_WARPS)
+#define GCCL_SMOOTH_LANE 4                                // columns per lane
+#define GCCL_SMOOTH_STRIP_W (30 * GCCL_SMOOTH_LANE)       // columns written per warp
+#define GCCL_SMOOTH_FULL_WARP 0xFFFFFFFFu
+
+// Four consecutive pixels of a row, zero off the mask, and their mask bytes
+// (byte k of `on`, 0 or 1).
+template <typename T>
+struct Quad {
+  T v[4];
+  u32 on;
+};
+
+// Four values at an address aligned to their size (16 bytes for double) in one
+// or two vector loads.
+template <typename T>
+struct Vec4;
+#define GCCL_VEC4(T, V)                                               \
+  template <>                                                         \
+  struct Vec4<T> {                                                    \
+    static __device__ __forceinline__ void load(const T* p, T v[4]) { \
+      const V q = *reinterpret_cast<const V*>(p);                     \
+      v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;                 \
+    }                                                                 \
+  };
+GCCL_VEC4(unsigned char, uchar4)
+GCCL_VEC4(signed char, char4)
+GCCL_VEC4(unsigned short, ushort4)
+GCCL_VEC4(short, short4)
+GCCL_VEC4(unsigned int, uint4)
+GCCL_VEC4(int, int4)
+GCCL_VEC4(float, float4)
+template <>
+struct Vec4<double> {
+  static __device__ __forceinline__ void load(const double* p, double v[4]) {
+    const double2 a = reinterpret_cast<const double2*>(p)[0];
+    const double2 b = reinterpret_cast<const double2*>(p)[1];
+    v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
+  }
+};
+
+// 1 in every byte of x that is not 0.
+__device__ __forceinline__ u32 nonzero_bytes(u32 x) {
+  x |= x >> 1;
+  x |= x >> 2;
+  x |= x >> 4;
+  return x & 0x01010101u;
+}
+
+// Pixels x .. x+3 of a row (values and mask row pointers); 0 and off the mask
+// outside 0 .. width-1. With `vec` (width % 4 == 0, aligned rows) a quad is
+// wholly inside or outside the row.
+template <typename T>
+__device__ __forceinline__ Quad<T> load_quad(const T* values, const unsigned char* mask, int x,
+                                             int width, bool vec) {
+  Quad<T> q;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) q.v[k] = T(0);
+  q.on = 0;
+  if (vec) {
+    if (x >= 0 && x < width) {
+      Vec4<T>::load(values + x, q.v);
+      q.on = nonzero_bytes(*reinterpret_cast<const u32*>(mask + x));
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if (x + k >= 0 && x + k < width) {
+        q.v[k] = values[x + k];
+        q.on |= (u32)(mask[x + k] != 0) << (8 * k);
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+    if (!((q.on >> (8 * k)) & 1u)) q.v[k] = T(0);
+  return q;
+}
+
+// __shfl_{up,down}_sync for every pixel type (bytes and shorts travel as int).
+template <typename T>
+__device__ __forceinline__ T shfl_up_any(T v, u32 delta) {
+  if constexpr (sizeof(T) < 4) {
+    return (T)__shfl_up_sync(GCCL_SMOOTH_FULL_WARP, (int)v, delta);
+  } else {
+    return __shfl_up_sync(GCCL_SMOOTH_FULL_WARP, v, delta);
+  }
+}
+template <typename T>
+__device__ __forceinline__ T shfl_down_any(T v, u32 delta) {
+  if constexpr (sizeof(T) < 4) {
+    return (T)__shfl_down_sync(GCCL_SMOOTH_FULL_WARP, (int)v, delta);
+  } else {
+    return __shfl_down_sync(GCCL_SMOOTH_FULL_WARP, v, delta);
+  }
+}
+
+// The mask bytes of columns k + offset (k = 0..3) at byte lane k, from the
+// lane's own mask word and its neighbours' (left: columns -4..-1, right: 4..7).
+__device__ __forceinline__ u32 mask_window(u32 left, u32 own, u32 right, int offset) {
+  if (offset < 0) return __funnelshift_r(left, own, 8 * (4 + offset));
+  if (offset == 0) return own;
+  return __funnelshift_r(own, right, 8 * offset);
+}
+
+// floor(n / d) for 0 < d < 2^24, |n| < 2^31 and |n / d| < 2^17 (the int32
+// sums: |V'| <= 2^16): the float estimate is within |n / d| * 2^-21 < 1/16 of
+// n / d (float rounding of n, __fdividef's 2 ulp), so its floor is off by at
+// most one, and the exact remainder corrects that.
+__device__ __forceinline__ int floor_div_small(int n, int d) {
+  const int q = __float2int_rd(__fdividef((float)n, (float)d));
+  const int r = n - q * d;
+  return q + (r >= d) - (r < 0);
+}
+
+// floor(n / d) for |n| < 2^53, 0 < d < 2^53 (the int64 sums of 32-bit values:
+// |n| < 2^46 for R <= 3): n and d are exact in float64 and the rounded
+// quotient is within |n / d| * 2^-53 < 1 / d of n / d, while a non-integer
+// n / d is at least 1 / d from every integer, so rounding never crosses one.
+// (tests/test_stages.py checks the identity with numpy next to integers.)
+__device__ __forceinline__ double floor_div_wide(long long n, long long d) {
+  return floor(__ddiv_rn((double)n, (double)d));
+}
+
+template <typename ACC>
+struct IsFloat {
+  static constexpr bool value = false;
+};
+template <>
+struct IsFloat<double> {
+  static constexpr bool value = true;
+};
+
+// The output value from a window's S and W (W may be 0 off the mask, where the
+// caller discards the value).
+template <typename T, typename ACC>
+__device__ __forceinline__ double strip_finish(ACC s, int count) {
+  if constexpr (IsFloat<ACC>::value) {  // float64 sums of floats
+    return SmoothMath<double>::template finish<T>(s, count);
+  } else if constexpr (sizeof(ACC) == 4) {  // int32 sums
+    return (double)floor_div_small(2 * s + count, max(2 * count, 1));
+  } else {  // int64 sums of 32-bit integers
+    return floor_div_wide(2 * s + count, max(2 * count, 1));
+  }
+}
+
+// A thread's row slots: its 4 horizontal sums (1 or 2 16-byte words) and one
+// word (W of columns 0 and 2, W of columns 1 and 3, in 16-bit halves; the mask
+// word; 0), for the last 2R + 1 rows. Laid out [slot][word][thread], so that a
+// warp's access to one word is 512 contiguous bytes (no bank conflicts); only
+// the owning thread ever touches its words.
+template <typename ACC, int SPAN>
+struct RowRing {
+  static constexpr int SUM_WORDS = sizeof(ACC) / 4;
+  static constexpr int WORDS = SUM_WORDS + 1;
+  uint4 words[SPAN][WORDS][GCCL_SMOOTH_STRIP_THREADS];
+};
+
+template <typename ACC>
+union SumWords {  // four sums as 16-byte words
+  ACC s[4];
+  uint4 w[sizeof(ACC) / 4];
+};
+
+template <typename T, typename ACC, int R>
+__device__ __forceinline__ void smooth_strip(const T* values, const unsigned char* mask,
+                                             double* out, const int (&w)[2 * R + 1],
+                                             int height, int width, u32 rows, u32 strips_x,
+                                             u32 strips_per_image, u32 images, bool vec) {
+  constexpr int SPAN = 2 * R + 1;
+  constexpr int EXT = GCCL_SMOOTH_LANE + 2 * R;  // a lane's pixels plus R on each side
+  typedef RowRing<ACC, SPAN> Ring;
+  constexpr int STEP = Ring::WORDS * GCCL_SMOOTH_STRIP_THREADS;  // words per slot
+  __shared__ Ring ring;
+  const u32 tid = threadIdx.x;
+  const u32 warp = blockIdx.x * GCCL_SMOOTH_STRIP_WARPS + tid / 32;
+  const int lane = tid % 32;
+  const u32 image = warp / strips_per_image;
+  if (image >= images) return;  // the whole warp: shuffles below see all 32 lanes
+  const u32 strip = warp - image * strips_per_image;
+  const u32 sy = strip / strips_x, sx = strip - sy * strips_x;
+  const int y0 = sy * rows;
+  // Lane 0 holds the 4 columns left of the strip, lane 31 the 4 right of it.
+  const int x = (int)(sx * GCCL_SMOOTH_STRIP_W) + (lane - 1) * GCCL_SMOOTH_LANE;
+  const bool writes = lane != 0 && lane != 31 && x < width;
+  const int y_end = min(y0 + (int)rows, height);  // output rows y0 .. y_end - 1
+  const u64 image_base = (u64)image * (u32)height * (u32)width;
+  uint4* const ring_begin = &ring.words[0][0][tid];
+  uint4* const ring_end = ring_begin + SPAN * STEP;
+
+  int y = y0 - R;  // the input row
+  const T* value_row = values + image_base + (long long)y * width;
+  const unsigned char* mask_row = mask + image_base + (long long)y * width;
+  double* out_row = out + image_base + (u64)y0 * (u32)width;
+  Quad<T> own = {};
+  if (y >= 0) own = load_quad(value_row, mask_row, x, width, vec);
+  uint4* slot = ring_begin;  // the slot of row y
+  for (; y < y_end + R; ++y) {  // the same trip count for the whole warp
+    value_row += width;
+    mask_row += width;
+    Quad<T> next = {};
+    if (y + 1 < min(y_end + R, height) && y + 1 >= 0)
+      next = load_quad(value_row, mask_row, x, width, vec);
+
+    // Columns x - R .. x + 3 + R of row y (lanes 0 and 31 get some wrong: unused).
+    const u32 left_on = __shfl_up_sync(GCCL_SMOOTH_FULL_WARP, own.on, 1);
+    const u32 right_on = __shfl_down_sync(GCCL_SMOOTH_FULL_WARP, own.on, 1);
+    ACC e[EXT];
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      e[j] = (ACC)shfl_up_any(own.v[GCCL_SMOOTH_LANE - R + j], 1);
+      e[R + GCCL_SMOOTH_LANE + j] = (ACC)shfl_down_any(own.v[j], 1);
+    }
+#pragma unroll
+    for (int k = 0; k < GCCL_SMOOTH_LANE; ++k) e[R + k] = (ACC)own.v[k];
+
+    // Horizontal pass into the ring: sums per column, weight totals 4 at a time.
+    SumWords<ACC> sums;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      ACC s = ACC(0);
+#pragma unroll
+      for (int j = 0; j < SPAN; ++j) s = SmoothMath<ACC>::madd(s, w[j], e[k + j]);
+      sums.s[k] = s;
+    }
+    u32 totals = 0;
+#pragma unroll
+    for (int j = 0; j < SPAN; ++j)
+      totals += (u32)w[j] * mask_window(left_on, own.on, right_on, j - R);
+#pragma unroll
+    for (int h = 0; h < Ring::SUM_WORDS; ++h) slot[h * GCCL_SMOOTH_STRIP_THREADS] = sums.w[h];
+    slot[Ring::SUM_WORDS * GCCL_SMOOTH_STRIP_THREADS] =
+        make_uint4(totals & 0x00FF00FFu, (totals >> 8) & 0x00FF00FFu, own.on, 0u);
+    slot += STEP;
+    if (slot == ring_end) slot = ring_begin;  // now the slot of row y - 2R
+
+    if (y >= y0 + R) {  // the window is full: output row y - R
+      ACC s[4] = {ACC(0), ACC(0), ACC(0), ACC(0)};
+      u32 pairs[2] = {0u, 0u}, centre_on = 0;
+      const uint4* at = slot;  // rows y - 2R .. y, oldest first
+#pragma unroll
+      for (int i = 0; i < SPAN; ++i) {
+        SumWords<ACC> row;
+#pragma unroll
+        for (int h = 0; h < Ring::SUM_WORDS; ++h) row.w[h] = at[h * GCCL_SMOOTH_STRIP_THREADS];
+        const uint4 c = at[Ring::SUM_WORDS * GCCL_SMOOTH_STRIP_THREADS];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) s[k] = SmoothMath<ACC>::madd(s[k], w[i], row.s[k]);
+        pairs[0] += (u32)w[i] * c.x;
+        pairs[1] += (u32)w[i] * c.y;
+        if (i == R) centre_on = c.z;
+        at += STEP;
+        if (at == ring_end) at = ring_begin;
+      }
+      double result[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int count = (int)((pairs[k % 2] >> (16 * (k / 2))) & 0xFFFFu);
+        const double smoothed = strip_finish<T, ACC>(s[k], count);
+        result[k] = (centre_on >> (8 * k)) & 1u ? smoothed
+                                                 : __longlong_as_double(0x7FF8000000000000LL);
+      }
+      if (writes) {
+        if (vec) {
+          reinterpret_cast<double2*>(out_row + x)[0] = make_double2(result[0], result[1]);
+          reinterpret_cast<double2*>(out_row + x)[1] = make_double2(result[2], result[3]);
+        } else {
+#pragma unroll
+          for (int k = 0; k < 4; ++k)
+            if (x + k < width) out_row[x + k] = result[k];
+        }
+      }
+      out_row += width;
+    }
+    own = next;
+  }
+}
+
+#define GCCL_SMOOTH_STRIP_KERNEL(NAME, T, ACC, R)                                            \
+  extern "C" __global__ void __launch_bounds__(GCCL_SMOOTH_STRIP_THREADS)                    \
+      NAME(const T* values, const unsigned char* mask, double* out, int w0, int w1, int w2,  \
+           int w3, int w4, int w5, int w6, u32 height, u32 width, u32 rows, u32 strips_x,    \
+           u32 strips_per_image, u32 images, int vec) {                                      \
+    const int all[7] = {w0, w1, w2, w3, w4, w5, w6};                                         \
+    int w[2 * R + 1];                                                                        \
+    for (int j = 0; j < 2 * R + 1; ++j) w[j] = all[j];                                       \
+    smooth_strip<T, ACC, R>(values, mask, out, w, (int)height, (int)width, rows, strips_x,   \
+                            strips_per_image, images, vec != 0);                             \
+  }
+
+// gccl_smooth_<T>_r1 .. _r3. Sums in int32 for the types below 2^16 in magnitude
+// (2S + 3W < 2^31 for every R <= 3), in int64 for the 32-bit integers.
+#define GCCL_SMOOTH_STRIPS(SUFFIX, T, ACC)                       \
+  GCCL_SMOOTH_STRIP_KERNEL(gccl_smooth_##SUFFIX##_r1, T, ACC, 1) \
+  GCCL_SMOOTH_STRIP_KERNEL(gccl_smooth_##SUFFIX##_r2, T, ACC, 2) \
+  GCCL_SMOOTH_STRIP_KERNEL(gccl_smooth_##SUFFIX##_r3, T, ACC, 3)
+
+GCCL_SMOOTH_STRIPS(u8, unsigned char, int)
+GCCL_SMOOTH_STRIPS(i8, signed char, int)
+GCCL_SMOOTH_STRIPS(u16, unsigned short, int)
+GCCL_SMOOTH_STRIPS(i16, short, int)
+GCCL_SMOOTH_STRIPS(u32, unsigned int, long long)
+GCCL_SMOOTH_STRIPS(i32, int, long long)
+GCCL_SMOOTH_STRIPS(f32, float, double)
+GCCL_SMOOTH_STRIPS(f64, double, double)

@@ -12,14 +12,30 @@ from cuda_helpers import assert_same, gpu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ccl_cli.backends.cuda_stages import morph_launch, smooth_launch
 from ccl_cli.params import SUPPORTED_DTYPES, LabelParams
 from ccl_cli.stages import morph_numpy, smooth_numpy, smooth_weights
 
 pytestmark = gpu
 
 DTYPES = [np.dtype(d) for d in SUPPORTED_DTYPES]
-# Around the tile sizes of morphology.cu (128 x 16) and smooth.cu (32 x 32).
-SHAPES = [(1, 1), (1, 130), (67, 1), (15, 127), (16, 128), (17, 129), (33, 31), (95, 257)]
+# Around the strips of morphology.cu (512 x 16 per warp, 16 columns per lane) and
+# smooth.cu (128 x 16 per warp, 4 columns per lane; 32 x 32 tiles for R > 3), with
+# widths that allow each access width: % 16 == 0, % 4 == 0 only, neither.
+SHAPES = [
+    (1, 1),
+    (1, 130),
+    (67, 1),
+    (15, 127),
+    (16, 128),
+    (17, 129),
+    (33, 31),
+    (95, 257),
+    (9, 36),
+    (5, 516),
+    (40, 1040),
+    (3, 1030),
+]
 
 
 def stages():
@@ -70,6 +86,73 @@ def test_morphology_kernel_matches_numpy(connectivity, op, shape):
             # A view that starts at an odd byte offset of its buffer.
             view = stages().morph(cupy.asarray(mask)[1:], op, iterations, connectivity).get()
             np.testing.assert_array_equal(view, want[1:])
+
+
+def test_morphology_shapes_cover_every_access_width():
+    import cupy
+
+    names = set()
+    for shape in SHAPES:
+        batch = cupy.zeros((3, *shape), cupy.uint8)
+        for source in (batch, batch[1:]):
+            names.add(morph_launch(source, cupy.empty_like(source), "erode", 8)[0])
+    assert names == {"gccl_erode_8_b16", "gccl_erode_8_b4", "gccl_erode_8_b1"}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("radius", [1, 3])
+def test_smoothing_kernel_on_unaligned_views(dtype, radius):
+    """Values and mask one element past an aligned address: the strip kernels' scalar path."""
+    import cupy
+
+    rng = np.random.default_rng(zlib.crc32(repr((dtype.str, radius)).encode()))
+    values = batch_of(rng, dtype, (21, 132))
+    numbers = values.view(np.uint8) if dtype.kind == "b" else values
+    mask = (numbers != 0) & ~np.isnan(numbers.astype(np.float64))
+    weights = smooth_weights("binomial", radius)
+    flat_values = cupy.zeros(numbers.size + 1, numbers.dtype)
+    flat_values[1:] = cupy.asarray(numbers.ravel())
+    flat_mask = cupy.zeros(mask.size + 1, cupy.bool_)
+    flat_mask[1:] = cupy.asarray(mask.ravel())
+    gpu_values = flat_values[1:].reshape(numbers.shape)
+    gpu_mask = flat_mask[1:].reshape(mask.shape)
+    out = cupy.empty(numbers.shape, cupy.float64)
+    launch = smooth_launch(gpu_values, gpu_mask.view(cupy.uint8), out, weights)
+    assert launch[3][-1] == 0  # no vector loads
+    aligned = smooth_launch(
+        cupy.asarray(numbers), cupy.asarray(mask).view(cupy.uint8), out, weights
+    )
+    assert aligned[3][-1] == 1
+    got = stages().smooth(gpu_values, gpu_mask, weights).get()
+    want = smooth_numpy(numbers, mask, weights)
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(got[~nan].view(np.uint64), want[~nan].view(np.uint64))
+
+
+@pytest.mark.parametrize("rows", [1, 5, 8, 16, 32, 64])
+@pytest.mark.parametrize("dtype", [np.dtype(np.uint16), np.dtype(np.float32)], ids=str)
+def test_smoothing_strips_of_any_height(dtype, rows):
+    """The strip kernels' rows per warp (a launch argument) do not change the result."""
+    import cupy
+
+    from ccl_cli.backends import cuda
+
+    rng = np.random.default_rng(zlib.crc32(repr((dtype.str, rows)).encode()))
+    for shape, radius in [((70, 244), 3), ((9, 36), 1), ((33, 131), 2)]:
+        values = batch_of(rng, dtype, shape)
+        mask = (values != 0) & ~np.isnan(values.astype(np.float64))
+        weights = smooth_weights("binomial", radius)
+        out = cupy.empty(values.shape, cupy.float64)
+        launch = smooth_launch(
+            cupy.asarray(values), cupy.asarray(mask).view(cupy.uint8), out, weights, rows
+        )
+        cuda._kernels(0).launch(*launch)
+        want = smooth_numpy(values, mask, weights)
+        got = out.get()
+        nan = np.isnan(want)
+        np.testing.assert_array_equal(np.isnan(got), nan)
+        np.testing.assert_array_equal(got[~nan].view(np.uint64), want[~nan].view(np.uint64))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
