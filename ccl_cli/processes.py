@@ -89,9 +89,10 @@ class LocalProcesses:
         self.context = context
         self.service = LabelingService(count)
         self.backend_error: BaseException | None = None
-        threading.Thread(
+        self.making = threading.Thread(
             target=self._make_backend, args=(settings, notice), name="gccl-backend", daemon=True
-        ).start()
+        )
+        self.making.start()
         self.lock = threading.Lock()
         self.closing = False
         self.pool = self._new_pool()
@@ -124,8 +125,9 @@ class LocalProcesses:
         """Label `admitted` in tasks on the worker processes (tasks.TaskRunner).
 
         A backend that could not be made (an unusable --device cuda) ends the
-        run with its error, as soon as it is known: no input was labeled, so
-        none was written.
+        run with its error, as soon as it is known (at the latest once every
+        input is done, as when none needed labeling): no input was labeled,
+        so none was written.
         """
 
         def check() -> None:
@@ -136,6 +138,8 @@ class LocalProcesses:
         worker_settings = replace(settings, workers=self.threads, device="cpu", devices=None)
         runner = TaskRunner(self._submit, _cancel, "a worker process failed", self.task_size)
         runner.label(admitted, worker_settings, outcomes, check)
+        self.making.join()
+        check()
 
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(

@@ -195,3 +195,19 @@ def test_an_unusable_device_found_while_workers_start_is_exit_2_with_nothing_wri
     assert code == 2
     assert "--device cuda: no CUDA device" in stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_an_unusable_device_is_exit_2_even_when_every_input_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    make_inputs(tmp_path / "in", 13, 40)
+    out = tmp_path / "out"
+    assert gccl(str(tmp_path / "in"), "-r", "--out", str(out), "--processes", "2")[0] == 0
+
+    def unusable(*args: object, **kwargs: object) -> None:
+        raise BackendUnavailable("--device cuda: no CUDA device")
+
+    monkeypatch.setattr(processes, "make_backend", unusable)
+    options = ["-r", "--out", str(out), "--processes", "2", "--skip-existing"]
+    code, _, stderr = gccl(str(tmp_path / "in"), *options)
+    assert code == 2 and "no CUDA device" in stderr
