@@ -39,8 +39,9 @@ from typing import Any
 from .backends import make_backend
 from .backends.base import Backend
 from .config import Settings
+from .errors import UsageError
 from .pipeline import Admitted, Outcomes, usable_cores
-from .service import LabelingService, ServedBackend, ServiceAddress
+from .service import SHARED_MEMORY, LabelingService, ServedBackend, ServiceAddress
 from .tasks import TaskRunner, label_task, spread_task_size, use_backend
 
 #: Resends of a task whose pool broke (a worker died) before it is failed.
@@ -87,12 +88,18 @@ class LocalProcesses:
         self.threads = settings.workers or max(1, usable_cores() // count)
         self.task_size = spread_task_size(inputs, count)
         self.context = context
-        self.service = LabelingService(count)
+        self.service = LabelingService(count) if SHARED_MEMORY else None
         self.backend_error: BaseException | None = None
-        self.making = threading.Thread(
-            target=self._make_backend, args=(settings, notice), name="gccl-backend", daemon=True
-        )
-        self.making.start()
+        self.making: threading.Thread | None = None
+        if self.service is None:  # workers label on their own: check the device first
+            self._make_backend(settings, notice)
+            if self.backend_error is not None:
+                raise self.backend_error
+        else:
+            self.making = threading.Thread(
+                target=self._make_backend, args=(settings, notice), name="gccl-backend", daemon=True
+            )
+            self.making.start()
         self.lock = threading.Lock()
         self.closing = False
         self.pool = self._new_pool()
@@ -101,11 +108,17 @@ class LocalProcesses:
         """Make the backend and hand it to the service (its failure ends the run: label)."""
         try:
             backend = make_backend(settings.device, self.threads, notice, settings.devices)
+            if _serves(backend) and self.service is None:
+                raise UsageError(
+                    "--processes on a GPU needs Linux's memfd_create; use --processes 1"
+                )
         except BaseException as error:
             self.backend_error = error
-            self.service.fail(str(error))
+            if self.service is not None:
+                self.service.fail(str(error))
             return
-        self.service.serve(_devices(backend) if _serves(backend) else [])
+        if self.service is not None:
+            self.service.serve(_devices(backend) if _serves(backend) else [])
 
     def close(self) -> None:
         """Stop the workers once their running tasks end, then the labeling service."""
@@ -113,7 +126,8 @@ class LocalProcesses:
             self.closing = True
             pool = self.pool
         pool.shutdown(wait=True, cancel_futures=True)
-        self.service.close()
+        if self.service is not None:
+            self.service.close()
 
     def label(
         self,
@@ -138,15 +152,17 @@ class LocalProcesses:
         worker_settings = replace(settings, workers=self.threads, device="cpu", devices=None)
         runner = TaskRunner(self._submit, _cancel, "a worker process failed", self.task_size)
         runner.label(admitted, worker_settings, outcomes, check)
-        self.making.join()
+        if self.making is not None:
+            self.making.join()
         check()
 
     def _new_pool(self) -> ProcessPoolExecutor:
+        address = None if self.service is None else self.service.address
         return ProcessPoolExecutor(
             self.count,
             mp_context=self.context,
             initializer=_start_worker,
-            initargs=(self.service.address, self.threads),
+            initargs=(address, self.threads),
         )
 
     def _submit(self, task: list[Admitted], settings: Settings) -> Future[Any]:
@@ -229,7 +245,9 @@ def _devices(backend: Backend) -> list[Backend]:
     return list(getattr(backend, "backends", [backend]))
 
 
-def _start_worker(service: ServiceAddress, threads: int) -> None:
-    """A worker's set-up: ignore Ctrl-C (the client stops it), label through the service."""
+def _start_worker(service: ServiceAddress | None, threads: int) -> None:
+    """A worker's set-up: ignore Ctrl-C (the client stops it), label through the service
+    (without one, its tasks make a CPU backend of their own)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    use_backend(ServedBackend(service, threads))
+    if service is not None:
+        use_backend(ServedBackend(service, threads))

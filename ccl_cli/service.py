@@ -40,6 +40,9 @@ from .params import LabelParams
 
 #: Batches one device labels at once (each in HOST_STREAMS parts of its own).
 CONCURRENT_BATCHES = 2
+#: Whether this system has anonymous memory files (Linux); without them there is no
+#: service, and worker processes label on their own (CUDA's platforms have them).
+SHARED_MEMORY = hasattr(os, "memfd_create")
 
 
 @dataclass(frozen=True)

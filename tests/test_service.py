@@ -211,3 +211,19 @@ def test_an_unusable_device_is_exit_2_even_when_every_input_is_skipped(
     options = ["-r", "--out", str(out), "--processes", "2", "--skip-existing"]
     code, _, stderr = gccl(str(tmp_path / "in"), *options)
     assert code == 2 and "no CUDA device" in stderr
+
+
+def test_without_memory_files_workers_label_on_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Systems without memfd (macOS) run --processes without the service, on the CPU."""
+    monkeypatch.setattr(processes, "SHARED_MEMORY", False)
+    make_inputs(tmp_path / "in", 13, 40)
+    args = [str(tmp_path / "in"), "-r", "--min-area", "2"]
+    assert gccl(*args, "--out", str(tmp_path / "one"), "--processes", "1")[0] == 0
+    assert gccl(*args, "--out", str(tmp_path / "many"), "--processes", "2")[0] == 0
+    assert files(tmp_path / "many") == files(tmp_path / "one")
+    monkeypatch.setattr(processes, "_serves", lambda backend: True)  # as a GPU backend would
+    code, _, stderr = gccl(*args, "--out", str(tmp_path / "gpu"), "--processes", "2")
+    assert code == 2 and "needs Linux" in stderr
+    assert not (tmp_path / "gpu").exists()  # found before the workers started
