@@ -11,6 +11,8 @@ commands (a fresh Python each, start-up included), median of --repeat runs:
 - docs: --docs-count 1-bit G4 TIFF scans (copies of --docs-source), --invert.
   The peer labels with cv2.connectedComponentsWithStats.
 
+gccl runs with --json, and the times its first and last record lines came
+are reported too: before the first is start-up, after the last the exit.
 The peer is a multiprocessing Pool of --peer-processes workers with one
 OpenCV thread each. Labeling's share of gccl's wall time is measured apart:
 the same images, decoded beforehand and stacked in page-locked memory as
@@ -31,6 +33,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -164,6 +167,24 @@ def timed(command: list[str], env: dict[str, str]) -> float:
     return seconds
 
 
+def timed_records(command: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """(wall, first, last) seconds of a gccl command run with --json: when it exited, and
+    when its first and last record line came (start-up and exit are the rest)."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as errors:
+        process = subprocess.Popen(
+            [*command, "--json"], env=env, stdout=subprocess.PIPE, stderr=errors, text=True
+        )
+        assert process.stdout is not None
+        stamps = [time.perf_counter() - started for line in process.stdout if line.startswith("{")]
+        code = process.wait()
+        seconds = time.perf_counter() - started
+        if code != 0 or not stamps:
+            errors.seek(0)
+            raise SystemExit(f"{' '.join(command)} failed ({code}):\n{errors.read()[-2000:]}")
+    return seconds, stamps[0], stamps[-1]
+
+
 def kept_counts(out: Path) -> dict[str, int]:
     """kept per input stem, from a summary.csv."""
     with open(out / "summary.csv", newline="") as handle:
@@ -259,12 +280,11 @@ def main() -> None:
                 *options,
                 *extra.split(),
             ]
-            shutil.rmtree(out, ignore_errors=True)
-            seconds = []
+            runs = []
             for _ in range(args.repeat):
                 shutil.rmtree(out, ignore_errors=True)
-                seconds.append(timed(command, env))
-            wall = statistics.median(seconds)
+                runs.append(timed_records(command, env))
+            wall, first, last = (statistics.median(run[i] for run in runs) for i in range(3))
             peer_kept = kept_counts(peer_out)
             mismatched = [
                 name for name, kept in kept_counts(out).items() if peer_kept[name] != kept
@@ -273,6 +293,8 @@ def main() -> None:
                 {
                     "options": extra,
                     "seconds": wall,
+                    "first_record_seconds": first,
+                    "last_record_seconds": last,
                     "images_per_s": len(paths) / wall,
                     "speedup": peer_seconds / wall,
                     "kept_mismatches": len(mismatched),
@@ -290,7 +312,8 @@ def main() -> None:
         for g in row["gccl"]:
             print(
                 f"  gccl {g['options'] or '(defaults)':40s} {g['seconds']:.2f} s = "
-                f"{g['images_per_s']:.0f} images/s = {g['speedup']:.2f}x peer; "
+                f"{g['images_per_s']:.0f} images/s = {g['speedup']:.2f}x peer; first/last "
+                f"image done at {g['first_record_seconds']:.2f}/{g['last_record_seconds']:.2f} s; "
                 f"kept differs on {g['kept_mismatches']} file(s)"
             )
         if "labeling_share" in row:
