@@ -106,7 +106,10 @@ class ConsoleReporter:
     def notice(self, message: str) -> None:
         self.progress.console.print(Text(f"gccl: {message}", style="yellow"))
 
-    def stop(self) -> None:
+    def stop(self, abandoned: bool = False) -> None:
+        """End the progress display; an abandoned run (exit 2) leaves no bar behind."""
+        if abandoned and self.task is not None:
+            self.progress.remove_task(self.task)
         self.progress.stop()
 
 
@@ -357,6 +360,8 @@ def label_command(
         reporter = ConsoleReporter(settings.quiet, settings.json)
         report = run_label(inputs, settings, reporter)
     except GcclError as error:
+        if reporter is not None:  # before the message, so that it is the last line
+            reporter.stop(abandoned=True)
         raise _fail(str(error)) from None
     except KeyboardInterrupt:
         raise _fail("interrupted", EXIT_INTERRUPTED) from None
