@@ -204,10 +204,12 @@ class ServedBackend:
         if self.local is not None:
             return self.local.label(batch, params, out)
         batch = np.asarray(batch)
-        if self.blocks.locate(batch) is None:
+        batch_slot = self.blocks.locate(batch)
+        if batch_slot is None:  # not stacked in empty_batch's memory: copied there
             batch = _copied(batch, self.empty_batch(batch.shape, batch.dtype))
+            batch_slot = self.blocks.locate(batch)
         labels = self.empty_batch(batch.shape, np.dtype(np.uint32))
-        request_slots = (self.blocks.locate(batch), self.blocks.locate(labels))
+        request_slots = (batch_slot, self.blocks.locate(labels))
         with self.lock:  # one request at a time on the connection
             connection = self._connection()
             for block, size, handle in self.blocks.unsent():

@@ -174,17 +174,24 @@ def label_task(admitted: list[Admitted], settings: Settings) -> tuple[list[Recor
 
     Returns the finished records and the notices the worker had (e.g. no usable GPU).
     """
-    key = (settings.device, settings.devices, settings.workers)
+    backend_notices: list[str]
     if _given_backend is not None:
-        _worker_backends[key] = _given_backend, []
+        backend, backend_notices = _given_backend, []
+    else:
+        backend, backend_notices = _own_backend(settings)
+    reporter = _TaskReporter(list(backend_notices))
+    label_admitted(admitted, settings, backend, reporter)
+    return [record for record, _ in admitted], reporter.notices
+
+
+def _own_backend(settings: Settings) -> tuple[Backend, list[str]]:
+    """This worker's backend for `settings` and the notices making it gave, made once."""
+    key = (settings.device, settings.devices, settings.workers)
     if key not in _worker_backends:
         notices: list[str] = []
         backend = make_backend(settings.device, settings.workers, notices.append, settings.devices)
         _worker_backends[key] = backend, notices
-    backend, backend_notices = _worker_backends[key]
-    reporter = _TaskReporter(list(backend_notices))
-    label_admitted(admitted, settings, backend, reporter)
-    return [record for record, _ in admitted], reporter.notices
+    return _worker_backends[key]
 
 
 @dataclass
