@@ -17,7 +17,8 @@ The peer is a multiprocessing Pool of --peer-processes workers with one
 OpenCV thread each. Labeling's share of gccl's wall time is measured apart:
 the same images, decoded beforehand and stacked in page-locked memory as
 gccl's pipeline stacks them, labeled by the CUDA backend in batches of 16
-(gccl's task size), divided by gccl's wall time.
+(gccl's task size) with labels narrowed to 16 bits as for gccl's label PNGs,
+divided by gccl's wall time.
 
     python3 benchmarks/bench_end_to_end.py --depth-source DIR --docs-source DIR \\
         --work /tmp/e2e --json out.json
@@ -209,10 +210,10 @@ def labeling_seconds(kind: str, paths: list[Path]) -> float:
         for g in groups.values()
         for chunk in (g[i : i + 16] for i in range(0, len(g), 16))
     ]
-    backend.label(batches[0], params)  # warm-up: kernels loaded, memory pools filled
+    backend.label(batches[0], params, narrow=True)  # warm-up: kernels loaded, pools filled
     started = time.perf_counter()
     for batch in batches:
-        backend.label(batch, params)
+        backend.label(batch, params, narrow=True)  # 16-bit labels, as for gccl's PNGs
     return time.perf_counter() - started
 
 

@@ -129,7 +129,7 @@ def encode_label_png(labels: np.ndarray) -> bytes:
 
     Raises ValueError for negative labels or labels above 65535 (never wraps).
     """
-    return _png(_checked_labels(labels, 65535).astype(np.uint16))
+    return _png(_checked_labels(labels, 65535).astype(np.uint16, copy=False))
 
 
 def encode_label_tiff(labels: np.ndarray, compression: str = "deflate") -> bytes:
@@ -410,10 +410,14 @@ def _as_supported(array: np.ndarray) -> np.ndarray:
 
 
 def _checked_labels(labels: np.ndarray, limit: int) -> np.ndarray:
-    """Validate a (H, W) integer label array whose values must lie in 0..limit."""
+    """Validate a (H, W) integer label array whose values must lie in 0..limit.
+
+    Values are only scanned when the dtype could hold values outside.
+    """
     if labels.ndim != 2 or labels.dtype.kind not in "biu":
         raise ValueError(f"labels must be a 2-D integer array, got {labels.dtype} {labels.shape}")
-    if labels.size and (labels.min() < 0 or labels.max() > limit):
+    fits = labels.dtype.kind == "u" and np.iinfo(labels.dtype).max <= limit
+    if labels.size and not fits and (labels.min() < 0 or labels.max() > limit):
         raise ValueError(f"labels must lie in 0..{limit}, got {labels.min()}..{labels.max()}")
     return labels
 

@@ -475,7 +475,9 @@ class _Run:
         try:
             batch = self.backend.empty_batch((len(group), *key[0]), group[0].values.dtype)
             np.stack([d.values for d in group], out=batch)
-            result = self.backend.label(batch, self.params)
+            # Labels that fit may come back as uint16, ready for the 16-bit PNG.
+            narrow = self.settings.label_format != "tiff"
+            result = self.backend.label(batch, self.params, narrow=narrow)
         except (KeyboardInterrupt, _Stop):
             raise
         except Exception as error:
@@ -488,7 +490,7 @@ class _Run:
         for i, decoded in enumerate(group):
             decoded.record.components = result.components[i]
             decoded.record.kept = result.kept[i]
-            labels = np.asarray(result.labels[i])
+            labels = np.asarray(result.image(i))
             table = result.tables[i]
             outlines = result.polygons[i] if result.polygons is not None else None
             future = self.pool.submit(_write, decoded, labels, table, outlines, self.settings)

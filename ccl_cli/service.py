@@ -23,7 +23,7 @@ import os
 import secrets
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from itertools import count
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .backends.base import Backend, BatchResult, Labeled, batch_result
+from .backends.base import Backend, BatchResult, Labeled, batch_result, nothing_to_undo
 from .backends.cuda import HOST_BATCH_BYTES
 from .params import LabelParams
 
@@ -127,8 +127,14 @@ class LabelingService:
             ).start()
 
     def _serve(self, connection: Connection, turn: int) -> None:
-        """Answer one worker's requests until it goes away."""
+        """Answer one worker's requests until it goes away.
+
+        The worker's blocks are page-locked by the backend when they first
+        carry a batch (pinning is paid once; the blocks are reused), and
+        unlocked before they are unmapped.
+        """
         blocks: dict[int, mmap.mmap] = {}
+        unlocks: dict[int, Callable[[], None]] = {}
         try:
             while True:
                 request = connection.recv()
@@ -140,36 +146,41 @@ class LabelingService:
                     finally:
                         os.close(handle)
                     continue
-                _, batch, out, params = request
+                _, batch, out, params, narrow = request
                 self.ready.wait()
                 if self.failure:
                     connection.send(("error", self.failure))
                 elif not self.backends:
                     connection.send(("self", None))
                 else:
-                    connection.send(
-                        self._answer(turn, _view(blocks, batch), _view(blocks, out), params)
-                    )
+                    backend = self.backends[turn % len(self.backends)]
+                    for block in {batch.block, out.block} - unlocks.keys():
+                        memory = blocks[block]
+                        address = np.frombuffer(memory, np.uint8).ctypes.data
+                        unlocks[block] = backend.page_lock(address, len(memory))
+                    views = _view(blocks, batch), _view(blocks, out)
+                    connection.send(self._answer(turn, *views, params, narrow))
         except (EOFError, OSError):
             pass
         finally:
             connection.close()
+            for unlock in unlocks.values():
+                unlock()
             for block in blocks.values():
                 with suppress(BufferError):  # a view still alive: the mapping ends with it
                     block.close()
 
     def _answer(
-        self, turn: int, batch: np.ndarray, out: np.ndarray, params: LabelParams
+        self, turn: int, batch: np.ndarray, out: np.ndarray, params: LabelParams, narrow: bool
     ) -> tuple[str, Any]:
         """("ok", what labeling gave) with the labels in `out`, or ("error", why)."""
         index = turn % len(self.backends)
         try:
             with self.gates[index]:
-                result = self.backends[index].label(batch, params, out=out)
+                result = self.backends[index].label(batch, params, out, narrow)
         except Exception as error:
             return "error", f"{type(error).__name__}: {error}"
-        labeled: Labeled = (result.tables, result.components, result.polygons or [])
-        return "ok", labeled
+        return "ok", Labeled.of(result)
 
 
 def _view(blocks: dict[int, mmap.mmap], slot: _Slot) -> np.ndarray:
@@ -199,10 +210,20 @@ class ServedBackend:
         """An array in shared memory, which the service reads and writes in place."""
         return self.blocks.empty(shape, np.dtype(dtype))
 
-    def label(self, batch: Any, params: LabelParams, out: np.ndarray | None = None) -> BatchResult:
+    def page_lock(self, address: int, size: int) -> Callable[[], None]:
+        """Nothing to do here: the service page-locks the shared blocks it labels in."""
+        return nothing_to_undo
+
+    def label(
+        self,
+        batch: Any,
+        params: LabelParams,
+        out: np.ndarray | None = None,
+        narrow: bool = False,
+    ) -> BatchResult:
         """Send the batch to the service and wait for its labels (in `out`) and tables."""
         if self.local is not None:
-            return self.local.label(batch, params, out)
+            return self.local.label(batch, params, out, narrow)
         batch = np.asarray(batch)
         batch_slot = self.blocks.locate(batch)
         if batch_slot is None:  # not stacked in empty_batch's memory: copied there
@@ -216,13 +237,13 @@ class ServedBackend:
                 connection.send(("block", block, size))
                 send_handle(connection, handle, 0)  # (the process id matters on Windows only)
                 os.close(handle)  # the service has its own now; the mapping stays
-            connection.send(("label", *request_slots, params))
+            connection.send(("label", *request_slots, params, narrow))
             status, answer = connection.recv()
         if status == "self":
             from .backends.cpu import CpuBackend
 
             self.local = CpuBackend(self.threads)
-            return self.local.label(batch, params, out)
+            return self.local.label(batch, params, out, narrow)
         if status != "ok":
             raise RuntimeError(f"the labeling process failed ({answer})")
         if out is not None:

@@ -15,6 +15,7 @@ import pytest
 
 from ccl_cli import api
 from ccl_cli.backends import cuda
+from ccl_cli.backends.base import Labeled
 from ccl_cli.backends.cpu import CpuBackend
 from ccl_cli.errors import UsageError
 from ccl_cli.params import LabelParams
@@ -149,15 +150,19 @@ def test_split_on_oom_halves_until_parts_fit_and_keeps_the_order():
         calls.append((lo, hi))
         if hi - lo > 2:
             raise _OutOfMemory()
-        return (
+        narrowed = [i % 3 == 0 for i in range(lo, hi)]
+        return Labeled(
             [f"table{i}" for i in range(lo, hi)],
             list(range(lo, hi)),
             [f"o{i}" for i in range(lo, hi)],
+            narrowed if any(narrowed) else [],  # a part with none narrowed may say []
         )
 
-    tables, counts, outlines = cuda._split_on_oom(fake, (7, 4, 4), run)
-    assert counts == list(range(7))
-    assert tables == [f"table{i}" for i in range(7)] and outlines == [f"o{i}" for i in range(7)]
+    labeled = cuda._split_on_oom(fake, (7, 4, 4), run)
+    assert labeled.components == list(range(7))
+    assert labeled.tables == [f"table{i}" for i in range(7)]
+    assert labeled.outlines == [f"o{i}" for i in range(7)]
+    assert labeled.narrowed == [i % 3 == 0 for i in range(7)]
     assert calls[0] == (0, 7) and max(hi - lo for lo, hi in calls if hi - lo <= 2) == 2
     assert fake.emptied == 3  # (0,7), (0,3) and (3,7) ran out of memory
 
@@ -174,7 +179,7 @@ def test_split_on_oom_lets_go_of_the_run_at_once():
 
         def run(lo: int, hi: int):
             assert buffer is not None
-            return [], [0] * (hi - lo), []
+            return Labeled([], [0] * (hi - lo), [])
 
         cuda._split_on_oom(_FakeCupy(), (3, 2, 2), run)
         return weakref.ref(buffer)

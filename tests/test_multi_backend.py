@@ -24,10 +24,14 @@ class Recording(CpuBackend):
         self.sizes: list[int] = []
 
     def label(
-        self, batch: np.ndarray, params: LabelParams, out: np.ndarray | None = None
+        self,
+        batch: np.ndarray,
+        params: LabelParams,
+        out: np.ndarray | None = None,
+        narrow: bool = False,
     ) -> BatchResult:
         self.sizes.append(len(batch))
-        return super().label(batch, params, out)
+        return super().label(batch, params, out, narrow)
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 7])

@@ -84,10 +84,48 @@ def test_blocks_are_reused_once_their_arrays_are_gone(served: ServedBackend):
 
 
 class _Failing(CpuBackend):
-    def label(self, batch, params, out=None):  # type: ignore[no-untyped-def]
+    def label(self, batch, params, out=None, narrow=False):  # type: ignore[no-untyped-def]
         if batch.shape[0] == 2:
             raise ValueError("two images are too many")
-        return super().label(batch, params, out)
+        return super().label(batch, params, out, narrow)
+
+
+class _Locking(CpuBackend):
+    """Records the memory the service page-locks and unlocks."""
+
+    def __init__(self) -> None:
+        super().__init__(threads=1)
+        self.locked: list[tuple[int, int]] = []
+        self.unlocked: list[tuple[int, int]] = []
+
+    def page_lock(self, address: int, size: int):  # type: ignore[no-untyped-def]
+        self.locked.append((address, size))
+        return lambda: self.unlocked.append((address, size))
+
+
+def test_the_service_page_locks_each_shared_block_once_and_unlocks_it_at_the_end():
+    service = LabelingService(workers=1)
+    locking = _Locking()
+    service.serve([locking])
+    backend = ServedBackend(service.address, threads=1)
+    try:
+        for seed in range(3):  # the same two blocks (batch and labels) every time
+            batch = random_batch(backend, (2, 30, 40), seed)
+            assert_same_result(
+                backend.label(batch, LabelParams()), CpuBackend().label(batch, LabelParams())
+            )
+            del batch
+        assert len(locking.locked) == 2 == len(set(locking.locked))
+        assert all(size >= 2 * 30 * 40 for _, size in locking.locked)
+        assert locking.unlocked == []
+    finally:
+        assert backend.connection is not None
+        backend.connection.close()
+        service.close()
+    deadline = time.monotonic() + 10
+    while len(locking.unlocked) < 2 and time.monotonic() < deadline:  # the service sees EOF
+        time.sleep(0.01)
+    assert sorted(locking.unlocked) == sorted(locking.locked)
 
 
 def test_a_failure_in_the_service_is_raised_in_the_worker_which_goes_on():

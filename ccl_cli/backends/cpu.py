@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal, cast
@@ -28,7 +29,7 @@ from ..params import LabelParams, canonical_bools, foreground_mask, tau_joins
 from ..polygons import Outlines, outlines
 from ..stages import NumpyStages, label_input
 from ..stats import StatsTable, empty_table, float_mean, float_sum_shift
-from .base import BatchResult
+from .base import NARROW_LIMIT, BatchResult, narrow_view, nothing_to_undo
 
 #: Average run length from which value extremes are reduced per run, not per pixel.
 REDUCEAT_MIN_RUN_LENGTH = 8
@@ -47,18 +48,29 @@ class CpuBackend:
         self.threads = max(1, threads or os.cpu_count() or 1)
 
     def label(
-        self, batch: np.ndarray, params: LabelParams, out: np.ndarray | None = None
+        self,
+        batch: np.ndarray,
+        params: LabelParams,
+        out: np.ndarray | None = None,
+        narrow: bool = False,
     ) -> BatchResult:
-        """Label each image of the (N, H, W) numpy batch (into `out`); see backends.base."""
+        """Label each image of the (N, H, W) numpy batch (into `out`); see backends.base.
+
+        With `narrow`, every image whose labels fit is stored as uint16: the
+        copy into `out` writes half the bytes, and the PNG writer needs no cast.
+        """
         batch = np.asarray(batch)
         if batch.ndim != 3:
             raise ValueError(f"a batch is (N, H, W), got shape {batch.shape}")
         labels = np.empty(batch.shape, np.uint32) if out is None else out
 
-        def one(i: int) -> tuple[StatsTable, int, Outlines | None]:
-            labels[i], table, components = label_image(batch[i], params)
-            polygons = outlines(labels[i], len(table)) if params.polygons else None
-            return table, components, polygons
+        def one(i: int) -> tuple[StatsTable, int, Outlines | None, bool]:
+            image, table, components = label_image(batch[i], params)
+            narrowed = narrow and len(table) <= NARROW_LIMIT
+            stored = narrow_view(labels[i]) if narrowed else labels[i]
+            stored[...] = image
+            polygons = outlines(image, len(table)) if params.polygons else None
+            return table, components, polygons, narrowed
 
         if self.threads > 1 and len(batch) > 1:
             with ThreadPoolExecutor(min(self.threads, len(batch))) as pool:
@@ -67,9 +79,10 @@ class CpuBackend:
             results = [one(i) for i in range(len(batch))]
         return BatchResult(
             labels=labels,
-            tables=[table for table, _, _ in results],
-            components=[components for _, components, _ in results],
-            polygons=[p for _, _, p in results if p is not None] if params.polygons else None,
+            tables=[table for table, _, _, _ in results],
+            components=[components for _, components, _, _ in results],
+            polygons=[p for _, _, p, _ in results if p is not None] if params.polygons else None,
+            narrowed=[narrowed for _, _, _, narrowed in results] if narrow else [],
         )
 
     def batch_budget_bytes(self) -> int:
@@ -79,6 +92,10 @@ class CpuBackend:
     def empty_batch(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """Plain numpy memory (see backends.base)."""
         return np.empty(shape, dtype)
+
+    def page_lock(self, address: int, size: int) -> Callable[[], None]:
+        """Nothing to do on the CPU (see backends.base)."""
+        return nothing_to_undo
 
 
 def label_image(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, StatsTable, int]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,17 @@ from ..errors import BackendUnavailable
 from ..params import SUPPORTED_DTYPES, LabelParams, canonical_bools, dtype_max
 from ..polygons import Outlines
 from ..stats import StatsTable, empty_table, float_mean, float_sum_shift
-from .base import BatchResult, Labeled, batch_result, joined, label_in_parts, split_bounds
+from .base import (
+    NARROW_LIMIT,
+    BatchResult,
+    Labeled,
+    batch_result,
+    joined,
+    label_in_parts,
+    narrow_view,
+    nothing_to_undo,
+    split_bounds,
+)
 
 CUDA_DIR = Path(__file__).resolve().parent.parent / "cuda"
 FATBIN = CUDA_DIR / "gccl.fatbin"
@@ -60,6 +70,7 @@ HOST_STREAMS = 2
 #: Input bytes of a pipeline batch (--batch-size auto).
 HOST_BATCH_BYTES = 64 << 20
 _MIN_SPLIT_BYTES = 4 << 20
+_HOST_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable
 
 # foreground.cuh rule kinds and stats.cu fields.
 _FG_BACKGROUND, _FG_ALL, _FG_ABOVE, _FG_BELOW = 0, 1, 2, 3
@@ -154,16 +165,23 @@ class CudaBackend:
         self._idle_streams: list[Any] = []
         self._streams_lock = threading.Lock()
 
-    def label(self, batch: Any, params: LabelParams, out: np.ndarray | None = None) -> BatchResult:
+    def label(
+        self,
+        batch: Any,
+        params: LabelParams,
+        out: np.ndarray | None = None,
+        narrow: bool = False,
+    ) -> BatchResult:
         """Label each image of an (N, H, W) batch; see backends.base.
 
         A device batch (CuPy, __cuda_array_interface__, DLPack) stays on its
-        device and its labels are a CuPy array there. A numpy batch goes
+        device and its labels are a CuPy uint32 array there. A numpy batch goes
         through page-locked host memory (its own when it is stacked in
         empty_batch's, else a staging copy) on non-blocking streams, in up to
         HOST_STREAMS parts at once, so that one part's copies overlap another's
-        kernels; its labels land in `out` (or a new page-locked array). Out of
-        device memory, a part is split in halves and retried.
+        kernels; its labels land in `out` (or a new page-locked array), those
+        that fit as uint16 with `narrow`. Out of device memory, a part is split
+        in halves and retried.
         """
         cupy = _import_cupy()
         if is_device_array(batch):
@@ -177,20 +195,22 @@ class CudaBackend:
         host = np.asarray(batch)
         labels = self.empty_batch(host.shape, np.dtype(np.uint32)) if out is None else out
         labeled = label_in_parts(
-            lambda _, lo, hi: self._label_host(host[lo:hi], params, labels[lo:hi]),
+            lambda _, lo, hi: self._label_host(host[lo:hi], params, labels[lo:hi], narrow),
             _parts(host),
         )
         return batch_result(labels, labeled, params)
 
-    def _label_host(self, host: np.ndarray, params: LabelParams, labels: np.ndarray) -> Labeled:
+    def _label_host(
+        self, host: np.ndarray, params: LabelParams, labels: np.ndarray, narrow: bool
+    ) -> Labeled:
         """Label a numpy (sub-)batch into the numpy `labels`, on a stream of its own.
 
         The images go to the device asynchronously on the stream, straight
         from `host` when it is page-locked and C-contiguous, else through a
         page-locked staging copy; the labels come back into `labels`
-        (page-locked unless the caller gave its own `out`). The thread waits
-        only for its own stream, so other threads' copies and kernels go on
-        meanwhile.
+        (page-locked unless the caller gave its own `out`), see _labels_to_host.
+        The thread waits only for its own stream, so other threads' copies and
+        kernels go on meanwhile.
         """
         cupy = _import_cupy()
 
@@ -202,9 +222,10 @@ class CudaBackend:
             values = cupy.empty(part.shape, part.dtype)
             values.set(part, stream=stream)
             out = cupy.empty(part.shape, cupy.uint32)
-            result = _label(values, params, out)
-            out.get(stream=stream, out=labels[lo:hi])  # waits for this stream only
-            return result
+            labeled = _label(values, params, out)
+            kept = [len(table) for table in labeled.tables]
+            labeled.narrowed = _labels_to_host(cupy, out, labels[lo:hi], kept, narrow, stream)
+            return labeled
 
         with cupy.cuda.Device(self.device), self._stream() as stream, stream:
             return _split_on_oom(cupy, host.shape, run)
@@ -237,6 +258,27 @@ class CudaBackend:
         A batch stacked into it goes to the device without a staging copy.
         """
         return pinned_empty(shape, np.dtype(dtype))
+
+    def page_lock(self, address: int, size: int) -> Callable[[], None]:
+        """Page-lock existing host memory for every device (cudaHostRegister, portable).
+
+        Pinning costs about as much as copying the memory a few times, so it
+        pays for memory that is reused, like the service's shared blocks. If the
+        driver refuses, the memory stays pageable and copies are staged.
+        """
+        cupy = _import_cupy()
+        runtime = cupy.cuda.runtime
+        try:
+            with cupy.cuda.Device(self.device):
+                runtime.hostRegister(address, size, _HOST_REGISTER_PORTABLE)
+        except runtime.CUDARuntimeError:
+            return nothing_to_undo
+
+        def unlock() -> None:
+            with suppress(runtime.CUDARuntimeError):
+                runtime.hostUnregister(address)
+
+        return unlock
 
     def batch_budget_bytes(self) -> int:
         """Input bytes per batch: HOST_BATCH_BYTES, less where device memory is short.
@@ -278,6 +320,30 @@ def pinned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     size = max(1, count * dtype.itemsize)
     memory = cupy.cuda.alloc_pinned_memory(1 << (size - 1).bit_length())
     return np.frombuffer(memory, dtype, count).reshape(shape)
+
+
+def _labels_to_host(
+    cupy: Any, device: Any, host: np.ndarray, kept: list[int], narrow: bool, stream: Any
+) -> list[bool]:
+    """Copy a part's device labels into its host slots and wait for `stream`.
+
+    With `narrow`, images with at most NARROW_LIMIT kept labels are cast to
+    uint16 on the device (one kernel for the part) and copied into the first
+    half of their slots (backends.base); a scan's labels then cost half the
+    bus time. Returns the narrowed flags ([] without `narrow`).
+    """
+    if not narrow:
+        device.get(stream=stream, out=host)
+        return []
+    narrowed = [count <= NARROW_LIMIT for count in kept]
+    short = device.astype(cupy.uint16) if any(narrowed) else device
+    for i, flag in enumerate(narrowed):
+        if flag:
+            short[i].get(stream=stream, out=narrow_view(host[i]), blocking=False)
+        else:
+            device[i].get(stream=stream, out=host[i], blocking=False)
+    stream.synchronize()
+    return narrowed
 
 
 def _page_locked(cupy: Any, array: np.ndarray) -> bool:
@@ -401,10 +467,10 @@ def _label(values: Any, params: LabelParams, out: Any) -> Labeled:
     n, height, width = values.shape
     integer = np.dtype(values.dtype).kind != "f"
     if n == 0:
-        return [], [], []
+        return Labeled([], [], [])
     if height * width == 0:
         outlines = [Outlines.empty() for _ in range(n)] if params.polygons else []
-        return [empty_table(integer) for _ in range(n)], [0] * n, outlines
+        return Labeled([empty_table(integer) for _ in range(n)], [0] * n, outlines)
     from ..stages import label_input
     from .cuda_stages import CudaStages
 
@@ -424,7 +490,7 @@ def _label(values: Any, params: LabelParams, out: Any) -> Labeled:
         from .cuda_polygons import device_outlines
 
         polygons = device_outlines(out, [len(table) for table in tables])
-    return tables, np.diff(label_base).tolist(), polygons
+    return Labeled(tables, np.diff(label_base).tolist(), polygons)
 
 
 def _host_table(agg: np.ndarray, integer: bool) -> StatsTable:

@@ -10,7 +10,7 @@ for image.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -28,15 +28,21 @@ class MultiDeviceBackend:
         self.name = "+".join(backend.name for backend in self.backends)
 
     def label(
-        self, batch: np.ndarray, params: LabelParams, out: np.ndarray | None = None
+        self,
+        batch: np.ndarray,
+        params: LabelParams,
+        out: np.ndarray | None = None,
+        narrow: bool = False,
     ) -> BatchResult:
-        """Label the (N, H, W) numpy batch, each device into its slice of `out` (backends.base)."""
+        """Label the (N, H, W) numpy batch, each device into its slice of `out` (backends.base).
+
+        Narrowed images stay in their own slots, so the parts need not agree.
+        """
         batch = np.asarray(batch)
         labels = self.empty_batch(batch.shape, np.dtype(np.uint32)) if out is None else out
 
         def part(i: int, lo: int, hi: int) -> Labeled:
-            result = self.backends[i].label(batch[lo:hi], params, out=labels[lo:hi])
-            return result.tables, result.components, result.polygons or []
+            return Labeled.of(self.backends[i].label(batch[lo:hi], params, labels[lo:hi], narrow))
 
         labeled = label_in_parts(part, split_bounds(len(batch), len(self.backends)))
         return batch_result(labels, labeled, params)
@@ -48,3 +54,7 @@ class MultiDeviceBackend:
     def empty_batch(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """The first backend's kind of memory (page-locked memory serves every GPU)."""
         return self.backends[0].empty_batch(shape, dtype)
+
+    def page_lock(self, address: int, size: int) -> Callable[[], None]:
+        """The first backend's page-locking (page-locked memory serves every GPU)."""
+        return self.backends[0].page_lock(address, size)

@@ -231,3 +231,60 @@ def test_repeated_host_batches_reuse_device_memory():
     for _ in range(5):
         cuda.label(batch, LabelParams())
     assert pool.total_bytes() == held
+
+
+def dots_and_noise(count: int, side: int) -> np.ndarray:
+    """uint8 images alternating isolated dots (side**2 / 4 components with
+    4-connectivity: too many for 16 bits from side 512) and random noise."""
+    batch = sample((count, side, side), np.uint8, seed=count)
+    batch[::2] = 0
+    batch[::2, ::2, ::2] = 1
+    return batch
+
+
+@pytest.mark.parametrize(("count", "side"), [(1, 64), (2, 512), (5, 1024)])
+def test_narrowed_labels_equal_the_cpus_image_for_image(count, side):
+    """uint16 exactly where the kept labels fit, also across stream parts (5 MiB)."""
+    batch = dots_and_noise(count, side)
+    params = LabelParams(connectivity=4)
+    cuda, cpu = backends()
+    want = cpu.label(batch, params, narrow=True)
+    assert want.narrowed == [len(table) <= 65535 for table in want.tables]
+    for out in (None, np.zeros(batch.shape, np.uint32)):  # page-locked, then pageable
+        got = cuda.label(batch, params, out, narrow=True)
+        assert got.narrowed == want.narrowed
+        for i in range(count):
+            assert got.image(i).dtype == want.image(i).dtype
+            np.testing.assert_array_equal(got.image(i), want.image(i))
+        assert got.components == want.components
+
+
+def test_page_locked_shared_memory_labels_in_place_without_staging():
+    """What the labeling service does with a worker's memfd block."""
+    import mmap
+    import os
+
+    import cupy
+
+    size = 1 << 22
+    handle = os.memfd_create("gccl-test")
+    os.ftruncate(handle, size)
+    memory = mmap.mmap(handle, size)
+    batch = np.ndarray((3, 400, 500), np.uint8, memory)
+    labels = np.ndarray(batch.shape, np.uint32, memory, batch.nbytes)
+    cuda, cpu = backends()
+    assert not cuda_module._page_locked(cupy, batch)
+    unlock = cuda.page_lock(batch.ctypes.data, size)
+    try:
+        assert cuda_module._page_locked(cupy, batch)
+        assert cuda_module._page_locked(cupy, labels)
+        batch[...] = sample(batch.shape, np.uint8, seed=8)
+        got = cuda.label(batch, LabelParams(), out=labels)
+        assert got.labels is labels
+        assert_results_equal(got, cpu.label(batch, LabelParams()))
+    finally:
+        unlock()
+    assert not cuda_module._page_locked(cupy, batch)
+    del batch, labels, got
+    memory.close()
+    os.close(handle)

@@ -1,0 +1,91 @@
+"""Narrowed labels: images whose kept labels fit 16 bits may come back as uint16.
+
+Every backend path (CPU, several backends, the service's shared memory) must
+give the same images as without narrowing, narrow exactly the images that
+fit, and keep each narrowed image in the first half of its own uint32 slot.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ccl_cli.backends.base import NARROW_LIMIT, BatchResult
+from ccl_cli.backends.cpu import CpuBackend
+from ccl_cli.backends.multi import MultiDeviceBackend
+from ccl_cli.images import encode_label_png
+from ccl_cli.params import LabelParams
+from ccl_cli.service import LabelingService, ServedBackend
+
+PARAMS = LabelParams(connectivity=4)
+
+
+def mixed_batch() -> np.ndarray:
+    """512x512 images: isolated dots (65536 components, one too many for 16 bits)
+    between two random images with far fewer."""
+    rng = np.random.default_rng(5)
+    batch = (rng.random((3, 512, 512)) < 0.3).astype(np.uint8)
+    batch[1] = 0
+    batch[1, ::2, ::2] = 1
+    return batch
+
+
+def assert_narrowed_as_expected(got: BatchResult, want: BatchResult) -> None:
+    """`got` (narrowed) holds `want`'s images, uint16 exactly where they fit."""
+    assert got.narrowed == [kept <= NARROW_LIMIT for kept in want.kept]
+    for i, narrowed in enumerate(got.narrowed):
+        image = got.image(i)
+        assert image.dtype == (np.uint16 if narrowed else np.uint32)
+        assert image.shape == want.labels[i].shape
+        assert np.array_equal(image, want.labels[i])
+        if narrowed:  # in the first half of the image's own slot
+            assert np.shares_memory(image, got.labels[i])
+    assert got.components == want.components
+    assert all(a.equals(b) for a, b in zip(got.tables, want.tables, strict=True))
+
+
+def test_the_mixed_batch_has_one_image_too_many_for_16_bits():
+    kept = CpuBackend(threads=1).label(mixed_batch(), PARAMS).kept
+    assert kept[1] == NARROW_LIMIT + 1 and max(kept[0], kept[2]) < NARROW_LIMIT
+
+
+def test_cpu_narrows_the_images_that_fit_into_their_slots():
+    batch = mixed_batch()
+    want = CpuBackend(threads=1).label(batch, PARAMS)
+    assert want.narrowed == [] and want.image(0).dtype == np.uint32
+    out = np.full(batch.shape, 0xDEADBEEF, np.uint32)
+    got = CpuBackend(threads=2).label(batch, PARAMS, out, narrow=True)
+    assert got.labels is out
+    assert_narrowed_as_expected(got, want)
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3])
+def test_several_backends_narrow_each_image_on_its_own(parts: int):
+    batch = mixed_batch()
+    backends = [CpuBackend(threads=1) for _ in range(parts)]
+    got = MultiDeviceBackend(backends).label(batch, PARAMS, narrow=True)
+    assert_narrowed_as_expected(got, CpuBackend(threads=1).label(batch, PARAMS))
+
+
+def test_the_service_narrows_through_shared_memory():
+    service = LabelingService(workers=1)
+    service.serve([CpuBackend(threads=1)])
+    served = ServedBackend(service.address, threads=1)
+    try:
+        batch = served.empty_batch((3, 512, 512), np.dtype(np.uint8))
+        batch[...] = mixed_batch()
+        got = served.label(batch, PARAMS, narrow=True)
+        assert_narrowed_as_expected(got, CpuBackend(threads=1).label(batch, PARAMS))
+    finally:
+        assert served.connection is not None
+        served.connection.close()
+        service.close()
+
+
+def test_a_narrowed_image_writes_the_same_png_bytes():
+    batch = mixed_batch()[::2]
+    got = CpuBackend(threads=1).label(batch, PARAMS, narrow=True)
+    want = CpuBackend(threads=1).label(batch, PARAMS)
+    for i in range(len(batch)):
+        assert got.image(i).dtype == np.uint16
+        assert encode_label_png(got.image(i)) == encode_label_png(want.labels[i])
