@@ -37,7 +37,7 @@ from multiprocessing import forkserver
 from typing import Any
 
 from .backends import make_backend
-from .backends.base import Backend
+from .backends.base import Backend, warm_up
 from .config import Settings
 from .errors import UsageError
 from .pipeline import Admitted, Outcomes, usable_cores
@@ -117,8 +117,12 @@ class LocalProcesses:
             if self.service is not None:
                 self.service.fail(str(error))
             return
-        if self.service is not None:
-            self.service.serve(_devices(backend) if _serves(backend) else [])
+        if self.service is None:
+            return
+        served = _devices(backend) if _serves(backend) else []
+        for device in served:  # while the workers start and decode their first batches
+            warm_up(device, settings.label_params())
+        self.service.serve(served)
 
     def close(self) -> None:
         """Stop the workers once their running tasks end, then the labeling service."""

@@ -17,7 +17,7 @@ import pytest
 from cli_helpers import files, gccl, make_inputs
 
 from ccl_cli import processes
-from ccl_cli.backends.base import Backend
+from ccl_cli.backends.base import Backend, warm_up
 from ccl_cli.backends.cpu import CpuBackend
 from ccl_cli.errors import BackendUnavailable
 from ccl_cli.params import LabelParams
@@ -200,6 +200,39 @@ def test_workers_served_by_this_process_write_what_one_process_writes(
     assert files(tmp_path / "many") == files(tmp_path / "one")
     with open(tmp_path / "many" / "summary.csv", newline="") as handle:
         assert [row["status"] for row in csv.DictReader(handle)] == ["ok"] * 13
+
+
+def test_the_served_backend_is_warmed_up_with_the_runs_parameters_before_serving(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(processes, "_serves", lambda backend: True)
+    warmed: list[tuple[str, LabelParams]] = []
+    monkeypatch.setattr(
+        processes, "warm_up", lambda backend, params: warmed.append((backend.name, params))
+    )
+    make_inputs(tmp_path / "in", 5, 40)
+    args = [str(tmp_path / "in"), "-r", "--min-area", "2", "--polygons", "--tau", "3"]
+    assert gccl(*args, "--out", str(tmp_path / "out"), "--processes", "2")[0] == 0
+    assert warmed == [("cpu", LabelParams(tau=3, min_area=2, polygons=True))]
+
+
+def test_warm_up_labels_one_tiny_image_and_swallows_what_fails():
+    class Recording(CpuBackend):
+        def __init__(self, fail: bool) -> None:
+            super().__init__(threads=1)
+            self.fail = fail
+            self.calls: list[tuple[tuple[int, ...], bool]] = []
+
+        def label(self, batch, params, out=None, narrow=False):  # type: ignore[no-untyped-def]
+            self.calls.append((batch.shape, narrow))
+            if self.fail:
+                raise RuntimeError("no device")
+            return super().label(batch, params, out, narrow)
+
+    for fail in (False, True):
+        backend = Recording(fail)
+        warm_up(backend, LabelParams(tau=1, polygons=True))
+        assert backend.calls == [((1, 4, 4), True)]
 
 
 def test_device_auto_without_a_gpu_labels_in_the_workers(tmp_path: Path):

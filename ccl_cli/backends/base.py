@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Protocol
@@ -109,6 +110,21 @@ class Backend(Protocol):
         before the memory is unmapped.
         """
         ...
+
+
+def warm_up(backend: Backend, params: LabelParams) -> None:
+    """Label one tiny image with `params`, so that the first real batch does not pay
+    the backend's one-time costs.
+
+    On CUDA those are about a second: CuPy's first elementwise kernel imports
+    cupyx and, through it, SciPy; kernels load and memory pools fill. Callers
+    run this while other start-up work goes on. It is only an optimization:
+    whatever fails here fails again, and is reported, with the first batch.
+    """
+    batch = backend.empty_batch((1, 4, 4), np.dtype(np.uint8))
+    batch[...] = 1
+    with suppress(Exception):  # see the docstring
+        backend.label(batch, params, narrow=True)
 
 
 def nothing_to_undo() -> None:
