@@ -40,6 +40,8 @@ from .params import LabelParams
 
 #: Batches one device labels at once (each in HOST_STREAMS parts of its own).
 CONCURRENT_BATCHES = 2
+#: Seconds LabelingService.close waits for each connection to end.
+CLOSE_WAIT_SECONDS = 5
 #: Whether this system has anonymous memory files (Linux); without them there is no
 #: service, and worker processes label on their own (CUDA's platforms have them).
 SHARED_MEMORY = hasattr(os, "memfd_create")
@@ -86,6 +88,7 @@ class LabelingService:
         self.failure = ""
         self.turns = count()
         self.closed = False
+        self.connections: list[threading.Thread] = []
         self.thread = threading.Thread(target=self._accept, name="gccl-service", daemon=True)
         self.thread.start()
 
@@ -101,12 +104,18 @@ class LabelingService:
         self.ready.set()
 
     def close(self) -> None:
-        """Stop taking connections; the open ones end when their workers exit."""
+        """Stop taking connections, and let the open ones end as their workers exit.
+
+        Waits a few seconds at most for each, so that their blocks are unlocked
+        and unmapped before this process (and its CUDA context) goes away.
+        """
         self.closed = True
         with suppress(OSError):  # wakes the thread blocked in accept()
             Client(self.address.path, "AF_UNIX", self.address.authkey).close()
         self.thread.join()
         self.listener.close()
+        for connection in self.connections:
+            connection.join(CLOSE_WAIT_SECONDS)
 
     def _accept(self) -> None:
         while True:
@@ -119,12 +128,14 @@ class LabelingService:
             if self.closed:
                 connection.close()
                 return
-            threading.Thread(
+            serving = threading.Thread(
                 target=self._serve,
                 args=(connection, next(self.turns)),
                 name="gccl-serve",
                 daemon=True,
-            ).start()
+            )
+            serving.start()
+            self.connections.append(serving)
 
     def _serve(self, connection: Connection, turn: int) -> None:
         """Answer one worker's requests until it goes away.

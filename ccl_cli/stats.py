@@ -67,8 +67,9 @@ class StatsTable:
     def __len__(self) -> int:
         return int(self.area.shape[0])
 
-    def take(self, rows: np.ndarray) -> StatsTable:
-        """The table restricted to / reordered by `rows` (indices into this table)."""
+    def take(self, rows: np.ndarray | slice) -> StatsTable:
+        """The table restricted to / reordered by `rows` (indices into this table,
+        or a slice, which gives views of this table's columns)."""
         columns = {
             f.name: getattr(self, f.name)[rows] for f in fields(self) if f.name != "integer_values"
         }

@@ -163,8 +163,9 @@ def test_batch_budget_is_positive_and_below_free_memory():
 
 
 @pytest.mark.parametrize("count", [2, 3, 5])
-def test_large_host_batches_run_in_stream_parts_into_out(count):
+def test_large_host_batches_run_in_stream_parts_into_out(count, monkeypatch):
     """Batches over the split size go through pinned buffers in parts, one per stream."""
+    monkeypatch.setattr(cuda_module, "_MIN_SPLIT_BYTES", 4 << 20)
     shape = (count, 1100, 1001)
     batch = sample(shape, np.uint16, seed=count)
     assert batch.nbytes >= cuda_module._MIN_SPLIT_BYTES
@@ -223,7 +224,8 @@ def test_repeated_host_batches_reuse_device_memory():
     import cupy
 
     cuda, _ = backends()
-    batch = sample((4, 1500, 2000), np.uint8, seed=6)  # over 4 MiB: two parts, two streams
+    batch = sample((4, 3000, 3000), np.uint8, seed=6)  # 36 MB: two parts, two streams
+    assert len(cuda_module._parts(batch)) == 2
     for _ in range(2):
         cuda.label(batch, LabelParams())
     pool = cupy.get_default_memory_pool()
@@ -243,8 +245,9 @@ def dots_and_noise(count: int, side: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize(("count", "side"), [(1, 64), (2, 512), (5, 1024)])
-def test_narrowed_labels_equal_the_cpus_image_for_image(count, side):
+def test_narrowed_labels_equal_the_cpus_image_for_image(count, side, monkeypatch):
     """uint16 exactly where the kept labels fit, also across stream parts (5 MiB)."""
+    monkeypatch.setattr(cuda_module, "_MIN_SPLIT_BYTES", 4 << 20)
     batch = dots_and_noise(count, side)
     params = LabelParams(connectivity=4)
     cuda, cpu = backends()
