@@ -20,10 +20,11 @@ plain integer sums are fixed here:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import numpy as np
+
+from .csv_text import csv_rows, float_texts, int_texts
 
 CSV_COLUMNS = (
     "label",
@@ -124,25 +125,23 @@ def float_mean(
 def stats_csv(table: StatsTable) -> str:
     """The statistics CSV text (header + one row per label, in label order).
 
-    Integers print plainly, floats as the shortest text that reads back to the
-    same float64 (Python's repr). Built column-wise: tables of random images
-    have tens of thousands of rows.
+    Integers print as str prints them, floats as the shortest text that reads
+    back to the same float64 (Python's repr); min and max print as integers
+    for integer images. Built column-wise in bulk (csv_text): tables of
+    document scans and random images have tens of thousands of rows.
     """
-    value_type = np.int64 if table.integer_values else np.float64
-    value_text: Callable[[object], str] = str if table.integer_values else repr
-    columns: list[tuple[np.ndarray, Callable[[object], str]]] = [
-        (np.arange(1, len(table) + 1), str),
-        (table.area, str),
-        (table.x, str),
-        (table.y, str),
-        (table.width, str),
-        (table.height, str),
-        (table.centroid_x, repr),
-        (table.centroid_y, repr),
-        (table.mean, repr),
-        (table.min.astype(value_type), value_text),
-        (table.max.astype(value_type), value_text),
+    values = int_texts if table.integer_values else float_texts
+    columns = [
+        int_texts(np.arange(1, len(table) + 1)),
+        int_texts(table.area),
+        int_texts(table.x),
+        int_texts(table.y),
+        int_texts(table.width),
+        int_texts(table.height),
+        float_texts(table.centroid_x),
+        float_texts(table.centroid_y),
+        float_texts(table.mean),
+        values(table.min),
+        values(table.max),
     ]
-    texts = [map(to_text, column.tolist()) for column, to_text in columns]
-    rows = "".join(line + "\n" for line in map(",".join, zip(*texts, strict=True)))
-    return ",".join(CSV_COLUMNS) + "\n" + rows
+    return ",".join(CSV_COLUMNS) + "\n" + csv_rows(columns).decode("ascii")
