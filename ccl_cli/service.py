@@ -12,8 +12,9 @@ A worker stacks its batch in shared memory: blocks of an anonymous memory file
 over its connection (a Unix socket). A request names the block and offset of
 the batch and of the labels; the service labels the batch into the labels in
 place and answers with the rest of the result (statistics tables, counts,
-outlines). The memory lives while either process maps it, so nothing is left
-behind when either dies. Linux only, as is CUDA with Python's fork server.
+outlines, and the rare image whose labels were too wide to narrow). The
+memory lives while either process maps it, so nothing is left behind when
+either dies. Linux only, as is CUDA with Python's fork server.
 """
 
 from __future__ import annotations
@@ -34,7 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from .backends.base import Backend, BatchResult, Labeled, batch_result, nothing_to_undo
+from .backends.base import (
+    Backend,
+    BatchResult,
+    Labeled,
+    batch_result,
+    label_dtype,
+    nothing_to_undo,
+)
 from .backends.cuda import HOST_BATCH_BYTES
 from .params import LabelParams
 
@@ -240,7 +248,7 @@ class ServedBackend:
         if batch_slot is None:  # not stacked in empty_batch's memory: copied there
             batch = _copied(batch, self.empty_batch(batch.shape, batch.dtype))
             batch_slot = self.blocks.locate(batch)
-        labels = self.empty_batch(batch.shape, np.dtype(np.uint32))
+        labels = self.empty_batch(batch.shape, label_dtype(narrow))
         request_slots = (batch_slot, self.blocks.locate(labels))
         with self.lock:  # one request at a time on the connection
             connection = self._connection()
@@ -273,10 +281,25 @@ def _copied(source: np.ndarray, target: np.ndarray) -> np.ndarray:
     return target
 
 
+def block_size(nbytes: int) -> int:
+    """The size class of a shared block that holds `nbytes`: whole pages, and above
+    eight pages, the next multiple of an eighth of a power of two.
+
+    Blocks are reused only within a class and page-locked whole, so classes
+    waste at most an eighth (powers of two wasted up to half: a scan's 34 MB of
+    labels took a 64 MB block).
+    """
+    pages = max(1, -(-nbytes // mmap.PAGESIZE))
+    step = 1 << max(0, (pages - 1).bit_length() - 4)
+    return -(-pages // step) * step * mmap.PAGESIZE
+
+
 class _SharedBlocks:
     """A worker's shared-memory blocks: made on demand, reused once their arrays are gone.
 
-    Sizes are powers of two, so a block serves every later array of its size class.
+    Block sizes are size classes (block_size), so a block serves every later
+    array of its class. Pages are populated when a block is made, in the
+    worker, so that the service's page-locking need not fault them in.
     """
 
     def __init__(self) -> None:
@@ -287,8 +310,7 @@ class _SharedBlocks:
         self.handles: dict[int, int] = {}  # block -> memfd, until given to the service
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        nbytes = max(1, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
-        size = max(mmap.PAGESIZE, 1 << (nbytes - 1).bit_length())
+        size = block_size(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
         with self.lock:
             spare = self.free.get(size)
             block, memory = spare.pop() if spare else self._new(size)
@@ -300,7 +322,7 @@ class _SharedBlocks:
         block = next(self.ids)
         handle = os.memfd_create(f"gccl-{block}", os.MFD_CLOEXEC)
         os.ftruncate(handle, size)
-        memory = mmap.mmap(handle, size)
+        memory = mmap.mmap(handle, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
         self.handles[block] = handle
         self.spans[block] = (np.frombuffer(memory, np.uint8).ctypes.data, size)
         return block, memory

@@ -150,19 +150,18 @@ def test_split_on_oom_halves_until_parts_fit_and_keeps_the_order():
         calls.append((lo, hi))
         if hi - lo > 2:
             raise _OutOfMemory()
-        narrowed = [i % 3 == 0 for i in range(lo, hi)]
         return Labeled(
             [f"table{i}" for i in range(lo, hi)],
             list(range(lo, hi)),
             [f"o{i}" for i in range(lo, hi)],
-            narrowed if any(narrowed) else [],  # a part with none narrowed may say []
+            {i - lo: f"wide{i}" for i in range(lo, hi) if i % 3 == 0},  # indices in the part
         )
 
     labeled = cuda._split_on_oom(fake, (7, 4, 4), run)
     assert labeled.components == list(range(7))
     assert labeled.tables == [f"table{i}" for i in range(7)]
     assert labeled.outlines == [f"o{i}" for i in range(7)]
-    assert labeled.narrowed == [i % 3 == 0 for i in range(7)]
+    assert labeled.wide == {i: f"wide{i}" for i in (0, 3, 6)}
     assert calls[0] == (0, 7) and max(hi - lo for lo, hi in calls if hi - lo <= 2) == 2
     assert fake.emptied == 3  # (0,7), (0,3) and (3,7) ran out of memory
 

@@ -1,8 +1,8 @@
-"""Narrowed labels: images whose kept labels fit 16 bits may come back as uint16.
+"""Narrowed labels: a uint16 labels array, and the images that do not fit on their own.
 
 Every backend path (CPU, several backends, the service's shared memory) must
-give the same images as without narrowing, narrow exactly the images that
-fit, and keep each narrowed image in the first half of its own uint32 slot.
+give the same images as without narrowing, and return exactly the images
+whose kept labels exceed 16 bits as uint32 arrays of their own.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ccl_cli.backends.base import NARROW_LIMIT, BatchResult
+from ccl_cli.backends.base import NARROW_LIMIT, BatchResult, Labeled, joined
 from ccl_cli.backends.cpu import CpuBackend
 from ccl_cli.backends.multi import MultiDeviceBackend
 from ccl_cli.images import encode_label_png
@@ -32,14 +32,13 @@ def mixed_batch() -> np.ndarray:
 
 def assert_narrowed_as_expected(got: BatchResult, want: BatchResult) -> None:
     """`got` (narrowed) holds `want`'s images, uint16 exactly where they fit."""
-    assert got.narrowed == [kept <= NARROW_LIMIT for kept in want.kept]
-    for i, narrowed in enumerate(got.narrowed):
+    assert got.labels.dtype == np.uint16 and got.labels.shape == want.labels.shape
+    assert sorted(got.wide) == [i for i, kept in enumerate(want.kept) if kept > NARROW_LIMIT]
+    for i in range(len(want.labels)):
         image = got.image(i)
-        assert image.dtype == (np.uint16 if narrowed else np.uint32)
+        assert image.dtype == (np.uint32 if i in got.wide else np.uint16)
         assert image.shape == want.labels[i].shape
         assert np.array_equal(image, want.labels[i])
-        if narrowed:  # in the first half of the image's own slot
-            assert np.shares_memory(image, got.labels[i])
     assert got.components == want.components
     assert all(a.equals(b) for a, b in zip(got.tables, want.tables, strict=True))
 
@@ -52,8 +51,8 @@ def test_the_mixed_batch_has_one_image_too_many_for_16_bits():
 def test_cpu_narrows_the_images_that_fit_into_their_slots():
     batch = mixed_batch()
     want = CpuBackend(threads=1).label(batch, PARAMS)
-    assert want.narrowed == [] and want.image(0).dtype == np.uint32
-    out = np.full(batch.shape, 0xDEADBEEF, np.uint32)
+    assert want.wide == {} and want.image(1).dtype == np.uint32
+    out = np.full(batch.shape, 0xBEEF, np.uint16)
     got = CpuBackend(threads=2).label(batch, PARAMS, out, narrow=True)
     assert got.labels is out
     assert_narrowed_as_expected(got, want)
@@ -80,6 +79,14 @@ def test_the_service_narrows_through_shared_memory():
         assert served.connection is not None
         served.connection.close()
         service.close()
+
+
+def test_joined_parts_renumber_their_wide_images():
+    def part(count: int, wide: dict[int, str]) -> Labeled:
+        return Labeled([None] * count, [0] * count, [], wide)  # type: ignore[list-item]
+
+    parts = [part(2, {1: "a"}), part(3, {}), part(2, {0: "b", 1: "c"})]
+    assert joined(parts).wide == {1: "a", 5: "b", 6: "c"}
 
 
 def test_a_narrowed_image_writes_the_same_png_bytes():

@@ -7,6 +7,7 @@ when called directly, with the batch and labels passing through shared memory.
 from __future__ import annotations
 
 import csv
+import mmap
 import threading
 import time
 from collections.abc import Iterator
@@ -15,13 +16,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_helpers import files, gccl, make_inputs
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ccl_cli import processes
 from ccl_cli.backends.base import Backend, warm_up
 from ccl_cli.backends.cpu import CpuBackend
 from ccl_cli.errors import BackendUnavailable
 from ccl_cli.params import LabelParams
-from ccl_cli.service import LabelingService, ServedBackend
+from ccl_cli.service import LabelingService, ServedBackend, block_size
 
 PARAMS = [
     LabelParams(),
@@ -81,6 +84,16 @@ def test_blocks_are_reused_once_their_arrays_are_gone(served: ServedBackend):
     assert served.blocks.locate(again).block == block  # type: ignore[union-attr]
     held = served.empty_batch((4, 50, 100), np.dtype(np.uint8))  # the first is in use
     assert served.blocks.locate(held).block != block  # type: ignore[union-attr]
+
+
+@given(st.integers(1, 1 << 34))
+def test_block_sizes_are_whole_pages_wasting_at_most_an_eighth(nbytes: int):
+    size = block_size(nbytes)
+    assert size >= nbytes and size % mmap.PAGESIZE == 0
+    if nbytes > 8 * mmap.PAGESIZE:
+        assert size <= nbytes * 9 / 8
+    assert block_size(size) == size  # a class's size is in its own class
+    assert block_size(nbytes - 1 if nbytes > 1 else 1) <= size  # classes grow with the size
 
 
 class _Failing(CpuBackend):

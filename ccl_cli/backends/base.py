@@ -6,10 +6,10 @@ first pixel, 0 for background and removed components) and one statistics table
 per image. Backends never mix images of a batch and must agree bit for bit.
 
 Label images go to the host as uint32 unless the caller asks to `narrow`
-them: then a backend may hand an image whose kept labels fit 16 bits back as
-uint16, in the first half of that image's uint32 slot of the output (each
-image's slot is its own, so images narrow independently). That halves the
-device-to-host copy and spares the 16-bit PNG writer a pass; BatchResult.image
+them: then the labels array is uint16, and an image whose kept labels do not
+fit 16 bits (rare: tens of thousands of components) comes back on its own as
+uint32, in BatchResult.wide. That halves the labels' memory and their copy
+from the device, and spares the 16-bit PNG writer a pass; BatchResult.image
 gives each image's labels whichever way they came.
 """
 
@@ -36,20 +36,20 @@ NARROW_LIMIT = 65535
 class BatchResult:
     """What a backend returns for one batch.
 
-    labels: (N, H, W) uint32, on the same kind of array as the input batch;
-        an image listed in `narrowed` holds uint16 labels in the first half of
-        its slot instead (see the module docstring; read images with `image`).
+    labels: (N, H, W) uint32 (uint16 when narrowed), on the same kind of array
+        as the input batch; read images with `image` (module docstring).
     tables: statistics of each image's kept components, in label order.
     components: K per image, before min-area filtering.
     polygons: outlines of each image's kept components, when params.polygons.
-    narrowed: per image, whether its labels are uint16; empty when none are.
+    wide: when narrowed, the (H, W) uint32 labels of the images whose kept
+        labels exceed NARROW_LIMIT, by index (their rows of `labels` are unused).
     """
 
     labels: Any
     tables: list[StatsTable]
     components: list[int]
     polygons: list[Outlines] | None = None
-    narrowed: list[bool] = field(default_factory=list)
+    wide: dict[int, Any] = field(default_factory=dict)
 
     @property
     def kept(self) -> list[int]:
@@ -57,15 +57,14 @@ class BatchResult:
         return [len(table) for table in self.tables]
 
     def image(self, index: int) -> Any:
-        """The (H, W) labels of image `index`: uint32, or uint16 when it was narrowed."""
-        slot = self.labels[index]
-        return narrow_view(slot) if self.narrowed and self.narrowed[index] else slot
+        """The (H, W) labels of image `index`, uint16 where they were narrowed."""
+        wide = self.wide.get(index)
+        return self.labels[index] if wide is None else wide
 
 
-def narrow_view(slot: np.ndarray) -> np.ndarray:
-    """The uint16 (H, W) labels kept in the first half of an image's (H, W) uint32 slot."""
-    height, width = slot.shape
-    return slot.reshape(-1).view(np.uint16)[: height * width].reshape(height, width)
+def label_dtype(narrow: bool) -> np.dtype:
+    """The dtype of a batch's labels array: uint16 when narrowed (module docstring)."""
+    return np.dtype(np.uint16 if narrow else np.uint32)
 
 
 class Backend(Protocol):
@@ -82,10 +81,11 @@ class Backend(Protocol):
     ) -> BatchResult:
         """Label every image of `batch` (N, H, W); see the module docstring.
 
-        out: for a numpy batch, an (N, H, W) uint32 array to write the labels
-        into (then BatchResult.labels is `out`); None allocates one.
-        narrow: for a numpy batch, images whose kept labels fit NARROW_LIMIT
-        may come back as uint16 (BatchResult.narrowed says which).
+        out: for a numpy batch, an (N, H, W) array of label_dtype(narrow) to
+        write the labels into (then BatchResult.labels is `out`); None
+        allocates one.
+        narrow: for a numpy batch, uint16 labels (module docstring); a device
+        batch's labels stay uint32.
         """
         ...
 
@@ -142,19 +142,19 @@ def split_bounds(count: int, parts: int) -> list[tuple[int, int]]:
 
 @dataclass
 class Labeled:
-    """What labeling some images of a batch gives besides their labels, per image:
+    """What labeling some images of a batch gives besides their labels array, per image:
     statistics tables, K before min-area, outlines (empty unless params.polygons),
-    and whether the labels were narrowed (empty when none were)."""
+    and the images too wide to narrow (BatchResult.wide)."""
 
     tables: list[StatsTable]
     components: list[int]
     outlines: list[Outlines]
-    narrowed: list[bool] = field(default_factory=list)
+    wide: dict[int, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, result: BatchResult) -> Labeled:
-        """The part of a BatchResult besides its labels."""
-        return cls(result.tables, result.components, result.polygons or [], result.narrowed)
+        """The part of a BatchResult besides its labels array."""
+        return cls(result.tables, result.components, result.polygons or [], result.wide)
 
 
 #: One part of a batch: (part index, lo, hi) -> what labeling it gave.
@@ -163,34 +163,36 @@ PartLabeler = Callable[[int, int, int], Labeled]
 
 def joined(parts: Sequence[Labeled]) -> Labeled:
     """The results of consecutive parts of a batch, as one, in order."""
-    narrowed = any(part.narrowed for part in parts)
+    starts = np.cumsum([0, *(len(part.tables) for part in parts[:-1])]).tolist()
+    wide = {
+        start + i: image
+        for start, part in zip(starts, parts, strict=True)
+        for i, image in part.wide.items()
+    }
     return Labeled(
         [table for part in parts for table in part.tables],
         [count for part in parts for count in part.components],
         [outline for part in parts for outline in part.outlines],
-        [flag for part in parts for flag in _flags(part)] if narrowed else [],
+        wide,
     )
-
-
-def _flags(part: Labeled) -> list[bool]:
-    """A part's narrowed flags, one per image (an empty list means none)."""
-    return part.narrowed or [False] * len(part.tables)
 
 
 def batch_result(labels: Any, labeled: Labeled, params: LabelParams) -> BatchResult:
     """The BatchResult of a whole batch from its labels and what labeling gave."""
     polygons = labeled.outlines if params.polygons else None
-    return BatchResult(labels, labeled.tables, labeled.components, polygons, labeled.narrowed)
+    return BatchResult(labels, labeled.tables, labeled.components, polygons, labeled.wide)
 
 
 def label_in_parts(label_part: PartLabeler, bounds: Sequence[tuple[int, int]]) -> Labeled:
-    """label_part(i, lo, hi) for every part, each in its own thread; joined in order.
+    """label_part(i, lo, hi) for every part at once, joined in order.
 
-    The parts write their labels into disjoint slices of one output array, so
-    nothing is concatenated afterwards.
+    The first part runs in the calling thread, every other one in a thread of
+    its own. The parts write their labels into disjoint slices of one output
+    array, so nothing is concatenated afterwards.
     """
-    if len(bounds) == 1:
-        return label_part(0, *bounds[0])
-    with ThreadPoolExecutor(len(bounds)) as pool:
-        futures = [pool.submit(label_part, i, lo, hi) for i, (lo, hi) in enumerate(bounds)]
-        return joined([future.result() for future in futures])
+    first, *others = bounds
+    if not others:
+        return label_part(0, *first)
+    with ThreadPoolExecutor(len(others)) as pool:
+        futures = [pool.submit(label_part, i, lo, hi) for i, (lo, hi) in enumerate(others, 1)]
+        return joined([label_part(0, *first), *(future.result() for future in futures)])

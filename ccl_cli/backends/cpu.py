@@ -29,7 +29,7 @@ from ..params import LabelParams, canonical_bools, foreground_mask, tau_joins
 from ..polygons import Outlines, outlines
 from ..stages import NumpyStages, label_input
 from ..stats import StatsTable, empty_table, float_mean, float_sum_shift
-from .base import NARROW_LIMIT, BatchResult, narrow_view, nothing_to_undo
+from .base import NARROW_LIMIT, BatchResult, label_dtype, nothing_to_undo
 
 #: Average run length from which value extremes are reduced per run, not per pixel.
 REDUCEAT_MIN_RUN_LENGTH = 8
@@ -56,21 +56,23 @@ class CpuBackend:
     ) -> BatchResult:
         """Label each image of the (N, H, W) numpy batch (into `out`); see backends.base.
 
-        With `narrow`, every image whose labels fit is stored as uint16: the
-        copy into `out` writes half the bytes, and the PNG writer needs no cast.
+        With `narrow`, the labels are uint16 (backends.base): the copy into
+        `out` writes half the bytes, and the PNG writer needs no cast.
         """
         batch = np.asarray(batch)
         if batch.ndim != 3:
             raise ValueError(f"a batch is (N, H, W), got shape {batch.shape}")
-        labels = np.empty(batch.shape, np.uint32) if out is None else out
+        labels = np.empty(batch.shape, label_dtype(narrow)) if out is None else out
+        wide: dict[int, np.ndarray] = {}
 
-        def one(i: int) -> tuple[StatsTable, int, Outlines | None, bool]:
+        def one(i: int) -> tuple[StatsTable, int, Outlines | None]:
             image, table, components = label_image(batch[i], params)
-            narrowed = narrow and len(table) <= NARROW_LIMIT
-            stored = narrow_view(labels[i]) if narrowed else labels[i]
-            stored[...] = image
+            if narrow and len(table) > NARROW_LIMIT:
+                wide[i] = image
+            else:
+                labels[i] = image
             polygons = outlines(image, len(table)) if params.polygons else None
-            return table, components, polygons, narrowed
+            return table, components, polygons
 
         if self.threads > 1 and len(batch) > 1:
             with ThreadPoolExecutor(min(self.threads, len(batch))) as pool:
@@ -79,10 +81,10 @@ class CpuBackend:
             results = [one(i) for i in range(len(batch))]
         return BatchResult(
             labels=labels,
-            tables=[table for table, _, _, _ in results],
-            components=[components for _, components, _, _ in results],
-            polygons=[p for _, _, p, _ in results if p is not None] if params.polygons else None,
-            narrowed=[narrowed for _, _, _, narrowed in results] if narrow else [],
+            tables=[table for table, _, _ in results],
+            components=[components for _, components, _ in results],
+            polygons=[p for _, _, p in results if p is not None] if params.polygons else None,
+            wide=wide,
         )
 
     def batch_budget_bytes(self) -> int:

@@ -44,8 +44,8 @@ from .base import (
     Labeled,
     batch_result,
     joined,
+    label_dtype,
     label_in_parts,
-    narrow_view,
     nothing_to_undo,
     split_bounds,
 )
@@ -194,7 +194,7 @@ class CudaBackend:
                 )
             return batch_result(labels, labeled, params)
         host = np.asarray(batch)
-        labels = self.empty_batch(host.shape, np.dtype(np.uint32)) if out is None else out
+        labels = self.empty_batch(host.shape, label_dtype(narrow)) if out is None else out
         labeled = label_in_parts(
             lambda _, lo, hi: self._label_host(host[lo:hi], params, labels[lo:hi], narrow),
             _parts(host),
@@ -225,7 +225,7 @@ class CudaBackend:
             out = cupy.empty(part.shape, cupy.uint32)
             labeled = _label(values, params, out)
             kept = [len(table) for table in labeled.tables]
-            labeled.narrowed = _labels_to_host(cupy, out, labels[lo:hi], kept, narrow, stream)
+            labeled.wide = _labels_to_host(cupy, out, labels[lo:hi], kept, narrow, stream)
             return labeled
 
         with cupy.cuda.Device(self.device), self._stream() as stream, stream:
@@ -327,26 +327,25 @@ def pinned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 
 def _labels_to_host(
     cupy: Any, device: Any, host: np.ndarray, kept: list[int], narrow: bool, stream: Any
-) -> list[bool]:
-    """Copy a part's device labels into its host slots and wait for `stream`.
+) -> dict[int, np.ndarray]:
+    """Copy a part's device labels (uint32) into `host` and wait for `stream`.
 
-    With `narrow`, images with at most NARROW_LIMIT kept labels are cast to
-    uint16 on the device (one kernel for the part) and copied into the first
-    half of their slots (backends.base); a scan's labels then cost half the
-    bus time. Returns the narrowed flags ([] without `narrow`).
+    With `narrow`, `host` is uint16: the labels are cast on the device (one
+    kernel), so a scan's labels cost half the bus time, and the images whose
+    kept labels exceed NARROW_LIMIT come back whole, in page-locked arrays of
+    their own. Returns those, by image index (BatchResult.wide).
     """
     if not narrow:
         device.get(stream=stream, out=host)
-        return []
-    narrowed = [count <= NARROW_LIMIT for count in kept]
-    short = device.astype(cupy.uint16) if any(narrowed) else device
-    for i, flag in enumerate(narrowed):
-        if flag:
-            short[i].get(stream=stream, out=narrow_view(host[i]), blocking=False)
-        else:
-            device[i].get(stream=stream, out=host[i], blocking=False)
+        return {}
+    device.astype(cupy.uint16).get(stream=stream, out=host, blocking=False)
+    wide = {}
+    for i, count in enumerate(kept):
+        if count > NARROW_LIMIT:
+            wide[i] = pinned_empty(device[i].shape, np.dtype(np.uint32))
+            device[i].get(stream=stream, out=wide[i], blocking=False)
     stream.synchronize()
-    return narrowed
+    return wide
 
 
 def _page_locked(cupy: Any, array: np.ndarray) -> bool:

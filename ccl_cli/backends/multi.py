@@ -15,7 +15,15 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..params import LabelParams
-from .base import Backend, BatchResult, Labeled, batch_result, label_in_parts, split_bounds
+from .base import (
+    Backend,
+    BatchResult,
+    Labeled,
+    batch_result,
+    label_dtype,
+    label_in_parts,
+    split_bounds,
+)
 
 
 class MultiDeviceBackend:
@@ -34,12 +42,9 @@ class MultiDeviceBackend:
         out: np.ndarray | None = None,
         narrow: bool = False,
     ) -> BatchResult:
-        """Label the (N, H, W) numpy batch, each device into its slice of `out` (backends.base).
-
-        Narrowed images stay in their own slots, so the parts need not agree.
-        """
+        """Label the (N, H, W) numpy batch, each device into its slice of `out` (backends.base)."""
         batch = np.asarray(batch)
-        labels = self.empty_batch(batch.shape, np.dtype(np.uint32)) if out is None else out
+        labels = self.empty_batch(batch.shape, label_dtype(narrow)) if out is None else out
 
         def part(i: int, lo: int, hi: int) -> Labeled:
             return Labeled.of(self.backends[i].label(batch[lo:hi], params, labels[lo:hi], narrow))
