@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ccl_cli import processes
-from ccl_cli.backends.base import Backend, warm_up
+from ccl_cli.backends.base import WARM_UP_DTYPES, Backend, warm_up
 from ccl_cli.backends.cpu import CpuBackend
 from ccl_cli.errors import BackendUnavailable
 from ccl_cli.params import LabelParams
@@ -226,15 +226,15 @@ def test_the_served_backend_is_warmed_up_with_the_runs_parameters_before_serving
     assert warmed == [("cpu", LabelParams(tau=3, min_area=2, polygons=True))]
 
 
-def test_warm_up_labels_one_tiny_image_and_swallows_what_fails():
+def test_warm_up_labels_tiny_images_and_swallows_what_fails():
     class Recording(CpuBackend):
         def __init__(self, fail: bool) -> None:
             super().__init__(threads=1)
             self.fail = fail
-            self.calls: list[tuple[tuple[int, ...], bool]] = []
+            self.calls: list[tuple[tuple[int, ...], np.dtype, bool]] = []
 
         def label(self, batch, params, out=None, narrow=False):  # type: ignore[no-untyped-def]
-            self.calls.append((batch.shape, narrow))
+            self.calls.append((batch.shape, batch.dtype, narrow))
             if self.fail:
                 raise RuntimeError("no device")
             return super().label(batch, params, out, narrow)
@@ -242,7 +242,7 @@ def test_warm_up_labels_one_tiny_image_and_swallows_what_fails():
     for fail in (False, True):
         backend = Recording(fail)
         warm_up(backend, LabelParams(tau=1, polygons=True))
-        assert backend.calls == [((1, 4, 4), True)]
+        assert backend.calls == [((1, 4, 4), np.dtype(dtype), True) for dtype in WARM_UP_DTYPES]
 
 
 def test_device_auto_without_a_gpu_labels_in_the_workers(tmp_path: Path):

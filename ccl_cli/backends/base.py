@@ -112,19 +112,25 @@ class Backend(Protocol):
         ...
 
 
+#: The dtypes warm_up labels a tiny image of: what 1-bit, 8-bit and 16-bit images decode to.
+WARM_UP_DTYPES = (np.bool_, np.uint8, np.uint16)
+
+
 def warm_up(backend: Backend, params: LabelParams) -> None:
-    """Label one tiny image with `params`, so that the first real batch does not pay
-    the backend's one-time costs.
+    """Label a tiny image of each WARM_UP_DTYPES with `params`, so that the first
+    real batch does not pay the backend's one-time costs.
 
     On CUDA those are about a second: CuPy's first elementwise kernel imports
-    cupyx and, through it, SciPy; kernels load and memory pools fill. Callers
-    run this while other start-up work goes on. It is only an optimization:
-    whatever fails here fails again, and is reported, with the first batch.
+    cupyx and, through it, SciPy; each new kernel is compiled (or loaded from
+    CuPy's cache), and memory pools fill. Callers run this while other
+    start-up work goes on. It is only an optimization: whatever fails here
+    fails again, and is reported, with the first batch.
     """
-    batch = backend.empty_batch((1, 4, 4), np.dtype(np.uint8))
-    batch[...] = 1
-    with suppress(Exception):  # see the docstring
-        backend.label(batch, params, narrow=True)
+    for dtype in WARM_UP_DTYPES:
+        batch = backend.empty_batch((1, 4, 4), np.dtype(dtype))
+        batch[...] = 1
+        with suppress(Exception):  # see the docstring
+            backend.label(batch, params, narrow=True)
 
 
 def nothing_to_undo() -> None:
