@@ -21,9 +21,11 @@ EXTRA=("$@")
 OUT=${OUT:-bench-out}
 mkdir -p "$OUT"
 if ls .whl/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade \
         --target /tmp/site .whl/*.whl || exit 2
 fi
+# Byte-compiled, as a pip install is (see scripts/device_visit.sh).
+python3 -m compileall -q -j 8 ccl_cli /tmp/site >/dev/null 2>&1
 export PYTHONPATH=.:/tmp/site PYTHONUNBUFFERED=1
 nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
 python3 -m ccl_cli info >"$OUT/info.txt" 2>&1

@@ -25,9 +25,12 @@ BUDGET=${BUDGET:-560}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || exit 1
 fi
+# Byte-compiled, as a pip install is: the GPU machine sets PYTHONDONTWRITEBYTECODE,
+# so otherwise every run compiles the sources again (imagecodecs alone: 0.6 s).
+python3 -m compileall -q -j 8 ccl_cli /tmp/site >/dev/null 2>&1
 export PYTHONPATH=.:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 summary="$OUT/summary.txt"
 : >"$summary"
