@@ -475,7 +475,8 @@ class _Run:
         try:
             batch = self.backend.empty_batch((len(group), *key[0]), group[0].values.dtype)
             np.stack([d.values for d in group], out=batch)
-            # Labels that fit may come back as uint16, ready for the 16-bit PNG.
+            # uint16 labels, ready for the 16-bit PNG (an image with more
+            # components than that holds comes back as uint32; backends.base).
             narrow = self.settings.label_format != "tiff"
             result = self.backend.label(batch, self.params, narrow=narrow)
         except (KeyboardInterrupt, _Stop):

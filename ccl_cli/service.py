@@ -172,13 +172,13 @@ class LabelingService:
                 elif not self.backends:
                     connection.send(("self", None))
                 else:
-                    backend = self.backends[turn % len(self.backends)]
+                    index = turn % len(self.backends)
                     for block in {batch.block, out.block} - unlocks.keys():
                         memory = blocks[block]
                         address = np.frombuffer(memory, np.uint8).ctypes.data
-                        unlocks[block] = backend.page_lock(address, len(memory))
+                        unlocks[block] = self.backends[index].page_lock(address, len(memory))
                     views = _view(blocks, batch), _view(blocks, out)
-                    connection.send(self._answer(turn, *views, params, narrow))
+                    connection.send(self._answer(index, *views, params, narrow))
         except (EOFError, OSError):
             pass
         finally:
@@ -190,10 +190,10 @@ class LabelingService:
                     block.close()
 
     def _answer(
-        self, turn: int, batch: np.ndarray, out: np.ndarray, params: LabelParams, narrow: bool
+        self, index: int, batch: np.ndarray, out: np.ndarray, params: LabelParams, narrow: bool
     ) -> tuple[str, Any]:
-        """("ok", what labeling gave) with the labels in `out`, or ("error", why)."""
-        index = turn % len(self.backends)
+        """("ok", what labeling gave) with the labels in `out`, or ("error", why):
+        labeled by backend `index`."""
         try:
             with self.gates[index]:
                 result = self.backends[index].label(batch, params, out, narrow)

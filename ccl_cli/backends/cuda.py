@@ -180,9 +180,9 @@ class CudaBackend:
         through page-locked host memory (its own when it is stacked in
         empty_batch's, else a staging copy) on non-blocking streams, in up to
         HOST_STREAMS parts at once, so that one part's copies overlap another's
-        kernels; its labels land in `out` (or a new page-locked array), those
-        that fit as uint16 with `narrow`. Out of device memory, a part is split
-        in halves and retried.
+        kernels; its labels land in `out` (or a new page-locked array), as
+        uint16 with `narrow` (backends.base). Out of device memory, a part is
+        split in halves and retried.
         """
         cupy = _import_cupy()
         if is_device_array(batch):
