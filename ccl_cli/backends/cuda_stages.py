@@ -24,7 +24,7 @@ _MORPH_WARPS = 2  # warps per block
 _SMOOTH_STRIP_W = 120  # output columns per warp of smooth.cu's strip kernels
 # Output rows per warp (a launch argument): on the H200 (4000x3000) 8 beat 16 in 4
 # of 5 smoothing cases by 4-9% and lost 3% in the fifth (uint16 box:3).
-_SMOOTH_STRIP_ROWS = 8
+_SMOOTH_STRIP_ROWS = 16
 _SMOOTH_WARPS = 4
 _SMOOTH_STRIP_RADIUS = 3  # largest radius of the strip kernels
 _SMOOTH_TILE = 32  # output pixels per tile side of smooth.cu's shared-tile kernels
@@ -80,6 +80,8 @@ def smooth_launch(
 
     Radii up to 3 run the warp-strip kernels (vector loads where rows are
     aligned), each warp `rows` output rows; larger radii the shared-tile ones.
+    The strip kernels' exact shortcuts (smooth.cu) hold for box and binomial
+    weights: the outer two are 1, none is above 20.
     """
     n, height, width = _batch_shape(values)
     dtype = np.dtype(values.dtype)
@@ -100,6 +102,8 @@ def smooth_launch(
         )
         name = f"gccl_smooth_{_SUFFIX[dtype]}_{accumulator}"
         return name, n * tiles, _SMOOTH_THREADS, args
+    if weights[0] != 1 or weights[-1] != 1 or max(weights) > 20:  # box and binomial are
+        raise ValueError(f"the strip kernels need outer weights 1, all <= 20: {weights}")
     strips_x = -(-width // _SMOOTH_STRIP_W)
     strips = strips_x * -(-height // rows)
     padded = (*weights, *(0,) * (7 - len(weights)))
