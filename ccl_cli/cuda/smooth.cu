@@ -7,7 +7,8 @@
 //   integers: exact sums in ACC (int32 where the host proved it cannot
 //     overflow, else int64), V' = floor((2S + W) / (2W)) (halves round up);
 //   floats: float64, horizontal pass j = -R..R then vertical pass i = -R..R,
-//     acc = acc + w * v with separately rounded multiply and add (no FMA),
+//     acc = acc + w * v with separately rounded multiply and add (the strip
+//     kernels fuse the two only where the product is exact: same bits),
 //     acc starting at +0.0, then S / W rounded to T.
 // Two kernel families compute it:
 //   gccl_smooth_<T>_r<R> (R <= 3, the common radii): warp strips, below;
@@ -144,23 +145,29 @@ GCCL_SMOOTH_KERNEL(gccl_smooth_f64_f64, double, double)
 // gccl_smooth_<T>_r<R>: warp strips for R <= 3.
 //
 // The stage reads sizeof(T) + 1 bytes and writes 8 per pixel; what keeps it
-// from running at memory speed is instruction issue and too few loads in
-// flight, so these kernels are built to spend few instructions per pixel and
-// to keep several rows of loads outstanding:
-// - A warp walks down a strip of `rows` output rows (a launch argument), one
-//   input row at a time, the loads of the next GCCL_SMOOTH_AHEAD rows issued
-//   before the current row's arithmetic. A lane holds 4 consecutive pixels: one
-//   vector load each of values and mask where the host proved the rows
-//   aligned, values zeroed off the mask as they arrive. The R neighbours on
-//   each side come from the adjacent lanes by shuffles; lanes 0 and 31 only
-//   supply neighbours, so a warp reads 128 columns and writes the 120 between
-//   them.
-// - Horizontal sums of the last 2R + 1 rows stay in registers, in a ring whose
-//   slots are fixed at compile time: the row loop is unrolled 2R + 1 times, so
-//   no value moves between slots and no shared memory is involved.
+// from running at memory speed is instruction issue and latency (float64
+// arithmetic, loads), so these kernels spend few instructions per pixel and
+// keep as many warps resident as the registers and shared memory allow:
+// - A warp walks down a strip of `rows` output rows (a launch argument: the
+//   host picks it so that the grid fills whole waves), one input row at a
+//   time, the next row's loads issued before the current row's arithmetic. A
+//   lane holds 4 consecutive pixels: one vector load each of values and mask
+//   where the host proved the rows aligned, values zeroed off the mask as they
+//   arrive. The R neighbours on each side come from the adjacent lanes by
+//   shuffles; lanes 0 and 31 only supply neighbours, so a warp reads 128
+//   columns and writes the 120 between them.
+// - Horizontal sums of the last 2R + 1 rows wait in a thread-private ring in
+//   shared memory (SumRing), their weight totals and mask words in registers.
+//   The row loop is unrolled 2R + 1 times (each_slot), so every ring slot is a
+//   compile-time constant: fixed offsets, no index arithmetic, nothing moved.
+// - __launch_bounds__ budgets registers for GCCL_SMOOTH_STRIP_BLOCKS blocks
+//   per SM: on the H200 (float32, R = 3) 7 blocks of 4 warps, 72 registers
+//   with a few bytes spilled, beat 6, 5 and 4 blocks without spills by 4-18%;
+//   7 float32 rings of R = 3 also just fit in its shared memory.
 // - The weights are those of box and binomial: w[0] = w[2R] = 1 (the host
-//   checks it), so the first and last vertical terms need no multiply. The
-//   float32 horizontal pass uses FMA where that is exact (float_term).
+//   checks it), so the first and last vertical terms need no multiply
+//   (vertical_term). The float32 horizontal pass uses FMA, which is exact
+//   there (horizontal_term).
 // - The weight totals W of a lane's 4 pixels are computed 4 at a time: mask
 //   bytes are 0 or 1 and sum w <= 64, so one 32-bit multiply-add per tap adds
 //   up 4 byte lanes without carries (then 16-bit lanes for the vertical pass:
@@ -171,17 +178,11 @@ GCCL_SMOOTH_KERNEL(gccl_smooth_f64_f64, double, double)
 #ifndef GCCL_SMOOTH_STRIP_WARPS
 #define GCCL_SMOOTH_STRIP_WARPS 4  // warps per block (-D overrides it for tuning runs)
 #endif
-// Tuning (-D overrides these for tuning runs): input rows loaded ahead; where
-// the ring of horizontal sums lives (0 registers, 1 shared memory, -1 per type:
-// StripTuning); blocks per SM the registers are budgeted for (0: per type).
-#ifndef GCCL_SMOOTH_AHEAD
-#define GCCL_SMOOTH_AHEAD 1
+#ifndef GCCL_SMOOTH_PREFETCH
+#define GCCL_SMOOTH_PREFETCH 0  // rows beyond the next one prefetched into L2 (0: none)
 #endif
-#ifndef GCCL_SMOOTH_SHARED_RING
-#define GCCL_SMOOTH_SHARED_RING -1
-#endif
-#ifndef GCCL_SMOOTH_MIN_BLOCKS
-#define GCCL_SMOOTH_MIN_BLOCKS 0
+#ifndef GCCL_SMOOTH_STRIP_BLOCKS
+#define GCCL_SMOOTH_STRIP_BLOCKS 7  // blocks per SM that registers are budgeted for (above)
 #endif
 #define GCCL_SMOOTH_STRIP_THREADS (32 * GCCL_SMOOTH_STRIP_WARPS)
 #define GCCL_SMOOTH_LANE 4                                // columns per lane
@@ -360,25 +361,13 @@ __device__ __forceinline__ ACC vertical_term(ACC acc, int i, const int (&w)[SPAN
 
 
 // The horizontal sums of a thread's 4 pixels for the last 2R + 1 input rows,
-// slot k (fixed at compile time) for the rows y with (y - y0 + R) % SPAN == k.
-// In registers, or where those would cost too much occupancy (SharedRing) in
-// shared memory that only the owning thread touches, laid out
-// [slot][16-byte word][thread] so that a warp's access to one word is 512
-// contiguous bytes (no bank conflicts, no barrier).
-template <typename ACC, int SPAN, bool SHARED>
-struct SumRing {
-  ACC s[SPAN][4];
-  __device__ __forceinline__ void put(int k, const ACC (&v)[4]) {
-#pragma unroll
-    for (int c = 0; c < 4; ++c) s[k][c] = v[c];
-  }
-  __device__ __forceinline__ void get(int k, ACC (&v)[4]) const {
-#pragma unroll
-    for (int c = 0; c < 4; ++c) v[c] = s[k][c];
-  }
-};
+// slot k for the rows y with (y - y0 + R) % (2R + 1) == k, in shared memory
+// that only the owning thread touches: laid out [slot][16-byte word][thread],
+// so that a warp's access to one word is 512 contiguous bytes (no bank
+// conflicts, no barrier). Slots are compile-time constants (each_slot), so
+// every access has a fixed offset.
 template <typename ACC, int SPAN>
-struct SumRing<ACC, SPAN, true> {
+struct SumRing {
   static constexpr int WORDS = sizeof(ACC) / 4;  // 16-byte words per 4 sums
   union Words {
     ACC s[4];
@@ -403,15 +392,6 @@ struct SumRing<ACC, SPAN, true> {
 #pragma unroll
     for (int c = 0; c < 4; ++c) v[c] = u.s[c];
   }
-};
-
-// Per accumulator type: the ring's place and the blocks per SM (of
-// GCCL_SMOOTH_STRIP_WARPS warps) that __launch_bounds__ budgets registers for.
-template <typename ACC>
-struct StripTuning {
-  static constexpr bool shared_ring = GCCL_SMOOTH_SHARED_RING != 0;
-  static constexpr int min_blocks =
-      GCCL_SMOOTH_MIN_BLOCKS > 0 ? GCCL_SMOOTH_MIN_BLOCKS : (sizeof(ACC) == 8 ? 6 : 8);
 };
 
 // f(Slot<K>{}) for K = FIRST .. END - 1 while it returns true: the row loop
@@ -452,11 +432,10 @@ __device__ __forceinline__ void smooth_strip(const T* values, const unsigned cha
   const u64 image_base = (u64)image * (u32)height * (u32)width;
   double* out_row = out + image_base + (u64)y0 * (u32)width;
 
-  // Rows y .. y + AHEAD - 1 as loaded; `load_y` is the next row to load.
+  // Row y comes from `next`, loaded a row ahead; `load_y` is the next row to load.
   int load_y = y0 - R;
   const T* value_row = values + image_base + (long long)load_y * width;
   const unsigned char* mask_row = mask + image_base + (long long)load_y * width;
-  Quad<T> ahead[GCCL_SMOOTH_AHEAD];
   auto load_next = [&]() {
     Quad<T> q = {};
     if (load_y >= 0 && load_y < y_read) q = load_quad(value_row, mask_row, x, width, vec);
@@ -465,22 +444,28 @@ __device__ __forceinline__ void smooth_strip(const T* values, const unsigned cha
     mask_row += width;
     return q;
   };
-#pragma unroll
-  for (int a = 0; a < GCCL_SMOOTH_AHEAD; ++a) ahead[a] = load_next();
+  Quad<T> next = load_next();
 
   // The rings, slot k for the input rows y with (y - y0 + R) % SPAN == k: their
   // horizontal sums, their W (columns 0 and 2, 1 and 3, in 16-bit halves) and
   // their mask word.
-  SumRing<ACC, SPAN, StripTuning<ACC>::shared_ring> sums;
+  SumRing<ACC, SPAN> sums;
   u32 pairs[SPAN][2], on[SPAN];
   int y = y0 - R;  // the input row
   auto step = [&](auto slot) {  // input row y into ring slot k; false past the last
     constexpr int k = decltype(slot)::value;
     if (y == y_stop) return false;  // the same for the whole warp
-    const Quad<T> own = ahead[0];
-#pragma unroll
-    for (int a = 0; a + 1 < GCCL_SMOOTH_AHEAD; ++a) ahead[a] = ahead[a + 1];
-    ahead[GCCL_SMOOTH_AHEAD - 1] = load_next();
+    const Quad<T> own = next;
+    next = load_next();
+#if GCCL_SMOOTH_PREFETCH > 0
+    // Row load_y + PREFETCH - 1 into L2, so that its load later finds it there.
+    if (load_y + GCCL_SMOOTH_PREFETCH - 1 < y_read && load_y + GCCL_SMOOTH_PREFETCH - 1 >= 0 &&
+        x >= 0 && x < width) {
+      const long long ahead = (long long)(GCCL_SMOOTH_PREFETCH - 1) * width + x;
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(value_row + ahead));
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(mask_row + ahead));
+    }
+#endif
 
     // Columns x - R .. x + 3 + R of row y (lanes 0 and 31 get some wrong: unused).
     const u32 left_on = __shfl_up_sync(GCCL_SMOOTH_FULL_WARP, own.on, 1);
@@ -559,8 +544,8 @@ __device__ __forceinline__ void smooth_strip(const T* values, const unsigned cha
 }
 
 #define GCCL_SMOOTH_STRIP_KERNEL(NAME, T, ACC, R)                                            \
-  extern "C" __global__ void __launch_bounds__(GCCL_SMOOTH_STRIP_THREADS,                       \
-                                      StripTuning<ACC>::min_blocks)                           \
+  extern "C" __global__ void __launch_bounds__(GCCL_SMOOTH_STRIP_THREADS,                   \
+                                               GCCL_SMOOTH_STRIP_BLOCKS)                     \
       NAME(const T* values, const unsigned char* mask, double* out, int w0, int w1, int w2,  \
            int w3, int w4, int w5, int w6, u32 height, u32 width, u32 rows, u32 strips_x,    \
            u32 strips_per_image, u32 images, int vec) {                                      \
