@@ -359,7 +359,6 @@ __device__ __forceinline__ ACC vertical_term(ACC acc, int i, const int (&w)[SPAN
   return SmoothMath<ACC>::madd(acc, w[i], v);
 }
 
-
 // The horizontal sums of a thread's 4 pixels for the last 2R + 1 input rows,
 // slot k for the rows y with (y - y0 + R) % (2R + 1) == k, in shared memory
 // that only the owning thread touches: laid out [slot][16-byte word][thread],
