@@ -16,6 +16,7 @@ from oracles import bfs_labels, component_stats, filter_min_area, is_foreground
 from stage_oracles import oracle_smooth, scipy_mask
 
 from ccl_cli.backends.cpu import label_image
+from ccl_cli.backends.cuda_stages import strip_rows
 from ccl_cli.params import SUPPORTED_DTYPES, LabelParams
 from ccl_cli.stages import NumpyStages, label_input, smooth_weights
 
@@ -209,6 +210,31 @@ def test_float_estimate_and_remainder_round_like_the_exact_integer_rule() -> Non
         q = np.floor(n / d + push).astype(np.int64)
         r = n - q * d
         np.testing.assert_array_equal(q + (r >= d) - (r < 0), n // d)
+
+
+def test_strip_kernel_weights_allow_the_exact_shortcuts() -> None:
+    # cuda/smooth.cu's strip kernels (R <= 3) skip the multiply of the outer two
+    # vertical terms (weight 1) and fuse w * v + acc for float32 v, which is exact
+    # only while w * v fits float64's 53 bits: 24-bit significands times w <= 20.
+    for kind in ("box", "binomial"):
+        for radius in (1, 2, 3):
+            weights = smooth_weights(kind, radius)
+            assert weights[0] == weights[-1] == 1 and max(weights) <= 20
+    rng = np.random.default_rng(6)
+    v = (rng.random(10_000) * 2.0 ** rng.integers(-149, 128, 10_000)).astype(np.float32)
+    for w in range(1, 21):
+        product = np.float64(w) * v.astype(np.float64)
+        back = product / w  # exact products of w < 2**5 divide back without loss
+        np.testing.assert_array_equal(back, v.astype(np.float64))
+
+
+def test_strip_rows_fill_whole_waves() -> None:
+    # 4000x3000 on an H200 at 7 blocks of 4 warps per SM (one wave: 3696 warps) in
+    # 34 warp columns: 28 rows make 108 strips per column, 3672 warps, one wave
+    # nearly full (27 rows would need a second wave, 32 would leave 14% idle).
+    assert strip_rows(3000, 34, 7 * 132 * 4, 3) == 28
+    assert strip_rows(40, 1, 3696, 3) == 1  # a small image: a warp per row
+    assert 24 <= strip_rows(3000, 34 * 64, 3696, 3) <= 32  # many waves anyway: long strips
 
 
 def test_smoothing_skips_nan_and_background_holes() -> None:

@@ -623,7 +623,9 @@ class _Kernels:
 
         self.device = device
         self._functions: dict[str, Any] = {}
+        self._resident: dict[tuple[str, int], int] = {}
         with cupy.cuda.Device(device):
+            self.multiprocessors = int(cupy.cuda.Device(device).attributes["MultiProcessorCount"])
             reason = f"{FORCE_NVRTC_ENV} is set" if os.environ.get(FORCE_NVRTC_ENV) else ""
             if not reason:
                 try:
@@ -641,11 +643,26 @@ class _Kernels:
 
     def launch(self, name: str, grid: int, block: tuple[int, ...], args: tuple[Any, ...]) -> None:
         """Launch kernel `name` on a 1-D grid on the current stream."""
+        if grid > 0:
+            self._function(name)((grid,), block, args)
+
+    def resident_blocks(self, name: str, threads: int) -> int:
+        """Blocks of `threads` threads of kernel `name` that one SM holds at once."""
+        key = (name, threads)
+        if key not in self._resident:
+            import cupy
+
+            with cupy.cuda.Device(self.device):
+                self._resident[key] = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                    self._function(name).kernel.ptr, threads, 0
+                )
+        return self._resident[key]
+
+    def _function(self, name: str) -> Any:
         function = self._functions.get(name)
         if function is None:
             function = self._functions[name] = self._module.get_function(name)
-        if grid > 0:
-            function((grid,), block, args)
+        return function
 
 
 _loaded: dict[int, _Kernels] = {}

@@ -22,9 +22,7 @@ _MORPH_STRIP_W = 512  # columns per warp of morphology.cu
 _MORPH_ROWS = {16: 16, 4: 16, 1: 4}  # rows per warp, by access width (bytes)
 _MORPH_WARPS = 2  # warps per block
 _SMOOTH_STRIP_W = 120  # output columns per warp of smooth.cu's strip kernels
-# Output rows per warp (a launch argument): on the H200 (4000x3000) 8 beat 16 in 4
-# of 5 smoothing cases by 4-9% and lost 3% in the fifth (uint16 box:3).
-_SMOOTH_STRIP_ROWS = 8
+_SMOOTH_MAX_ROWS = 32  # output rows per warp of the strip kernels, at most (strip_rows)
 _SMOOTH_WARPS = 4
 _SMOOTH_STRIP_RADIUS = 3  # largest radius of the strip kernels
 _SMOOTH_TILE = 32  # output pixels per tile side of smooth.cu's shared-tile kernels
@@ -74,12 +72,15 @@ def morph_launch(source: Any, target: Any, op: str, connectivity: int) -> Launch
 
 
 def smooth_launch(
-    values: Any, mask: Any, out: Any, weights: tuple[int, ...], rows: int = _SMOOTH_STRIP_ROWS
+    values: Any, mask: Any, out: Any, weights: tuple[int, ...], rows: int | None = None
 ) -> Launch:
     """Smoothing of the contiguous batch `values` over the uint8 `mask` into float64 `out`.
 
     Radii up to 3 run the warp-strip kernels (vector loads where rows are
-    aligned), each warp `rows` output rows; larger radii the shared-tile ones.
+    aligned), each warp `rows` output rows (by default strip_rows' choice for
+    this device); larger radii the shared-tile ones.
+    The strip kernels' exact shortcuts (smooth.cu) hold for box and binomial
+    weights: the outer two are 1, none is above 20.
     """
     n, height, width = _batch_shape(values)
     dtype = np.dtype(values.dtype)
@@ -100,7 +101,14 @@ def smooth_launch(
         )
         name = f"gccl_smooth_{_SUFFIX[dtype]}_{accumulator}"
         return name, n * tiles, _SMOOTH_THREADS, args
+    if weights[0] != 1 or weights[-1] != 1 or max(weights) > 20:  # box and binomial are
+        raise ValueError(f"the strip kernels need outer weights 1, all <= 20: {weights}")
+    name = f"gccl_smooth_{_SUFFIX[dtype]}_r{radius}"
     strips_x = -(-width // _SMOOTH_STRIP_W)
+    if rows is None:
+        kernels = _kernels(values.device.id)
+        blocks = kernels.resident_blocks(name, 32 * _SMOOTH_WARPS) * kernels.multiprocessors
+        rows = strip_rows(height, n * strips_x, blocks * _SMOOTH_WARPS, radius)
     strips = strips_x * -(-height // rows)
     padded = (*weights, *(0,) * (7 - len(weights)))
     vec = (
@@ -117,8 +125,23 @@ def smooth_launch(
         *(np.uint32(v) for v in (height, width, rows, strips_x, strips, n)),
         np.int32(vec),
     )
-    name = f"gccl_smooth_{_SUFFIX[dtype]}_r{radius}"
     return name, -(-(n * strips) // _SMOOTH_WARPS), (32 * _SMOOTH_WARPS,), args
+
+
+def strip_rows(height: int, columns: int, wave: int, radius: int) -> int:
+    """Output rows per warp of a strip kernel for `columns` warp columns (images times
+    strips across) of `height` rows, where one wave of the device holds `wave` warps.
+
+    Each strip also reads 2R rows above and below its own (about half a row's work
+    each), and a wave that is only partly filled takes as long as a full one, so
+    the choice minimizes (waves, rounded up) x (rows + R) over 1 .. _SMOOTH_MAX_ROWS.
+    """
+
+    def cost(rows: int) -> tuple[int, int]:
+        warps = columns * -(-height // rows)
+        return -(-warps // wave) * (rows + radius), rows
+
+    return min(cost(rows) for rows in range(1, _SMOOTH_MAX_ROWS + 1))[1]
 
 
 def _access_width(width: int, *arrays: Any) -> int:

@@ -7,7 +7,8 @@
 //   integers: exact sums in ACC (int32 where the host proved it cannot
 //     overflow, else int64), V' = floor((2S + W) / (2W)) (halves round up);
 //   floats: float64, horizontal pass j = -R..R then vertical pass i = -R..R,
-//     acc = acc + w * v with separately rounded multiply and add (no FMA),
+//     acc = acc + w * v with separately rounded multiply and add (the strip
+//     kernels fuse the two only where the product is exact: same bits),
 //     acc starting at +0.0, then S / W rounded to T.
 // Two kernel families compute it:
 //   gccl_smooth_<T>_r<R> (R <= 3, the common radii): warp strips, below;
@@ -28,6 +29,7 @@
 template <typename ACC>
 struct SmoothMath {  // exact integer arithmetic
   static __device__ __forceinline__ ACC madd(ACC acc, int w, ACC v) { return acc + (ACC)w * v; }
+  static __device__ __forceinline__ ACC add(ACC acc, ACC v) { return acc + v; }
   template <typename T>
   static __device__ __forceinline__ double finish(ACC s, int count) {
     const ACC num = 2 * s + count, den = 2 * (ACC)count;
@@ -42,9 +44,15 @@ struct SmoothMath<double> {  // float64 with every rounding step explicit
   static __device__ __forceinline__ double madd(double acc, int w, double v) {
     return __dadd_rn(acc, __dmul_rn((double)w, v));
   }
+  static __device__ __forceinline__ double add(double acc, double v) { return __dadd_rn(acc, v); }
   template <typename T>
   static __device__ __forceinline__ double finish(double s, int count) {
-    return (double)(T)__ddiv_rn(s, (double)count);  // (T) rounds to nearest even
+    return (double)(T)__ddiv_rn(s, count_to_double(count));  // (T) rounds to nearest even
+  }
+  // (double)c for 0 <= c < 2^32 by an add instead of a conversion instruction:
+  // the bits 0x43300000'c are the float64 2^52 + c, and subtracting 2^52 is exact.
+  static __device__ __forceinline__ double count_to_double(int c) {
+    return __hiloint2double(0x43300000, c) - 4503599627370496.0;
   }
 };
 
@@ -137,18 +145,32 @@ GCCL_SMOOTH_KERNEL(gccl_smooth_f64_f64, double, double)
 // gccl_smooth_<T>_r<R>: warp strips for R <= 3.
 //
 // The stage reads sizeof(T) + 1 bytes and writes 8 per pixel; what keeps it
-// from running at memory speed is instruction issue, so these kernels are
-// built to spend few instructions per pixel:
-// - A warp walks down a strip of `rows` output rows (a launch argument), one
-//   input row at a time, the next row's loads issued before the current
-//   row's arithmetic. A lane holds 4 consecutive pixels: one vector load each
-//   of values and mask where the host proved the rows aligned, values zeroed
-//   off the mask as they arrive. The R neighbours on each side come from the
-//   adjacent lanes by shuffles; lanes 0 and 31 only supply neighbours, so a
-//   warp reads 128 columns and writes the 120 between them.
-// - Horizontal sums of the last 2R + 1 rows wait in a ring in shared memory
-//   that only their own thread writes and reads (no barrier, nothing shared
-//   between threads); a ring kept in registers cost more in moves than it saved.
+// from running at memory speed is instruction issue and latency (float64
+// arithmetic, loads), so these kernels spend few instructions per pixel and
+// keep as many warps resident as the registers and shared memory allow:
+// - A warp walks down a strip of `rows` output rows (a launch argument: the
+//   host picks it so that the grid fills whole waves), one input row at a
+//   time, the next row's loads issued before the current row's arithmetic.
+//   A lane holds 4 consecutive pixels: one vector load each of values and
+//   mask where the host proved the rows aligned, values zeroed off the mask
+//   as they arrive. The R neighbours on each side come from the adjacent
+//   lanes by shuffles; lanes 0 and 31 only supply neighbours, so a warp reads
+//   128 columns and writes the 120 between them.
+// - Kernels with int32 sums also prefetch the row after the next into L2:
+//   5-8% faster for uint16 on the H200. With 64-bit sums the extra registers
+//   spill, and float32 at R = 3 ran 5% slower with it.
+// - Horizontal sums of the last 2R + 1 rows wait in a thread-private ring in
+//   shared memory (SumRing), their weight totals and mask words in registers.
+//   The row loop is unrolled 2R + 1 times (each_slot), so every ring slot is a
+//   compile-time constant: fixed offsets, no index arithmetic, nothing moved.
+// - __launch_bounds__ budgets registers for GCCL_SMOOTH_STRIP_BLOCKS blocks
+//   per SM: on the H200 (float32, R = 3) 7 blocks of 4 warps, 72 registers
+//   with a few bytes spilled, beat 6, 5 and 4 blocks without spills by 4-18%;
+//   7 float32 rings of R = 3 also just fit in its shared memory.
+// - The weights are those of box and binomial: w[0] = w[2R] = 1 (the host
+//   checks it), so the first and last vertical terms need no multiply
+//   (vertical_term). The float32 horizontal pass uses FMA, which is exact
+//   there (horizontal_term).
 // - The weight totals W of a lane's 4 pixels are computed 4 at a time: mask
 //   bytes are 0 or 1 and sum w <= 64, so one 32-bit multiply-add per tap adds
 //   up 4 byte lanes without carries (then 16-bit lanes for the vertical pass:
@@ -158,6 +180,9 @@ GCCL_SMOOTH_KERNEL(gccl_smooth_f64_f64, double, double)
 
 #ifndef GCCL_SMOOTH_STRIP_WARPS
 #define GCCL_SMOOTH_STRIP_WARPS 4  // warps per block (-D overrides it for tuning runs)
+#endif
+#ifndef GCCL_SMOOTH_STRIP_BLOCKS
+#define GCCL_SMOOTH_STRIP_BLOCKS 7  // blocks per SM that registers are budgeted for (above)
 #endif
 #define GCCL_SMOOTH_STRIP_THREADS (32 * GCCL_SMOOTH_STRIP_WARPS)
 #define GCCL_SMOOTH_LANE 4                                // columns per lane
@@ -305,23 +330,83 @@ __device__ __forceinline__ double strip_finish(ACC s, int count) {
   }
 }
 
-// A thread's row slots: its 4 horizontal sums (1 or 2 16-byte words) and one
-// word (W of columns 0 and 2, W of columns 1 and 3, in 16-bit halves; the mask
-// word; 0), for the last 2R + 1 rows. Laid out [slot][word][thread], so that a
-// warp's access to one word is 512 contiguous bytes (no bank conflicts); only
-// the owning thread ever touches its words.
+// One term w * v of a horizontal sum: acc + w * v as SmoothMath<ACC>::madd
+// computes it, in one instruction where that gives the same bits. For float32
+// v and the strip kernels' weights (1 <= w <= 20 < 2^5: binomial R <= 3), w * v
+// has at most 24 + 5 significant bits and |w * v| < 2^133 (inf stays inf), so
+// float64 holds it exactly: __dmul_rn(w, v) = w * v, and __dadd_rn(acc, w * v)
+// = RN(acc + w * v) = __fma_rn(w, v, acc), signed zeros included. (The
+// vertical pass multiplies float64 sums of up to 53 bits: no FMA there.)
+template <typename T, typename ACC>
+__device__ __forceinline__ ACC horizontal_term(ACC acc, int w, T v) {
+  if constexpr (sizeof(T) == 4 && IsFloat<ACC>::value && T(0.5) != T(0)) {  // float
+    return __fma_rn((double)w, (double)v, acc);
+  } else {
+    return SmoothMath<ACC>::madd(acc, w, (ACC)v);
+  }
+}
+
+// Term i (i = 0 .. 2R) of a vertical sum, the window's rows oldest first: v is
+// the horizontal sum of input row y + i - R. Terms in the documented order, acc
+// from +0.0; w[0] = w[2R] = 1 makes the first term's product exact and its add
+// +0.0 + v = v (a horizontal sum is never -0.0: it starts at +0.0, and in
+// round-to-nearest x + y is -0.0 only for x = y = -0.0), the last term's
+// product exact as well.
 template <typename ACC, int SPAN>
-struct RowRing {
-  static constexpr int SUM_WORDS = sizeof(ACC) / 4;
-  static constexpr int WORDS = SUM_WORDS + 1;
-  uint4 words[SPAN][WORDS][GCCL_SMOOTH_STRIP_THREADS];
+__device__ __forceinline__ ACC vertical_term(ACC acc, int i, const int (&w)[SPAN], ACC v) {
+  if (i == 0) return v;
+  if (i == SPAN - 1) return SmoothMath<ACC>::add(acc, v);
+  return SmoothMath<ACC>::madd(acc, w[i], v);
+}
+
+// The horizontal sums of a thread's 4 pixels for the last 2R + 1 input rows,
+// slot k for the rows y with (y - y0 + R) % (2R + 1) == k, in shared memory
+// that only the owning thread touches: laid out [slot][16-byte word][thread],
+// so that a warp's access to one word is 512 contiguous bytes (no bank
+// conflicts, no barrier). Slots are compile-time constants (each_slot), so
+// every access has a fixed offset.
+template <typename ACC, int SPAN>
+struct SumRing {
+  static constexpr int WORDS = sizeof(ACC) / 4;  // 16-byte words per 4 sums
+  union Words {
+    ACC s[4];
+    uint4 w[WORDS];
+  };
+  uint4* const at = storage() + threadIdx.x;  // the thread's word 0 of slot 0
+  static __device__ __forceinline__ uint4* storage() {
+    __shared__ uint4 words[SPAN * WORDS * GCCL_SMOOTH_STRIP_THREADS];
+    return words;
+  }
+  __device__ __forceinline__ void put(int k, const ACC (&v)[4]) {
+    Words u;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) u.s[c] = v[c];
+#pragma unroll
+    for (int h = 0; h < WORDS; ++h) at[(k * WORDS + h) * GCCL_SMOOTH_STRIP_THREADS] = u.w[h];
+  }
+  __device__ __forceinline__ void get(int k, ACC (&v)[4]) const {
+    Words u;
+#pragma unroll
+    for (int h = 0; h < WORDS; ++h) u.w[h] = at[(k * WORDS + h) * GCCL_SMOOTH_STRIP_THREADS];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) v[c] = u.s[c];
+  }
 };
 
-template <typename ACC>
-union SumWords {  // four sums as 16-byte words
-  ACC s[4];
-  uint4 w[sizeof(ACC) / 4];
+// f(Slot<K>{}) for K = FIRST .. END - 1 while it returns true: the row loop
+// unrolled with each ring slot a compile-time constant. False once f was.
+template <int K>
+struct Slot {
+  static constexpr int value = K;
 };
+template <int FIRST, int END, typename F>
+__device__ __forceinline__ bool each_slot(F& f) {
+  if constexpr (FIRST == END) {
+    return true;
+  } else {
+    return f(Slot<FIRST>{}) && each_slot<FIRST + 1, END>(f);
+  }
+}
 
 template <typename T, typename ACC, int R>
 __device__ __forceinline__ void smooth_strip(const T* values, const unsigned char* mask,
@@ -330,12 +415,8 @@ __device__ __forceinline__ void smooth_strip(const T* values, const unsigned cha
                                              u32 strips_per_image, u32 images, bool vec) {
   constexpr int SPAN = 2 * R + 1;
   constexpr int EXT = GCCL_SMOOTH_LANE + 2 * R;  // a lane's pixels plus R on each side
-  typedef RowRing<ACC, SPAN> Ring;
-  constexpr int STEP = Ring::WORDS * GCCL_SMOOTH_STRIP_THREADS;  // words per slot
-  __shared__ Ring ring;
-  const u32 tid = threadIdx.x;
-  const u32 warp = blockIdx.x * GCCL_SMOOTH_STRIP_WARPS + tid / 32;
-  const int lane = tid % 32;
+  const u32 warp = blockIdx.x * GCCL_SMOOTH_STRIP_WARPS + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
   const u32 image = warp / strips_per_image;
   if (image >= images) return;  // the whole warp: shuffles below see all 32 lanes
   const u32 strip = warp - image * strips_per_image;
@@ -345,80 +426,98 @@ __device__ __forceinline__ void smooth_strip(const T* values, const unsigned cha
   const int x = (int)(sx * GCCL_SMOOTH_STRIP_W) + (lane - 1) * GCCL_SMOOTH_LANE;
   const bool writes = lane != 0 && lane != 31 && x < width;
   const int y_end = min(y0 + (int)rows, height);  // output rows y0 .. y_end - 1
+  const int y_stop = y_end + R;                   // input rows y0 - R .. y_stop - 1
+  const int y_read = min(y_stop, height);         // rows from here on read as zero
   const u64 image_base = (u64)image * (u32)height * (u32)width;
-  uint4* const ring_begin = &ring.words[0][0][tid];
-  uint4* const ring_end = ring_begin + SPAN * STEP;
-
-  int y = y0 - R;  // the input row
-  const T* value_row = values + image_base + (long long)y * width;
-  const unsigned char* mask_row = mask + image_base + (long long)y * width;
   double* out_row = out + image_base + (u64)y0 * (u32)width;
-  Quad<T> own = {};
-  if (y >= 0) own = load_quad(value_row, mask_row, x, width, vec);
-  uint4* slot = ring_begin;  // the slot of row y
-  for (; y < y_end + R; ++y) {  // the same trip count for the whole warp
+
+  // Row y comes from `next`, loaded a row ahead; `load_y` is the next row to load.
+  int load_y = y0 - R;
+  const T* value_row = values + image_base + (long long)load_y * width;
+  const unsigned char* mask_row = mask + image_base + (long long)load_y * width;
+  auto load_next = [&]() {
+    Quad<T> q = {};
+    if (load_y >= 0 && load_y < y_read) q = load_quad(value_row, mask_row, x, width, vec);
+    ++load_y;
     value_row += width;
     mask_row += width;
-    Quad<T> next = {};
-    if (y + 1 < min(y_end + R, height) && y + 1 >= 0)
-      next = load_quad(value_row, mask_row, x, width, vec);
+    return q;
+  };
+  Quad<T> next = load_next();
+
+  // The rings, slot k for the input rows y with (y - y0 + R) % SPAN == k: their
+  // horizontal sums, their W (columns 0 and 2, 1 and 3, in 16-bit halves) and
+  // their mask word.
+  SumRing<ACC, SPAN> sums;
+  u32 pairs[SPAN][2], on[SPAN];
+  int y = y0 - R;  // the input row
+  auto step = [&](auto slot) {  // input row y into ring slot k; false past the last
+    constexpr int k = decltype(slot)::value;
+    if (y == y_stop) return false;  // the same for the whole warp
+    const Quad<T> own = next;
+    next = load_next();
+    if constexpr (sizeof(ACC) == 4) {  // row y + 2 into L2 (int32 sums: see above)
+      if (load_y < y_read && load_y >= 0 && x >= 0 && x < width) {
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(value_row + x));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(mask_row + x));
+      }
+    }
 
     // Columns x - R .. x + 3 + R of row y (lanes 0 and 31 get some wrong: unused).
     const u32 left_on = __shfl_up_sync(GCCL_SMOOTH_FULL_WARP, own.on, 1);
     const u32 right_on = __shfl_down_sync(GCCL_SMOOTH_FULL_WARP, own.on, 1);
-    ACC e[EXT];
+    T e[EXT];
 #pragma unroll
     for (int j = 0; j < R; ++j) {
-      e[j] = (ACC)shfl_up_any(own.v[GCCL_SMOOTH_LANE - R + j], 1);
-      e[R + GCCL_SMOOTH_LANE + j] = (ACC)shfl_down_any(own.v[j], 1);
+      e[j] = shfl_up_any(own.v[GCCL_SMOOTH_LANE - R + j], 1);
+      e[R + GCCL_SMOOTH_LANE + j] = shfl_down_any(own.v[j], 1);
     }
 #pragma unroll
-    for (int k = 0; k < GCCL_SMOOTH_LANE; ++k) e[R + k] = (ACC)own.v[k];
+    for (int c = 0; c < GCCL_SMOOTH_LANE; ++c) e[R + c] = own.v[c];
 
-    // Horizontal pass into the ring: sums per column, weight totals 4 at a time.
-    SumWords<ACC> sums;
+    // Horizontal pass: sums per column, weight totals 4 at a time.
+    ACC row[4];
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      ACC s = ACC(0);
+    for (int c = 0; c < 4; ++c) {
+      row[c] = ACC(0);
 #pragma unroll
-      for (int j = 0; j < SPAN; ++j) s = SmoothMath<ACC>::madd(s, w[j], e[k + j]);
-      sums.s[k] = s;
+      for (int j = 0; j < SPAN; ++j) row[c] = horizontal_term<T, ACC>(row[c], w[j], e[c + j]);
     }
+    sums.put(k, row);
     u32 totals = 0;
 #pragma unroll
     for (int j = 0; j < SPAN; ++j)
       totals += (u32)w[j] * mask_window(left_on, own.on, right_on, j - R);
-#pragma unroll
-    for (int h = 0; h < Ring::SUM_WORDS; ++h) slot[h * GCCL_SMOOTH_STRIP_THREADS] = sums.w[h];
-    slot[Ring::SUM_WORDS * GCCL_SMOOTH_STRIP_THREADS] =
-        make_uint4(totals & 0x00FF00FFu, (totals >> 8) & 0x00FF00FFu, own.on, 0u);
-    slot += STEP;
-    if (slot == ring_end) slot = ring_begin;  // now the slot of row y - 2R
+    pairs[k][0] = totals & 0x00FF00FFu;
+    pairs[k][1] = (totals >> 8) & 0x00FF00FFu;
+    on[k] = own.on;
 
     if (y >= y0 + R) {  // the window is full: output row y - R
-      ACC s[4] = {ACC(0), ACC(0), ACC(0), ACC(0)};
-      u32 pairs[2] = {0u, 0u}, centre_on = 0;
-      const uint4* at = slot;  // rows y - 2R .. y, oldest first
+      const int oldest = (k + 1) % SPAN;  // the slot of row y - 2R
+      u32 count_pairs[2] = {pairs[oldest][0], pairs[oldest][1]};
+#pragma unroll
+      for (int i = 1; i < SPAN; ++i) {
+        count_pairs[0] += (u32)w[i] * pairs[(oldest + i) % SPAN][0];
+        count_pairs[1] += (u32)w[i] * pairs[(oldest + i) % SPAN][1];
+      }
+      const u32 centre_on = on[(oldest + R) % SPAN];
+      ACC window_sums[4] = {};
 #pragma unroll
       for (int i = 0; i < SPAN; ++i) {
-        SumWords<ACC> row;
+        ACC row_sums[4];
+        sums.get((oldest + i) % SPAN, row_sums);
 #pragma unroll
-        for (int h = 0; h < Ring::SUM_WORDS; ++h) row.w[h] = at[h * GCCL_SMOOTH_STRIP_THREADS];
-        const uint4 c = at[Ring::SUM_WORDS * GCCL_SMOOTH_STRIP_THREADS];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) s[k] = SmoothMath<ACC>::madd(s[k], w[i], row.s[k]);
-        pairs[0] += (u32)w[i] * c.x;
-        pairs[1] += (u32)w[i] * c.y;
-        if (i == R) centre_on = c.z;
-        at += STEP;
-        if (at == ring_end) at = ring_begin;
+        for (int c = 0; c < 4; ++c) {
+          const ACC v = i == SPAN - 1 ? row[c] : row_sums[c];  // row y: still at hand
+          window_sums[c] = vertical_term(window_sums[c], i, w, v);
+        }
       }
       double result[4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int count = (int)((pairs[k % 2] >> (16 * (k / 2))) & 0xFFFFu);
-        const double smoothed = strip_finish<T, ACC>(s[k], count);
-        result[k] = (centre_on >> (8 * k)) & 1u ? smoothed
+      for (int c = 0; c < 4; ++c) {
+        const int count = (int)((count_pairs[c % 2] >> (16 * (c / 2))) & 0xFFFFu);
+        const double smoothed = strip_finish<T, ACC>(window_sums[c], count);
+        result[c] = (centre_on >> (8 * c)) & 1u ? smoothed
                                                  : __longlong_as_double(0x7FF8000000000000LL);
       }
       if (writes) {
@@ -427,18 +526,22 @@ __device__ __forceinline__ void smooth_strip(const T* values, const unsigned cha
           reinterpret_cast<double2*>(out_row + x)[1] = make_double2(result[2], result[3]);
         } else {
 #pragma unroll
-          for (int k = 0; k < 4; ++k)
-            if (x + k < width) out_row[x + k] = result[k];
+          for (int c = 0; c < 4; ++c)
+            if (x + c < width) out_row[x + c] = result[c];
         }
       }
       out_row += width;
     }
-    own = next;
+    ++y;
+    return true;
+  };
+  while (each_slot<0, SPAN>(step)) {
   }
 }
 
 #define GCCL_SMOOTH_STRIP_KERNEL(NAME, T, ACC, R)                                            \
-  extern "C" __global__ void __launch_bounds__(GCCL_SMOOTH_STRIP_THREADS)                    \
+  extern "C" __global__ void __launch_bounds__(GCCL_SMOOTH_STRIP_THREADS,                   \
+                                               GCCL_SMOOTH_STRIP_BLOCKS)                     \
       NAME(const T* values, const unsigned char* mask, double* out, int w0, int w1, int w2,  \
            int w3, int w4, int w5, int w6, u32 height, u32 width, u32 rows, u32 strips_x,    \
            u32 strips_per_image, u32 images, int vec) {                                      \
