@@ -48,7 +48,7 @@ def test_the_mixed_batch_has_one_image_too_many_for_16_bits():
     assert kept[1] == NARROW_LIMIT + 1 and max(kept[0], kept[2]) < NARROW_LIMIT
 
 
-def test_cpu_narrows_the_images_that_fit_into_their_slots():
+def test_cpu_narrows_into_out_and_returns_the_wide_image_apart():
     batch = mixed_batch()
     want = CpuBackend(threads=1).label(batch, PARAMS)
     assert want.wide == {} and want.image(1).dtype == np.uint32
