@@ -46,7 +46,7 @@ def copy_ceiling(devices: int, nbytes: int = 1 << 30) -> tuple[float, float]:
     """GB/s of device-to-host copies into page-locked memory: from one GPU, and from all at once.
 
     Labels are 2 or 4 bytes a pixel, so these copies bound the speed of every
-    case below; when all GPUs together copy little faster than one, the host
+    case of this benchmark; when all GPUs together copy little faster than one, the host
     (memory, PCIe topology), not the GPUs, limits the speed-up.
     """
     import cupy
