@@ -15,6 +15,7 @@ typedef long long i64;
 
 #define GCCL_BACKGROUND 0xFFFFFFFFu
 #define GCCL_ROOT_FLAG 0x80000000u
+#define GCCL_FULL_WARP 0xFFFFFFFFu  // every lane of a warp, for the *_sync intrinsics
 
 // Pixels per chunk of the raster-order kernels (finalize, resolve, stats):
 // GCCL_CHUNK_THREADS threads x GCCL_CHUNK_ITEMS pixels each.
@@ -69,4 +70,13 @@ __device__ __forceinline__ void unite(u32* parent, u32 a, u32 b) {
     if (old == b) return;
     b = old;
   }
+}
+
+// Inclusive prefix sum of `v` over the 32 lanes of a warp (all lanes must call).
+__device__ __forceinline__ u32 warp_inclusive_sum(u32 v, u32 lane) {
+  for (u32 d = 1; d < 32; d <<= 1) {
+    const u32 y = __shfl_up_sync(GCCL_FULL_WARP, v, d);
+    if (lane >= d) v += y;
+  }
+  return v;
 }

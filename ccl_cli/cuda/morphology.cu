@@ -29,7 +29,6 @@
 #define GCCL_MORPH_ROWS_BYTES 4  // rows per warp of the byte-access kernels (rare; less code)
 #define GCCL_MORPH_LANE_BYTES 16                         // columns per lane
 #define GCCL_MORPH_STRIP_W (32 * GCCL_MORPH_LANE_BYTES)  // columns per warp
-#define GCCL_FULL_WARP 0xFFFFFFFFu
 
 // 16 consecutive mask bytes: byte k in bits 8 * (k % 4) of w[k / 4].
 struct MaskRow {

@@ -91,11 +91,7 @@ extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS)
     const u64 g = start + step * GCCL_CHUNK_THREADS + threadIdx.x;
     const u32 bits = g < total ? corner_bits(parts, g, height, width) : 0;
     const u32 own = __popc(bits);
-    u32 inclusive = own;
-    for (u32 d = 1; d < 32; d <<= 1) {
-      const u32 y = __shfl_up_sync(0xFFFFFFFFu, inclusive, d);
-      if (lane >= d) inclusive += y;
-    }
+    const u32 inclusive = warp_inclusive_sum(own, lane);
     if (lane == 31) warp_sums[warp] = inclusive;
     __syncthreads();
     u32 earlier = 0, step_total = 0;

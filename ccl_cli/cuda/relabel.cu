@@ -61,21 +61,10 @@ extern "C" __global__ void __launch_bounds__(GCCL_SCAN_THREADS)
       items[j] = first + j < end ? in[first + j] : 0;
       own += items[j];
     }
-    u32 inclusive = own;
-    for (u32 d = 1; d < 32; d <<= 1) {
-      const u32 y = __shfl_up_sync(0xFFFFFFFFu, inclusive, d);
-      if (lane >= d) inclusive += y;
-    }
+    const u32 inclusive = warp_inclusive_sum(own, lane);
     if (lane == 31) warp_sums[warp] = inclusive;
     __syncthreads();
-    if (warp == 0) {
-      u32 s = warp_sums[lane];
-      for (u32 d = 1; d < 32; d <<= 1) {
-        const u32 y = __shfl_up_sync(0xFFFFFFFFu, s, d);
-        if (lane >= d) s += y;
-      }
-      warp_sums[lane] = s;
-    }
+    if (warp == 0) warp_sums[lane] = warp_inclusive_sum(warp_sums[lane], lane);
     __syncthreads();
     u32 running = carry + (warp ? warp_sums[warp - 1] : 0) + inclusive - own;
     for (u32 j = 0; j < GCCL_SCAN_ITEMS; ++j) {

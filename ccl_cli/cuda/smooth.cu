@@ -187,7 +187,6 @@ GCCL_SMOOTH_KERNEL(gccl_smooth_f64_f64, double, double)
 #define GCCL_SMOOTH_STRIP_THREADS (32 * GCCL_SMOOTH_STRIP_WARPS)
 #define GCCL_SMOOTH_LANE 4                                // columns per lane
 #define GCCL_SMOOTH_STRIP_W (30 * GCCL_SMOOTH_LANE)       // columns written per warp
-#define GCCL_SMOOTH_FULL_WARP 0xFFFFFFFFu
 
 // Four consecutive pixels of a row, zero off the mask, and their mask bytes
 // (byte k of `on`, 0 or 1).
@@ -267,17 +266,17 @@ __device__ __forceinline__ Quad<T> load_quad(const T* values, const unsigned cha
 template <typename T>
 __device__ __forceinline__ T shfl_up_any(T v, u32 delta) {
   if constexpr (sizeof(T) < 4) {
-    return (T)__shfl_up_sync(GCCL_SMOOTH_FULL_WARP, (int)v, delta);
+    return (T)__shfl_up_sync(GCCL_FULL_WARP, (int)v, delta);
   } else {
-    return __shfl_up_sync(GCCL_SMOOTH_FULL_WARP, v, delta);
+    return __shfl_up_sync(GCCL_FULL_WARP, v, delta);
   }
 }
 template <typename T>
 __device__ __forceinline__ T shfl_down_any(T v, u32 delta) {
   if constexpr (sizeof(T) < 4) {
-    return (T)__shfl_down_sync(GCCL_SMOOTH_FULL_WARP, (int)v, delta);
+    return (T)__shfl_down_sync(GCCL_FULL_WARP, (int)v, delta);
   } else {
-    return __shfl_down_sync(GCCL_SMOOTH_FULL_WARP, v, delta);
+    return __shfl_down_sync(GCCL_FULL_WARP, v, delta);
   }
 }
 
@@ -464,8 +463,8 @@ __device__ __forceinline__ void smooth_strip(const T* values, const unsigned cha
     }
 
     // Columns x - R .. x + 3 + R of row y (lanes 0 and 31 get some wrong: unused).
-    const u32 left_on = __shfl_up_sync(GCCL_SMOOTH_FULL_WARP, own.on, 1);
-    const u32 right_on = __shfl_down_sync(GCCL_SMOOTH_FULL_WARP, own.on, 1);
+    const u32 left_on = __shfl_up_sync(GCCL_FULL_WARP, own.on, 1);
+    const u32 right_on = __shfl_down_sync(GCCL_FULL_WARP, own.on, 1);
     T e[EXT];
 #pragma unroll
     for (int j = 0; j < R; ++j) {
