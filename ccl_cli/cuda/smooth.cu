@@ -307,6 +307,43 @@ __device__ __forceinline__ double floor_div_wide(long long n, long long d) {
   return floor(__ddiv_rn((double)n, (double)d));
 }
 
+// RN(s / count) in float64 for the float32 strip kernels, in five float64
+// operations where __ddiv_rn takes about ten plus a range check and a slow
+// path (float32 at R = 3 spent a quarter of its float64 work dividing):
+//   r = the float32 reciprocal estimate of W, refined by one Newton step
+//     (refined_reciprocal);
+//   q0 = s * r, e = s - q0 * W (exact, by FMA), q = q0 + e * r.
+// Why q = RN(s / W), for 1 <= W < 2^23 and s a finite float32 sum: s = 0 (then
+// q = +0: s is never -0.0, see vertical_term) or 2^-149 <= |s| < 2^141, so no
+// step underflows or overflows. rcp.approx.f32 is within 1 ulp (PTX ISA):
+// |rf * W - 1| <= 2^-23, so after the Newton step |r * W - 1| <= 2^-45 and q0
+// is within 2^-44 of s / W relatively. Then e is a multiple of ulp(q0) / 2 below
+// 2^21 of them: exact. q0 + e * r = s / W + e (r - 1 / W), off s / W by at most
+// 2^-88 relatively, and FMA rounds that once. s / W is never a midpoint
+// between doubles (a midpoint has 54 significant bits, so midpoint * W cannot
+// be the 53-bit s), and s - m * W for a midpoint m is a multiple of u / 4 (u:
+// the spacing of doubles at s / W), so s / W is at least u / 2^14 >= 2^-67
+// |s / W| from every midpoint: the 2^-88 cannot move the rounding. Infinite
+// and NaN sums pass through, as division leaves them. tests/gpu checks the
+// reciprocal for every W up to 2^12 and the quotient against numpy.
+__device__ __forceinline__ double refined_reciprocal(int count) {
+  const float wf = __int_as_float(0x4B000000 | count) - 8388608.0f;  // (float)count, exact
+  float rf;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(rf) : "f"(wf));
+  // (double)rf by moving its bits (rf is a positive normal float for count >= 1):
+  // integer operations instead of a conversion, which issues at a quarter rate.
+  const unsigned bits = __float_as_uint(rf);
+  const double r = __hiloint2double((int)((bits >> 3) + 0x38000000u), (int)(bits << 29));
+  return __fma_rn(r, __fma_rn(-SmoothMath<double>::count_to_double(count), r, 1.0), r);
+}
+__device__ __forceinline__ double quotient_of_float_sums(double s, int count) {
+  const double w = SmoothMath<double>::count_to_double(count);
+  const double r = refined_reciprocal(count);
+  const double q0 = __dmul_rn(s, r);
+  const double q = __fma_rn(__fma_rn(-q0, w, s), r, q0);
+  return (__double2hiint(s) & 0x7FF00000) == 0x7FF00000 ? s : q;
+}
+
 template <typename ACC>
 struct IsFloat {
   static constexpr bool value = false;
@@ -320,7 +357,9 @@ struct IsFloat<double> {
 // caller discards the value).
 template <typename T, typename ACC>
 __device__ __forceinline__ double strip_finish(ACC s, int count) {
-  if constexpr (IsFloat<ACC>::value) {  // float64 sums of floats
+  if constexpr (IsFloat<ACC>::value && sizeof(T) == 4) {  // float64 sums of float32
+    return (double)(float)quotient_of_float_sums(s, count);  // (float) rounds to nearest even
+  } else if constexpr (IsFloat<ACC>::value) {  // float64 sums of float64
     return SmoothMath<double>::template finish<T>(s, count);
   } else if constexpr (sizeof(ACC) == 4) {  // int32 sums
     return (double)floor_div_small(2 * s + count, max(2 * count, 1));
@@ -566,3 +605,14 @@ GCCL_SMOOTH_STRIPS(u32, unsigned int, long long)
 GCCL_SMOOTH_STRIPS(i32, int, long long)
 GCCL_SMOOTH_STRIPS(f32, float, double)
 GCCL_SMOOTH_STRIPS(f64, double, double)
+
+// For tests/gpu: refined_reciprocal and quotient_of_float_sums of n (sum, count) pairs.
+extern "C" __global__ void gccl_smooth_f32_quotients(const double* sums, const int* counts,
+                                                     double* reciprocals, double* quotients,
+                                                     u32 n) {
+  const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    reciprocals[i] = refined_reciprocal(counts[i]);
+    quotients[i] = quotient_of_float_sums(sums[i], counts[i]);
+  }
+}

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import zlib
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -195,6 +196,62 @@ def test_smoothing_kernel_rounds_like_numpy(dtype, kind, radius):
         nan = np.isnan(want)
         np.testing.assert_array_equal(np.isnan(got), nan)
         np.testing.assert_array_equal(got[~nan].view(np.uint64), want[~nan].view(np.uint64))
+
+
+def _near_midpoints(rng: np.random.Generator, count: int, width: int) -> list[float]:
+    """`count` doubles s with s / width as close to a midpoint between doubles as a
+    double s can be: s = RN(m * width) for random midpoints m of every magnitude."""
+    sums = []
+    for _ in range(count):
+        q = float(rng.uniform(1, 2) * 2.0 ** int(rng.integers(-140, 120)))
+        midpoint = Fraction(q) + Fraction(np.spacing(q)) / 2
+        sums.append(float(midpoint * width) * float(rng.choice([-1, 1])))
+    return sums
+
+
+def test_float32_smoothing_division_is_correctly_rounded():
+    """smooth.cu's division of float32 sums (quotient_of_float_sums) against its proof:
+    the refined reciprocal is within 2^-45 of 1 / W for every W up to 2^16 (the strip
+    kernels meet W <= 4096), and the quotient is numpy's correctly rounded s / W for
+    sums of every magnitude, next to midpoints, zero, infinite and NaN (not -0.0, which
+    no sum is: smooth.cu's vertical_term)."""
+    rng = np.random.default_rng(45)
+    widths = np.arange(1, 2**16 + 1)
+    sums = np.zeros(len(widths))
+    reciprocals = _division_kernel(sums, widths)[0]
+    for width, reciprocal in zip(widths.tolist(), reciprocals.tolist(), strict=True):
+        numerator, denominator = reciprocal.as_integer_ratio()
+        assert abs(numerator * width - denominator) * 2**45 <= denominator, width
+
+    cases_sums, cases_widths = [], []
+    for width in range(1, 4097):
+        drawn = rng.standard_normal(12) * 2.0 ** rng.integers(-149, 141, 12)
+        floats = rng.standard_normal(6) * 2.0 ** rng.integers(-126, 127, 6)
+        tiny = rng.integers(-(2**20), 2**20, 4) * 2.0**-149
+        special = [0.0, 2.0**-149, -(2.0**140), np.inf, -np.inf, np.nan, float(width) * 3]
+        batch = [*drawn, *floats.astype(np.float32).astype(np.float64), *tiny, *special]
+        batch += _near_midpoints(rng, 6, width)
+        cases_sums += batch
+        cases_widths += [width] * len(batch)
+    sums, widths = np.array(cases_sums), np.array(cases_widths)
+    got = _division_kernel(sums, widths)[1]
+    want = sums / widths
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(got[~nan].view(np.uint64), want[~nan].view(np.uint64))
+
+
+def _division_kernel(sums: np.ndarray, widths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """smooth.cu's (refined_reciprocal(W), quotient_of_float_sums(s, W)) per pair."""
+    import cupy
+
+    from ccl_cli.backends.cuda import _kernels
+
+    n = len(sums)
+    reciprocals, quotients = cupy.empty(n, cupy.float64), cupy.empty(n, cupy.float64)
+    args = (cupy.asarray(sums), cupy.asarray(widths, cupy.int32), reciprocals, quotients)
+    _kernels(0).launch("gccl_smooth_f32_quotients", -(-n // 256), (256,), (*args, np.uint32(n)))
+    return reciprocals.get(), quotients.get()
 
 
 @pytest.mark.parametrize("connectivity", [4, 8])
