@@ -104,8 +104,10 @@ def empty_table(integer_values: bool) -> StatsTable:
 def float_sum_shift(absmax: np.ndarray, area: np.ndarray) -> np.ndarray:
     """The per-component power-of-two scale s of the float-mean rule (module doc)."""
     _, exponent = np.frexp(absmax.astype(np.float64))
-    area_bits = np.ceil(np.log2(np.maximum(area, 1).astype(np.float64))).astype(np.int64)
-    return FLOAT_SUM_BITS - area_bits - exponent.astype(np.int64)
+    # ceil(log2(area)) exactly, as the bit length of area - 1 (frexp's exponent
+    # of an integer below 2**53 is its bit length), as stats.cu computes it.
+    _, area_bits = np.frexp((np.maximum(area, 1) - 1).astype(np.float64))
+    return FLOAT_SUM_BITS - area_bits.astype(np.int64) - exponent.astype(np.int64)
 
 
 def float_mean(

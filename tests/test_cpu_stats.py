@@ -16,7 +16,7 @@ from skimage.measure import regionprops_table
 from ccl_cli.backends import cpu
 from ccl_cli.backends.cpu import label_image
 from ccl_cli.params import SUPPORTED_DTYPES, LabelParams
-from ccl_cli.stats import StatsTable, stats_csv
+from ccl_cli.stats import FLOAT_SUM_BITS, StatsTable, float_sum_shift, stats_csv
 
 
 @pytest.fixture(autouse=True, params=["per pixel", "per run"])
@@ -186,3 +186,13 @@ def test_equals_tells_signed_zeros_apart() -> None:
     flipped.min = np.abs(flipped.min)
     assert table.equals(table.take(np.arange(len(table))))
     assert not table.equals(flipped)
+
+
+def test_float_sum_shift_uses_ceil_log2_of_the_area() -> None:
+    """The shift's a = ceil(log2(area)) (module doc), around every power of two."""
+    powers = 2 ** np.arange(0, 41, dtype=np.int64)
+    area = np.unique(np.concatenate([np.arange(1, 1000), powers - 1, powers, powers + 1]))
+    area = area[area >= 1]
+    absmax = np.full(len(area), 3.0)  # frexp exponent 2
+    expected = [FLOAT_SUM_BITS - math.ceil(math.log2(int(a))) - 2 for a in area]
+    assert float_sum_shift(absmax, area).tolist() == expected

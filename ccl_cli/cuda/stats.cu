@@ -323,3 +323,76 @@ extern "C" __global__ void gccl_stats_init(u64* agg, u64 stride) {
 #define GCCL_FLOAT_SUM_KERNEL(suffix, T) GCCL_AGGREGATE_KERNEL(float_sum, FloatSumAcc, suffix, T)
 GCCL_FOR_EACH_DTYPE(GCCL_STATS_KERNEL)
 GCCL_FOR_EACH_FLOAT_DTYPE(GCCL_FLOAT_SUM_KERNEL)
+
+// The statistics table from the aggregates: ccl_cli/stats.py's StatsTable
+// columns as 64-bit words, GCCL_TABLE_COLUMNS rows of `stride` (= labels in
+// the batch), with that module's arithmetic, so the bits equal the CPU's:
+//   area, x, y, width, height: int64;
+//   centroid_x, centroid_y: float64(sum) / float64(area), one rounded division;
+//   mean: integers float64(sum v) / area; floats ldexp(float64(scaled sum),
+//     -s) / area with s = 62 - bits(area - 1) - frexp exponent of the largest
+//     finite |v| (float_sum_shift; bits(area - 1) = ceil(log2(area))), then
+//     +inf, -inf or NaN where the component holds infinities (float_mean);
+//   min, max: float64 from their order keys.
+// Only kept labels get a row: label j of image i goes to row kept_base[i] +
+// kept_rank[j] where keep[j] (min-area; the rank is min_area.cu's), to row j
+// when keep is null. The host copies these rows back instead of the
+// aggregates and uses them as they are.
+#define GCCL_TABLE_COLUMNS 10
+
+__device__ __forceinline__ double from_order_key(u64 key) {
+  return __longlong_as_double(
+      (long long)((key >> 63) ? key & 0x7FFFFFFFFFFFFFFFull : ~key));
+}
+
+// The image of batch label j: the last i with label_base[i] <= j.
+__device__ __forceinline__ u32 image_of(const u32* label_base, u32 images, u64 j) {
+  u32 lo = 0, hi = images;  // label_base[lo] <= j < label_base[hi]
+  while (hi - lo > 1) {
+    const u32 mid = (lo + hi) / 2;
+    if (label_base[mid] <= j) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+
+extern "C" __global__ void gccl_stats_table(const u64* agg, u64 stride, const u32* keep,
+                                            const u32* kept_rank, const u32* label_base,
+                                            const u32* kept_base, u32 images, int float_values,
+                                            u64* table) {
+  const u64 step = (u64)gridDim.x * blockDim.x;
+  for (u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x; j < stride; j += step) {
+    if (keep && !keep[j]) continue;
+    const u64 row = keep ? kept_base[image_of(label_base, images, j)] + kept_rank[j] : j;
+    const u64 area = agg[GCCL_F_AREA * stride + j];
+    const double area_f = (double)(area > 1 ? area : 1);  // exact: area < 2^53
+    const u64 xmin = agg[GCCL_F_XMIN * stride + j], ymin = agg[GCCL_F_YMIN * stride + j];
+    const long long sumv = (long long)agg[GCCL_F_SUMV * stride + j];
+    double mean;
+    if (float_values) {
+      int exponent;
+      frexp(__longlong_as_double((long long)agg[GCCL_F_ABSMAX * stride + j]), &exponent);
+      const int area_bits = area > 1 ? 64 - __clzll((long long)(area - 1)) : 0;
+      const int shift = 62 - area_bits - exponent;
+      mean = __ddiv_rn(ldexp(__ll2double_rn(sumv), -shift), area_f);
+      const u64 inf = agg[GCCL_F_INF * stride + j];
+      if (inf & GCCL_INF_POS) mean = __longlong_as_double(0x7FF0000000000000LL);
+      if (inf & GCCL_INF_NEG) mean = __longlong_as_double((long long)0xFFF0000000000000ull);
+      if ((inf & GCCL_INF_POS) && (inf & GCCL_INF_NEG))
+        mean = __longlong_as_double(0x7FF8000000000000LL);
+    } else {
+      mean = __ddiv_rn(__ll2double_rn(sumv), area_f);
+    }
+    const double columns_f[5] = {
+        __ddiv_rn(__ll2double_rn((long long)agg[GCCL_F_SUMX * stride + j]), area_f),
+        __ddiv_rn(__ll2double_rn((long long)agg[GCCL_F_SUMY * stride + j]), area_f),
+        mean,
+        from_order_key(agg[GCCL_F_VMIN * stride + j]),
+        from_order_key(agg[GCCL_F_VMAX * stride + j]),
+    };
+    const u64 columns_i[5] = {area, xmin, ymin, agg[GCCL_F_XMAX * stride + j] - xmin + 1,
+                              agg[GCCL_F_YMAX * stride + j] - ymin + 1};
+    for (int c = 0; c < 5; ++c) table[c * stride + row] = columns_i[c];
+    for (int c = 0; c < 5; ++c)
+      table[(5 + c) * stride + row] = (u64)__double_as_longlong(columns_f[c]);
+  }
+}
