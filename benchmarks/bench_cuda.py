@@ -8,9 +8,9 @@ Cases (data already on the device, times by CUDA events after warm-up, median):
   64 x 1920x1080 random d=0.5, 8-connectivity: labels + statistics;
   a depth frame tiled to 4000x3000 uint16, tau 20, 8-connectivity:
   labels + statistics + min-area.
-"labels + statistics" ends with the aggregates on the device (the host then
-only finishes centroids and means); the end-to-end CudaBackend.label time,
-tables on the host included, is reported beside it. Context on the same data:
+"labels + statistics" ends with the statistics table on the device; the
+end-to-end CudaBackend.label time, with the table and labels copied to the
+host, is reported beside it. Context on the same data:
 cupyx.scipy.ndimage.label (labels only) and OpenCV connectedComponents (CPU,
 labels only, all threads). Prints a markdown table; --json writes every number.
 """

@@ -46,7 +46,7 @@ from .backends.base import (
 from .backends.cuda import HOST_BATCH_BYTES
 from .params import LabelParams
 
-#: Batches one device labels at once (each in HOST_STREAMS parts of its own).
+#: Batches one device labels at once (each in chunks on streams of its own).
 CONCURRENT_BATCHES = 2
 #: Seconds LabelingService.close waits for each connection to end.
 CLOSE_WAIT_SECONDS = 5

@@ -15,8 +15,7 @@ gives each image's labels whichever way they came.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Generator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -163,13 +162,9 @@ class Labeled:
         return cls(result.tables, result.components, result.polygons or [], result.wide)
 
 
-#: One part of a batch: (part index, lo, hi) -> what labeling it gave.
-PartLabeler = Callable[[int, int, int], Labeled]
-
-
 def joined(parts: Sequence[Labeled]) -> Labeled:
     """The results of consecutive parts of a batch, as one, in order."""
-    starts = np.cumsum([0, *(len(part.tables) for part in parts[:-1])]).tolist()
+    starts = np.cumsum([0, *(len(part.tables) for part in parts)])[:-1].tolist()
     wide = {
         start + i: image
         for start, part in zip(starts, parts, strict=True)
@@ -189,16 +184,48 @@ def batch_result(labels: Any, labeled: Labeled, params: LabelParams) -> BatchRes
     return BatchResult(labels, labeled.tables, labeled.components, polygons, labeled.wide)
 
 
-def label_in_parts(label_part: PartLabeler, bounds: Sequence[tuple[int, int]]) -> Labeled:
-    """label_part(i, lo, hi) for every part at once, joined in order.
+#: A labeling in steps (a generator): each next() does a share of the work and
+#: returns before waiting on a device again where the backend can; the
+#: generator's return value is what labeling gave. Several of them run in
+#: turn from one thread (interleaved), so one device's copies and kernels go
+#: on while the host works for another, without threads contending for the GIL.
+LabelSteps = Generator[None, None, Labeled]
 
-    The first part runs in the calling thread, every other one in a thread of
-    its own. The parts write their labels into disjoint slices of one output
-    array, so nothing is concatenated afterwards.
+
+def label_steps(
+    backend: Backend, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
+) -> LabelSteps:
+    """backend.label_steps(...) where the backend has it (CUDA), else backend.label
+    in one step; `out` as in Backend.label."""
+    steps = getattr(backend, "label_steps", None)
+    if steps is not None:
+        return steps(batch, params, out, narrow)
+    return _in_one_step(backend, batch, params, out, narrow)
+
+
+def _in_one_step(
+    backend: Backend, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
+) -> LabelSteps:
+    yield from ()  # a generator that finishes on its first next()
+    return Labeled.of(backend.label(batch, params, out, narrow))
+
+
+def interleaved(labelings: Sequence[LabelSteps]) -> list[Labeled]:
+    """Run `labelings` a step each in turn until all are done; their results, in order.
+
+    If one fails, the others are closed (their cleanup runs) and the error propagates.
     """
-    first, *others = bounds
-    if not others:
-        return label_part(0, *first)
-    with ThreadPoolExecutor(len(others)) as pool:
-        futures = [pool.submit(label_part, i, lo, hi) for i, (lo, hi) in enumerate(others, 1)]
-        return joined([label_part(0, *first), *(future.result() for future in futures)])
+    results: dict[int, Labeled] = {}
+    try:
+        while len(results) < len(labelings):
+            for i, steps in enumerate(labelings):
+                if i not in results:
+                    try:
+                        next(steps)
+                    except StopIteration as done:
+                        results[i] = done.value
+    except BaseException:
+        for steps in labelings:
+            steps.close()
+        raise
+    return [results[i] for i in range(len(labelings))]

@@ -6,15 +6,23 @@ One batch (N, H, W) is labeled with one set of launches:
    for binary 4-connectivity and tau mode), then the tile borders (border.cu);
 2. dense raster-order labels per image (relabel.cu: root ranks per chunk, a
    per-image scan of the chunk counts, one resolve pass);
-3. statistics per label (stats.cu), min-area renumbering (min_area.cu);
+3. statistics per label (stats.cu), min-area renumbering (min_area.cu),
+   the statistics table of the kept labels (stats.cu);
 4. with --polygons, the outlines of the final labels (cuda_polygons.py).
 
 Morphology and smoothing run before step 1 (ccl_cli.stages with the kernels
 of cuda_stages.py).
 
-Only the label images (when the batch came from the host) and the small
-statistics arrays travel back; centroids and means are finished on the host
-with the arithmetic of ccl_cli.stats, so they match the CPU backend bit for bit.
+Only the label images (when the batch came from the host) and the
+statistics table travel back; the table is finished on the device with the
+arithmetic of ccl_cli.stats, so it matches the CPU backend bit for bit.
+
+The host waits for the device at two points only: for the number of labels
+(it sizes the statistics) and for the statistics themselves (_Job). A numpy
+batch is labeled in chunks of about _CHUNK_BYTES, each on a stream of its
+own, by one thread that issues every chunk's work before it waits for the
+first (CudaBackend.label_steps): the chunks' uploads follow each other at
+full bus speed while earlier chunks compute and copy their labels back.
 
 CuPy is imported only inside functions: importing this module, and the CPU
 path, never need it. Kernels come from the shipped fatbin, or from the same
@@ -26,8 +34,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections import deque
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,15 +46,16 @@ import numpy as np
 from ..errors import BackendUnavailable
 from ..params import SUPPORTED_DTYPES, LabelParams, canonical_bools, dtype_max
 from ..polygons import Outlines
-from ..stats import StatsTable, empty_table, float_mean, float_sum_shift
+from ..stats import StatsTable, empty_table
 from .base import (
     NARROW_LIMIT,
     BatchResult,
     Labeled,
+    LabelSteps,
     batch_result,
+    interleaved,
     joined,
     label_dtype,
-    label_in_parts,
     nothing_to_undo,
     split_bounds,
 )
@@ -65,19 +75,17 @@ _SCAN_THREADS = 1024
 _MAX_GRID = 2**31 - 1
 _MAX_IMAGE_PIXELS = 2**31 - 1  # labels and ranks share a u32 with a flag bit
 _MAX_BATCH_PIXELS = 2**32 - 1  # bounds the labels of a batch: offsets are u32
-#: Parts of a numpy batch labeled at once, each on its own stream and thread.
-HOST_STREAMS = 2
 #: Input bytes of a pipeline batch (--batch-size auto).
 HOST_BATCH_BYTES = 64 << 20
-#: Input bytes from which a numpy batch is labeled in HOST_STREAMS parts (see _parts).
-_MIN_SPLIT_BYTES = 32 << 20
+#: Input bytes of each chunk a numpy batch is labeled in (see _chunks).
+_CHUNK_BYTES = 32 << 20
 _HOST_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable
 
-# foreground.cuh rule kinds and stats.cu fields.
+# foreground.cuh rule kinds, stats.cu fields (the area's index) and table columns.
 _FG_BACKGROUND, _FG_ALL, _FG_ABOVE, _FG_BELOW = 0, 1, 2, 3
 _FIELDS = 12
-(AREA, XMIN, XMAX, YMIN, YMAX, SUMX, SUMY, SUMV, VMIN, VMAX, ABSMAX, INF) = range(_FIELDS)
-_INF_POS, _INF_NEG = 1, 2
+AREA = 0
+_TABLE_COLUMNS = 10
 
 _SUFFIX = {
     np.dtype(np.bool_): "u8",
@@ -163,7 +171,7 @@ class CudaBackend:
             _kernels(device)
         except Exception as exc:
             raise BackendUnavailable(f"CUDA kernels failed to load ({_one_line(exc)})") from exc
-        self._idle_streams: list[Any] = []
+        self._idle_streams: deque[Any] = deque()
         self._streams_lock = threading.Lock()
 
     def label(
@@ -176,13 +184,10 @@ class CudaBackend:
         """Label each image of an (N, H, W) batch; see backends.base.
 
         A device batch (CuPy, __cuda_array_interface__, DLPack) stays on its
-        device and its labels are a CuPy uint32 array there. A numpy batch goes
-        through page-locked host memory (its own when it is stacked in
-        empty_batch's, else a staging copy) on non-blocking streams, in up to
-        HOST_STREAMS parts at once, so that one part's copies overlap another's
-        kernels; its labels land in `out` (or a new page-locked array), as
-        uint16 with `narrow` (backends.base). Out of device memory, a part is
-        split in halves and retried.
+        device and its labels are a CuPy uint32 array there. A numpy batch is
+        labeled by label_steps; its labels land in `out` (or a new page-locked
+        array), as uint16 with `narrow` (backends.base). Out of device memory,
+        a batch is split in halves and retried.
         """
         cupy = _import_cupy()
         if is_device_array(batch):
@@ -195,63 +200,129 @@ class CudaBackend:
             return batch_result(labels, labeled, params)
         host = np.asarray(batch)
         labels = self.empty_batch(host.shape, label_dtype(narrow)) if out is None else out
-        labeled = label_in_parts(
-            lambda _, lo, hi: self._label_host(host[lo:hi], params, labels[lo:hi], narrow),
-            _parts(host),
-        )
+        (labeled,) = interleaved([self.label_steps(host, params, labels, narrow)])
         return batch_result(labels, labeled, params)
 
-    def _label_host(
+    def label_steps(
         self, host: np.ndarray, params: LabelParams, labels: np.ndarray, narrow: bool
-    ) -> Labeled:
-        """Label a numpy (sub-)batch into the numpy `labels`, on a stream of its own.
+    ) -> LabelSteps:
+        """Label the numpy batch `host` into the numpy `labels`, in steps (base.LabelSteps).
 
-        The images go to the device asynchronously on the stream, straight
-        from `host` when it is page-locked and C-contiguous, else through a
-        page-locked staging copy; the labels come back into `labels`
-        (page-locked unless the caller gave its own `out`), see _labels_to_host.
-        The thread waits only for its own stream, so other threads' copies and
-        kernels go on meanwhile.
+        The batch goes in chunks (_chunks), each a _Job on a non-blocking
+        stream of its own, straight from `host` where it is page-locked and
+        C-contiguous, else through a page-locked staging copy. The steps:
+        start every chunk (each upload waits for the previous one, so they
+        follow each other at full bus speed), then each chunk's statistics
+        and the copy of its labels back, then collect each. A step returns
+        without waiting except for the chunk it is about, so other chunks and
+        other devices (MultiDeviceBackend) keep working meanwhile. Out of
+        device memory, the batch is labeled again without overlap
+        (_label_without_overlap).
         """
         cupy = _import_cupy()
+        jobs: list[_Job] = []
+        try:
+            for lo, hi in _chunks(host):
+                after = jobs[-1].uploaded if jobs else None
+                jobs.append(self._start(host[lo:hi], params, labels[lo:hi], narrow, after))
+                yield
+            for job in jobs:
+                job.statistics()
+                yield
+            parts = []
+            for job in jobs:
+                parts.append(job.collect())
+                yield
+            return joined(parts)
+        except cupy.cuda.memory.OutOfMemoryError:
+            self._abandon(jobs)
+            jobs = []
+            cupy.get_default_memory_pool().free_all_blocks()
+            return self._label_without_overlap(host, params, labels, narrow)
+        finally:
+            self._abandon(jobs)
+
+    def _start(
+        self,
+        host: np.ndarray,
+        params: LabelParams,
+        labels: np.ndarray,
+        narrow: bool,
+        after: Any = None,
+    ) -> _Job:
+        """A _Job for the numpy chunk `host` on a stream of its own, uploaded after the
+        event `after` (the previous chunk's upload) where given."""
+        cupy = _import_cupy()
+        stream = self._take_stream()
+        try:
+            with cupy.cuda.Device(self.device), stream:
+                staging = None
+                if not _page_locked(cupy, host):
+                    staging = pinned_empty(host.shape, host.dtype)
+                    np.copyto(staging, host)
+                if after is not None:
+                    stream.wait_event(after)
+                values = cupy.empty(host.shape, host.dtype)
+                values.set(staging if staging is not None else host, stream=stream)
+                uploaded = stream.record()
+                out = cupy.empty(host.shape, cupy.uint32)
+                job = _Job(values, params, out, _HostLabels(labels, narrow, staging))
+                job.uploaded = uploaded
+                job.release = lambda: self._give_stream(stream)
+                return job
+        except BaseException:
+            with cupy.cuda.Device(self.device):
+                stream.synchronize()
+            self._give_stream(stream)
+            raise
+
+    def _label_without_overlap(
+        self, host: np.ndarray, params: LabelParams, labels: np.ndarray, narrow: bool
+    ) -> Labeled:
+        """label_steps' work as one job at a time: the batch, or its halves (and
+        theirs) while device memory runs out (_split_on_oom)."""
 
         def run(lo: int, hi: int) -> Labeled:
-            part = host[lo:hi]
-            if not _page_locked(cupy, part):
-                part = pinned_empty(part.shape, part.dtype)
-                np.copyto(part, host[lo:hi])
-            values = cupy.empty(part.shape, part.dtype)
-            values.set(part, stream=stream)
-            out = cupy.empty(part.shape, cupy.uint32)
-            labeled = _label(values, params, out)
-            kept = [len(table) for table in labeled.tables]
-            labeled.wide = _labels_to_host(cupy, out, labels[lo:hi], kept, narrow, stream)
-            return labeled
+            job = self._start(host[lo:hi], params, labels[lo:hi], narrow)
+            try:
+                job.statistics()
+                return job.collect()
+            finally:
+                self._abandon([job])
 
-        with cupy.cuda.Device(self.device), self._stream() as stream, stream:
-            return _split_on_oom(cupy, host.shape, run)
+        return _split_on_oom(_import_cupy(), host.shape, run)
 
-    @contextmanager
-    def _stream(self) -> Iterator[Any]:
-        """A non-blocking stream of this device that no other thread uses meanwhile.
+    def _abandon(self, jobs: list[_Job]) -> None:
+        """Wait for whatever `jobs` still have in flight (their copies write into host
+        memory the caller owns) and give their streams back."""
+        cupy = _import_cupy()
+        for job in jobs:
+            with cupy.cuda.Device(self.device):
+                job.stream.synchronize()
+            job.release()
+            job.release = nothing_to_undo
 
-        Streams are kept and reused: CuPy's memory pool keeps freed device
-        memory per stream, so memory freed on a stream that is then destroyed
-        is never reused, and a new stream per batch would allocate afresh
-        (cudaMalloc, which also synchronizes the device) every time.
+    def _take_stream(self) -> Any:
+        """A non-blocking stream of this device that no other job uses meanwhile.
+
+        Streams are kept and reused (_give_stream): CuPy's memory pool keeps
+        freed device memory per stream, so memory freed on a stream that is
+        then destroyed is never reused, and a new stream per batch would
+        allocate afresh (cudaMalloc, which also synchronizes the device) every
+        time. They are handed out first in, first out: a batch's chunks give
+        their streams back in order, so the next batch's chunk i gets chunk
+        i's stream again, with memory blocks of its size already pooled.
         """
         cupy = _import_cupy()
         with self._streams_lock:
-            stream = (
-                self._idle_streams.pop()
-                if self._idle_streams
-                else cupy.cuda.Stream(non_blocking=True)
-            )
-        try:
-            yield stream
-        finally:
-            with self._streams_lock:
-                self._idle_streams.append(stream)
+            if self._idle_streams:
+                return self._idle_streams.popleft()
+        with cupy.cuda.Device(self.device):
+            return cupy.cuda.Stream(non_blocking=True)
+
+    def _give_stream(self, stream: Any) -> None:
+        with self._streams_lock:
+            self._idle_streams.append(stream)
 
     def empty_batch(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """An uninitialized host array in page-locked memory (see backends.base).
@@ -295,17 +366,19 @@ class CudaBackend:
         return max(1 << 20, min(HOST_BATCH_BYTES, int(free * 0.8) // 10))
 
 
-def _parts(host: np.ndarray) -> list[tuple[int, int]]:
-    """[lo, hi) bounds of the parts a numpy batch is labeled in, one stream each.
+def _chunks(host: np.ndarray) -> list[tuple[int, int]]:
+    """[lo, hi) bounds of the chunks a numpy batch is labeled in (label_steps).
 
-    Small batches stay whole: a part costs about a millisecond of host work
-    (its thread, launches, waits), which the overlap of one part's copies
-    with the other's kernels only repays from a few tens of megabytes (on an
-    H200, 16 depth maps of 10 MB took 4.2 ms in two parts, 2.9 ms in one).
+    About _CHUNK_BYTES of input each, whole images, and under 2**32 pixels
+    (label offsets are 32-bit). Smaller chunks let the copies of one chunk
+    overlap the kernels of another sooner, and leave less to wait for after
+    the last upload; each costs some host work (its launches and waits).
     """
-    if len(host) <= 1 or host.nbytes < _MIN_SPLIT_BYTES:
+    if len(host) <= 1:
         return [(0, len(host))]
-    return split_bounds(len(host), HOST_STREAMS)
+    pixels = int(np.prod(host.shape, dtype=np.int64))
+    count = max(-(-host.nbytes // _CHUNK_BYTES), -(-pixels // _MAX_BATCH_PIXELS))
+    return split_bounds(len(host), count)
 
 
 def pinned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -323,29 +396,6 @@ def pinned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     size = max(1, count * dtype.itemsize)
     memory = cupy.cuda.alloc_pinned_memory(1 << (size - 1).bit_length())
     return np.frombuffer(memory, dtype, count).reshape(shape)
-
-
-def _labels_to_host(
-    cupy: Any, device: Any, host: np.ndarray, kept: list[int], narrow: bool, stream: Any
-) -> dict[int, np.ndarray]:
-    """Copy a part's device labels (uint32) into `host` and wait for `stream`.
-
-    With `narrow`, `host` is uint16: the labels are cast on the device (one
-    kernel), so a scan's labels cost half the bus time, and the images whose
-    kept labels exceed NARROW_LIMIT come back whole, in page-locked arrays of
-    their own. Returns those, by image index (BatchResult.wide).
-    """
-    if not narrow:
-        device.get(stream=stream, out=host)
-        return {}
-    device.astype(cupy.uint16).get(stream=stream, out=host, blocking=False)
-    wide = {}
-    for i, count in enumerate(kept):
-        if count > NARROW_LIMIT:
-            wide[i] = pinned_empty(device[i].shape, np.dtype(np.uint32))
-            device[i].get(stream=stream, out=wide[i], blocking=False)
-    stream.synchronize()
-    return wide
 
 
 def _page_locked(cupy: Any, array: np.ndarray) -> bool:
@@ -418,28 +468,42 @@ def dense_labels(values: Any, params: LabelParams, out: Any) -> Any:
 def device_statistics(
     values: Any, params: LabelParams, out: Any, components: Any
 ) -> tuple[Any, Any]:
-    """Kernel stage 3: per-label aggregates of a labeled batch, min-area renumbering of `out`.
+    """Kernel stage 3 after dense_labels, waiting for the number of labels: the
+    statistics table (stats_table) after min-area filtering (remove_small), and
+    the label offsets (label_offsets). The benchmarks time dense_labels plus this."""
+    label_base = label_offsets(components)
+    total = int(label_base[-1:].get()[0])
+    agg = aggregate(values, out, label_base, total)
+    kept = remove_small(out, params.min_area, label_base, agg)
+    return stats_table(agg, label_base, kept, np.dtype(values.dtype).kind == "f"), label_base
 
-    components: K per image (device, from dense_labels). Returns the
-    (GCCL_STATS_FIELDS, sum K) device array of stats.cu's aggregates and the
-    label offsets per image (device u32, N + 1 entries). Waits for the total
-    number of labels (it sizes the aggregates). The benchmark times
-    dense_labels plus this.
-    """
+
+def label_offsets(counts: Any) -> Any:
+    """Each image's first row in the batch's statistics, then the total: an
+    (N + 1,) device u32 array, scanned from a count per image (device u32: K
+    from dense_labels, or the kept labels from remove_small)."""
+    cupy = _import_cupy()
+    n = len(counts)
+    label_base = cupy.empty(n + 1, cupy.uint32)
+    scan_base = (counts, label_base, np.uint64(0), np.uint64(n), label_base[n:])
+    _kernels(counts.device.id).launch("gccl_segmented_scan", 1, (_SCAN_THREADS,), scan_base)
+    return label_base
+
+
+def aggregate(values: Any, out: Any, label_base: Any, total: int) -> Any:
+    """Per-label aggregates of a labeled batch: the (GCCL_STATS_FIELDS, total)
+    device u64 array of stats.cu. label_base: label_offsets'; total: its last
+    entry, on the host (it sizes the aggregates)."""
     cupy = _import_cupy()
     n, height, width = values.shape
     dtype = np.dtype(values.dtype)
     kernels = _kernels(values.device.id)
-    label_base = cupy.empty(n + 1, cupy.uint32)
-    scan_base = (components, label_base, np.uint64(0), np.uint64(n), label_base[n:])
-    kernels.launch("gccl_segmented_scan", 1, (_SCAN_THREADS,), scan_base)
-    total = int(label_base[n:].get()[0])
     agg = cupy.empty((_FIELDS, total), cupy.uint64)
     if total == 0:
-        return agg, label_base
+        return agg
     init_grid = min(-(-total // _CHUNK_THREADS), 4096)
     kernels.launch("gccl_stats_init", init_grid, (_CHUNK_THREADS,), (agg, np.uint64(total)))
-    pixels, chunks = height * width, -(-(height * width) // _CHUNK)
+    chunks = -(-(height * width) // _CHUNK)
     storage = values.view(cupy.uint8) if dtype == np.bool_ else values
     geometry = (np.uint32(height), np.uint32(width), np.uint32(chunks))
     stats_args = (out, storage, *geometry, label_base, agg, np.uint64(total))
@@ -447,88 +511,185 @@ def device_statistics(
     kernels.launch(f"gccl_stats_{_SUFFIX[dtype]}", grid, (_CHUNK_THREADS,), stats_args)
     if dtype.kind == "f":
         kernels.launch(f"gccl_float_sum_{_SUFFIX[dtype]}", grid, (_CHUNK_THREADS,), stats_args)
-    if params.min_area > 0:
-        keep = cupy.empty(total, cupy.uint32)
-        cupy.greater_equal(agg[AREA], params.min_area, out=keep)
-        rank = cupy.empty(total, cupy.uint32)
-        scan_args = (keep, rank, label_base, np.uint64(0), np.uint64(0))
-        kernels.launch("gccl_segmented_scan", n, (_SCAN_THREADS,), scan_args)
-        min_area = np.uint64(params.min_area)
-        remap_args = (out, np.uint32(pixels), np.uint32(chunks), label_base, agg[AREA], rank)
-        kernels.launch("gccl_min_area_remap", grid, (_CHUNK_THREADS,), (*remap_args, min_area))
-    return agg, label_base
+    return agg
+
+
+def remove_small(out: Any, min_area: int, label_base: Any, agg: Any) -> tuple[Any, ...] | None:
+    """Min-area filtering: `out`'s labels with area >= min_area renumbered 1..K'
+    per image in label order, the others 0 (min_area.cu).
+
+    Returns (keep, rank, kept_base): whether each label stays (u32 0/1), its
+    rank among its image's kept labels, and the kept labels' offsets per
+    image (label_offsets of their counts); None when nothing is filtered.
+    """
+    total = agg.shape[1]
+    if min_area == 0 or total == 0:
+        return None
+    cupy = _import_cupy()
+    n, height, width = out.shape
+    kernels = _kernels(out.device.id)
+    keep = cupy.empty(total, cupy.uint32)
+    cupy.greater_equal(agg[AREA], min_area, out=keep)
+    rank, counts = cupy.empty(total, cupy.uint32), cupy.empty(n, cupy.uint32)
+    scan_args = (keep, rank, label_base, np.uint64(0), counts)
+    kernels.launch("gccl_segmented_scan", n, (_SCAN_THREADS,), scan_args)
+    pixels, chunks = height * width, -(-(height * width) // _CHUNK)
+    remap_args = (out, np.uint32(pixels), np.uint32(chunks), label_base, agg[AREA], rank)
+    kernels.launch(
+        "gccl_min_area_remap", n * chunks, (_CHUNK_THREADS,), (*remap_args, np.uint64(min_area))
+    )
+    return keep, rank, label_offsets(counts)
+
+
+def stats_table(agg: Any, label_base: Any, kept: tuple[Any, ...] | None, floats: bool) -> Any:
+    """The kept labels' statistics table from the aggregates (stats.cu's
+    gccl_stats_table): a (_TABLE_COLUMNS, total) device u64 array whose first
+    K' columns are the kept labels' rows, image after image (_table_view reads it).
+
+    kept: remove_small's result (None: every label is kept); floats: whether
+    the values are floating point (their mean rule differs).
+    """
+    cupy = _import_cupy()
+    total = agg.shape[1]
+    table = cupy.empty((_TABLE_COLUMNS, total), cupy.uint64)
+    if total:
+        null = np.uint64(0)
+        keep, rank, kept_base = kept if kept is not None else (null, null, null)
+        images = np.uint32(len(label_base) - 1)
+        args = (agg, np.uint64(total), keep, rank, label_base, kept_base, images, np.int32(floats))
+        grid = min(-(-total // _CHUNK_THREADS), 4096)
+        _kernels(agg.device.id).launch("gccl_stats_table", grid, (_CHUNK_THREADS,), (*args, table))
+    return table
+
+
+def _table_view(words: np.ndarray, rows: int, integer: bool) -> StatsTable:
+    """A StatsTable whose columns are views of the first `rows` rows of
+    stats_table's words, copied to the host (no copy, no arithmetic)."""
+    area, x, y, width, height = (words[c, :rows].view(np.int64) for c in range(5))
+    centroid_x, centroid_y, mean, low, high = (
+        words[c, :rows].view(np.float64) for c in range(5, _TABLE_COLUMNS)
+    )
+    return StatsTable(area, x, y, width, height, centroid_x, centroid_y, mean, low, high, integer)
+
+
+@dataclass
+class _HostLabels:
+    """Where a _Job's labels go on the host: `array` (uint16 when `narrow`, see
+    backends.base), and the page-locked staging copy of its input, if any,
+    kept alive until the upload from it is done."""
+
+    array: np.ndarray
+    narrow: bool
+    staging: np.ndarray | None = None
+
+
+class _Job:
+    """One (sub-)batch labeled on one device, on the stream current at its creation.
+
+    Three steps, so that the host waits as little as possible: creating the
+    job issues the stages, the labeling and the label count's copy back;
+    statistics() waits for that count (it sizes the aggregates), then issues
+    the statistics kernels, min-area filtering, the table's copy back and,
+    for a batch from the host, the labels' copy into `host.array`; collect()
+    waits for the table, whose columns the StatsTables then view as they
+    are, traces outlines, copies back the images too wide to narrow and
+    waits for the stream. Morphology and smoothing (ccl_cli.stages) decide
+    the labels; statistics read the original values.
+    """
+
+    def __init__(
+        self, values: Any, params: LabelParams, out: Any, host: _HostLabels | None = None
+    ) -> None:
+        from ..stages import label_input
+        from .cuda_stages import CudaStages
+
+        cupy = _import_cupy()
+        self.stream = cupy.cuda.get_current_stream()
+        self.device = values.device
+        self.params, self.out, self.host = params, out, host
+        self.integer = np.dtype(values.dtype).kind != "f"
+        self.shape = values.shape
+        #: Set by the owner: the event after this job's upload, and the undo of its stream.
+        self.uploaded: Any = None
+        self.release: Callable[[], None] = nothing_to_undo
+        n, height, width = values.shape
+        if n * height * width == 0:
+            return
+        _check_batch(values)
+        self.values = canonical_bools(cupy.ascontiguousarray(values), cupy)
+        image, label_params = label_input(self.values, params, cupy, CudaStages())
+        self.label_base = label_offsets(dense_labels(image, label_params, out))
+        self.offsets = pinned_empty((n + 1,), np.dtype(np.uint32))
+        self.label_base.get(stream=self.stream, out=self.offsets, blocking=False)
+        self.counted = self.stream.record()
+
+    def statistics(self) -> None:
+        """Wait for the label count; issue the statistics and the copies back."""
+        if 0 in self.shape:
+            return
+        cupy = _import_cupy()
+        with self.device, self.stream:
+            self.counted.synchronize()
+            total = int(self.offsets[-1])
+            agg = aggregate(self.values, self.out, self.label_base, total)
+            kept = remove_small(self.out, self.params.min_area, self.label_base, agg)
+            table = stats_table(agg, self.label_base, kept, not self.integer)
+            self.table = pinned_empty(table.shape, np.dtype(np.uint64))
+            if total:
+                table.get(stream=self.stream, out=self.table, blocking=False)
+            self.kept_base = self.offsets
+            if kept is not None:
+                self.kept_base = pinned_empty(self.offsets.shape, np.dtype(np.uint32))
+                kept[2].get(stream=self.stream, out=self.kept_base, blocking=False)
+            self.tabled = self.stream.record()
+            if self.host is not None:
+                labels = self.out.astype(cupy.uint16) if self.host.narrow else self.out
+                labels.get(stream=self.stream, out=self.host.array, blocking=False)
+
+    def collect(self) -> Labeled:
+        """Wait for the statistics; the tables, outlines and wide images (base.Labeled)."""
+        n, height, width = self.shape
+        if n == 0:
+            return Labeled([], [], [])
+        if height * width == 0:
+            empty = [Outlines.empty() for _ in range(n)] if self.params.polygons else []
+            return Labeled([empty_table(self.integer) for _ in range(n)], [0] * n, empty)
+        with self.device, self.stream:
+            self.tabled.synchronize()
+            starts = self.kept_base.astype(np.int64)  # each image's first kept row, and the end
+            table = _table_view(self.table, int(starts[-1]), self.integer)
+            tables = [table.take(slice(starts[i], starts[i + 1])) for i in range(n)]
+            kept_counts = np.diff(starts).tolist()
+            outlines: list[Outlines] = []
+            if self.params.polygons:
+                from .cuda_polygons import device_outlines
+
+                outlines = device_outlines(self.out, kept_counts)
+            wide = self._wide_images(kept_counts)
+            if self.host is not None:
+                self.stream.synchronize()
+                self.host.staging = None
+        return Labeled(tables, np.diff(self.offsets.astype(np.int64)).tolist(), outlines, wide)
+
+    def _wide_images(self, kept_counts: list[int]) -> dict[int, np.ndarray]:
+        """Copies back (asynchronously) of the images whose kept labels exceed
+        NARROW_LIMIT, into page-locked arrays of their own, by index (BatchResult.wide)."""
+        if self.host is None or not self.host.narrow:
+            return {}
+        wide = {}
+        for i, count in enumerate(kept_counts):
+            if count > NARROW_LIMIT:
+                wide[i] = pinned_empty(self.out[i].shape, np.dtype(np.uint32))
+                self.out[i].get(stream=self.stream, out=wide[i], blocking=False)
+        return wide
 
 
 def _label(values: Any, params: LabelParams, out: Any) -> Labeled:
-    """Labels into `out`, the statistics tables and outlines of one (sub-)batch on its device.
-
-    Morphology and smoothing (ccl_cli.stages) decide the labels; statistics
-    read the original values.
-    """
-    cupy = _import_cupy()
-    n, height, width = values.shape
-    integer = np.dtype(values.dtype).kind != "f"
-    if n == 0:
-        return Labeled([], [], [])
-    if height * width == 0:
-        outlines = [Outlines.empty() for _ in range(n)] if params.polygons else []
-        return Labeled([empty_table(integer) for _ in range(n)], [0] * n, outlines)
-    from ..stages import label_input
-    from .cuda_stages import CudaStages
-
-    _check_batch(values)
-    values = canonical_bools(cupy.ascontiguousarray(values), cupy)
-    image, label_params = label_input(values, params, cupy, CudaStages())
-    components = dense_labels(image, label_params, out)
-    agg, label_base = device_statistics(values, params, out, components)
-    label_base = label_base.get().astype(np.int64)
-    table = _host_table(agg.get(out=pinned_empty(agg.shape, np.dtype(np.uint64))), integer)
-    kept = np.flatnonzero(table.area >= params.min_area)
-    if len(kept) < len(table):
-        table = table.take(kept)
-    starts = np.searchsorted(kept, label_base)  # each image's first kept row, and the end
-    tables = [table.take(slice(starts[i], starts[i + 1])) for i in range(n)]
-    polygons: list[Outlines] = []
-    if params.polygons:
-        from .cuda_polygons import device_outlines
-
-        polygons = device_outlines(out, [len(table) for table in tables])
-    return Labeled(tables, np.diff(label_base).tolist(), polygons)
-
-
-def _host_table(agg: np.ndarray, integer: bool) -> StatsTable:
-    """All labels of a batch as one StatsTable, from stats.cu's aggregates."""
-    area = agg[AREA].astype(np.int64)
-    safe_area = np.maximum(area, 1).astype(np.float64)
-    if integer:
-        mean = agg[SUMV].view(np.int64).astype(np.float64) / safe_area
-    else:
-        shift = float_sum_shift(agg[ABSMAX].view(np.float64), area)
-        inf = agg[INF]
-        mean = float_mean(
-            agg[SUMV].view(np.int64), shift, area, (inf & _INF_POS) > 0, (inf & _INF_NEG) > 0
-        )
-    xmin, ymin = agg[XMIN].astype(np.int64), agg[YMIN].astype(np.int64)
-    return StatsTable(
-        area=area,
-        x=xmin,
-        y=ymin,
-        width=agg[XMAX].astype(np.int64) - xmin + 1,
-        height=agg[YMAX].astype(np.int64) - ymin + 1,
-        centroid_x=agg[SUMX].view(np.int64).astype(np.float64) / safe_area,
-        centroid_y=agg[SUMY].view(np.int64).astype(np.float64) / safe_area,
-        mean=mean,
-        min=_from_order_key(agg[VMIN]),
-        max=_from_order_key(agg[VMAX]),
-        integer_values=integer,
-    )
-
-
-def _from_order_key(keys: np.ndarray) -> np.ndarray:
-    """Inverse of stats.cu's order_key: u64 keys back to float64 values."""
-    sign = np.uint64(1 << 63)
-    bits = np.where(keys & sign, keys & ~sign, ~keys)
-    return bits.astype(np.uint64).view(np.float64)
+    """Labels into `out`, the statistics tables and outlines of one device (sub-)batch,
+    on the current stream (a _Job's steps one after the other)."""
+    job = _Job(values, params, out)
+    job.statistics()
+    return job.collect()
 
 
 def _rule_args(params: LabelParams, dtype: np.dtype) -> tuple[Any, ...]:

@@ -1,11 +1,12 @@
 """Several backends as one: each batch is split over them and labeled in parallel.
 
 `--devices 0,1` gives one CudaBackend per GPU; a batch of N images becomes
-contiguous parts of about N / GPUs images, one per GPU, labeled at the same
-time from one thread each (CuPy releases the GIL while kernels run and copies
-move), each writing its labels straight into its slice of the output. Images
-never depend on each other, so the result is the same as one backend's, image
-for image.
+contiguous parts of about N / GPUs images, one per GPU, each writing its
+labels straight into its slice of the output. The parts are labeled at the
+same time from the calling thread, a step of each in turn (base.interleaved:
+CUDA's steps issue work and return without waiting for it), so no threads
+contend for the GIL. Images never depend on each other, so the result is the
+same as one backend's, image for image.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from ..params import LabelParams
 from .base import (
     Backend,
     BatchResult,
-    Labeled,
     batch_result,
+    interleaved,
+    joined,
     label_dtype,
-    label_in_parts,
+    label_steps,
     split_bounds,
 )
 
@@ -45,12 +47,12 @@ class MultiDeviceBackend:
         """Label the (N, H, W) numpy batch, each device into its slice of `out` (backends.base)."""
         batch = np.asarray(batch)
         labels = self.empty_batch(batch.shape, label_dtype(narrow)) if out is None else out
-
-        def part(i: int, lo: int, hi: int) -> Labeled:
-            return Labeled.of(self.backends[i].label(batch[lo:hi], params, labels[lo:hi], narrow))
-
-        labeled = label_in_parts(part, split_bounds(len(batch), len(self.backends)))
-        return batch_result(labels, labeled, params)
+        bounds = split_bounds(len(batch), len(self.backends))
+        parts = [
+            label_steps(backend, batch[lo:hi], params, labels[lo:hi], narrow)
+            for backend, (lo, hi) in zip(self.backends, bounds, strict=False)
+        ]
+        return batch_result(labels, joined(interleaved(parts)), params)
 
     def batch_budget_bytes(self) -> int:
         """The backends' budgets together: an auto batch fills every device."""

@@ -157,8 +157,8 @@ class GcclCuda(_Gccl, DeviceEngine):
     """gccl's CUDA kernels on a batch already on the GPU: labels and statistics.
 
     Timed: the labeling kernels (dense raster-order labels) and the statistics
-    kernels, what `gccl label` runs on the device; not the few host
-    operations that finish the small statistics table.
+    kernels up to the finished table, what `gccl label` runs on the device;
+    not the copies back to the host.
     """
 
     name = "gccl-cuda"

@@ -138,15 +138,16 @@ def test_api_single_images_and_devices():
 def test_out_of_memory_splits_the_batch(monkeypatch, on_device):
     import cupy
 
-    real, sizes = cuda_module._label, []
+    sizes = []
 
-    def tight_memory(values, params, out):
-        sizes.append(len(values))
-        if len(values) > 2:
-            raise cupy.cuda.memory.OutOfMemoryError(1 << 40, 0, 0)
-        return real(values, params, out)
+    class TightMemory(cuda_module._Job):
+        def __init__(self, values, *args):
+            sizes.append(len(values))
+            if len(values) > 2:
+                raise cupy.cuda.memory.OutOfMemoryError(1 << 40, 0, 0)
+            super().__init__(values, *args)
 
-    monkeypatch.setattr(cuda_module, "_label", tight_memory)
+    monkeypatch.setattr(cuda_module, "_Job", TightMemory)
     batch = np.stack([sample((1, 70, 90), seed=s)[0] for s in range(7)])
     params = LabelParams(min_area=3)
     got = backends()[0].label(cupy.asarray(batch) if on_device else batch, params)
@@ -163,13 +164,13 @@ def test_batch_budget_is_positive_and_below_free_memory():
 
 
 @pytest.mark.parametrize("count", [2, 3, 5])
-def test_large_host_batches_run_in_stream_parts_into_out(count, monkeypatch):
-    """Batches over the split size go through pinned buffers in parts, one per stream."""
-    monkeypatch.setattr(cuda_module, "_MIN_SPLIT_BYTES", 4 << 20)
+def test_large_host_batches_run_in_chunks_into_out(count, monkeypatch):
+    """Batches over the chunk size go through pinned buffers in chunks, one stream each."""
+    monkeypatch.setattr(cuda_module, "_CHUNK_BYTES", 4 << 20)
     shape = (count, 1100, 1001)
     batch = sample(shape, np.uint16, seed=count)
-    assert batch.nbytes >= cuda_module._MIN_SPLIT_BYTES
-    assert len(cuda_module._parts(batch)) == min(count, cuda_module.HOST_STREAMS)
+    bounds = cuda_module._chunks(batch)  # 2.2 MB images: one or two per chunk
+    assert len(bounds) >= 2 and bounds[0][0] == 0 and bounds[-1][1] == count
     cuda, cpu = backends()
     params = LabelParams(tau=1, min_area=3)
     out = np.zeros(shape, np.uint32)
@@ -224,8 +225,8 @@ def test_repeated_host_batches_reuse_device_memory():
     import cupy
 
     cuda, _ = backends()
-    batch = sample((4, 3000, 3000), np.uint8, seed=6)  # 36 MB: two parts, two streams
-    assert len(cuda_module._parts(batch)) == 2
+    batch = sample((4, 3000, 3000), np.uint8, seed=6)  # 36 MB: two chunks, two streams
+    assert len(cuda_module._chunks(batch)) == 2
     for _ in range(2):
         cuda.label(batch, LabelParams())
     pool = cupy.get_default_memory_pool()
@@ -246,8 +247,8 @@ def dots_and_noise(count: int, side: int) -> np.ndarray:
 
 @pytest.mark.parametrize(("count", "side"), [(1, 64), (2, 512), (5, 1024)])
 def test_narrowed_labels_equal_the_cpus_image_for_image(count, side, monkeypatch):
-    """uint16 exactly where the kept labels fit, also across stream parts (5 MiB)."""
-    monkeypatch.setattr(cuda_module, "_MIN_SPLIT_BYTES", 4 << 20)
+    """uint16 exactly where the kept labels fit, also across chunks (1 MiB)."""
+    monkeypatch.setattr(cuda_module, "_CHUNK_BYTES", 1 << 20)
     batch = dots_and_noise(count, side)
     params = LabelParams(connectivity=4)
     cuda, cpu = backends()
