@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import deque
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -171,7 +170,8 @@ class CudaBackend:
             _kernels(device)
         except Exception as exc:
             raise BackendUnavailable(f"CUDA kernels failed to load ({_one_line(exc)})") from exc
-        self._idle_streams: deque[Any] = deque()
+        self._streams: list[Any] = []  # every stream made, in order (_take_stream)
+        self._busy_streams: set[int] = set()  # ids of the streams jobs hold
         self._streams_lock = threading.Lock()
 
     def label(
@@ -309,20 +309,26 @@ class CudaBackend:
         freed device memory per stream, so memory freed on a stream that is
         then destroyed is never reused, and a new stream per batch would
         allocate afresh (cudaMalloc, which also synchronizes the device) every
-        time. They are handed out first in, first out: a batch's chunks give
-        their streams back in order, so the next batch's chunk i gets chunk
-        i's stream again, with memory blocks of its size already pooled.
+        time. The first idle one in creation order is taken, so a batch's
+        chunk i gets the same stream batch after batch, with memory blocks of
+        its size already pooled, and no more streams (each holding its own
+        blocks) are made than jobs ever ran at once.
         """
         cupy = _import_cupy()
         with self._streams_lock:
-            if self._idle_streams:
-                return self._idle_streams.popleft()
-        with cupy.cuda.Device(self.device):
-            return cupy.cuda.Stream(non_blocking=True)
+            for stream in self._streams:
+                if id(stream) not in self._busy_streams:
+                    self._busy_streams.add(id(stream))
+                    return stream
+            with cupy.cuda.Device(self.device):
+                stream = cupy.cuda.Stream(non_blocking=True)
+            self._streams.append(stream)
+            self._busy_streams.add(id(stream))
+            return stream
 
     def _give_stream(self, stream: Any) -> None:
         with self._streams_lock:
-            self._idle_streams.append(stream)
+            self._busy_streams.discard(id(stream))
 
     def empty_batch(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """An uninitialized host array in page-locked memory (see backends.base).
