@@ -83,7 +83,8 @@ def label(
     # Host results in ordinary memory: the CUDA backend's own would be page-locked.
     out = None if on_device else np.empty(batch.shape, np.uint32)
     result = backend.label(batch, params, out)
-    return (result.labels if ndim == 3 else result.labels[0]), result.tables
+    tables = [table.copy() for table in result.tables]
+    return (result.labels if ndim == 3 else result.labels[0]), tables
 
 
 def _backend(device: str, on_device: bool) -> Backend:

@@ -76,6 +76,11 @@ class StatsTable:
         }
         return StatsTable(**columns, integer_values=self.integer_values)
 
+    def copy(self) -> StatsTable:
+        """The table with columns of its own (the CUDA backend's are views of
+        page-locked memory, which a caller that keeps tables should not hold)."""
+        return self.take(np.arange(len(self)))
+
     def equals(self, other: StatsTable) -> bool:
         """Equality as the CPU/GPU contract demands: every value and the sign of every zero
         (-0.0 prints differently from 0.0); NaN equals NaN."""

@@ -196,3 +196,15 @@ def test_float_sum_shift_uses_ceil_log2_of_the_area() -> None:
     absmax = np.full(len(area), 3.0)  # frexp exponent 2
     expected = [FLOAT_SUM_BITS - math.ceil(math.log2(int(a))) - 2 for a in area]
     assert float_sum_shift(absmax, area).tolist() == expected
+
+
+def test_a_copied_table_owns_its_columns() -> None:
+    table = (
+        cpu.CpuBackend(threads=1)
+        .label(np.eye(5, dtype=np.uint8)[None], LabelParams(connectivity=4))
+        .tables[0]
+    )
+    copy = table.copy()
+    assert copy.equals(table)
+    copy.area[:] = 0
+    assert copy.area.sum() == 0 and table.area.sum() == 5

@@ -125,6 +125,9 @@ def test_api_single_images_and_devices():
         assert isinstance(labels, np.ndarray) and labels.shape == image.shape
         np.testing.assert_array_equal(labels, want)
         assert tables[0].equals(want_tables[0])
+        for array in (labels, tables[0].area, tables[0].mean):  # ordinary memory, not pinned
+            kind = cupy.cuda.runtime.pointerGetAttributes(array.ctypes.data).type
+            assert kind != cupy.cuda.runtime.memoryTypeHost
     labels, _ = api.label(cupy.asarray(image), min_area=2)
     assert isinstance(labels, cupy.ndarray) and labels.shape == image.shape
     np.testing.assert_array_equal(labels.get(), want)
