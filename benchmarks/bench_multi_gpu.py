@@ -95,6 +95,15 @@ def main() -> None:
             depth_tiles(rng, 16),
             LabelParams(tau=20, min_area=50, morphology=(("open", 2),), smooth=("binomial", 3)),
         ),
+        "same, with --open 8 --close 8 --smooth binomial:7 (compute-bound)": (
+            depth_tiles(rng, 16),
+            LabelParams(
+                tau=20,
+                min_area=50,
+                morphology=(("open", 8), ("close", 8)),
+                smooth=("binomial", 7),
+            ),
+        ),
     }
     one = make_backend("cuda", None, print)
     every = make_backend("cuda", None, print, devices="all")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import subprocess
 import sys
@@ -188,3 +189,20 @@ def test_split_on_oom_lets_go_of_the_run_at_once():
         assert label_once()() is None
     finally:
         gc.enable()
+
+
+def test_chunks_cover_the_batch_and_grow_with_morphology_steps(monkeypatch) -> None:
+    """About _CHUNK_BYTES each without stages; morphology adds launches per chunk, so
+    its chunks are larger in proportion; every image in exactly one chunk, in order."""
+    monkeypatch.setattr(cuda, "_CHUNK_BYTES", 1000)
+    host = np.zeros((64, 10, 10), np.uint8)  # 100 bytes an image
+    for params, count in [
+        (LabelParams(), 7),
+        (LabelParams(morphology=(("open", 8),)), 4),  # 16 steps: chunks twice as large
+        (LabelParams(morphology=(("open", 8), ("close", 8))), 3),  # 32 steps: three times
+    ]:
+        bounds = cuda._chunks(host, params)
+        assert len(bounds) == count
+        assert bounds[0][0] == 0 and bounds[-1][1] == 64
+        assert all(hi == lo for (_, hi), (lo, _) in itertools.pairwise(bounds))
+    assert cuda._chunks(host[:1], LabelParams()) == [(0, 1)]

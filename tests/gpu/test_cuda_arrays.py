@@ -172,7 +172,7 @@ def test_large_host_batches_run_in_chunks_into_out(count, monkeypatch):
     monkeypatch.setattr(cuda_module, "_CHUNK_BYTES", 4 << 20)
     shape = (count, 1100, 1001)
     batch = sample(shape, np.uint16, seed=count)
-    bounds = cuda_module._chunks(batch)  # 2.2 MB images: one or two per chunk
+    bounds = cuda_module._chunks(batch, LabelParams())  # 2.2 MB images: one or two a chunk
     assert len(bounds) >= 2 and bounds[0][0] == 0 and bounds[-1][1] == count
     cuda, cpu = backends()
     params = LabelParams(tau=1, min_area=3)
@@ -229,7 +229,7 @@ def test_repeated_host_batches_reuse_device_memory():
 
     cuda, _ = backends()
     batch = sample((4, 3000, 3000), np.uint8, seed=6)  # 36 MB: two chunks, two streams
-    assert len(cuda_module._chunks(batch)) == 2
+    assert len(cuda_module._chunks(batch, LabelParams())) == 2
     for _ in range(2):
         cuda.label(batch, LabelParams())
     pool = cupy.get_default_memory_pool()
