@@ -353,11 +353,15 @@ struct IsFloat<double> {
   static constexpr bool value = true;
 };
 
+// Whether T is float32 summed in float64 (the accumulator of every float image).
+template <typename T, typename ACC>
+constexpr bool kFloat32Sums = IsFloat<ACC>::value && sizeof(T) == 4 && T(0.5) != T(0);
+
 // The output value from a window's S and W (W may be 0 off the mask, where the
 // caller discards the value).
 template <typename T, typename ACC>
 __device__ __forceinline__ double strip_finish(ACC s, int count) {
-  if constexpr (IsFloat<ACC>::value && sizeof(T) == 4) {  // float64 sums of float32
+  if constexpr (kFloat32Sums<T, ACC>) {
     return (double)(float)quotient_of_float_sums(s, count);  // (float) rounds to nearest even
   } else if constexpr (IsFloat<ACC>::value) {  // float64 sums of float64
     return SmoothMath<double>::template finish<T>(s, count);
@@ -377,7 +381,7 @@ __device__ __forceinline__ double strip_finish(ACC s, int count) {
 // vertical pass multiplies float64 sums of up to 53 bits: no FMA there.)
 template <typename T, typename ACC>
 __device__ __forceinline__ ACC horizontal_term(ACC acc, int w, T v) {
-  if constexpr (sizeof(T) == 4 && IsFloat<ACC>::value && T(0.5) != T(0)) {  // float
+  if constexpr (kFloat32Sums<T, ACC>) {
     return __fma_rn((double)w, (double)v, acc);
   } else {
     return SmoothMath<ACC>::madd(acc, w, (ACC)v);
