@@ -195,11 +195,12 @@ def test_chunks_cover_the_batch_and_grow_with_morphology_steps(monkeypatch) -> N
     """About _CHUNK_BYTES each without stages; morphology adds launches per chunk, so
     its chunks are larger in proportion; every image in exactly one chunk, in order."""
     monkeypatch.setattr(cuda, "_CHUNK_BYTES", 1000)
+    monkeypatch.setattr(cuda, "_CHUNK_STEPS", 32)
     host = np.zeros((64, 10, 10), np.uint8)  # 100 bytes an image
     for params, count in [
         (LabelParams(), 7),
-        (LabelParams(morphology=(("open", 8),)), 4),  # 16 steps: chunks twice as large
-        (LabelParams(morphology=(("open", 8), ("close", 8))), 3),  # 32 steps: three times
+        (LabelParams(morphology=(("open", 8),)), 5),  # 16 steps: chunks 1.5 times as large
+        (LabelParams(morphology=(("open", 8), ("close", 8))), 4),  # 32 steps: twice
     ]:
         bounds = cuda._chunks(host, params)
         assert len(bounds) == count

@@ -78,8 +78,11 @@ _MAX_BATCH_PIXELS = 2**32 - 1  # bounds the labels of a batch: offsets are u32
 HOST_BATCH_BYTES = 64 << 20
 #: Input bytes of each chunk a numpy batch is labeled in, without stages (see _chunks).
 _CHUNK_BYTES = 32 << 20
-#: About the kernel launches (and allocations) of labeling one chunk, without stages.
-_CHUNK_LAUNCHES = 16
+#: Morphology steps (erosions and dilations) that double a chunk's input bytes (_chunks).
+_CHUNK_STEPS = 32
+#: Stream priorities in use (H100 and H200 have 0, the least, to -5): a device's
+#: k-th stream gets priority k - (levels - 1), clamped by the driver to its range.
+_STREAM_PRIORITY_LEVELS = 6
 _HOST_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable
 
 # foreground.cuh rule kinds, stats.cu fields (the area's index) and table columns.
@@ -213,20 +216,29 @@ class CudaBackend:
         The batch goes in chunks (_chunks), each a _Job on a non-blocking
         stream of its own, straight from `host` where it is page-locked and
         C-contiguous, else through a page-locked staging copy. The steps:
-        start every chunk (each upload waits for the previous one, so they
-        follow each other at full bus speed), then each chunk's statistics
-        and the copy of its labels back, then collect each. A step returns
-        without waiting except for the chunk it is about, so other chunks and
-        other devices (MultiDeviceBackend) keep working meanwhile. Out of
-        device memory, the batch is labeled again without overlap
-        (_label_without_overlap).
+        upload every chunk (each upload waits for the previous one, so they
+        follow each other at full bus speed), then issue each chunk's
+        labeling, then each chunk's statistics and the copy of its labels
+        back, then collect each. A step returns without waiting except for
+        the chunk it is about, so other chunks and other devices
+        (MultiDeviceBackend) keep working meanwhile. Every upload comes first
+        because issuing a chunk's labeling takes the host up to a millisecond
+        (more with many morphology steps): another device's first upload
+        would wait for it. Streams taken earlier have higher priority
+        (_take_stream), so the GPU finishes chunk 0 before chunk 1 rather
+        than all chunks at once, and chunk 0's statistics and copies back
+        overlap chunk 1's kernels. Out of device memory, the batch is labeled
+        again without overlap (_label_without_overlap).
         """
         cupy = _import_cupy()
         jobs: list[_Job] = []
         try:
             for lo, hi in _chunks(host, params):
                 after = jobs[-1].uploaded if jobs else None
-                jobs.append(self._start(host[lo:hi], params, labels[lo:hi], narrow, after))
+                jobs.append(self._upload(host[lo:hi], params, labels[lo:hi], narrow, after))
+                yield
+            for job in jobs:
+                job.label()
                 yield
             for job in jobs:
                 job.statistics()
@@ -244,7 +256,7 @@ class CudaBackend:
         finally:
             self._abandon(jobs)
 
-    def _start(
+    def _upload(
         self,
         host: np.ndarray,
         params: LabelParams,
@@ -252,8 +264,8 @@ class CudaBackend:
         narrow: bool,
         after: Any = None,
     ) -> _Job:
-        """A _Job for the numpy chunk `host` on a stream of its own, uploaded after the
-        event `after` (the previous chunk's upload) where given."""
+        """A _Job for the numpy chunk `host` on a stream of its own, its upload issued
+        after the event `after` (the previous chunk's upload) where given."""
         cupy = _import_cupy()
         stream = self._take_stream()
         try:
@@ -285,8 +297,9 @@ class CudaBackend:
         theirs) while device memory runs out (_split_on_oom)."""
 
         def run(lo: int, hi: int) -> Labeled:
-            job = self._start(host[lo:hi], params, labels[lo:hi], narrow)
+            job = self._upload(host[lo:hi], params, labels[lo:hi], narrow)
             try:
+                job.label()
                 job.statistics()
                 return job.collect()
             finally:
@@ -314,7 +327,11 @@ class CudaBackend:
         time. The first idle one in creation order is taken, so a batch's
         chunk i gets the same stream batch after batch, with memory blocks of
         its size already pooled, and no more streams (each holding its own
-        blocks) are made than jobs ever ran at once.
+        blocks) are made than jobs ever ran at once. The k-th stream made
+        has the k-th highest priority (_STREAM_PRIORITY_LEVELS; later ones
+        the least), so the device prefers the kernels of a batch's earlier
+        chunks: chunk 0 is done first and its copies back overlap chunk 1's
+        kernels, instead of every chunk finishing late at once (label_steps).
         """
         cupy = _import_cupy()
         with self._streams_lock:
@@ -323,7 +340,8 @@ class CudaBackend:
                     self._busy_streams.add(id(stream))
                     return stream
             with cupy.cuda.Device(self.device):
-                stream = cupy.cuda.Stream(non_blocking=True)
+                priority = min(0, len(self._streams) - (_STREAM_PRIORITY_LEVELS - 1))
+                stream = cupy.cuda.Stream(non_blocking=True, priority=priority)
             self._streams.append(stream)
             self._busy_streams.add(id(stream))
             return stream
@@ -378,20 +396,21 @@ def _chunks(host: np.ndarray, params: LabelParams) -> list[tuple[int, int]]:
     """[lo, hi) bounds of the chunks a numpy batch is labeled in (label_steps).
 
     Whole images, under 2**32 pixels (label offsets are 32-bit), and about
-    _CHUNK_BYTES of input each, times (_CHUNK_LAUNCHES + morphology
-    launches) / _CHUNK_LAUNCHES: smaller chunks let the copies of one chunk
-    overlap the kernels of another sooner, and leave less to wait for after
-    the last upload, but each costs host work for its launches, one per
-    erosion or dilation step on top of labeling's, and one thread issues
-    them for every chunk and GPU. (16 depth-like 4000x3000 frames with
-    --open 8 --close 8 took as long on two GPUs as on one in 32 MB chunks.)
+    _CHUNK_BYTES of input each, times 1 + (morphology steps) / _CHUNK_STEPS:
+    smaller chunks let the copies of one chunk overlap the kernels of
+    another sooner, and leave less to wait for after the last upload, but
+    each costs host work for its launches, one per erosion or dilation step
+    on top of labeling's, and one thread issues them for every chunk and
+    GPU. Measured on the H200s, 16 depth-like 4000x3000 frames with --open 8
+    --close 8 (32 steps) took 21.7 ms on one GPU and 12.6 on two in 64 MB
+    chunks, 22.6 and 13.8 in 96 MB, 24.4 and 12.5 in 48 MB (medians).
     """
     if len(host) <= 1:
         return [(0, len(host))]
     from ..stages import primitive_steps
 
     morphology = sum(iterations for _, iterations in primitive_steps(params.morphology))
-    chunk_bytes = _CHUNK_BYTES * (_CHUNK_LAUNCHES + morphology) // _CHUNK_LAUNCHES
+    chunk_bytes = _CHUNK_BYTES * (_CHUNK_STEPS + morphology) // _CHUNK_STEPS
     pixels = int(np.prod(host.shape, dtype=np.int64))
     count = max(-(-host.nbytes // chunk_bytes), -(-pixels // _MAX_BATCH_PIXELS))
     return split_bounds(len(host), count)
@@ -489,9 +508,19 @@ def device_statistics(
     the label offsets (label_offsets). The benchmarks time dense_labels plus this."""
     label_base = label_offsets(components)
     total = int(label_base[-1:].get()[0])
+    table, _ = filtered_table(values, out, label_base, total, params.min_area)
+    return table, label_base
+
+
+def filtered_table(
+    values: Any, out: Any, label_base: Any, total: int, min_area: int
+) -> tuple[Any, tuple[Any, ...] | None]:
+    """The statistics table of the labeled batch `out` (stats_table) after min-area
+    filtering, which renumbers `out` (remove_small), and remove_small's result.
+    label_base: label_offsets'; total: its last entry, on the host."""
     agg = aggregate(values, out, label_base, total)
-    kept = remove_small(out, params.min_area, label_base, agg)
-    return stats_table(agg, label_base, kept, np.dtype(values.dtype).kind == "f"), label_base
+    kept = remove_small(out, min_area, label_base, agg)
+    return stats_table(agg, label_base, kept, np.dtype(values.dtype).kind == "f"), kept
 
 
 def label_offsets(counts: Any) -> Any:
@@ -602,8 +631,8 @@ class _HostLabels:
 class _Job:
     """One (sub-)batch labeled on one device, on the stream current at its creation.
 
-    Three steps, so that the host waits as little as possible: creating the
-    job issues the stages, the labeling and the label count's copy back;
+    Three steps, so that the host waits as little as possible: label()
+    issues the stages, the labeling and the label count's copy back;
     statistics() waits for that count (it sizes the aggregates), then issues
     the statistics kernels, min-area filtering, the table's copy back and,
     for a batch from the host, the labels' copy into `host.array`; collect()
@@ -616,28 +645,33 @@ class _Job:
     def __init__(
         self, values: Any, params: LabelParams, out: Any, host: _HostLabels | None = None
     ) -> None:
-        from ..stages import label_input
-        from .cuda_stages import CudaStages
-
         cupy = _import_cupy()
         self.stream = cupy.cuda.get_current_stream()
         self.device = values.device
-        self.params, self.out, self.host = params, out, host
+        self.values, self.params, self.out, self.host = values, params, out, host
         self.integer = np.dtype(values.dtype).kind != "f"
         self.shape = values.shape
         #: Set by the owner: the event after this job's upload, and the undo of its stream.
         self.uploaded: Any = None
         self.release: Callable[[], None] = nothing_to_undo
-        n, height, width = values.shape
+
+    def label(self) -> None:
+        """Issue the stages, the labeling and the label count's copy back."""
+        from ..stages import label_input
+        from .cuda_stages import CudaStages
+
+        n, height, width = self.shape
         if n * height * width == 0:
             return
-        _check_batch(values)
-        self.values = canonical_bools(cupy.ascontiguousarray(values), cupy)
-        image, label_params = label_input(self.values, params, cupy, CudaStages())
-        self.label_base = label_offsets(dense_labels(image, label_params, out))
-        self.offsets = pinned_empty((n + 1,), np.dtype(np.uint32))
-        self.label_base.get(stream=self.stream, out=self.offsets, blocking=False)
-        self.counted = self.stream.record()
+        cupy = _import_cupy()
+        with self.device, self.stream:
+            _check_batch(self.values)
+            self.values = canonical_bools(cupy.ascontiguousarray(self.values), cupy)
+            image, label_params = label_input(self.values, self.params, cupy, CudaStages())
+            self.label_base = label_offsets(dense_labels(image, label_params, self.out))
+            self.offsets = pinned_empty((n + 1,), np.dtype(np.uint32))
+            self.label_base.get(stream=self.stream, out=self.offsets, blocking=False)
+            self.counted = self.stream.record()
 
     def statistics(self) -> None:
         """Wait for the label count; issue the statistics and the copies back."""
@@ -647,9 +681,9 @@ class _Job:
         with self.device, self.stream:
             self.counted.synchronize()
             total = int(self.offsets[-1])
-            agg = aggregate(self.values, self.out, self.label_base, total)
-            kept = remove_small(self.out, self.params.min_area, self.label_base, agg)
-            table = stats_table(agg, self.label_base, kept, not self.integer)
+            table, kept = filtered_table(
+                self.values, self.out, self.label_base, total, self.params.min_area
+            )
             self.table = pinned_empty(table.shape, np.dtype(np.uint64))
             if total:
                 table.get(stream=self.stream, out=self.table, blocking=False)
@@ -704,6 +738,7 @@ def _label(values: Any, params: LabelParams, out: Any) -> Labeled:
     """Labels into `out`, the statistics tables and outlines of one device (sub-)batch,
     on the current stream (a _Job's steps one after the other)."""
     job = _Job(values, params, out)
+    job.label()
     job.statistics()
     return job.collect()
 

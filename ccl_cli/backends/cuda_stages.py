@@ -34,16 +34,24 @@ class CudaStages:
     """Morphology and smoothing kernels for ccl_cli.stages.label_input."""
 
     def morph(self, mask: Any, op: str, iterations: int, connectivity: int) -> Any:
-        """`mask` eroded or dilated `iterations` times: one launch per iteration."""
+        """`mask` eroded or dilated `iterations` times: one launch per iteration.
+
+        The iterations ping-pong between two buffers, so after the first
+        there are only two launches, each prepared once (the host's work per
+        launch limits chunks with many steps: CudaBackend.label_steps).
+        """
         cupy = _import_cupy()
         kernels = _kernels(mask.device.id)
         source = cupy.ascontiguousarray(mask).view(cupy.uint8)
+        if iterations == 0:
+            return source.view(cupy.bool_)
         buffers = [cupy.empty_like(source) for _ in range(min(iterations, 2))]
-        for step in range(iterations):
-            target = buffers[step % 2]
-            kernels.launch(*morph_launch(source, target, op, connectivity))
-            source = target
-        return source.view(cupy.bool_)
+        kernels.launch(*morph_launch(source, buffers[0], op, connectivity))
+        if iterations > 1:
+            pair = [morph_launch(buffers[i], buffers[1 - i], op, connectivity) for i in (0, 1)]
+            for step in range(1, iterations):
+                kernels.launch(*pair[1 - step % 2])
+        return buffers[(iterations - 1) % 2].view(cupy.bool_)
 
     def smooth(self, values: Any, mask: Any, weights: tuple[int, ...]) -> Any:
         """float64 batch: smoothed values on `mask`, NaN off it (stages.smooth_numpy)."""

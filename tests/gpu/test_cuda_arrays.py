@@ -223,6 +223,18 @@ def test_a_batch_in_empty_batch_memory_is_page_locked_and_labels_the_same():
     assert_results_equal(cuda.label(batch, params), cpu.label(values, params))
 
 
+def test_a_batchs_chunks_run_on_streams_of_falling_priority(monkeypatch):
+    """The first chunk's stream is the most urgent, so the device finishes the chunks
+    in order (CudaBackend._take_stream); lower numbers are higher priorities."""
+    monkeypatch.setattr(cuda_module, "_CHUNK_BYTES", 1 << 20)
+    batch = sample((4, 1000, 1000), np.uint8, seed=7)  # 1 MB images: four chunks
+    backend, cpu = cuda_module.CudaBackend(0), backends()[1]
+    assert_results_equal(backend.label(batch, LabelParams()), cpu.label(batch, LabelParams()))
+    priorities = [stream.priority for stream in backend._streams]
+    assert len(priorities) == 4
+    assert priorities == sorted(priorities) and priorities[0] < priorities[-1]
+
+
 def test_repeated_host_batches_reuse_device_memory():
     """Streams are kept, so CuPy's pool (which keeps freed memory per stream) reuses it."""
     import cupy
