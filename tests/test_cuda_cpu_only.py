@@ -206,4 +206,16 @@ def test_chunks_cover_the_batch_and_grow_with_morphology_steps(monkeypatch) -> N
         assert len(bounds) == count
         assert bounds[0][0] == 0 and bounds[-1][1] == 64
         assert all(hi == lo for (_, hi), (lo, _) in itertools.pairwise(bounds))
+        sizes = [hi - lo for lo, hi in bounds]  # the ends about half the others
+        assert max(sizes[0], sizes[-1]) * 2 <= min(sizes[1:-1]) + 1
     assert cuda._chunks(host[:1], LabelParams()) == [(0, 1)]
+
+
+def test_chunks_stay_under_the_pixel_bound_of_32_bit_label_offsets(monkeypatch) -> None:
+    """Where half-size ends would make the middle chunks too large, the chunks are even."""
+    monkeypatch.setattr(cuda, "_MAX_BATCH_PIXELS", 1000)
+    host = np.zeros((64, 10, 10), np.uint8)  # 6400 pixels: 7 chunks of at most 1000
+    bounds = cuda._chunks(host, LabelParams())
+    assert len(bounds) == 7 and bounds[0][0] == 0 and bounds[-1][1] == 64
+    assert all(hi == lo for (_, hi), (lo, _) in itertools.pairwise(bounds))
+    assert max((hi - lo) * 100 for lo, hi in bounds) <= 1000

@@ -32,6 +32,7 @@ forces that route).
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Callable
@@ -396,7 +397,8 @@ def _chunks(host: np.ndarray, params: LabelParams) -> list[tuple[int, int]]:
     """[lo, hi) bounds of the chunks a numpy batch is labeled in (label_steps).
 
     Whole images, under 2**32 pixels (label offsets are 32-bit), and about
-    _CHUNK_BYTES of input each, times 1 + (morphology steps) / _CHUNK_STEPS:
+    _CHUNK_BYTES of input each (the first and last of three or more, half
+    that), times 1 + (morphology steps) / _CHUNK_STEPS:
     smaller chunks let the copies of one chunk overlap the kernels of
     another sooner, and leave less to wait for after the last upload, but
     each costs host work for its launches, one per erosion or dilation step
@@ -413,7 +415,16 @@ def _chunks(host: np.ndarray, params: LabelParams) -> list[tuple[int, int]]:
     chunk_bytes = _CHUNK_BYTES * (_CHUNK_STEPS + morphology) // _CHUNK_STEPS
     pixels = int(np.prod(host.shape, dtype=np.int64))
     count = max(-(-host.nbytes // chunk_bytes), -(-pixels // _MAX_BATCH_PIXELS))
-    return split_bounds(len(host), count)
+    even = split_bounds(len(host), count)
+    if count < 3 or len(host) < count:
+        return even
+    # The first and last chunks half as large as the others: the device idles until
+    # the first upload is done, and nothing overlaps the last chunk's copies back.
+    weights = np.array([0.5] + [1.0] * (count - 2) + [0.5])
+    cuts = np.round(np.cumsum([0.0, *weights]) / weights.sum() * len(host)).astype(int)
+    ramped = [(int(lo), int(hi)) for lo, hi in itertools.pairwise(np.unique(cuts))]
+    largest = max(hi - lo for lo, hi in ramped) * (pixels // len(host))
+    return ramped if largest <= _MAX_BATCH_PIXELS else even
 
 
 def pinned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
