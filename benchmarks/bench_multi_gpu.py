@@ -5,16 +5,27 @@ stacked in the backend's page-locked memory, as gccl's pipeline stacks them, so
 the time is the backend's: copies in, kernels, copies out, statistics tables.
 Labels come back narrowed to 16 bits (those of images with too many components
 for 16 bits as uint32), as `gccl label` asks for its PNG label images.
-Wall clock around MultiDeviceBackend.label vs CudaBackend.label, median of
---repeat calls after one warm-up. Prints a markdown table.
+Two tables, in markdown:
 
-    python3 benchmarks/bench_multi_gpu.py --repeat 5
+- one batch: wall clock around MultiDeviceBackend.label vs CudaBackend.label
+  (each batch split over the GPUs), median of --repeat calls after one warm-up;
+- batches back to back (--batches of them), as gccl's labeling service runs
+  the batches of its worker processes (`gccl label` with --processes): a
+  thread per worker, two per GPU, hands its batches to the service's
+  DeviceLabeler (worker i's to GPU i % GPUs), which has up to
+  service.CONCURRENT_BATCHES batches per GPU in flight, so one batch's first
+  upload and last copies back overlap another's kernels. Time per batch,
+  median of three runs after one warm-up run.
+
+    python3 benchmarks/bench_multi_gpu.py --repeat 5 --batches 24
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
+import threading
 import time
 
 import numpy as np
@@ -22,6 +33,7 @@ import numpy as np
 from ccl_cli.backends import make_backend
 from ccl_cli.backends.base import Backend
 from ccl_cli.params import LabelParams
+from ccl_cli.service import DeviceLabeler
 
 
 def median_seconds(backend: Backend, batch: np.ndarray, params: LabelParams, repeat: int) -> float:
@@ -35,6 +47,41 @@ def median_seconds(backend: Backend, batch: np.ndarray, params: LabelParams, rep
     return statistics.median(times)
 
 
+def back_to_back_seconds(
+    devices: list[Backend], batch: np.ndarray, params: LabelParams, batches: int
+) -> float:
+    """Seconds per batch of `batches` labeled as the labeling service labels its
+    workers' batches (module docstring), median of three runs after a warm-up run."""
+    workers = 2 * len(devices)
+    labeler = DeviceLabeler(devices)
+    outs = [devices[0].empty_batch(batch.shape, np.dtype(np.uint16)) for _ in range(workers)]
+
+    def run() -> float:
+        taken = itertools.count()
+        lock = threading.Lock()
+
+        def work(worker: int) -> None:
+            while True:
+                with lock:
+                    if next(taken) >= batches:
+                        return
+                labeler.label(worker % len(devices), batch, params, outs[worker], narrow=True)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(workers)]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return (time.perf_counter() - started) / batches
+
+    try:
+        run()
+        return statistics.median(run() for _ in range(3))
+    finally:
+        labeler.close()
+
+
 def depth_tiles(rng: np.random.Generator, count: int) -> np.ndarray:
     """`count` 4000x3000 uint16 images of 300x400 plateaus plus noise: few, large components."""
     plateaus = np.add.outer(np.arange(3000) // 300 * 500, np.arange(4000) // 400 * 700)
@@ -42,40 +89,52 @@ def depth_tiles(rng: np.random.Generator, count: int) -> np.ndarray:
     return (1000 + plateaus + noise).astype(np.uint16)
 
 
-def copy_ceiling(devices: int, nbytes: int = 1 << 30) -> tuple[float, float]:
-    """GB/s of device-to-host copies into page-locked memory: from one GPU, and from all at once.
+def copy_ceiling(devices: int, nbytes: int = 1 << 30) -> tuple[float, float, float, float]:
+    """GB/s of copies of `nbytes` between GPUs and page-locked memory, the best of
+    three each: device to host from one GPU, and from every GPU at once; both ways
+    at once (the bytes of both directions together) on one GPU, and on every GPU.
 
-    Labels are 2 or 4 bytes a pixel, so these copies bound the speed of every
-    case of this benchmark; when all GPUs together copy little faster than one, the host
-    (memory, PCIe topology), not the GPUs, limits the speed-up.
+    Batches go up and labels come back (2 or 4 bytes a pixel), so these copies
+    bound the speed of every case of this benchmark; when all GPUs together copy
+    little faster than one, the host (its memory, the PCIe topology), not the
+    GPUs, limits the speed-up.
     """
     import cupy
 
     from ccl_cli.backends.cuda import pinned_empty
 
-    sources, targets, streams = [], [], []
+    device_side, host_side, streams = [], [], []
     for device in range(devices):
         with cupy.cuda.Device(device):
-            sources.append(cupy.ones(nbytes, cupy.uint8))
-            streams.append(cupy.cuda.Stream(non_blocking=True))
-        targets.append(pinned_empty((nbytes,), np.dtype(np.uint8)))
+            device_side.append((cupy.ones(nbytes, cupy.uint8), cupy.empty(nbytes, cupy.uint8)))
+            streams.append(tuple(cupy.cuda.Stream(non_blocking=True) for _ in range(2)))
+        host_side.append(tuple(pinned_empty((nbytes,), np.dtype(np.uint8)) for _ in range(2)))
 
-    def copy(count: int) -> float:
+    def copy(count: int, both_ways: bool) -> float:
         started = time.perf_counter()
         for device in range(count):
+            (source, target), (down, up) = device_side[device], streams[device]
             with cupy.cuda.Device(device):
-                sources[device].get(stream=streams[device], out=targets[device], blocking=False)
-        for stream in streams[:count]:
-            stream.synchronize()
-        return count * nbytes / (time.perf_counter() - started) / 1e9
+                source.get(stream=down, out=host_side[device][0], blocking=False)
+                if both_ways:
+                    target.set(host_side[device][1], stream=up)
+        for pair in streams[:count]:
+            for stream in pair:
+                stream.synchronize()
+        return count * nbytes * (2 if both_ways else 1) / (time.perf_counter() - started) / 1e9
 
-    copy(devices)  # warm-up
-    return max(copy(1) for _ in range(3)), max(copy(devices) for _ in range(3))
+    copy(devices, True)  # warm-up
+    best = [
+        max(copy(count, both) for _ in range(3))
+        for count, both in ((1, False), (devices, False), (1, True), (devices, True))
+    ]
+    return best[0], best[1], best[2], best[3]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--batches", type=int, default=24)
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     cases = {
@@ -108,15 +167,19 @@ def main() -> None:
     one = make_backend("cuda", None, print)
     every = make_backend("cuda", None, print, devices="all")
     print(f"devices: {every.name}")
-    one_gbs, every_gbs = copy_ceiling(len(getattr(every, "backends", [every])))
+    down_one, down_every, both_one, both_every = copy_ceiling(
+        len(getattr(every, "backends", [every]))
+    )
     print(
-        f"copy ceiling, 1 GiB device-to-host into page-locked memory: one GPU {one_gbs:.0f} GB/s, "
-        f"every GPU at once {every_gbs:.0f} GB/s together"
+        f"copy ceiling, 1 GiB to or from page-locked memory: device to host {down_one:.0f} "
+        f"GB/s from one GPU, {down_every:.0f} GB/s from every GPU at once; both ways at once "
+        f"{both_one:.0f} GB/s on one GPU, {both_every:.0f} GB/s on every GPU (in all)"
     )
     print("| case | 1 GPU ms | all GPUs ms | speed-up | 16-bit labels | identical |")
     print("| --- | --- | --- | --- | --- | --- |")
+    batches = {}
     for name, (generated, params) in cases.items():
-        batch = one.empty_batch(generated.shape, generated.dtype)
+        batch = batches[name] = one.empty_batch(generated.shape, generated.dtype)
         batch[...] = generated
         single = median_seconds(one, batch, params, args.repeat)
         multi = median_seconds(every, batch, params, args.repeat)
@@ -129,6 +192,14 @@ def main() -> None:
             f"| {name} | {single * 1e3:.1f} | {multi * 1e3:.1f} | {single / multi:.2f}x "
             f"| {narrowed} | {same} |"
         )
+    devices = list(getattr(every, "backends", [every]))
+    print(f"\n{args.batches} batches back to back, as the labeling service runs them:\n")
+    print("| case | 1 GPU ms per batch | all GPUs ms per batch | speed-up |")
+    print("| --- | --- | --- | --- |")
+    for name, (_, params) in cases.items():
+        single = back_to_back_seconds([one], batches[name], params, args.batches)
+        multi = back_to_back_seconds(devices, batches[name], params, args.batches)
+        print(f"| {name} | {single * 1e3:.1f} | {multi * 1e3:.1f} | {single / multi:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from .backends.base import (
     nothing_to_undo,
 )
 from .backends.cuda import HOST_BATCH_BYTES
+from .backends.steps import StepRunner, label_steps
 from .params import LabelParams
 
 #: Batches one device labels at once (each in chunks on streams of its own).
@@ -92,7 +93,7 @@ class LabelingService:
         self.address = ServiceAddress(str(self.listener.address), authkey, budget)
         self.ready = threading.Event()
         self.backends: list[Backend] = []
-        self.gates: list[threading.Semaphore] = []
+        self.labeler: DeviceLabeler | None = None
         self.failure = ""
         self.turns = count()
         self.closed = False
@@ -103,7 +104,8 @@ class LabelingService:
     def serve(self, backends: Sequence[Backend]) -> None:
         """Answer with `backends` (one per GPU), or with "label on your own" when there are none."""
         self.backends = list(backends)
-        self.gates = [threading.Semaphore(CONCURRENT_BATCHES) for _ in self.backends]
+        if self.backends:
+            self.labeler = DeviceLabeler(self.backends)
         self.ready.set()
 
     def fail(self, reason: str) -> None:
@@ -124,6 +126,8 @@ class LabelingService:
         self.listener.close()
         for connection in self.connections:
             connection.join(CLOSE_WAIT_SECONDS)
+        if self.labeler is not None:
+            self.labeler.close()
 
     def _accept(self) -> None:
         while True:
@@ -194,12 +198,38 @@ class LabelingService:
     ) -> tuple[str, Any]:
         """("ok", what labeling gave) with the labels in `out`, or ("error", why):
         labeled by backend `index`."""
+        assert self.labeler is not None  # set with the backends
         try:
-            with self.gates[index]:
-                result = self.backends[index].label(batch, params, out, narrow)
+            return "ok", self.labeler.label(index, batch, params, out, narrow)
         except Exception as error:
             return "error", f"{type(error).__name__}: {error}"
-        return "ok", Labeled.of(result)
+
+
+class DeviceLabeler:
+    """Labels batches that many threads hand over, each on the device they name,
+    from one thread (steps.StepRunner), at most CONCURRENT_BATCHES per device at once.
+
+    One thread steps every batch in flight, so a device's next batch uploads
+    while the last one finishes, and the connection threads, which only wait,
+    do not contend for the GIL (steps module).
+    """
+
+    def __init__(self, backends: Sequence[Backend]) -> None:
+        self.backends = list(backends)
+        self.gates = [threading.Semaphore(CONCURRENT_BATCHES) for _ in self.backends]
+        self.runner = StepRunner()
+
+    def label(
+        self, index: int, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
+    ) -> Labeled:
+        """Label `batch` into `out` with backend `index` (Backend.label); waits for it."""
+        with self.gates[index]:
+            steps = label_steps(self.backends[index], batch, params, out, narrow)
+            return self.runner.submit(steps).result()
+
+    def close(self) -> None:
+        """End the runner's thread."""
+        self.runner.close()
 
 
 def _view(blocks: dict[int, mmap.mmap], slot: _Slot) -> np.ndarray:

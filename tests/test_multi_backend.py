@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ccl_cli.backends import make_backend
-from ccl_cli.backends.base import BatchResult, Labeled, interleaved, split_bounds
+from ccl_cli.backends.base import BatchResult, split_bounds
 from ccl_cli.backends.cpu import CpuBackend
 from ccl_cli.backends.multi import MultiDeviceBackend
 from ccl_cli.config import resolve
@@ -92,35 +92,3 @@ def test_split_batches_concatenate_the_outlines() -> None:
     assert result.polygons is not None and expected.polygons is not None
     assert len(result.polygons) == 5
     assert all(a.equals(b) for a, b in zip(result.polygons, expected.polygons, strict=True))
-
-
-def test_interleaved_labelings_take_steps_in_turn_and_return_in_order() -> None:
-    taken: list[tuple[str, int]] = []
-
-    def steps(name: str, count: int):
-        for step in range(count):
-            taken.append((name, step))
-            yield
-        return Labeled([], [count], [])
-
-    results = interleaved([steps("a", 3), steps("b", 1), steps("c", 2)])
-    assert [result.components for result in results] == [[3], [1], [2]]
-    assert taken == [("a", 0), ("b", 0), ("c", 0), ("a", 1), ("c", 1), ("a", 2)]
-
-
-def test_a_failing_labeling_closes_the_others() -> None:
-    cleaned: list[str] = []
-
-    def steps(name: str, fail_at: int | None):
-        try:
-            for step in range(3):
-                if step == fail_at:
-                    raise RuntimeError(name)
-                yield
-        finally:
-            cleaned.append(name)
-        return Labeled([], [], [])
-
-    with pytest.raises(RuntimeError, match="b"):
-        interleaved([steps("a", None), steps("b", 1), steps("c", None)])
-    assert sorted(cleaned) == ["a", "b", "c"]

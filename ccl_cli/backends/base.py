@@ -15,7 +15,7 @@ gives each image's labels whichever way they came.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -182,50 +182,3 @@ def batch_result(labels: Any, labeled: Labeled, params: LabelParams) -> BatchRes
     """The BatchResult of a whole batch from its labels and what labeling gave."""
     polygons = labeled.outlines if params.polygons else None
     return BatchResult(labels, labeled.tables, labeled.components, polygons, labeled.wide)
-
-
-#: A labeling in steps (a generator): each next() does a share of the work and
-#: returns before waiting on a device again where the backend can; the
-#: generator's return value is what labeling gave. Several of them run in
-#: turn from one thread (interleaved), so one device's copies and kernels go
-#: on while the host works for another, without threads contending for the GIL.
-LabelSteps = Generator[None, None, Labeled]
-
-
-def label_steps(
-    backend: Backend, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
-) -> LabelSteps:
-    """backend.label_steps(...) where the backend has it (CUDA), else backend.label
-    in one step; `out` as in Backend.label."""
-    steps = getattr(backend, "label_steps", None)
-    if steps is not None:
-        return steps(batch, params, out, narrow)
-    return _in_one_step(backend, batch, params, out, narrow)
-
-
-def _in_one_step(
-    backend: Backend, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
-) -> LabelSteps:
-    yield from ()  # a generator that finishes on its first next()
-    return Labeled.of(backend.label(batch, params, out, narrow))
-
-
-def interleaved(labelings: Sequence[LabelSteps]) -> list[Labeled]:
-    """Run `labelings` a step each in turn until all are done; their results, in order.
-
-    If one fails, the others are closed (their cleanup runs) and the error propagates.
-    """
-    results: dict[int, Labeled] = {}
-    try:
-        while len(results) < len(labelings):
-            for i, steps in enumerate(labelings):
-                if i not in results:
-                    try:
-                        next(steps)
-                    except StopIteration as done:
-                        results[i] = done.value
-    except BaseException:
-        for steps in labelings:
-            steps.close()
-        raise
-    return [results[i] for i in range(len(labelings))]

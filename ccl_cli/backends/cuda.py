@@ -51,14 +51,13 @@ from .base import (
     NARROW_LIMIT,
     BatchResult,
     Labeled,
-    LabelSteps,
     batch_result,
-    interleaved,
     joined,
     label_dtype,
     nothing_to_undo,
     split_bounds,
 )
+from .steps import LabelSteps, interleaved
 
 CUDA_DIR = Path(__file__).resolve().parent.parent / "cuda"
 FATBIN = CUDA_DIR / "gccl.fatbin"
@@ -212,7 +211,7 @@ class CudaBackend:
     def label_steps(
         self, host: np.ndarray, params: LabelParams, labels: np.ndarray, narrow: bool
     ) -> LabelSteps:
-        """Label the numpy batch `host` into the numpy `labels`, in steps (base.LabelSteps).
+        """Label the numpy batch `host` into the numpy `labels`, in steps (steps.LabelSteps).
 
         The batch goes in chunks (_chunks), each a _Job on a non-blocking
         stream of its own, straight from `host` where it is page-locked and
@@ -220,9 +219,9 @@ class CudaBackend:
         upload every chunk (each upload waits for the previous one, so they
         follow each other at full bus speed), then issue each chunk's
         labeling, then each chunk's statistics and the copy of its labels
-        back, then collect each. A step returns without waiting except for
-        the chunk it is about, so other chunks and other devices
-        (MultiDeviceBackend) keep working meanwhile. Every upload comes first
+        back, then collect each. Each step yields the event that the next
+        one waits for (steps.LabelSteps), so a runner with other labelings
+        (other devices, other batches) steps those meanwhile. Every upload comes first
         because issuing a chunk's labeling takes the host up to a millisecond
         (more with many morphology steps): another device's first upload
         would wait for it. Streams taken earlier have higher priority
@@ -242,12 +241,12 @@ class CudaBackend:
                 job.label()
                 yield
             for job in jobs:
+                yield job.counted
                 job.statistics()
-                yield
             parts = []
             for job in jobs:
+                yield job.copied
                 parts.append(job.collect())
-                yield
             return joined(parts)
         except cupy.cuda.memory.OutOfMemoryError:
             self._abandon(jobs)
@@ -665,6 +664,10 @@ class _Job:
         #: Set by the owner: the event after this job's upload, and the undo of its stream.
         self.uploaded: Any = None
         self.release: Callable[[], None] = nothing_to_undo
+        #: Events: the label count is on the host (statistics() waits for it), and
+        #: all that statistics() copies back is (collect() waits for it, at last).
+        self.counted: Any = None
+        self.copied: Any = None
 
     def label(self) -> None:
         """Issue the stages, the labeling and the label count's copy back."""
@@ -702,10 +705,11 @@ class _Job:
             if kept is not None:
                 self.kept_base = pinned_empty(self.offsets.shape, np.dtype(np.uint32))
                 kept[2].get(stream=self.stream, out=self.kept_base, blocking=False)
-            self.tabled = self.stream.record()
+            self.tabled = self.copied = self.stream.record()
             if self.host is not None:
                 labels = self.out.astype(cupy.uint16) if self.host.narrow else self.out
                 labels.get(stream=self.stream, out=self.host.array, blocking=False)
+                self.copied = self.stream.record()
 
     def collect(self) -> Labeled:
         """Wait for the statistics; the tables, outlines and wide images (base.Labeled)."""

@@ -3,7 +3,7 @@
 `--devices 0,1` gives one CudaBackend per GPU; a batch of N images becomes
 contiguous parts of about N / GPUs images, one per GPU, each writing its
 labels straight into its slice of the output. The parts are labeled at the
-same time from the calling thread, a step of each in turn (base.interleaved:
+same time from the calling thread, a step of each in turn (steps.interleaved:
 CUDA's steps issue work and return without waiting for it), so no threads
 contend for the GIL. Images never depend on each other, so the result is the
 same as one backend's, image for image.
@@ -16,16 +16,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..params import LabelParams
-from .base import (
-    Backend,
-    BatchResult,
-    batch_result,
-    interleaved,
-    joined,
-    label_dtype,
-    label_steps,
-    split_bounds,
-)
+from .base import Backend, BatchResult, batch_result, joined, label_dtype, split_bounds
+from .steps import interleaved, label_steps
 
 
 class MultiDeviceBackend:
