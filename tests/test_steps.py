@@ -127,3 +127,32 @@ def test_a_backend_without_steps_labels_in_one_step_into_out() -> None:
     want = CpuBackend(threads=1).label(batch, params, narrow=True)
     assert np.array_equal(out, want.labels)
     assert finished.value.value.components == want.components
+
+
+class Broken:
+    """A wait whose query fails, as a CUDA event's does after a device error."""
+
+    @property
+    def done(self) -> bool:
+        raise RuntimeError("device fault")
+
+
+def test_a_wait_that_fails_fails_its_labeling_and_runs_its_cleanup() -> None:
+    cleaned: list[str] = []
+
+    def waiting_on_a_broken_device():  # type: ignore[no-untyped-def]
+        try:
+            yield Broken()
+        finally:
+            cleaned.append("cleaned")
+        return Labeled([], [], [])
+
+    runner = StepRunner()
+    try:
+        broken = runner.submit(waiting_on_a_broken_device())
+        with pytest.raises(RuntimeError, match="device fault"):
+            broken.result(10)
+        assert cleaned == ["cleaned"]
+        assert runner.submit(counting("after", 1, [])).result(10).components == [1]
+    finally:
+        runner.close()

@@ -137,15 +137,18 @@ class StepRunner:
                     closing = True
                 else:
                     running.append(taken)
-            ready = [labeling for labeling in running if _ready(labeling.wait)]
-            if not ready:
-                time.sleep(0)
-            for labeling in ready:
+            stepped = False
+            for labeling in list(running):
                 try:
-                    labeling.wait = next(labeling.steps)
+                    if _ready(labeling.wait):
+                        stepped = True
+                        labeling.wait = next(labeling.steps)
                 except StopIteration as done:
                     labeling.result.set_result(done.value)
                     running.remove(labeling)
-                except Exception as error:
+                except Exception as error:  # the labeling's own (a device error, a bad batch)
+                    labeling.steps.close()  # its cleanup, if it did not run
                     labeling.result.set_exception(error)
                     running.remove(labeling)
+            if not stepped:
+                time.sleep(0)
