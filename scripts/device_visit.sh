@@ -100,7 +100,7 @@ if run_stage gccl-bench 240 "$OUT/gccl-bench.log" python3 -m ccl_cli bench --lev
 fi
 if run_stage multi 240 "$OUT/multi.log" python3 benchmarks/bench_multi_gpu.py --repeat 5; then
   note "multi-GPU (rc $rc, $took s):"
-  tail -n 6 "$OUT/multi.log" | tee -a "$summary"
+  grep "^|" "$OUT/multi.log" | tee -a "$summary"
 fi
 # End to end on 16 cores, as the H200 machine has them (the x2 machine has 32).
 if run_stage e2e 400 "$OUT/e2e.log" taskset -c 0-15 python3 benchmarks/bench_end_to_end.py \
