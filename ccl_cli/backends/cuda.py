@@ -404,7 +404,8 @@ def _chunks(host: np.ndarray, params: LabelParams) -> list[tuple[int, int]]:
     on top of labeling's, and one thread issues them for every chunk and
     GPU. Measured on the H200s, 16 depth-like 4000x3000 frames with --open 8
     --close 8 (32 steps) took 21.7 ms on one GPU and 12.6 on two in 64 MB
-    chunks, 22.6 and 13.8 in 96 MB, 24.4 and 12.5 in 48 MB (medians).
+    chunks, 22.6 and 13.8 in 96 MB, 24.4 and 12.5 in 48 MB (medians, in even
+    chunks).
     """
     if len(host) <= 1:
         return [(0, len(host))]
