@@ -20,11 +20,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ccl_cli import processes
-from ccl_cli.backends.base import WARM_UP_DTYPES, Backend, warm_up
+from ccl_cli.backends.base import WARM_UP_DTYPES, Backend, Labeled, warm_up
 from ccl_cli.backends.cpu import CpuBackend
 from ccl_cli.errors import BackendUnavailable
 from ccl_cli.params import LabelParams
-from ccl_cli.service import LabelingService, ServedBackend, block_size
+from ccl_cli.service import (
+    CONCURRENT_BATCHES,
+    DeviceLabeler,
+    LabelingService,
+    ServedBackend,
+    block_size,
+)
 
 PARAMS = [
     LabelParams(),
@@ -114,6 +120,68 @@ class _Locking(CpuBackend):
     def page_lock(self, address: int, size: int):  # type: ignore[no-untyped-def]
         self.locked.append((address, size))
         return lambda: self.unlocked.append((address, size))
+
+
+class _Stepped(CpuBackend):
+    """A CPU backend that labels in steps, each waiting for a few polls, and records
+    how many of its labelings were in flight at once."""
+
+    def __init__(self) -> None:
+        super().__init__(threads=1)
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    def label_steps(self, batch, params, out, narrow):  # type: ignore[no-untyped-def]
+        self.in_flight += 1  # the runner's thread only: no lock needed
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            for _ in range(3):
+                yield _Timed(0.03)
+            return Labeled.of(self.label(batch, params, out, narrow))
+        finally:
+            self.in_flight -= 1
+
+
+class _Timed:
+    """A wait that is done `seconds` after it was made (a CUDA event, in the real
+    thing): long enough for every thread to hand its batch over meanwhile."""
+
+    def __init__(self, seconds: float) -> None:
+        self.when = time.monotonic() + seconds
+
+    @property
+    def done(self) -> bool:
+        return time.monotonic() >= self.when
+
+
+def test_the_device_labeler_steps_at_most_two_batches_per_device_at_once():
+    """Six threads hand batches to one device at once; each gets its own result."""
+    stepped = _Stepped()
+    labeler = DeviceLabeler([stepped])
+    batches = [
+        (np.random.default_rng(seed).random((2, 9, 13)) < 0.5).astype(np.uint8) for seed in range(6)
+    ]
+    outs = [np.zeros(batch.shape, np.uint32) for batch in batches]
+    results: dict[int, object] = {}
+    start = threading.Barrier(len(batches))
+
+    def hand_over(i: int) -> None:
+        start.wait()
+        results[i] = labeler.label(0, batches[i], LabelParams(), outs[i], False)
+
+    threads = [threading.Thread(target=hand_over, args=(i,)) for i in range(len(batches))]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+    finally:
+        labeler.close()
+    assert stepped.most_in_flight == CONCURRENT_BATCHES == 2
+    for i, batch in enumerate(batches):
+        want = CpuBackend(threads=1).label(batch, LabelParams())
+        assert np.array_equal(outs[i], want.labels)
+        assert results[i].components == want.components  # type: ignore[attr-defined]
 
 
 def test_the_service_page_locks_each_shared_block_once_and_unlocks_it_at_the_end():
