@@ -221,14 +221,14 @@ class CudaBackend:
         labeling, then each chunk's statistics and the copy of its labels
         back, then collect each. Each step yields the event that the next
         one waits for (steps.LabelSteps), so a runner with other labelings
-        (other devices, other batches) steps those meanwhile. Every upload comes first
-        because issuing a chunk's labeling takes the host up to a millisecond
-        (more with many morphology steps): another device's first upload
-        would wait for it. Streams taken earlier have higher priority
-        (_take_stream), so the GPU finishes chunk 0 before chunk 1 rather
-        than all chunks at once, and chunk 0's statistics and copies back
-        overlap chunk 1's kernels. Out of device memory, the batch is labeled
-        again without overlap (_label_without_overlap).
+        (other devices, other batches) steps those meanwhile. Every upload
+        comes first because issuing a chunk's labeling takes the host up to a
+        millisecond (more with many morphology steps): another device's first
+        upload would wait for it. Streams taken earlier have higher priority
+        (_take_stream), so the GPU prefers chunk 0's kernels to chunk 1's
+        rather than finishing all chunks at once, and chunk 0's statistics
+        and copies back overlap chunk 1's kernels. Out of device memory, the
+        batch is labeled again without overlap (_label_without_overlap).
         """
         cupy = _import_cupy()
         jobs: list[_Job] = []
