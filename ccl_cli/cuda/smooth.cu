@@ -18,6 +18,7 @@
 //     vertical pass, 4 output rows per thread.
 #include "common.cuh"
 #include "dtypes.cuh"
+#include "foreground.cuh"  // ValueTraits
 
 #define GCCL_SMOOTH_MAX_RADIUS 7
 #define GCCL_SMOOTH_THREADS_X 32
@@ -344,18 +345,10 @@ __device__ __forceinline__ double quotient_of_float_sums(double s, int count) {
   return (__double2hiint(s) & 0x7FF00000) == 0x7FF00000 ? s : q;
 }
 
-template <typename ACC>
-struct IsFloat {
-  static constexpr bool value = false;
-};
-template <>
-struct IsFloat<double> {
-  static constexpr bool value = true;
-};
-
 // Whether T is float32 summed in float64 (the accumulator of every float image).
 template <typename T, typename ACC>
-constexpr bool kFloat32Sums = IsFloat<ACC>::value && sizeof(T) == 4 && T(0.5) != T(0);
+constexpr bool kFloat32Sums =
+    ValueTraits<T>::is_float && sizeof(T) == 4 && ValueTraits<ACC>::is_float;
 
 // The output value from a window's S and W (W may be 0 off the mask, where the
 // caller discards the value).
@@ -363,7 +356,7 @@ template <typename T, typename ACC>
 __device__ __forceinline__ double strip_finish(ACC s, int count) {
   if constexpr (kFloat32Sums<T, ACC>) {
     return (double)(float)quotient_of_float_sums(s, count);  // (float) rounds to nearest even
-  } else if constexpr (IsFloat<ACC>::value) {  // float64 sums of float64
+  } else if constexpr (ValueTraits<ACC>::is_float) {  // float64 sums of float64
     return SmoothMath<double>::template finish<T>(s, count);
   } else if constexpr (sizeof(ACC) == 4) {  // int32 sums
     return (double)floor_div_small(2 * s + count, max(2 * count, 1));
