@@ -21,6 +21,8 @@ Launch = tuple[str, int, tuple[int, ...], tuple[Any, ...]]
 _MORPH_STRIP_W = 512  # columns per warp of morphology.cu
 _MORPH_ROWS = {16: 16, 4: 16, 1: 4}  # rows per warp, by access width (bytes)
 _MORPH_WARPS = 2  # warps per block
+_MORPH_MAX_STEPS = 8  # iterations per launch of the multi-step kernels, at most
+_MORPH_STEP_W = 480  # output columns per warp of the multi-step kernels (same rows)
 _SMOOTH_STRIP_W = 120  # output columns per warp of smooth.cu's strip kernels
 _SMOOTH_MAX_ROWS = 32  # output rows per warp of the strip kernels, at most (strip_rows)
 _SMOOTH_WARPS = 4
@@ -34,24 +36,25 @@ class CudaStages:
     """Morphology and smoothing kernels for ccl_cli.stages.label_input."""
 
     def morph(self, mask: Any, op: str, iterations: int, connectivity: int) -> Any:
-        """`mask` eroded or dilated `iterations` times: one launch per iteration.
+        """`mask` eroded or dilated `iterations` times: one launch per
+        _MORPH_MAX_STEPS iterations (morph_launch), ping-ponging between two buffers.
 
-        The iterations ping-pong between two buffers, so after the first
-        there are only two launches, each prepared once (the host's work per
-        launch limits chunks with many steps: CudaBackend.label_steps).
+        Few launches matter beyond the kernels' speed: the host's time per
+        launch limits how small a batch's chunks can be (CudaBackend.label_steps).
         """
         cupy = _import_cupy()
-        kernels = _kernels(mask.device.id)
         source = cupy.ascontiguousarray(mask).view(cupy.uint8)
         if iterations == 0:
             return source.view(cupy.bool_)
-        buffers = [cupy.empty_like(source) for _ in range(min(iterations, 2))]
-        kernels.launch(*morph_launch(source, buffers[0], op, connectivity))
-        if iterations > 1:
-            pair = [morph_launch(buffers[i], buffers[1 - i], op, connectivity) for i in (0, 1)]
-            for step in range(1, iterations):
-                kernels.launch(*pair[1 - step % 2])
-        return buffers[(iterations - 1) % 2].view(cupy.bool_)
+        kernels = _kernels(mask.device.id)
+        launches = -(-iterations // _MORPH_MAX_STEPS)
+        buffers = [cupy.empty_like(source) for _ in range(min(launches, 2))]
+        for index, first in enumerate(range(0, iterations, _MORPH_MAX_STEPS)):
+            steps = min(_MORPH_MAX_STEPS, iterations - first)
+            target = buffers[index % 2]
+            kernels.launch(*morph_launch(source, target, op, connectivity, steps))
+            source = target
+        return source.view(cupy.bool_)
 
     def smooth(self, values: Any, mask: Any, weights: tuple[int, ...]) -> Any:
         """float64 batch: smoothed values on `mask`, NaN off it (stages.smooth_numpy)."""
@@ -63,19 +66,26 @@ class CudaStages:
         return out
 
 
-def morph_launch(source: Any, target: Any, op: str, connectivity: int) -> Launch:
-    """One erosion or dilation of the uint8 batch `source` into `target` (same shape).
+def morph_launch(source: Any, target: Any, op: str, connectivity: int, steps: int = 1) -> Launch:
+    """`steps` (1 .. _MORPH_MAX_STEPS) erosions or dilations of the uint8 batch `source`
+    into `target` (same shape), in one launch.
 
     The kernel's access width (16, 4 or 1 bytes) is the widest that divides the
-    row length and both buffers' addresses.
+    row length and both buffers' addresses. One step runs the one-iteration
+    kernel, more the multi-step one (morphology.cu), whose strips write fewer
+    columns (their halo is as deep as its largest step count).
     """
+    if not 1 <= steps <= _MORPH_MAX_STEPS:
+        raise ValueError(f"one launch does 1 to {_MORPH_MAX_STEPS} morphology steps, not {steps}")
     n, height, width = _batch_shape(source)
     access = _access_width(width, source, target)
-    strips_x = -(-width // _MORPH_STRIP_W)
+    several = steps > 1
+    strips_x = -(-width // (_MORPH_STEP_W if several else _MORPH_STRIP_W))
     strips = strips_x * -(-height // _MORPH_ROWS[access])
     warps = n * strips
-    args = (source, target, *(np.uint32(v) for v in (height, width, strips_x, strips, n)))
-    name = f"gccl_{op}_{connectivity}_b{access}"
+    geometry = (np.uint32(v) for v in (height, width, strips_x, strips, n))
+    args = (source, target, *geometry, *((np.uint32(steps),) if several else ()))
+    name = f"gccl_{op}_{connectivity}{'_n' if several else ''}_b{access}"
     return name, -(-warps // _MORPH_WARPS), (32 * _MORPH_WARPS,), args
 
 

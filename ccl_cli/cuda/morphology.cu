@@ -1,10 +1,13 @@
-// Binary erosion and dilation of a mask batch (N, H, W) of 0/1 bytes, one iteration.
+// Binary erosion and dilation of a mask batch (N, H, W) of 0/1 bytes.
 //
 // The element is the 3x3 cross (CONN 4) or square (CONN 8); pixels outside the
-// image count as background (scipy.ndimage's border_value=0). N iterations are
-// N launches with ping-pong buffers (ccl_cli/backends/cuda_stages.py).
+// image count as background at every iteration (scipy.ndimage's
+// border_value=0). One launch does one iteration (gccl_{erode,dilate}_{4,8}_b*)
+// or 2 .. GCCL_MORPH_MAX_STEPS of them (the _n kernels, morph_steps_strip);
+// more iterations are several launches with ping-pong buffers
+// (ccl_cli/backends/cuda_stages.py).
 //
-// Why it is shaped like this: the stage moves 1 byte in and 1 byte out per
+// Why it is shaped like this: an iteration moves 1 byte in and 1 byte out per
 // pixel, so it is a copy with a little logic, and its speed is set by how wide
 // and how early the memory accesses are. Each warp owns a strip of
 // GCCL_MORPH_ROWS rows (GCCL_MORPH_ROWS_BYTES with byte access) by 512
@@ -15,7 +18,10 @@
 // the horizontal neighbours are the same words shifted by one byte, the byte
 // across a lane boundary comes from the next lane by a shuffle, and the two
 // bytes beyond the warp's 512 columns are loaded by lanes 0 and 31. No shared
-// memory, no barriers.
+// memory, no barriers. The multi-step kernels iterate in registers on a strip
+// with a halo as deep as the iterations (see morph_steps_strip): many
+// iterations cost one launch (the host's time per launch limits small chunks)
+// and about three bytes of traffic per pixel instead of two per iteration.
 #include "common.cuh"
 
 // Warps per block and output rows per warp (ccl_cli/backends/cuda_stages.py
@@ -29,6 +35,11 @@
 #define GCCL_MORPH_ROWS_BYTES 4  // rows per warp of the byte-access kernels (rare; less code)
 #define GCCL_MORPH_LANE_BYTES 16                         // columns per lane
 #define GCCL_MORPH_STRIP_W (32 * GCCL_MORPH_LANE_BYTES)  // columns per warp
+// The multi-step kernels: iterations per launch at most (their strips also hold
+// that many rows above and below their output rows), and output columns per warp
+// (lanes 0 and 31 hold the halo columns, so at most 16 steps).
+#define GCCL_MORPH_MAX_STEPS 8
+#define GCCL_MORPH_STEP_W (30 * GCCL_MORPH_LANE_BYTES)
 
 // 16 consecutive mask bytes: byte k in bits 8 * (k % 4) of w[k / 4].
 struct MaskRow {
@@ -102,6 +113,14 @@ __device__ __forceinline__ MaskRow horizontal(const MaskRow& c, u32 left, u32 ri
   return h;
 }
 
+// The bytes just left and right of this lane's 16 (0 or 1, in bit 0), from the
+// neighbouring lanes; lanes 0 and 31 get their own bytes back for the ones beyond
+// the warp's 512 columns. Every lane must call.
+__device__ __forceinline__ void lane_neighbours(const MaskRow& r, u32& left, u32& right) {
+  left = __shfl_up_sync(GCCL_FULL_WARP, r.w[3], 1) >> 24;
+  right = __shfl_down_sync(GCCL_FULL_WARP, r.w[0], 1) & 0xFFu;
+}
+
 template <bool ERODE, int CONN, int LOAD>
 __device__ __forceinline__ void morph_strip(const unsigned char* in, unsigned char* out,
                                             u32 height, u32 width, u32 strips_x,
@@ -138,8 +157,8 @@ __device__ __forceinline__ void morph_strip(const unsigned char* in, unsigned ch
   MaskRow h[ROWS + 2];  // rows combined horizontally
 #pragma unroll
   for (u32 t = 0; t < ROWS + 2; ++t) {
-    u32 left = __shfl_up_sync(GCCL_FULL_WARP, rows[t].w[3], 1) >> 24;
-    u32 right = __shfl_down_sync(GCCL_FULL_WARP, rows[t].w[0], 1) & 0xFFu;
+    u32 left, right;
+    lane_neighbours(rows[t], left, right);
     if (lane == 0) left = edge[t];
     if (lane == 31) right = edge[t];
     h[t] = horizontal<ERODE>(rows[t], left, right);
@@ -161,6 +180,89 @@ __device__ __forceinline__ void morph_strip(const unsigned char* in, unsigned ch
   }
 }
 
+// Row `r` combined horizontally (lane_neighbours: the bytes lanes 0 and 31 use
+// beyond the warp's columns are wrong, so the multi-step kernels keep those
+// lanes as halo).
+template <bool ERODE>
+__device__ __forceinline__ MaskRow horizontal_in_warp(const MaskRow& r) {
+  u32 left, right;
+  lane_neighbours(r, left, right);
+  return horizontal<ERODE>(r, left, right);
+}
+
+// `steps` (1 .. GCCL_MORPH_MAX_STEPS) iterations of one warp strip in registers.
+//
+// The strip's output is ROWS rows by GCCL_MORPH_STEP_W columns (lanes 1 .. 30);
+// it holds K = GCCL_MORPH_MAX_STEPS rows more above and below, and lanes 0 and
+// 31 hold the 16 columns left and right of it. An iteration changes a pixel
+// from its 3x3 neighbourhood, so after s iterations the values are exact
+// except within s rows or columns of the strip's edge, where the neighbours
+// were missing: the output, K >= steps rows and 16 >= steps columns inside,
+// stays exact. Rows beyond the `steps` halo rows are not loaded (0). Pixels
+// outside the image are loaded as 0. Erosion keeps them 0. Dilation may set
+// them, but every pixel inside that they then reach lies as near the
+// foreground pixel that set them along a path inside the image (a rectangle),
+// so it is set anyway: the result is that of a border kept at 0.
+template <bool ERODE, int CONN, int LOAD>
+__device__ __forceinline__ void morph_steps_strip(const unsigned char* in, unsigned char* out,
+                                                  u32 height, u32 width, u32 strips_x,
+                                                  u32 strips_per_image, u32 images, u32 steps) {
+  constexpr u32 K = GCCL_MORPH_MAX_STEPS;
+  constexpr u32 ROWS = LOAD == 1 ? GCCL_MORPH_ROWS_BYTES : GCCL_MORPH_ROWS;
+  constexpr u32 T = ROWS + 2 * K;  // rows held
+  const u32 warp = blockIdx.x * GCCL_MORPH_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+  const u32 image = warp / strips_per_image;
+  if (image >= images) return;  // the whole warp: shuffles below see all 32 lanes
+  const u32 strip = warp - image * strips_per_image;
+  const u32 sy = strip / strips_x, sx = strip - sy * strips_x;
+  const u32 y0 = sy * ROWS;  // the first output row; held row t is image row y0 + t - K
+  // Lane 0 of the leftmost strip starts 16 columns left of the image: x wraps to
+  // above 2^32 - 17, which every test below reads as outside.
+  const u32 x = sx * GCCL_MORPH_STEP_W + (lane - 1) * GCCL_MORPH_LANE_BYTES;
+  const u64 image_base = (u64)image * height * width;
+
+  MaskRow rows[T];
+#pragma unroll
+  for (u32 t = 0; t < T; ++t) {
+    const u32 y = y0 + t - K;  // wraps above the image: outside
+    rows[t] = MaskRow{{0u, 0u, 0u, 0u}};
+    if (y < height && t + steps >= K && t < K + ROWS + steps)  // the same for the whole warp
+      rows[t] = load_mask_row<LOAD>(in + image_base + (u64)y * width, x, width);
+  }
+
+#pragma unroll 1
+  for (u32 s = 0; s < steps; ++s) {
+    // In place, top to bottom: `above` keeps row t - 1 of the previous iteration.
+    MaskRow above = rows[0];
+    MaskRow h_above = horizontal_in_warp<ERODE>(rows[0]);
+    MaskRow h_here = horizontal_in_warp<ERODE>(rows[1]);
+#pragma unroll
+    for (u32 t = 1; t + 1 < T; ++t) {
+      const MaskRow h_below = horizontal_in_warp<ERODE>(rows[t + 1]);
+      MaskRow result;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        // Square: three combined rows; cross: the combined row and the pixels above and below.
+        const u32 up = CONN == 8 ? h_above.w[k] : above.w[k];
+        const u32 down = CONN == 8 ? h_below.w[k] : rows[t + 1].w[k];
+        result.w[k] = combine<ERODE>(combine<ERODE>(h_here.w[k], up), down);
+      }
+      above = rows[t];
+      rows[t] = result;
+      h_above = h_here;
+      h_here = h_below;
+    }
+  }
+
+  if (lane == 0 || lane == 31) return;
+#pragma unroll
+  for (u32 t = K; t < K + ROWS; ++t) {
+    const u32 y = y0 + t - K;
+    if (y >= height) break;
+    store_mask_row<LOAD>(out + image_base + (u64)y * width, x, width, rows[t]);
+  }
+}
+
 #define GCCL_MORPH_KERNEL(NAME, ERODE, CONN, LOAD)                                            \
   extern "C" __global__ void __launch_bounds__(GCCL_MORPH_WARPS * 32)                         \
       NAME(const unsigned char* in, unsigned char* out, u32 height, u32 width, u32 strips_x,  \
@@ -168,11 +270,23 @@ __device__ __forceinline__ void morph_strip(const unsigned char* in, unsigned ch
     morph_strip<ERODE, CONN, LOAD>(in, out, height, width, strips_x, strips_per_image, images); \
   }
 
-// gccl_{erode,dilate}_{4,8}_b{16,4,1}: the suffix is the access width (see load_mask_row).
-#define GCCL_MORPH_WIDTHS(NAME, ERODE, CONN)      \
-  GCCL_MORPH_KERNEL(NAME##_b16, ERODE, CONN, 16) \
-  GCCL_MORPH_KERNEL(NAME##_b4, ERODE, CONN, 4)   \
-  GCCL_MORPH_KERNEL(NAME##_b1, ERODE, CONN, 1)
+#define GCCL_MORPH_STEPS_KERNEL(NAME, ERODE, CONN, LOAD)                                     \
+  extern "C" __global__ void __launch_bounds__(GCCL_MORPH_WARPS * 32)                         \
+      NAME(const unsigned char* in, unsigned char* out, u32 height, u32 width, u32 strips_x,  \
+           u32 strips_per_image, u32 images, u32 steps) {                                     \
+    morph_steps_strip<ERODE, CONN, LOAD>(in, out, height, width, strips_x, strips_per_image, \
+                                         images, steps);                                      \
+  }
+
+// gccl_{erode,dilate}_{4,8}_b{16,4,1} (one iteration) and _n_b{16,4,1} (`steps`
+// iterations): the suffix is the access width (see load_mask_row).
+#define GCCL_MORPH_WIDTHS(NAME, ERODE, CONN)                 \
+  GCCL_MORPH_KERNEL(NAME##_b16, ERODE, CONN, 16)            \
+  GCCL_MORPH_KERNEL(NAME##_b4, ERODE, CONN, 4)              \
+  GCCL_MORPH_KERNEL(NAME##_b1, ERODE, CONN, 1)              \
+  GCCL_MORPH_STEPS_KERNEL(NAME##_n_b16, ERODE, CONN, 16)    \
+  GCCL_MORPH_STEPS_KERNEL(NAME##_n_b4, ERODE, CONN, 4)      \
+  GCCL_MORPH_STEPS_KERNEL(NAME##_n_b1, ERODE, CONN, 1)
 
 GCCL_MORPH_WIDTHS(gccl_erode_4, true, 4)
 GCCL_MORPH_WIDTHS(gccl_erode_8, true, 8)

@@ -37,6 +37,11 @@ SHAPES = [
     (40, 1040),
     (3, 1030),
 ]
+# And around the strips of morphology.cu's multi-step kernels (480 columns written
+# per warp, up to 8 steps of halo): one and two strips wide, every access width.
+MORPH_SHAPES = [*SHAPES, (6, 481), (20, 960), (18, 964), (9, 1441)]
+# One launch does up to 8 iterations: 9 and 17 take several, ending with one step.
+ITERATIONS = (1, 2, 3, 5, 8, 9, 17)
 
 
 def stages():
@@ -73,14 +78,15 @@ def _values(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, int]) -
 
 @pytest.mark.parametrize("connectivity", [4, 8])
 @pytest.mark.parametrize("op", ["erode", "dilate"])
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("shape", MORPH_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_morphology_kernel_matches_numpy(connectivity, op, shape):
     import cupy
 
     rng = np.random.default_rng(zlib.crc32(repr((connectivity, op, shape)).encode()))
-    for density in (0.0, 0.5, 0.9, 1.0):
+    # Sparse and dense masks keep shapes through many dilations and erosions.
+    for density in (0.0, 0.002, 0.5, 0.9, 0.995, 1.0):
         mask = rng.random((3, *shape)) < density
-        for iterations in (1, 2, 3):
+        for iterations in ITERATIONS:
             got = stages().morph(cupy.asarray(mask), op, iterations, connectivity).get()
             want = np.stack([morph_numpy(m, op, iterations, connectivity) for m in mask])
             np.testing.assert_array_equal(got, want)
@@ -89,15 +95,26 @@ def test_morphology_kernel_matches_numpy(connectivity, op, shape):
             np.testing.assert_array_equal(view, want[1:])
 
 
-def test_morphology_shapes_cover_every_access_width():
+def test_morphology_shapes_cover_every_kernel():
     import cupy
 
     names = set()
-    for shape in SHAPES:
+    for shape in MORPH_SHAPES:
         batch = cupy.zeros((3, *shape), cupy.uint8)
         for source in (batch, batch[1:]):
-            names.add(morph_launch(source, cupy.empty_like(source), "erode", 8)[0])
-    assert names == {"gccl_erode_8_b16", "gccl_erode_8_b4", "gccl_erode_8_b1"}
+            for steps in (1, 2):
+                names.add(morph_launch(source, cupy.empty_like(source), "erode", 8, steps)[0])
+    widths = ("b16", "b4", "b1")
+    assert names == {f"gccl_erode_8{kind}_{width}" for kind in ("", "_n") for width in widths}
+
+
+@pytest.mark.parametrize("steps", [0, 9])
+def test_one_morphology_launch_does_one_to_eight_steps(steps):
+    import cupy
+
+    source = cupy.zeros((1, 4, 4), cupy.uint8)
+    with pytest.raises(ValueError, match="1 to 8"):
+        morph_launch(source, cupy.empty_like(source), "dilate", 4, steps)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -306,7 +323,7 @@ def test_random_staged_batches_match_cpu(data):
             data.draw(
                 st.lists(
                     st.tuples(
-                        st.sampled_from(["open", "close", "erode", "dilate"]), st.integers(0, 2)
+                        st.sampled_from(["open", "close", "erode", "dilate"]), st.integers(0, 10)
                     ),
                     max_size=3,
                 )
