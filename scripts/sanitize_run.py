@@ -28,8 +28,9 @@ ALIGNED = (2, 37, 1040)
 
 #: (dtype, params, shape): block8 + border 8, pixel 4 + border 4, tau 8 / 4, float
 #: statistics (second pass), min-area scan and remap, threshold/invert rules,
-#: outline.cu (--polygons), then morphology.cu and smooth.cu (strip kernels for
-#: R <= 3, the shared-tile kernel for R = 7).
+#: outline.cu (--polygons), then morphology.cu (one-step and multi-step kernels,
+#: byte and 16-byte access) and smooth.cu (strip kernels for R <= 3, the
+#: shared-tile kernel for R = 7).
 CASES = [
     (np.uint8, LabelParams(connectivity=8, polygons=True), ODD),
     (np.bool_, LabelParams(connectivity=4, min_area=3, polygons=True), ODD),
@@ -38,7 +39,8 @@ CASES = [
     (np.float32, LabelParams(tau=0.5, connectivity=8, background=None), ODD),
     (np.float64, LabelParams(threshold=0.1, connectivity=8, min_area=2), ODD),
     (np.uint8, LabelParams(connectivity=8, morphology=(("open", 1), ("dilate", 2))), ODD),
-    (np.uint8, LabelParams(connectivity=4, morphology=(("close", 1),)), ALIGNED),
+    (np.uint8, LabelParams(connectivity=4, morphology=(("close", 1), ("open", 3))), ALIGNED),
+    (np.bool_, LabelParams(connectivity=8, morphology=(("dilate", 9),)), ALIGNED),
     (np.uint16, LabelParams(tau=2, smooth=("box", 3), morphology=(("erode", 1),)), ODD),
     (np.uint16, LabelParams(tau=2, connectivity=4, smooth=("binomial", 2)), ALIGNED),
     (np.int32, LabelParams(tau=1, smooth=("box", 1)), ALIGNED),

@@ -83,6 +83,9 @@ _CHUNK_STEPS = 32
 #: Stream priorities in use (H100 and H200 have 0, the least, to -5): a device's
 #: k-th stream gets priority k - (levels - 1), clamped by the driver to its range.
 _STREAM_PRIORITY_LEVELS = 6
+#: Chunks of a batch whose labeling the device runs at once: chunk k's starts when
+#: chunk k - _CHUNKS_LABELING's is done (label_steps).
+_CHUNKS_LABELING = 2
 _HOST_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable
 
 # foreground.cuh rule kinds, stats.cu fields (the area's index) and table columns.
@@ -223,12 +226,17 @@ class CudaBackend:
         one waits for (steps.LabelSteps), so a runner with other labelings
         (other devices, other batches) steps those meanwhile. Every upload
         comes first because issuing a chunk's labeling takes the host up to a
-        millisecond (more with many morphology steps): another device's first
-        upload would wait for it. Streams taken earlier have higher priority
-        (_take_stream), so the GPU prefers chunk 0's kernels to chunk 1's
-        rather than finishing all chunks at once, and chunk 0's statistics
-        and copies back overlap chunk 1's kernels. Out of device memory, the
-        batch is labeled again without overlap (_label_without_overlap).
+        millisecond: another device's first upload would wait for it. Streams
+        taken earlier have higher priority (_take_stream), so the GPU prefers
+        chunk 0's kernels to chunk 1's rather than finishing all chunks at
+        once, and chunk 0's statistics and copies back overlap chunk 1's
+        kernels. There are only a few priority levels, so a chunk's labeling
+        also waits on the device for the label count of the chunk
+        _CHUNKS_LABELING before it: with more chunks than levels, the last
+        ones would all run at once (measured on an H200, twelve chunks of a
+        stage-heavy batch took 23.5-24.3 ms, 20.5-21.1 with the wait). Out of
+        device memory, the batch is labeled again without overlap
+        (_label_without_overlap).
         """
         cupy = _import_cupy()
         jobs: list[_Job] = []
@@ -237,8 +245,9 @@ class CudaBackend:
                 after = jobs[-1].uploaded if jobs else None
                 jobs.append(self._upload(host[lo:hi], params, labels[lo:hi], narrow, after))
                 yield
-            for job in jobs:
-                job.label()
+            for index, job in enumerate(jobs):
+                earlier = index - _CHUNKS_LABELING
+                job.label(after=jobs[earlier].counted if earlier >= 0 else None)
                 yield
             for job in jobs:
                 yield job.counted
@@ -397,15 +406,14 @@ def _chunks(host: np.ndarray, params: LabelParams) -> list[tuple[int, int]]:
 
     Whole images, under 2**32 pixels (label offsets are 32-bit), and about
     _CHUNK_BYTES of input each (the first and last of three or more, half
-    that), times 1 + (morphology steps) / _CHUNK_STEPS:
-    smaller chunks let the copies of one chunk overlap the kernels of
-    another sooner, and leave less to wait for after the last upload, but
-    each costs host work for its launches, one per erosion or dilation step
-    on top of labeling's, and one thread issues them for every chunk and
-    GPU. Measured on the H200s, 16 depth-like 4000x3000 frames with --open 8
-    --close 8 (32 steps) took 21.7 ms on one GPU and 12.6 on two in 64 MB
-    chunks, 22.6 and 13.8 in 96 MB, 24.4 and 12.5 in 48 MB (medians, in even
-    chunks).
+    that), times 1 + (morphology steps) / _CHUNK_STEPS: smaller chunks let
+    the copies of one chunk overlap the kernels of another sooner, and leave
+    less to wait for after the last upload, but with stages a chunk has
+    more work per byte, and more of it in small kernels and host work that
+    do not shrink with the chunk. Measured on the H200s, 16 depth-like
+    4000x3000 frames with --open 8 --close 8 --smooth binomial:7 (32 steps)
+    took 19.6-20.1 ms on one GPU in these 64 MB chunks and 20.8-24.0 ms in
+    32 MB ones (medians of rounds; 11.3-12.6 and 10.9-12.4 ms on two GPUs).
     """
     if len(host) <= 1:
         return [(0, len(host))]
@@ -670,8 +678,9 @@ class _Job:
         self.counted: Any = None
         self.copied: Any = None
 
-    def label(self) -> None:
-        """Issue the stages, the labeling and the label count's copy back."""
+    def label(self, after: Any = None) -> None:
+        """Issue the stages, the labeling and the label count's copy back, on the
+        device after the event `after` where given."""
         from ..stages import label_input
         from .cuda_stages import CudaStages
 
@@ -680,6 +689,8 @@ class _Job:
             return
         cupy = _import_cupy()
         with self.device, self.stream:
+            if after is not None:
+                self.stream.wait_event(after)
             _check_batch(self.values)
             self.values = canonical_bools(cupy.ascontiguousarray(self.values), cupy)
             image, label_params = label_input(self.values, self.params, cupy, CudaStages())

@@ -235,6 +235,27 @@ def test_a_batchs_chunks_run_on_streams_of_falling_priority(monkeypatch):
     assert priorities == sorted(priorities) and priorities[0] < priorities[-1]
 
 
+def test_a_chunks_labeling_waits_for_the_one_two_chunks_earlier(monkeypatch):
+    """At most _CHUNKS_LABELING chunks label at once: chunk k's labeling is issued
+    after chunk k - 2's label count event, so chunks beyond the stream priority
+    levels do not all run at once."""
+    monkeypatch.setattr(cuda_module, "_CHUNK_BYTES", 1 << 20)
+    batch = sample((5, 1000, 1000), np.uint8, seed=8)  # 1 MB images: five chunks
+    jobs, waits = [], []
+    label = cuda_module._Job.label
+
+    def recorded(job, after=None):
+        jobs.append(job)
+        waits.append(after)
+        label(job, after)
+
+    monkeypatch.setattr(cuda_module._Job, "label", recorded)
+    backend, cpu = cuda_module.CudaBackend(0), backends()[1]
+    assert_results_equal(backend.label(batch, LabelParams()), cpu.label(batch, LabelParams()))
+    assert len(jobs) == 5 and waits[:2] == [None, None]
+    assert all(waits[k] is jobs[k - 2].counted for k in range(2, 5))
+
+
 def test_repeated_host_batches_reuse_device_memory():
     """Streams are kept, so CuPy's pool (which keeps freed memory per stream) reuses it."""
     import cupy
