@@ -5,8 +5,9 @@
 Issue 6's goal: morphology (N=1) and smoothing (R <= 3) each within 2x of a
 plain device-to-device copy of the bytes they read and write. Morphology N=8
 (one launch of the multi-step kernel) is compared with the copy of one
-iteration's bytes: how many iterations' worth of traffic its eight cost. The copy moves
-(read + written) / 2 bytes, so it reads and writes as many bytes as the kernel.
+iteration's bytes: how many iterations' worth of traffic its eight cost. The
+copy moves (read + written) / 2 bytes, so it reads and writes as many bytes
+as the kernel.
 Bytes per pixel: morphology reads and writes a 1-byte mask; smoothing reads
 the values and the mask and writes the float64 labeling input. Times are
 medians of CUDA events after warm-up, data already on the device, in two

@@ -412,8 +412,8 @@ def _chunks(host: np.ndarray, params: LabelParams) -> list[tuple[int, int]]:
     more work per byte, and more of it in small kernels and host work that
     do not shrink with the chunk. Measured on the H200s, 16 depth-like
     4000x3000 frames with --open 8 --close 8 --smooth binomial:7 (32 steps)
-    took 19.6-20.1 ms on one GPU in these 64 MB chunks and 20.8-24.0 ms in
-    32 MB ones (medians of rounds; 11.3-12.6 and 10.9-12.4 ms on two GPUs).
+    took 19.6-20.1 ms on one GPU in these 64 MB chunks and 20.8-24.1 ms in
+    32 MB ones (medians of rounds; 11.3-12.5 and 10.9-16.3 ms on two GPUs).
     """
     if len(host) <= 1:
         return [(0, len(host))]

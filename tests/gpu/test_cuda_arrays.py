@@ -235,7 +235,7 @@ def test_a_batchs_chunks_run_on_streams_of_falling_priority(monkeypatch):
     assert priorities == sorted(priorities) and priorities[0] < priorities[-1]
 
 
-def test_a_chunks_labeling_waits_for_the_one_two_chunks_earlier(monkeypatch):
+def test_a_chunks_labeling_waits_for_the_chunk_two_before_it(monkeypatch):
     """At most _CHUNKS_LABELING chunks label at once: chunk k's labeling is issued
     after chunk k - 2's label count event, so chunks beyond the stream priority
     levels do not all run at once."""
