@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import json
+import os
 import subprocess
 import sys
 import weakref
@@ -18,7 +20,7 @@ from ccl_cli import api
 from ccl_cli.backends import cuda
 from ccl_cli.backends.base import Labeled
 from ccl_cli.backends.cpu import CpuBackend
-from ccl_cli.errors import UsageError
+from ccl_cli.errors import BackendUnavailable, UsageError
 from ccl_cli.params import LabelParams
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,6 +49,21 @@ def test_import_and_status_without_cupy():
     first, second = out.splitlines()
     assert first.startswith("False None CuPy is not installed")
     assert second.startswith("unavailable: CuPy is not installed")
+
+
+@pytest.mark.parametrize("preset", [None, "4"])
+def test_cuda_asks_for_32_work_queues_unless_the_user_chose(preset, monkeypatch):
+    """CUDA_DEVICE_MAX_CONNECTIONS is set before CuPy can create a context (every
+    entry to CuPy), and a user's own value stays."""
+    for entry in (cuda.cuda_status, cuda.CudaBackend):
+        if preset is None:
+            monkeypatch.delenv("CUDA_DEVICE_MAX_CONNECTIONS", raising=False)
+        else:
+            monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", preset)
+        monkeypatch.setitem(sys.modules, "cupy", None)  # as where CuPy is missing
+        with contextlib.suppress(BackendUnavailable):
+            entry()
+        assert os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] == (preset or "32")
 
 
 def test_cpu_path_never_imports_cupy():
