@@ -925,8 +925,9 @@ def _kernels(device: int) -> _Kernels:
 
 def _driver_settings() -> None:
     """Ask for _DEVICE_CONNECTIONS work queues, unless the user chose a number. The
-    driver reads it when CuPy first creates a device's context, so every entry to
-    CuPy here calls this first; a context made before (by the caller) keeps its own."""
+    driver reads it when a device's context is made, so cuda_status and
+    _import_cupy, through which the backend first reaches CuPy, call this
+    first; a context the caller made before keeps its own number."""
     os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", _DEVICE_CONNECTIONS)
 
 
