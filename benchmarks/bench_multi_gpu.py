@@ -15,18 +15,24 @@ Two tables, in markdown:
   DeviceLabeler (worker i's to GPU i % GPUs), which has up to
   service.CONCURRENT_BATCHES batches per GPU in flight, so one batch's first
   upload and last copies back overlap another's kernels. Time per batch,
-  median of three runs after one warm-up run.
+  median of three runs after one warm-up run. This is how a `gccl label
+  --devices all` job with worker processes runs, and what issue 5's goal
+  measures: batches spread over the GPUs.
 
-    python3 benchmarks/bench_multi_gpu.py --repeat 5 --batches 24
+--json PATH also writes both tables and the copy ceilings as JSON.
+
+    python3 benchmarks/bench_multi_gpu.py --repeat 5 --batches 24 --json multi.json
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import statistics
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -135,6 +141,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--batches", type=int, default=24)
+    parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     cases = {
@@ -170,6 +177,19 @@ def main() -> None:
     down_one, down_every, both_one, both_every = copy_ceiling(
         len(getattr(every, "backends", [every]))
     )
+    results: dict = {
+        "devices": every.name,
+        "copy_ceiling_gb_per_s": {
+            "device_to_host_one_gpu": down_one,
+            "device_to_host_every_gpu": down_every,
+            "both_ways_one_gpu": both_one,
+            "both_ways_every_gpu": both_every,
+        },
+        "repeat": args.repeat,
+        "batches": args.batches,
+        "one_batch": [],
+        "back_to_back": [],
+    }
     print(
         f"copy ceiling, 1 GiB to or from page-locked memory: device to host {down_one:.0f} "
         f"GB/s from one GPU, {down_every:.0f} GB/s from every GPU at once; both ways at once "
@@ -188,6 +208,14 @@ def main() -> None:
             np.array_equal(mine.image(i), theirs.image(i)) for i in range(len(batch))
         )
         narrowed = f"{len(batch) - len(mine.wide)}/{len(batch)}"
+        results["one_batch"].append(
+            {
+                "case": name,
+                "one_gpu_ms": single * 1e3,
+                "all_gpus_ms": multi * 1e3,
+                "identical": same,
+            }
+        )
         print(
             f"| {name} | {single * 1e3:.1f} | {multi * 1e3:.1f} | {single / multi:.2f}x "
             f"| {narrowed} | {same} |"
@@ -199,7 +227,12 @@ def main() -> None:
     for name, (_, params) in cases.items():
         single = back_to_back_seconds([one], batches[name], params, args.batches)
         multi = back_to_back_seconds(devices, batches[name], params, args.batches)
+        results["back_to_back"].append(
+            {"case": name, "one_gpu_ms": single * 1e3, "all_gpus_ms": multi * 1e3}
+        )
         print(f"| {name} | {single * 1e3:.1f} | {multi * 1e3:.1f} | {single / multi:.2f}x |")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":
