@@ -87,12 +87,6 @@ _STREAM_PRIORITY_LEVELS = 6
 #: chunk k - _CHUNKS_LABELING's is done (label_steps).
 _CHUNKS_LABELING = 2
 _HOST_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable
-#: Hardware work queues per device (CUDA_DEVICE_MAX_CONNECTIONS; CUDA's default is
-#: 8, its most 32). Streams share the queues, and a queue runs its work in order,
-#: so with few of them a chunk's statistics waited behind a later chunk's
-#: labeling: on one H200, 32 took 16 depth-like 4000x3000 frames from 14.5-14.6
-#: ms to 12.3-13.0 ms, and a stage-heavy batch from 19.7 to 18.8-19.4 ms.
-_DEVICE_CONNECTIONS = "32"
 
 # foreground.cuh rule kinds, stats.cu fields (the area's index) and table columns.
 _FG_BACKGROUND, _FG_ALL, _FG_ABOVE, _FG_BELOW = 0, 1, 2, 3
@@ -131,7 +125,6 @@ class CudaStatus:
 
 def cuda_status() -> CudaStatus:
     """Probe CuPy, the driver, the devices and the kernels; never raises."""
-    _driver_settings()
     try:
         import cupy
     except Exception as exc:
@@ -348,6 +341,9 @@ class CudaBackend:
         the least), so the device prefers the kernels of a batch's earlier
         chunks: chunk 0 is done first and its copies back overlap chunk 1's
         kernels, instead of every chunk finishing late at once (label_steps).
+        Streams share the device's hardware work queues, each of which runs
+        its work in order; the README's Throughput section measures what more
+        of them (CUDA_DEVICE_MAX_CONNECTIONS, the user's choice) gain and cost.
         """
         cupy = _import_cupy()
         with self._streams_lock:
@@ -923,17 +919,8 @@ def _kernels(device: int) -> _Kernels:
         return _loaded[device]
 
 
-def _driver_settings() -> None:
-    """Ask for _DEVICE_CONNECTIONS work queues, unless the user chose a number. The
-    driver reads it when a device's context is made, so cuda_status and
-    _import_cupy, through which the backend first reaches CuPy, call this
-    first; a context the caller made before keeps its own number."""
-    os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", _DEVICE_CONNECTIONS)
-
-
 def _import_cupy() -> Any:
     """cupy, or BackendUnavailable with the reason."""
-    _driver_settings()
     try:
         import cupy
     except Exception as exc:
