@@ -4,8 +4,9 @@ The inputs are already decoded (numpy batches in memory, as from .npy files) and
 stacked in the backend's page-locked memory, as gccl's pipeline stacks them, so
 the time is the backend's: copies in, kernels, copies out, statistics tables.
 Labels come back narrowed to 16 bits (those of images with too many components
-for 16 bits as uint32), as `gccl label` asks for its PNG label images.
-Two tables, in markdown:
+for 16 bits as uint32), as `gccl label` asks for its PNG label images. The
+GPUs get the hardware work queues the environment asks for (CUDA's default 8,
+or CUDA_DEVICE_MAX_CONNECTIONS), one GPU and all alike. Two tables, in markdown:
 
 - one batch: wall clock around MultiDeviceBackend.label vs CudaBackend.label
   (each batch split over the GPUs), median of --repeat calls after one warm-up;
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import statistics
 import threading
 import time
@@ -173,12 +175,14 @@ def main() -> None:
     }
     one = make_backend("cuda", None, print)
     every = make_backend("cuda", None, print, devices="all")
-    print(f"devices: {every.name}")
+    queues = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "8 (CUDA's default)")
+    print(f"devices: {every.name}; hardware work queues per device: {queues}")
     down_one, down_every, both_one, both_every = copy_ceiling(
         len(getattr(every, "backends", [every]))
     )
     results: dict = {
         "devices": every.name,
+        "work_queues": queues,
         "copy_ceiling_gb_per_s": {
             "device_to_host_one_gpu": down_one,
             "device_to_host_every_gpu": down_every,
