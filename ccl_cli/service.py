@@ -224,7 +224,9 @@ class DeviceLabeler:
     ) -> Labeled:
         """Label `batch` into `out` with backend `index` (Backend.label); waits for it."""
         with self.gates[index]:
-            steps = label_steps(self.backends[index], batch, params, out, narrow)
+            steps = label_steps(
+                self.backends[index], batch, params, out, narrow, CONCURRENT_BATCHES
+            )
             return self.runner.submit(steps).result()
 
     def close(self) -> None:

@@ -225,6 +225,17 @@ def test_chunks_cover_the_batch_and_grow_with_morphology_steps(monkeypatch) -> N
     assert cuda._chunks(host[:1], LabelParams()) == [(0, 1)]
 
 
+def test_chunks_grow_with_the_batches_the_caller_runs_at_once(monkeypatch) -> None:
+    """With two batches on the device at once (the labeling service), chunks of twice
+    the bytes: the other batch fills the gaps that small chunks would."""
+    monkeypatch.setattr(cuda, "_CHUNK_BYTES", 1000)
+    host = np.zeros((64, 10, 10), np.uint8)  # 6400 bytes
+    alone, paired = cuda._chunks(host, LabelParams()), cuda._chunks(host, LabelParams(), 2)
+    assert (len(alone), len(paired)) == (7, 4)
+    assert paired[0][0] == 0 and paired[-1][1] == 64
+    assert all(hi == lo for (_, hi), (lo, _) in itertools.pairwise(paired))
+
+
 def test_chunks_stay_under_the_pixel_bound_of_32_bit_label_offsets(monkeypatch) -> None:
     """Where half-size ends would make the middle chunks too large, the chunks are even."""
     monkeypatch.setattr(cuda, "_MAX_BATCH_PIXELS", 1000)

@@ -130,8 +130,10 @@ class _Stepped(CpuBackend):
         super().__init__(threads=1)
         self.in_flight = 0
         self.most_in_flight = 0
+        self.batches_at_once: set[int] = set()
 
-    def label_steps(self, batch, params, out, narrow):  # type: ignore[no-untyped-def]
+    def label_steps(self, batch, params, out, narrow, batches_at_once=1):  # type: ignore[no-untyped-def]
+        self.batches_at_once.add(batches_at_once)
         self.in_flight += 1  # the runner's thread only: no lock needed
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
@@ -155,7 +157,8 @@ class _Timed:
 
 
 def test_the_device_labeler_steps_at_most_two_batches_per_device_at_once():
-    """Six threads hand batches to one device at once; each gets its own result."""
+    """Six threads hand batches to one device at once; each gets its own result, and
+    the backend hears how many batches it has at once (it sizes its chunks by it)."""
     stepped = _Stepped()
     labeler = DeviceLabeler([stepped])
     batches = [
@@ -178,6 +181,7 @@ def test_the_device_labeler_steps_at_most_two_batches_per_device_at_once():
     finally:
         labeler.close()
     assert stepped.most_in_flight == CONCURRENT_BATCHES == 2
+    assert stepped.batches_at_once == {CONCURRENT_BATCHES}
     for i, batch in enumerate(batches):
         want = CpuBackend(threads=1).label(batch, LabelParams())
         assert np.array_equal(outs[i], want.labels)

@@ -43,13 +43,19 @@ LabelSteps = Generator[Any, None, Labeled]
 
 
 def label_steps(
-    backend: Backend, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
+    backend: Backend,
+    batch: np.ndarray,
+    params: LabelParams,
+    out: np.ndarray,
+    narrow: bool,
+    batches_at_once: int = 1,
 ) -> LabelSteps:
     """backend.label_steps(...) where the backend has it (CUDA), else backend.label
-    in one step; `out` and `narrow` as in Backend.label."""
+    in one step; `out` and `narrow` as in Backend.label; `batches_at_once`: the
+    batches the caller labels on this backend at once (CudaBackend.label_steps)."""
     steps = getattr(backend, "label_steps", None)
     if steps is not None:
-        return steps(batch, params, out, narrow)
+        return steps(batch, params, out, narrow, batches_at_once)
     return _in_one_step(backend, batch, params, out, narrow)
 
 
