@@ -222,26 +222,24 @@ class CudaBackend:
         """Label the numpy batch `host` into the numpy `labels`, in steps (steps.LabelSteps).
 
         The batch goes in chunks (_chunks; larger where the caller runs
-        `batches_at_once` batches on this device at once), each a _Job on a non-blocking
-        stream of its own, straight from `host` where it is page-locked and
-        C-contiguous, else through a page-locked staging copy. The steps:
-        upload every chunk (each upload waits for the previous one, so they
-        follow each other at full bus speed), then issue each chunk's
-        labeling, then each chunk's statistics and the copy of its labels
-        back, then collect each. Each step yields the event that the next
-        one waits for (steps.LabelSteps), so a runner with other labelings
-        (other devices, other batches) steps those meanwhile. Every upload
-        comes first because issuing a chunk's labeling takes the host up to a
-        millisecond: another device's first upload would wait for it. Streams
-        taken earlier have higher priority (_take_stream), so the GPU prefers
-        chunk 0's kernels to chunk 1's rather than finishing all chunks at
-        once, and chunk 0's statistics and copies back overlap chunk 1's
-        kernels. There are only a few priority levels, so a chunk's labeling
-        also waits on the device for the label count of the chunk
-        _CHUNKS_LABELING before it: with more chunks than levels, the last
-        ones would all run at once (measured on an H200, twelve chunks of a
-        stage-heavy batch took 23.5-24.3 ms, 20.5-21.1 with the wait). Out of
-        device memory, the batch is labeled again without overlap
+        `batches_at_once` batches on this device at once), each a _Job on a
+        non-blocking stream of its own, straight from `host` where it is page-locked
+        and C-contiguous, else through a page-locked staging copy. The steps: upload
+        every chunk (each upload waits for the previous one, so they follow each
+        other at full bus speed), then issue each chunk's labeling, then each
+        chunk's statistics and the copy of its labels back, then collect each. Each
+        step yields the event that the next one waits for (steps.LabelSteps), so a
+        runner with other labelings (other devices, other batches) steps those
+        meanwhile. Every upload comes first because issuing a chunk's labeling takes
+        the host up to a millisecond: another device's first upload would wait for
+        it. Streams taken earlier have higher priority (_take_stream), so the GPU
+        prefers chunk 0's kernels to chunk 1's rather than finishing all chunks at
+        once, and chunk 0's statistics and copies back overlap chunk 1's kernels.
+        There are only a few priority levels, so a chunk's labeling also waits on
+        the device for the label count of the chunk _CHUNKS_LABELING before it: with
+        more chunks than levels, the last ones would all run at once (measured on an
+        H200, twelve chunks of a stage-heavy batch took 23.5-24.3 ms, 20.5-21.1 with
+        the wait). Out of device memory, the batch is labeled again without overlap
         (_label_without_overlap).
         """
         cupy = _import_cupy()
