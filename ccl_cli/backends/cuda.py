@@ -416,21 +416,25 @@ def _chunks(
     Whole images, under 2**32 pixels (label offsets are 32-bit), and about
     _CHUNK_BYTES of input each (the first and last of three or more, half
     that), times 1 + (morphology steps) / _CHUNK_STEPS, times
-    `batches_at_once`, the batches the caller labels on the device at once
-    (the labeling service's two): another batch's kernels then fill the gaps
-    that small chunks fill, and fewer chunks cost the host less work and
-    share the device's work queues less. Batches back to back on one and two
-    H200s (benchmarks/bench_multi_gpu.py), chunks of twice the size took the
-    stage-heavy batch from 19.4-19.5 and 9.9-11.3 ms to 18.6-19.0 and 9.4-9.6
-    ms, the depth-like one from 12.3-12.6 and 7.1-8.2 ms to 10.6-11.7 and
-    6.1-6.3 ms; four times the size was no better. Smaller chunks let
-    the copies of one chunk overlap the kernels of another sooner, and leave
-    less to wait for after the last upload, but with stages a chunk has
-    more work per byte, and more of it in small kernels and host work that
-    do not shrink with the chunk. Measured on the H200s, 16 depth-like
-    4000x3000 frames with --open 8 --close 8 --smooth binomial:7 (32 steps)
-    took 19.6-20.1 ms on one GPU in these 64 MB chunks and 20.8-24.1 ms in
-    32 MB ones (medians of rounds; 11.3-12.5 and 10.9-16.3 ms on two GPUs).
+    `batches_at_once`.
+
+    Smaller chunks let the copies of one chunk overlap the kernels of
+    another sooner, and leave less to wait for after the last upload, but
+    with stages a chunk has more work per byte, and more of it in small
+    kernels and host work that do not shrink with the chunk. Measured on the
+    H200s, 16 depth-like 4000x3000 frames with --open 8 --close 8 --smooth
+    binomial:7 (32 steps) took 19.6-20.1 ms on one GPU in these 64 MB chunks
+    and 20.8-24.1 ms in 32 MB ones (medians of rounds; 11.3-12.5 and
+    10.9-16.3 ms on two GPUs).
+
+    `batches_at_once` is how many batches the caller labels on the device at
+    once (the labeling service's two): another batch's kernels then fill the
+    gaps that small chunks fill, and fewer chunks cost the host less work
+    and share the device's work queues less. Batches back to back on one and
+    two H200s (benchmarks/bench_multi_gpu.py), chunks of twice the size took
+    the stage-heavy batch from 19.4-19.5 and 9.9-11.3 ms to 18.6-19.0 and
+    9.4-9.6 ms, the depth-like one from 12.3-12.6 and 7.1-8.2 ms to
+    10.6-11.7 and 6.1-6.3 ms; four times the size was no better.
     """
     if len(host) <= 1:
         return [(0, len(host))]
