@@ -18,7 +18,7 @@ def _version_of(package: str) -> str:
 
 def collect_info() -> str:
     """A plain-text report: versions, backends, CUDA devices and the kernels' origin."""
-    from .backends.cuda import cuda_status
+    from .backends.cuda.loader import cuda_status
 
     status = cuda_status()
     lines = [
