@@ -295,6 +295,7 @@ def test_info_names_backends(runner: CliRunner):
     assert result.exit_code == 0
     assert "cpu: available" in result.stdout
     assert "cuda:" in result.stdout
+    assert "fatbin: SASS sm_75, sm_80, sm_90, sm_100, sm_120; PTX compute_75" in result.stdout
 
 
 def test_busy_out_is_refused(runner: CliRunner, folder: Path, tmp_path: Path):

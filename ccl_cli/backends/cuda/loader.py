@@ -8,6 +8,7 @@ forces that route).
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from dataclasses import dataclass, field
@@ -23,6 +24,16 @@ CUDA_DIR = Path(__file__).resolve().parent / "src"
 FATBIN = CUDA_DIR / "gccl.fatbin"
 ENTRY = CUDA_DIR / "gccl.cu"
 FORCE_NVRTC_ENV = "GCCL_CUDA_NVRTC"
+MANIFEST = CUDA_DIR / "manifest.json"
+
+
+def fatbin_architectures() -> str:
+    """The GPU code the shipped fatbin holds, from its manifest ("SASS sm_75, ...; PTX ...")."""
+    try:
+        manifest = json.loads(MANIFEST.read_text())
+        return f"SASS {', '.join(manifest['sass'])}; PTX {manifest['ptx']}"
+    except (OSError, ValueError, KeyError) as exc:
+        return f"unknown ({one_line(exc)})"
 
 
 # Geometry shared with the .cu files (common.cuh, relabel.cu, stats.cu, outline.cu).
