@@ -14,19 +14,10 @@ from oracles import bfs_labels, component_stats, filter_min_area, rule_float_mea
 from skimage.measure import regionprops_table
 
 from ccl_cli.backends.cpu import backend as cpu
-from ccl_cli.backends.cpu import labels as cpu_labels
 from ccl_cli.backends.cpu.labels import label_image
 from ccl_cli.contract.params import SUPPORTED_DTYPES, LabelParams
 from ccl_cli.contract.stats import FLOAT_SUM_BITS, StatsTable, float_sum_shift
 from ccl_cli.io.csv_text import stats_csv
-
-
-@pytest.fixture(autouse=True, params=["per pixel", "per run"])
-def extremes_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run every test through both ways the backend reduces value minima and maxima."""
-    length = 10**9 if request.param == "per pixel" else 0
-    monkeypatch.setattr(cpu_labels, "REDUCEAT_MIN_RUN_LENGTH", length)
-
 
 PROPERTIES = ("area", "bbox", "centroid", "intensity_mean", "intensity_min", "intensity_max")
 

@@ -1,5 +1,5 @@
-"""The CPU reference backend: batches labeled image by image in threads (labels.py), outlines
-and stages with numpy."""
+"""The CPU reference backend: batches labeled by the compiled engine (labels.py) on every
+core, outlines and stages with numpy."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ import numpy as np
 
 from ...contract.outlines import Outlines
 from ...contract.params import LabelParams
-from ...contract.stats import StatsTable
-from ..base import NARROW_LIMIT, BatchResult, label_dtype, nothing_to_undo
-from .labels import label_image
+from ..base import BatchResult, label_dtype, nothing_to_undo
+from .labels import label_batch
 from .outlines import outlines
 
 
@@ -41,29 +40,20 @@ class CpuBackend:
         if batch.ndim != 3:
             raise ValueError(f"a batch is (N, H, W), got shape {batch.shape}")
         labels = np.empty(batch.shape, label_dtype(narrow)) if out is None else out
-        wide: dict[int, np.ndarray] = {}
+        labeled = label_batch(batch, params, self.threads, labels)
+        result = BatchResult(labels, labeled.tables, labeled.components, wide=labeled.wide)
+        if params.polygons:
+            images = range(len(batch))
 
-        def one(i: int) -> tuple[StatsTable, int, Outlines | None]:
-            image, table, components = label_image(batch[i], params)
-            if narrow and len(table) > NARROW_LIMIT:
-                wide[i] = image
+            def one(i: int) -> Outlines:
+                return outlines(np.asarray(result.image(i)), len(result.tables[i]))
+
+            if self.threads > 1 and len(batch) > 1:
+                with ThreadPoolExecutor(min(self.threads, len(batch))) as pool:
+                    result.polygons = list(pool.map(one, images))
             else:
-                labels[i] = image
-            polygons = outlines(image, len(table)) if params.polygons else None
-            return table, components, polygons
-
-        if self.threads > 1 and len(batch) > 1:
-            with ThreadPoolExecutor(min(self.threads, len(batch))) as pool:
-                results = list(pool.map(one, range(len(batch))))
-        else:
-            results = [one(i) for i in range(len(batch))]
-        return BatchResult(
-            labels=labels,
-            tables=[table for table, _, _ in results],
-            components=[components for _, components, _ in results],
-            polygons=[p for _, _, p in results if p is not None] if params.polygons else None,
-            wide=wide,
-        )
+                result.polygons = [one(i) for i in images]
+        return result
 
     def batch_budget_bytes(self) -> int:
         """Input bytes per batch: enough images to keep every core busy, few enough to stream."""

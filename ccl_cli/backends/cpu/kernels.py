@@ -1,0 +1,540 @@
+"""Compiled loops of the CPU labeling engine (numba, cached on disk).
+
+A batch is (N, H, W); each image is cut into row strips ("tasks": rows
+[r0, r1) of image n). Every task labels its strip on its own with a two-pass
+union-find (SAUF): provisional labels base+1.. (base = r0 * W) whose parent is
+never larger than the label. While it labels, it sums the statistics of each
+horizontal run (consecutive pixels of one set) into a record of the run's
+provisional label. The strip's labels are then flattened to local ids 1..m in
+order of creation, which is raster order of each strip component's first
+pixel, and the records summed per local id. Local ids of an image are placed
+strip after strip (offsets `first`, slot first[t] being the strip's
+background), the seams are joined in a second union-find whose roots are the
+smallest ids, and flattening it numbers the components 1..K in raster order of
+their first pixel whatever the strips were. Every sum is an integer and every
+extreme a min or max, so no result depends on the strips or the threads.
+
+A statistics record is 8 int64: area, sum of x, sum of y, sum of values
+(integer images) or largest finite |v| as float64 bits (float images), min and
+max value (integers; for floats their total-order keys, see `order_key`), and
+two int32 pairs: (x min, x max), (y min, y max).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+# Foreground rules (engine.foreground_rule): every non-NaN pixel, v != a, v > a, v < a.
+FG_ALL, FG_NOT, FG_ABOVE, FG_BELOW = 0, 1, 2, 3
+RECORD = 8
+_LOW63 = 0x7FFFFFFFFFFFFFFF
+
+
+@njit(cache=True)
+def _foreground(v, rule, a):
+    x = np.float64(v)
+    if rule == FG_NOT:
+        return x != a and x == x
+    if rule == FG_ABOVE:
+        return x > a
+    if rule == FG_BELOW:
+        return x < a
+    return x == x
+
+
+@njit(cache=True)
+def _joins(u, v, tau):
+    x = np.float64(u)
+    y = np.float64(v)
+    return x == y or abs(x - y) <= tau
+
+
+@njit(cache=True)
+def order_key(bits):
+    """float64 bits -> int64 whose order is IEEE totalOrder (-0.0 below +0.0); an involution."""
+    return bits ^ ((bits >> 63) & _LOW63)
+
+
+@njit(cache=True)
+def _union(parent, i, j):
+    """Join the sets of i and j; the root is the smaller root, returned."""
+    ri = i
+    while parent[ri] < ri:
+        ri = parent[ri]
+    rj = j
+    while parent[rj] < rj:
+        rj = parent[rj]
+    root = min(ri, rj)
+    while parent[i] < i:
+        nxt = parent[i]
+        parent[i] = root
+        i = nxt
+    parent[i] = root
+    while parent[j] < j:
+        nxt = parent[j]
+        parent[j] = root
+        j = nxt
+    parent[j] = root
+    return root
+
+
+@njit(cache=True)
+def _clear(acc, acc32, j):
+    acc[j, 0] = 0
+    acc[j, 1] = 0
+    acc[j, 2] = 0
+    acc[j, 3] = 0
+    acc[j, 4] = _LOW63
+    acc[j, 5] = -_LOW63 - 1
+    acc32[j, 12] = 2**31 - 1
+    acc32[j, 13] = -1
+    acc32[j, 14] = 2**31 - 1
+    acc32[j, 15] = -1
+
+
+@njit(cache=True)
+def _add(acc, acc32, j, length, x0, y, total, lo, hi, floating):
+    """Add one run (pixels x0..x0+length-1 of row y) to record j."""
+    acc[j, 0] += length
+    acc[j, 1] += length * (2 * x0 + length - 1) // 2
+    acc[j, 2] += length * y
+    if floating:
+        acc[j, 3] = max(acc[j, 3], total)  # |v| bits: non-negative floats order as integers
+    else:
+        acc[j, 3] += total
+    acc[j, 4] = min(acc[j, 4], lo)
+    acc[j, 5] = max(acc[j, 5], hi)
+    acc32[j, 12] = min(acc32[j, 12], x0)
+    acc32[j, 13] = max(acc32[j, 13], x0 + length - 1)
+    acc32[j, 14] = min(acc32[j, 14], y)
+    acc32[j, 15] = max(acc32[j, 15], y)
+
+
+@njit(cache=True)
+def _merge(dst, dst32, j, src, src32, i, floating):
+    """Record dst[j] += record src[i]."""
+    dst[j, 0] += src[i, 0]
+    dst[j, 1] += src[i, 1]
+    dst[j, 2] += src[i, 2]
+    dst[j, 3] = max(dst[j, 3], src[i, 3]) if floating else dst[j, 3] + src[i, 3]
+    dst[j, 4] = min(dst[j, 4], src[i, 4])
+    dst[j, 5] = max(dst[j, 5], src[i, 5])
+    dst32[j, 12] = min(dst32[j, 12], src32[i, 12])
+    dst32[j, 13] = max(dst32[j, 13], src32[i, 13])
+    dst32[j, 14] = min(dst32[j, 14], src32[i, 14])
+    dst32[j, 15] = max(dst32[j, 15], src32[i, 15])
+
+
+@njit(cache=True)
+def _value(v, floating, bits):
+    """(sum term, |v| bits if finite, order value) of one pixel value."""
+    if floating:
+        fv = np.float64(v)
+        bits[0] = fv
+        key = order_key(bits.view(np.int64)[0])
+        if math.isinf(fv):
+            return 0, np.int64(0), key
+        bits[0] = abs(fv)
+        return 0, bits.view(np.int64)[0], key
+    w = np.int64(v)
+    return w, np.int64(0), w
+
+
+@njit(cache=True)
+def _strip(
+    image,
+    values,
+    prov,
+    parent,
+    acc,
+    acc32,
+    r0,
+    r1,
+    at,
+    binary,
+    eight,
+    rule,
+    a,
+    tau,
+    floating,
+):
+    """Label rows r0..r1-1, summing runs into records at + (label - base - 1).
+
+    Returns how many labels it made. A run continues while each pixel joins its
+    left neighbour (binary: is foreground), so all its pixels share one set.
+    """
+    width = image.shape[1]
+    base = r0 * width
+    n = base
+    bits = np.empty(1, np.float64)
+    for y in range(r0, r1):
+        row, cur, vrow = image[y], prov[y], values[y]
+        up = prov[y - 1] if y > r0 else prov[y]
+        has_up = y > r0
+        length = 0
+        x0 = 0
+        total = np.int64(0)
+        lo = np.int64(0)
+        hi = np.int64(0)
+        for x in range(width):
+            v = row[x]
+            if not _foreground(v, rule, a):
+                cur[x] = 0
+                if length:
+                    _add(
+                        acc,
+                        acc32,
+                        at + cur[x - 1] - base - 1,
+                        length,
+                        x0,
+                        y,
+                        total,
+                        lo,
+                        hi,
+                        floating,
+                    )
+                    length = 0
+                continue
+            left = cur[x - 1] if x > 0 else 0
+            if binary:
+                joined_left = left != 0
+                if eight:
+                    b = up[x] if has_up else 0
+                    if b != 0:
+                        label = b
+                    else:
+                        c = up[x + 1] if has_up and x + 1 < width else 0
+                        ul = up[x - 1] if has_up and x > 0 else 0
+                        if c != 0:
+                            if ul != 0:
+                                label = _union(parent, c, ul) if c != ul else c
+                            elif left != 0:
+                                label = _union(parent, c, left) if c != left else c
+                            else:
+                                label = c
+                        elif ul != 0:
+                            label = ul
+                        elif left != 0:
+                            label = left
+                        else:
+                            n += 1
+                            parent[n] = n
+                            _clear(acc, acc32, at + n - base - 1)
+                            label = n
+                else:
+                    b = up[x] if has_up else 0
+                    if b != 0:
+                        label = _union(parent, b, left) if left != 0 and left != b else b
+                    elif left != 0:
+                        label = left
+                    else:
+                        n += 1
+                        parent[n] = n
+                        _clear(acc, acc32, at + n - base - 1)
+                        label = n
+            else:
+                label = 0
+                joined_left = left != 0 and _joins(v, row[x - 1], tau)
+                if joined_left:
+                    label = left
+                if has_up:
+                    xlo = x - 1 if eight and x > 0 else x
+                    xhi = x + 1 if eight and x + 1 < width else x
+                    for xn in range(xlo, xhi + 1):
+                        q = up[xn]
+                        if q != 0 and _joins(v, image[y - 1, xn], tau):
+                            if label == 0:
+                                label = q
+                            elif label != q:
+                                label = _union(parent, label, q)
+                if label == 0:
+                    n += 1
+                    parent[n] = n
+                    _clear(acc, acc32, at + n - base - 1)
+                    label = n
+            cur[x] = label
+            term, mag, key = _value(vrow[x], floating, bits)
+            if joined_left:
+                length += 1
+                if floating:
+                    total = max(total, mag)
+                else:
+                    total += term
+                lo = min(lo, key)
+                hi = max(hi, key)
+            else:
+                if length:
+                    _add(
+                        acc,
+                        acc32,
+                        at + left - base - 1,
+                        length,
+                        x0,
+                        y,
+                        total,
+                        lo,
+                        hi,
+                        floating,
+                    )
+                length = 1
+                x0 = x
+                total = mag if floating else term
+                lo = key
+                hi = key
+        if length:
+            _add(
+                acc,
+                acc32,
+                at + cur[width - 1] - base - 1,
+                length,
+                x0,
+                y,
+                total,
+                lo,
+                hi,
+                floating,
+            )
+    return n - base
+
+
+@njit(cache=True, parallel=True)
+def label_strips(
+    images,
+    values,
+    prov,
+    parent,
+    tasks,
+    acc_first,
+    acc,
+    acc32,
+    local_counts,
+    binary,
+    eight,
+    rule,
+    a,
+    tau,
+    floating,
+):
+    """First pass of every task; then its labels flattened to local ids 1..m
+    (parent[label] = local id), its records summed into records
+    acc_first[t] + (local id - 1), and local_counts[t] = m. acc_first[t]: the
+    first record of task t (it has one per label it may make)."""
+    for t in prange(tasks.shape[0]):
+        n, r0, r1 = tasks[t, 0], tasks[t, 1], tasks[t, 2]
+        image, labels, par = images[n], prov[n], parent[n]
+        at = acc_first[t]
+        made = _strip(
+            image,
+            values[n],
+            labels,
+            par,
+            acc,
+            acc32,
+            r0,
+            r1,
+            at,
+            binary,
+            eight,
+            rule,
+            a,
+            tau,
+            floating,
+        )
+        base = r0 * image.shape[1]
+        m = 0
+        for label in range(base + 1, base + made + 1):
+            p = par[label]
+            j = at + label - base - 1
+            if p < label:
+                local = par[p]
+                par[label] = local
+                _merge(acc, acc32, at + local - 1, acc, acc32, j, floating)
+            else:
+                # no label merged into local id m yet: its record is a copy
+                m += 1
+                par[label] = m
+                if at + m - 1 != j:
+                    acc[at + m - 1] = acc[j]
+        local_counts[t] = m
+
+
+@njit(cache=True)
+def _find(forest, i):
+    while forest[i] < i:
+        i = forest[i]
+    return i
+
+
+@njit(cache=True, parallel=True)
+def merge_seams(
+    images, prov, parent, tasks, first, image_tasks, forest, counts, binary, eight, tau
+):
+    """Per image: join local components across strip seams, then number the
+    components 1..K in raster order: forest[first[t] + local id] = component
+    (0 at the background slots first[t]); counts[n] = K. image_tasks[n] ..
+    image_tasks[n + 1]: the tasks of image n, top to bottom."""
+    for n in prange(image_tasks.shape[0] - 1):
+        image, labels, par = images[n], prov[n], parent[n]
+        width = image.shape[1]
+        t_lo, t_hi = image_tasks[n], image_tasks[n + 1]
+        for t in range(t_lo + 1, t_hi):
+            y = tasks[t, 1]
+            here, above = first[t], first[t - 1]
+            for x in range(width):
+                p = labels[y, x]
+                if p == 0:
+                    continue
+                g = here + par[p]
+                xlo = x - 1 if eight and x > 0 else x
+                xhi = x + 1 if eight and x + 1 < width else x
+                for xn in range(xlo, xhi + 1):
+                    q = labels[y - 1, xn]
+                    if q != 0 and (binary or _joins(image[y, x], image[y - 1, xn], tau)):
+                        rg = _find(forest, g)
+                        rh = _find(forest, above + par[q])
+                        if rg < rh:
+                            forest[rh] = rg
+                        elif rh < rg:
+                            forest[rg] = rh
+        k = 0
+        for t in range(t_lo, t_hi):
+            forest[first[t]] = 0
+            for i in range(first[t] + 1, first[t + 1]):
+                f = forest[i]
+                if f < i:
+                    forest[i] = forest[f]
+                else:
+                    k += 1
+                    forest[i] = k
+        counts[n] = k
+
+
+@njit(cache=True, parallel=True)
+def reduce_stats(
+    acc,
+    acc32,
+    acc_first,
+    first,
+    tasks,
+    image_tasks,
+    forest,
+    component_first,
+    stats,
+    stats32,
+    floating,
+):
+    """Records of each image's components (stats[component_first[n] + k - 1]) from
+    its local records."""
+    for n in prange(image_tasks.shape[0] - 1):
+        c0 = component_first[n] - 1
+        for c in range(component_first[n], component_first[n + 1]):
+            _clear(stats, stats32, c)
+        for t in range(image_tasks[n], image_tasks[n + 1]):
+            for local in range(1, first[t + 1] - first[t]):
+                _merge(
+                    stats,
+                    stats32,
+                    c0 + forest[first[t] + local],
+                    acc,
+                    acc32,
+                    acc_first[t] + local - 1,
+                    floating,
+                )
+
+
+@njit(cache=True, parallel=True)
+def float_terms(values, prov, parent, tasks, first, shift, sums):
+    """sums[first[t] + local id] = sum over its finite pixels of trunc(v * 2**shift[same])."""
+    for t in prange(tasks.shape[0]):
+        n, r0, r1 = tasks[t, 0], tasks[t, 1], tasks[t, 2]
+        vals, labels, par = values[n], prov[n], parent[n]
+        off = first[t]
+        for i in range(off, first[t + 1]):
+            sums[i] = 0
+        for y in range(r0, r1):
+            for x in range(vals.shape[1]):
+                p = labels[y, x]
+                if p == 0:
+                    continue
+                fv = np.float64(vals[y, x])
+                if math.isinf(fv):
+                    continue
+                i = off + par[p]
+                sums[i] += np.int64(math.trunc(math.ldexp(fv, shift[i])))
+
+
+@njit(cache=True, parallel=True)
+def write_labels(prov, parent, tasks, first, lookup, out, chosen):
+    """out[n] = lookup[first[t] + local id] (lookup[first[t]] = 0) for the images with chosen[n]."""
+    for t in prange(tasks.shape[0]):
+        n, r0, r1 = tasks[t, 0], tasks[t, 1], tasks[t, 2]
+        if not chosen[n]:
+            continue
+        labels, par, target = prov[n], parent[n], out[n]
+        off = first[t]
+        for y in range(r0, r1):
+            row, dst = labels[y], target[y]
+            for x in range(labels.shape[1]):
+                dst[x] = lookup[off + par[row[x]]]
+
+
+@njit(cache=True, parallel=True)
+def keep_components(stats, component_first, min_area, kept_id, kept):
+    """kept_id[c] = the new label of component c (0 if its area is below
+    min_area), numbered 1.. per image; kept[n] = image n's kept components."""
+    for n in prange(component_first.shape[0] - 1):
+        k = 0
+        for c in range(component_first[n], component_first[n + 1]):
+            if stats[c, 0] >= min_area:
+                k += 1
+                kept_id[c] = k
+            else:
+                kept_id[c] = 0
+        kept[n] = k
+
+
+@njit(cache=True, parallel=True)
+def slot_lookup(tasks, first, forest, component_first, kept_id, lookup):
+    """lookup[first[t] + local id] = the final label of that local component (0 for background)."""
+    for t in prange(tasks.shape[0]):
+        c0 = component_first[tasks[t, 0]] - 1
+        lookup[first[t]] = 0
+        for i in range(first[t] + 1, first[t + 1]):
+            lookup[i] = kept_id[c0 + forest[i]]
+
+
+@njit(cache=True, parallel=True)
+def kept_columns(
+    stats, stats32, component_first, kept_id, kept_first, floating, mean, ints, floats
+):
+    """The statistics columns of the kept components, image after image from
+    kept_first[n]: ints = area, x, y, width, height; floats = centroid x and y,
+    mean, min, max. `mean` holds float images' means (integer means are made here)."""
+    bits = np.empty(1, np.int64)
+    for n in prange(component_first.shape[0] - 1):
+        row = kept_first[n] - 1
+        for c in range(component_first[n], component_first[n + 1]):
+            if kept_id[c] == 0:
+                continue
+            r = row + kept_id[c]
+            area = stats[c, 0]
+            ints[0, r] = area
+            ints[1, r] = stats32[c, 12]
+            ints[2, r] = stats32[c, 14]
+            ints[3, r] = stats32[c, 13] - stats32[c, 12] + 1
+            ints[4, r] = stats32[c, 15] - stats32[c, 14] + 1
+            floats[0, r] = np.float64(stats[c, 1]) / np.float64(area)
+            floats[1, r] = np.float64(stats[c, 2]) / np.float64(area)
+            if floating:
+                floats[2, r] = mean[c]
+                bits[0] = order_key(stats[c, 4])
+                floats[3, r] = bits.view(np.float64)[0]
+                bits[0] = order_key(stats[c, 5])
+                floats[4, r] = bits.view(np.float64)[0]
+            else:
+                floats[2, r] = np.float64(stats[c, 3]) / np.float64(area)
+                floats[3, r] = np.float64(stats[c, 4])
+                floats[4, r] = np.float64(stats[c, 5])
