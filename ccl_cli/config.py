@@ -15,13 +15,13 @@ from typing import Any
 
 import yaml
 
+from .backends import parse_device
 from .contract.params import LabelParams
 from .contract.stages import MAX_SMOOTH_RADIUS, MORPHOLOGY_ORDER, SMOOTH_KINDS
 from .errors import UsageError
 from .io.images import COLOR_TO_GRAY_CHOICES, TIFF_COMPRESSIONS
 
 LABEL_FORMATS = ("auto", "png", "tiff")
-_DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 #: A Dask scheduler's TCP address: tcp://host:port or host:port (IPv6 hosts in brackets).
 _SCHEDULER_PATTERN = re.compile(r"^(tcp://)?([^\s/:\[\]]+|\[[0-9a-fA-F:.]+\]):\d+$")
 
@@ -166,13 +166,6 @@ def _count_or_auto(value: Any) -> int | str:
     return _int_at_least(1)(value)
 
 
-def _device(value: Any) -> str:
-    text = str(value).strip().lower()
-    if not _DEVICE_PATTERN.match(text):
-        raise ValueError(f"auto, cpu, cuda or cuda:N, got {value!r}")
-    return text
-
-
 def _devices(value: Any) -> str:
     text = str(value).strip().lower().replace(" ", "")
     if text != "all" and not re.fullmatch(r"\d+(,\d+)*", text):
@@ -236,7 +229,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "skip_existing": _flag,
     "fail_fast": _flag,
     "batch_size": _count_or_auto,
-    "device": _device,
+    "device": parse_device,
     "devices": _optional(_devices),
     "workers": _optional(_int_at_least(1)),
     "processes": _count_or_auto,
