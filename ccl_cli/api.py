@@ -12,12 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from .backends import make_backend, parse_device
+from .backends import make_backend
 from .backends.base import Backend
 from .backends.cuda.backend import is_device_array
 from .config import resolve
 from .contract.stats import StatsTable
 from .errors import UsageError
+from .options import check_device
 
 
 def label(
@@ -89,10 +90,10 @@ def label(
 
 
 def _backend(device: str, on_device: bool) -> Backend:
-    """The backend that `device` names (backends.make_backend; auto is CUDA for a
+    """The backend that `device` names (checked as --device is; auto is CUDA for a
     device array, which is labeled on its own device)."""
     try:
-        device = parse_device(device)
+        device = check_device(device)
     except ValueError as error:
         raise UsageError(f"device must be {error}") from None
     if on_device and device == "auto":

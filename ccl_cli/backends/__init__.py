@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -11,18 +10,6 @@ from .base import Backend
 
 if TYPE_CHECKING:
     from .cuda.loader import CudaStatus
-
-
-_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
-
-
-def parse_device(value: object) -> str:
-    """A --device value (or ccl_cli.label's device=) as auto, cpu, cuda or cuda:N,
-    lower-case; ValueError saying what it may be otherwise."""
-    text = str(value).strip().lower()
-    if not _DEVICE.fullmatch(text):
-        raise ValueError(f"auto, cpu, cuda or cuda:N, got {value!r}")
-    return text
 
 
 def make_backend(

@@ -375,9 +375,7 @@ def test_without_memory_files_workers_label_on_their_own(
     assert gccl(*args, "--out", str(tmp_path / "one"), "--processes", "1")[0] == 0
     assert gccl(*args, "--out", str(tmp_path / "many"), "--processes", "2")[0] == 0
     assert files(tmp_path / "many") == files(tmp_path / "one")
-    monkeypatch.setattr(
-        CpuBackend, "uses_gpu", True
-    )  # as a GPU backend would
+    monkeypatch.setattr(CpuBackend, "uses_gpu", True)  # as a GPU backend would
     code, _, stderr = gccl(*args, "--out", str(tmp_path / "gpu"), "--processes", "2")
     assert code == 2 and "needs Linux" in stderr
     assert not (tmp_path / "gpu").exists()  # found before the workers started
