@@ -269,8 +269,8 @@ class CudaBackend:
         its size already pooled, and no more streams (each holding its own
         blocks) are made than jobs ever ran at once. Streams share the
         device's hardware work queues, each of which runs its work in
-        order; the README's Throughput section measures what more
-        of them (CUDA_DEVICE_MAX_CONNECTIONS, the user's choice) gain and cost.
+        order; docs/performance.md measures what more of them
+        (CUDA_DEVICE_MAX_CONNECTIONS, the user's choice) gain and cost.
         """
         cupy = import_cupy()
         with self._streams_lock:
