@@ -83,7 +83,7 @@ def _opencv_file(path: Path, out: Path, params: LabelParams) -> int:
 class _SilentReporter:
     """The pipeline's reporter, silenced: the bench prints its own progress."""
 
-    def start(self, total: int) -> None:
+    def start(self, total: int | None) -> None:
         pass
 
     def finished(self, record: Any) -> None:
