@@ -1,4 +1,4 @@
-"""One GPU against every GPU of the host on a compute-bound job (issue 5's --devices goal).
+"""One GPU against every GPU of the host (--devices), on batches from light to compute-bound.
 
 The inputs are already decoded (numpy batches in memory, as from .npy files) and
 stacked in the backend's page-locked memory, as gccl's pipeline stacks them, so
@@ -17,8 +17,7 @@ or CUDA_DEVICE_MAX_CONNECTIONS), one GPU and all alike. Two tables, in markdown:
   service.CONCURRENT_BATCHES batches per GPU in flight, so one batch's first
   upload and last copies back overlap another's kernels. Time per batch,
   median of three runs after one warm-up run. This is how a `gccl label
-  --devices all` job with worker processes runs, and what issue 5's goal
-  measures: batches spread over the GPUs.
+  --devices all` job with worker processes runs: batches spread over the GPUs.
 
 --json PATH also writes both tables and the copy ceilings as JSON.
 
@@ -177,9 +176,7 @@ def main() -> None:
     every = make_backend("cuda", None, print, devices="all")
     queues = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "8 (CUDA's default)")
     print(f"devices: {every.name}; hardware work queues per device: {queues}")
-    down_one, down_every, both_one, both_every = copy_ceiling(
-        len(getattr(every, "backends", [every]))
-    )
+    down_one, down_every, both_one, both_every = copy_ceiling(len(every.per_device()))
     results: dict = {
         "devices": every.name,
         "work_queues": queues,
@@ -224,7 +221,7 @@ def main() -> None:
             f"| {name} | {single * 1e3:.1f} | {multi * 1e3:.1f} | {single / multi:.2f}x "
             f"| {narrowed} | {same} |"
         )
-    devices = list(getattr(every, "backends", [every]))
+    devices = every.per_device()
     print(f"\n{args.batches} batches back to back, as the labeling service runs them:\n")
     print("| case | 1 GPU ms per batch | all GPUs ms per batch | speed-up |")
     print("| --- | --- | --- | --- |")

@@ -31,7 +31,7 @@ def collect_info() -> str:
             for name in ("numpy", "connected-components-3d", "tifffile", "imagecodecs", "pillow")
         ),
         "backends:",
-        "  cpu: available (cc3d + numpy)",
+        "  cpu: available (compiled numba engine)",
     ]
     if status.usable:
         lines.append(f"  cuda: available (CuPy {status.cupy_version})")

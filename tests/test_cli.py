@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import scipy.ndimage as ndi
 import tifffile
+from label_files import read_label_image
 from PIL import Image
 from typer.testing import CliRunner
 
 from ccl_cli.cli import app
-from ccl_cli.io.images import read_label_image
 from ccl_cli.io.outputs import LOCK_NAME, OutputLock
 
 EIGHT = np.ones((3, 3), bool)
@@ -241,7 +241,7 @@ def test_preview_is_written(runner: CliRunner, folder: Path, tmp_path: Path):
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--connectivity", "6"], "'connectivity' must be one of 4, 8"),
+        (["--connectivity", "6"], "'connectivity' must be 4 or 8, got"),
         (["--tau", "abc"], "'tau' must be a number"),
         (["--device", "tpu"], "'device' must be auto, cpu, cuda or cuda:N"),
     ],

@@ -1,5 +1,6 @@
 """Morphology and smoothing on the GPU vs the CPU, bit for bit: the kernels alone
-(cuda_stages vs stages' numpy versions) and whole labelings (CudaBackend vs CpuBackend)."""
+(backends/cuda/stages.py vs backends/cpu/stages.py) and whole labelings (CudaBackend vs
+CpuBackend)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from conftest import pixel_values
-from cuda_helpers import assert_same, gpu
+from cuda_helpers import assert_same, backends, gpu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ccl_cli.backends.cpu.stages import morph_numpy, smooth_numpy
 from ccl_cli.backends.cuda.stages import morph_launch, smooth_launch
-from ccl_cli.contract.params import SUPPORTED_DTYPES, LabelParams
-from ccl_cli.contract.stages import smooth_weights
+from ccl_cli.contract.params import SUPPORTED_DTYPES, LabelParams, foreground_mask
+from ccl_cli.contract.stages import fill_added, smooth_weights
 
 pytestmark = gpu
 
@@ -259,18 +260,32 @@ def test_float32_smoothing_division_is_correctly_rounded():
     np.testing.assert_array_equal(got[~nan].view(np.uint64), want[~nan].view(np.uint64))
 
 
+#: A kernel of this test's own around smooth.cu's device functions, compiled with NVRTC.
+_DIVISION_SOURCE = r"""
+#include "smooth.cu"
+extern "C" __global__ void division_under_test(const double* sums, const int* counts,
+                                               double* reciprocals, double* quotients, u32 n) {
+  const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    reciprocals[i] = refined_reciprocal(counts[i]);
+    quotients[i] = quotient_of_float_sums(sums[i], counts[i]);
+  }
+}
+"""
+
+
 def _division_kernel(sums: np.ndarray, widths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """smooth.cu's (refined_reciprocal(W), quotient_of_float_sums(s, W)) per pair."""
     import cupy
 
-    from ccl_cli.backends.cuda.loader import device_kernels
+    from ccl_cli.backends.cuda.loader import CUDA_DIR
 
+    module = cupy.RawModule(code=_DIVISION_SOURCE, options=("-std=c++17", f"-I{CUDA_DIR}"))
+    kernel = module.get_function("division_under_test")
     n = len(sums)
     reciprocals, quotients = cupy.empty(n, cupy.float64), cupy.empty(n, cupy.float64)
     args = (cupy.asarray(sums), cupy.asarray(widths, cupy.int32), reciprocals, quotients)
-    device_kernels(0).launch(
-        "gccl_smooth_f32_quotients", -(-n // 256), (256,), (*args, np.uint32(n))
-    )
+    kernel((-(-n // 256),), (256,), (*args, np.uint32(n)))
     return reciprocals.get(), quotients.get()
 
 
@@ -337,3 +352,53 @@ def test_random_staged_batches_match_cpu(data):
         else data.draw(st.sampled_from([None, ("box", 2), ("binomial", 3)])),
     )
     assert_same(batch, params)
+
+
+def _bits(array: np.ndarray) -> np.ndarray:
+    """The array's bytes as unsigned integers: NaN payloads and the sign of 0 compared too."""
+    return array.view(f"u{array.dtype.itemsize}") if array.dtype.kind == "f" else array
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("radius", [1, 2, 5])
+def test_tau_fill_of_added_pixels_matches_numpy(dtype, radius):
+    import cupy
+
+    rng = np.random.default_rng(zlib.crc32(repr(("fill", dtype.str, radius)).encode()))
+    for shape in [(1, 1), (1, 130), (17, 129), (40, 1040)]:
+        batch = batch_of(rng, dtype, shape)
+        values = batch.view(np.uint8) if dtype.kind == "b" else batch
+        readings = foreground_mask(batch, LabelParams())
+        added = morph_numpy(readings, "dilate", radius, 8) & ~readings
+        want = fill_added(values, readings, added, radius, np)
+        got = fill_added(
+            cupy.asarray(values), cupy.asarray(readings), cupy.asarray(added), radius, cupy
+        ).get()
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+def _depth_frames(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, int]) -> np.ndarray:
+    """Frames of a few flat, noisy surfaces with holes (0 = no reading), as depth cameras give."""
+    frames = []
+    for _ in range(3):
+        columns = np.sort(rng.integers(0, shape[1], 3))
+        depth = 500 + 400 * np.searchsorted(columns, np.arange(shape[1]))[None, :]
+        depth = depth + rng.integers(0, 6, shape)
+        depth = np.where(rng.random(shape) < 0.15, 0, depth)
+        frames.append(depth / 1000 if dtype.kind == "f" else depth)
+    return np.stack(frames).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.uint16), np.dtype(np.float32)], ids=str)
+@pytest.mark.parametrize("close", [1, 2, 3])
+@pytest.mark.parametrize("smooth", [None, ("binomial", 2)])
+def test_depth_closing_in_tau_mode_matches_cpu(dtype, close, smooth):
+    rng = np.random.default_rng(zlib.crc32(repr(("depth", dtype.str, close, smooth)).encode()))
+    tau = 0.02 if dtype.kind == "f" else 20
+    for shape in [(48, 64), (95, 257), (240, 320)]:
+        batch = _depth_frames(rng, dtype, shape)
+        params = LabelParams(tau=tau, morphology=(("close", close),), smooth=smooth, min_area=10)
+        assert_same(batch, params)
+        _, cpu = backends()
+        assert all(len(t) == 0 or t.min.min() > 0 for t in cpu.label(batch, params).tables)

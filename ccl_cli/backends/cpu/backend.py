@@ -11,7 +11,7 @@ import numpy as np
 
 from ...contract.outlines import Outlines
 from ...contract.params import LabelParams
-from ..base import BatchResult, label_dtype, nothing_to_undo
+from ..base import Backend, BatchResult, LabelSteps, in_one_step, label_dtype, nothing_to_undo
 from .labels import label_batch
 from .outlines import outlines
 
@@ -20,9 +20,14 @@ class CpuBackend:
     """Labels batches on the CPU; the reference every other backend must match."""
 
     name = "cpu"
+    uses_gpu = False
 
     def __init__(self, threads: int | None = None) -> None:
         self.threads = max(1, threads or os.cpu_count() or 1)
+
+    def per_device(self) -> list[Backend]:
+        """This backend."""
+        return [self]
 
     def label(
         self,
@@ -54,6 +59,12 @@ class CpuBackend:
             else:
                 result.polygons = [one(i) for i in images]
         return result
+
+    def label_steps(
+        self, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
+    ) -> LabelSteps:
+        """label in one step (base.in_one_step): it waits for nothing but its threads."""
+        return in_one_step(self, batch, params, out, narrow)
 
     def batch_budget_bytes(self) -> int:
         """Input bytes per batch: enough images to keep every core busy, few enough to stream."""

@@ -113,12 +113,15 @@ def _numbers(values: np.ndarray) -> np.ndarray:
     return values.view(np.uint8) if values.dtype == np.bool_ else values
 
 
-def _inputs(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, LabelParams]:
-    """The image the kernels label and its parameters (contract.stages.label_input)."""
+def _inputs(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, LabelParams, np.ndarray]:
+    """The image the kernels label, its parameters, and the values the statistics
+    read (contract.stages.label_input, image by image)."""
     if not has_stages(params):
-        return values, params
+        return values, params, values
     staged = [label_input(image, params, np, NumpyStages()) for image in values]
-    return np.ascontiguousarray(np.stack([image for image, _ in staged])), staged[0][1]
+    image = np.ascontiguousarray(np.stack([image for image, _, _ in staged]))
+    read = np.ascontiguousarray(np.stack([read for _, _, read in staged]))
+    return image, staged[0][1], read
 
 
 def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.ndarray) -> Labeled:
@@ -126,7 +129,7 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
     count, height, width = values.shape
     if count == 0:
         return Labeled([], [])
-    image, label_params = _inputs(values, params)
+    image, label_params, values = _inputs(values, params)
     rule, a = foreground_rule(image.dtype, label_params)
     image, numbers = _numbers(image), _numbers(values)
     binary = label_params.tau is None

@@ -2,7 +2,7 @@
 
 The kernels of ccl_cli/backends/cuda/src/outline.cu trace the same ring corners as the
 numpy tracer of backends/cpu/outlines.py and put them in the canonical order that
-`polygons.Outlines` defines, with two sorts of packed 64-bit keys (CuPy's
+`contract.outlines.Outlines` defines, with two sorts of packed 64-bit keys (CuPy's
 radix sort): parts by (feature, part), then rings by (canonical part, start
 vertex). Only the canonical arrays travel to the host, in one pinned copy.
 A batch costs about 15 kernel launches plus log2(corners) rounds of pointer
@@ -20,9 +20,9 @@ import numpy as np
 from ...contract.outlines import PART_CONNECTIVITY, Outlines, split_batch
 from ...contract.params import LabelParams
 from .labels import dense_labels
-from .loader import CHUNK, CHUNK_THREADS, device_kernels, import_cupy
+from .loader import CHUNK, CHUNK_THREADS, GEOMETRY, device_kernels, import_cupy
 
-_THREADS = 256  # GCCL_OUTLINE_THREADS
+_THREADS = GEOMETRY["GCCL_OUTLINE_THREADS"]
 #: The 4-connected parts of a label image: label equality, background 0.
 PART_PARAMS = LabelParams(tau=0, connectivity=PART_CONNECTIVITY, background=0)
 
