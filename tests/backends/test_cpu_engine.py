@@ -129,3 +129,23 @@ def test_narrowed_labels_fall_back_to_uint32_past_65535() -> None:
     assert result.labels.dtype == np.uint16 and set(result.wide) == {0}
     assert result.wide[0].dtype == np.uint32 and result.wide[0].max() == 70000
     assert result.labels[1].max() == 1
+
+
+def test_kernels_compile_without_a_cache_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where numba finds no writable cache folder, the loops are compiled without one."""
+    from ccl_cli.backends.cpu import kernels
+
+    real = kernels.njit
+
+    def no_cache(**options: object) -> object:
+        if options.get("cache"):
+            raise RuntimeError("cannot cache function 'twice': no locator available")
+        return real(**options)
+
+    monkeypatch.setattr(kernels, "njit", no_cache)
+
+    @kernels.compiled()
+    def twice(x: int) -> int:
+        return 2 * x
+
+    assert twice(21) == 42

@@ -23,17 +23,33 @@ two int32 pairs: (x min, x max), (y min, y max).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numba import njit, prange
 
-# Foreground rules (engine.foreground_rule): every non-NaN pixel, v != a, v > a, v < a.
+
+def compiled(**options: Any) -> Callable[[Callable[..., Any]], Any]:
+    """numba.njit with its on-disk cache (README, "The CPU backend"), or without
+    one where numba finds no writable folder for it (then it compiles every run)."""
+
+    def wrap(function: Callable[..., Any]) -> Any:
+        try:
+            return njit(cache=True, **options)(function)
+        except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+            return njit(**options)(function)
+
+    return wrap
+
+
+# Foreground rules (labels.foreground_rule): every non-NaN pixel, v != a, v > a, v < a.
 FG_ALL, FG_NOT, FG_ABOVE, FG_BELOW = 0, 1, 2, 3
 RECORD = 8
 _LOW63 = 0x7FFFFFFFFFFFFFFF
 
 
-@njit(cache=True)
+@compiled()
 def _foreground(v, rule, a):
     x = np.float64(v)
     if rule == FG_NOT:
@@ -45,20 +61,20 @@ def _foreground(v, rule, a):
     return x == x
 
 
-@njit(cache=True)
+@compiled()
 def _joins(u, v, tau):
     x = np.float64(u)
     y = np.float64(v)
     return x == y or abs(x - y) <= tau
 
 
-@njit(cache=True)
+@compiled()
 def order_key(bits):
     """float64 bits -> int64 whose order is IEEE totalOrder (-0.0 below +0.0); an involution."""
     return bits ^ ((bits >> 63) & _LOW63)
 
 
-@njit(cache=True)
+@compiled()
 def _union(parent, i, j):
     """Join the sets of i and j; the root is the smaller root, returned."""
     ri = i
@@ -81,7 +97,7 @@ def _union(parent, i, j):
     return root
 
 
-@njit(cache=True)
+@compiled()
 def _clear(acc, acc32, j):
     acc[j, 0] = 0
     acc[j, 1] = 0
@@ -95,7 +111,7 @@ def _clear(acc, acc32, j):
     acc32[j, 15] = -1
 
 
-@njit(cache=True)
+@compiled()
 def _add(acc, acc32, j, length, x0, y, total, lo, hi, floating):
     """Add one run (pixels x0..x0+length-1 of row y) to record j."""
     acc[j, 0] += length
@@ -113,7 +129,7 @@ def _add(acc, acc32, j, length, x0, y, total, lo, hi, floating):
     acc32[j, 15] = max(acc32[j, 15], y)
 
 
-@njit(cache=True)
+@compiled()
 def _merge(dst, dst32, j, src, src32, i, floating):
     """Record dst[j] += record src[i]."""
     dst[j, 0] += src[i, 0]
@@ -128,7 +144,7 @@ def _merge(dst, dst32, j, src, src32, i, floating):
     dst32[j, 15] = max(dst32[j, 15], src32[i, 15])
 
 
-@njit(cache=True)
+@compiled()
 def _value(v, floating, bits):
     """(sum term, |v| bits if finite, order value) of one pixel value."""
     if floating:
@@ -143,7 +159,7 @@ def _value(v, floating, bits):
     return w, np.int64(0), w
 
 
-@njit(cache=True)
+@compiled()
 def _strip(
     image,
     values,
@@ -300,7 +316,7 @@ def _strip(
     return n - base
 
 
-@njit(cache=True, parallel=True)
+@compiled(parallel=True)
 def label_strips(
     images,
     values,
@@ -361,14 +377,14 @@ def label_strips(
         local_counts[t] = m
 
 
-@njit(cache=True)
+@compiled()
 def _find(forest, i):
     while forest[i] < i:
         i = forest[i]
     return i
 
 
-@njit(cache=True, parallel=True)
+@compiled()
 def merge_seams(
     images, prov, parent, tasks, first, image_tasks, forest, counts, binary, eight, tau
 ):
@@ -376,7 +392,7 @@ def merge_seams(
     components 1..K in raster order: forest[first[t] + local id] = component
     (0 at the background slots first[t]); counts[n] = K. image_tasks[n] ..
     image_tasks[n + 1]: the tasks of image n, top to bottom."""
-    for n in prange(image_tasks.shape[0] - 1):
+    for n in range(image_tasks.shape[0] - 1):
         image, labels, par = images[n], prov[n], parent[n]
         width = image.shape[1]
         t_lo, t_hi = image_tasks[n], image_tasks[n + 1]
@@ -412,7 +428,7 @@ def merge_seams(
         counts[n] = k
 
 
-@njit(cache=True, parallel=True)
+@compiled()
 def reduce_stats(
     acc,
     acc32,
@@ -428,7 +444,7 @@ def reduce_stats(
 ):
     """Records of each image's components (stats[component_first[n] + k - 1]) from
     its local records."""
-    for n in prange(image_tasks.shape[0] - 1):
+    for n in range(image_tasks.shape[0] - 1):
         c0 = component_first[n] - 1
         for c in range(component_first[n], component_first[n + 1]):
             _clear(stats, stats32, c)
@@ -445,7 +461,7 @@ def reduce_stats(
                 )
 
 
-@njit(cache=True, parallel=True)
+@compiled(parallel=True)
 def float_terms(values, prov, parent, tasks, first, shift, sums):
     """sums[first[t] + local id] = sum over its finite pixels of trunc(v * 2**shift[same])."""
     for t in prange(tasks.shape[0]):
@@ -466,7 +482,7 @@ def float_terms(values, prov, parent, tasks, first, shift, sums):
                 sums[i] += np.int64(math.trunc(math.ldexp(fv, shift[i])))
 
 
-@njit(cache=True, parallel=True)
+@compiled(parallel=True)
 def write_labels(prov, parent, tasks, first, lookup, out, chosen):
     """out[n] = lookup[first[t] + local id] (lookup[first[t]] = 0) for the images with chosen[n]."""
     for t in prange(tasks.shape[0]):
@@ -481,11 +497,11 @@ def write_labels(prov, parent, tasks, first, lookup, out, chosen):
                 dst[x] = lookup[off + par[row[x]]]
 
 
-@njit(cache=True, parallel=True)
+@compiled()
 def keep_components(stats, component_first, min_area, kept_id, kept):
     """kept_id[c] = the new label of component c (0 if its area is below
     min_area), numbered 1.. per image; kept[n] = image n's kept components."""
-    for n in prange(component_first.shape[0] - 1):
+    for n in range(component_first.shape[0] - 1):
         k = 0
         for c in range(component_first[n], component_first[n + 1]):
             if stats[c, 0] >= min_area:
@@ -496,17 +512,17 @@ def keep_components(stats, component_first, min_area, kept_id, kept):
         kept[n] = k
 
 
-@njit(cache=True, parallel=True)
+@compiled()
 def slot_lookup(tasks, first, forest, component_first, kept_id, lookup):
     """lookup[first[t] + local id] = the final label of that local component (0 for background)."""
-    for t in prange(tasks.shape[0]):
+    for t in range(tasks.shape[0]):
         c0 = component_first[tasks[t, 0]] - 1
         lookup[first[t]] = 0
         for i in range(first[t] + 1, first[t + 1]):
             lookup[i] = kept_id[c0 + forest[i]]
 
 
-@njit(cache=True, parallel=True)
+@compiled()
 def kept_columns(
     stats, stats32, component_first, kept_id, kept_first, floating, mean, ints, floats
 ):
@@ -514,7 +530,7 @@ def kept_columns(
     kept_first[n]: ints = area, x, y, width, height; floats = centroid x and y,
     mean, min, max. `mean` holds float images' means (integer means are made here)."""
     bits = np.empty(1, np.int64)
-    for n in prange(component_first.shape[0] - 1):
+    for n in range(component_first.shape[0] - 1):
         row = kept_first[n] - 1
         for c in range(component_first[n], component_first[n + 1]):
             if kept_id[c] == 0:
