@@ -310,6 +310,14 @@ def label_command(
             show_default=False,
         ),
     ] = None,
+    max_image_bytes: Annotated[
+        str | None,
+        typer.Option(
+            help="Refuse an input whose pixels would decode to more bytes (from its header, "
+            "before decoding), e.g. 4G or 512MiB.  \\[default: 4GiB]",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Annotated[
         bool | None,
         typer.Option("--json/--no-json", help="Print one JSON object per input on stdout."),
@@ -351,6 +359,7 @@ def label_command(
         "processes": processes,
         "devices": devices,
         "scheduler": scheduler,
+        "max_image_bytes": max_image_bytes,
         "json": as_json,
         "quiet": quiet,
     }

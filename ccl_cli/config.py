@@ -3,6 +3,9 @@
 Every option of `gccl label` has a key of the same name in the YAML file
 (`min-area` or `min_area`). Values are checked here, once, so that an unknown
 key or a wrong type stops the run with exit 2 naming the key and the file.
+A config file is small plain YAML: at most MAX_CONFIG_BYTES of UTF-8, each
+key once, no anchors or aliases (a few lines of aliases can expand to
+gigabytes).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 import yaml
 
 from .errors import UsageError
-from .images import COLOR_TO_GRAY_CHOICES, TIFF_COMPRESSIONS
+from .images import COLOR_TO_GRAY_CHOICES, MAX_IMAGE_BYTES, TIFF_COMPRESSIONS
 from .params import LabelParams
 from .stages import MAX_SMOOTH_RADIUS, MORPHOLOGY_ORDER, SMOOTH_KINDS
 
@@ -24,6 +27,10 @@ LABEL_FORMATS = ("auto", "png", "tiff")
 _DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 #: A Dask scheduler's TCP address: tcp://host:port or host:port (IPv6 hosts in brackets).
 _SCHEDULER_PATTERN = re.compile(r"^(tcp://)?([^\s/:\[\]]+|\[[0-9a-fA-F:.]+\]):\d+$")
+#: The largest config file read (a real one is a few hundred bytes).
+MAX_CONFIG_BYTES = 1 << 20
+#: Multiples of --max-image-bytes's suffixes (K, M, G, T; with or without "iB", all 1024-based).
+_BYTE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,7 @@ class Settings:
     workers: int | None = None
     processes: int | str = "auto"
     scheduler: str | None = None
+    max_image_bytes: int = MAX_IMAGE_BYTES
     json: bool = False
     quiet: bool = False
     sources: tuple[str, ...] = field(default=(), compare=False)
@@ -189,6 +197,20 @@ def _scheduler(value: Any) -> str:
     return text
 
 
+def _byte_count(value: Any) -> int:
+    """A number of bytes: 4294967296, 4G, 4GiB or 512M (K, M, G, T are powers of 1024)."""
+    if isinstance(value, bool):
+        raise ValueError("a number of bytes, not true/false")
+    text = str(value).strip().lower().replace(" ", "")
+    match = re.fullmatch(r"(\d+)([kmgt]?)(i?b)?", text)
+    if match is None or (match.group(3) and not match.group(2) and match.group(3) != "b"):
+        raise ValueError(f"a number of bytes like 4G or 512MiB, got {value!r}")
+    number = int(match.group(1)) * _BYTE_UNITS[match.group(2)]
+    if number < 1:
+        raise ValueError(f"at least 1 byte, got {value!r}")
+    return number
+
+
 def _smooth(value: Any) -> str | None:
     text = str(value).strip().lower()
     if text == "none":
@@ -241,6 +263,7 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "workers": _optional(_int_at_least(1)),
     "processes": _count_or_auto,
     "scheduler": _optional(_scheduler),
+    "max_image_bytes": _byte_count,
     "json": _flag,
     "quiet": _flag,
 }
@@ -261,22 +284,57 @@ def apply(settings: Settings, values: Mapping[str, Any], source: str) -> Setting
         key = str(raw_key).replace("-", "_")
         if key not in _CHECKS:
             raise UsageError(f"{source}: unknown key '{raw_key}'")
+        if key in updates:
+            raise UsageError(f"{source}: '{raw_key}' is given twice (as '-' and '_' spellings)")
         updates[key] = _checked(key, value, source)
     return replace(settings, **updates, sources=(*settings.sources, source))
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses aliases and keys given twice."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.constructor.ConstructorError(
+                None, None, "aliases (*name) are not allowed in a config file", mark
+            )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node)
+            if isinstance(key, str) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"'{key}' is given twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
 
 
 def load_file(path: Path) -> dict[str, Any]:
     """The mapping in one YAML config file (an empty file is an empty mapping)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
     except OSError as error:
         raise UsageError(f"{path}: cannot read config file ({error.strerror or error})") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise UsageError(f"{path}: a config file holds at most {MAX_CONFIG_BYTES} bytes")
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UsageError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    try:
+        data = yaml.load(text, Loader=_ConfigLoader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UsageError(f"{path}: not valid YAML{where}") from None
+        problem = f": {error.problem}" if error.problem else ""
+        raise UsageError(f"{path}: not valid YAML{where}{problem}") from None
+    except yaml.YAMLError:
+        raise UsageError(f"{path}: not valid YAML") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
