@@ -23,8 +23,8 @@ import imageio.v3 as iio
 import numpy as np
 import tifffile
 
-from ccl_cli.backends.cpu import label_image
-from ccl_cli.params import LabelParams
+from ccl_cli.backends.cpu.labels import label_image
+from ccl_cli.contract.params import LabelParams
 
 SHAPE = (3000, 4000)
 

@@ -30,8 +30,9 @@ import numpy as np
 from medians import cpu_median_ms, gpu_median_ms
 from PIL import Image
 
-from ccl_cli.backends import cuda as backend
-from ccl_cli.params import LabelParams
+from ccl_cli.backends.cuda import backend, loader
+from ccl_cli.backends.cuda import labels as cuda_labels
+from ccl_cli.contract.params import LabelParams
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 BIG = (3000, 4000)
@@ -39,7 +40,7 @@ BIG = (3000, 4000)
 
 def kernel_breakdown(run: Callable[[], object], repeat: int) -> dict[str, float]:
     """Median ms per kernel name (summed over launches of one run), by events per launch."""
-    real = backend._Kernels.launch
+    real = loader.Kernels.launch
     samples: dict[str, list[float]] = defaultdict(list)
     current: dict[str, list[tuple[Any, Any]]] = defaultdict(list)
 
@@ -50,7 +51,7 @@ def kernel_breakdown(run: Callable[[], object], repeat: int) -> dict[str, float]
         stop.record()
         current[name].append((start, stop))
 
-    backend._Kernels.launch = timed  # type: ignore[method-assign]
+    loader.Kernels.launch = timed  # type: ignore[method-assign]
     try:
         for _ in range(repeat):
             current.clear()
@@ -59,7 +60,7 @@ def kernel_breakdown(run: Callable[[], object], repeat: int) -> dict[str, float]
             for name, events in current.items():
                 samples[name].append(sum(cupy.cuda.get_elapsed_time(a, b) for a, b in events))
     finally:
-        backend._Kernels.launch = real  # type: ignore[method-assign]
+        loader.Kernels.launch = real  # type: ignore[method-assign]
     return {name: statistics.median(v) for name, v in samples.items()}
 
 
@@ -148,11 +149,11 @@ def run_case(name: str, host: np.ndarray, params: LabelParams, stats: bool, repe
     out = cupy.empty(values.shape, cupy.uint32)
 
     def labels_only() -> object:
-        return backend.dense_labels(values, params, out)
+        return cuda_labels.dense_labels(values, params, out)
 
     def labels_and_stats() -> object:
-        components = backend.dense_labels(values, params, out)
-        return backend.device_statistics(values, params, out, components)
+        components = cuda_labels.dense_labels(values, params, out)
+        return cuda_labels.device_statistics(values, params, out, components)
 
     run = labels_and_stats if stats else labels_only
     ms = gpu_median_ms(run, repeat)

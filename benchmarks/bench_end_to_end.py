@@ -41,8 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ccl_cli.outputs import SUMMARY_COLUMNS
-from ccl_cli.stats import CSV_COLUMNS
+from ccl_cli.contract.stats import CSV_COLUMNS
+from ccl_cli.io.outputs import SUMMARY_COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
 JOBS = {
@@ -202,7 +202,7 @@ def labeling_seconds(kind: str, paths: list[Path]) -> tuple[float, float]:
     steady state that labeling costs per image.
     """
     from ccl_cli import images
-    from ccl_cli.backends.cuda import CudaBackend
+    from ccl_cli.backends.cuda.backend import CudaBackend
     from ccl_cli.config import resolve
 
     flags = {"tau": 20, "min_area": 50} if kind == "depth" else {"invert": True}

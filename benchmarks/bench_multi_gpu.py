@@ -40,8 +40,8 @@ import numpy as np
 
 from ccl_cli.backends import make_backend
 from ccl_cli.backends.base import Backend
-from ccl_cli.params import LabelParams
-from ccl_cli.service import DeviceLabeler
+from ccl_cli.contract.params import LabelParams
+from ccl_cli.run.service import DeviceLabeler
 
 
 def median_seconds(backend: Backend, batch: np.ndarray, params: LabelParams, repeat: int) -> float:
@@ -109,7 +109,7 @@ def copy_ceiling(devices: int, nbytes: int = 1 << 30) -> tuple[float, float, flo
     """
     import cupy
 
-    from ccl_cli.backends.cuda import pinned_empty
+    from ccl_cli.backends.cuda.backend import pinned_empty
 
     device_side, host_side, streams = [], [], []
     for device in range(devices):

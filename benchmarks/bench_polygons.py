@@ -2,7 +2,7 @@
 
     python3 benchmarks/bench_polygons.py [SCAN ...] [--repeat N] [--gpu-only] [--json OUT.json]
 
-Scans are read with ccl_cli.images.read_image and labeled with --invert
+Scans are read with ccl_cli.io.images.read_image and labeled with --invert
 semantics (ink is foreground), 8-connectivity; default: the scans of
 ../shared/data/docs. Medians per scan, in ms:
   gpu outlines: labels already on the device -> canonical Outlines arrays on
@@ -11,7 +11,7 @@ semantics (ink is foreground), 8-connectivity; default: the scans of
     wait for the corner count; CUDA events);
   gpu parts: of those, the 4-connected parts (dense_labels of the labels, tau 0);
   geojson: encoding the Outlines as GeoJSON text (CPU, one thread);
-  cpu outlines: the numpy tracer (ccl_cli.polygons.outlines);
+  cpu outlines: the numpy tracer (ccl_cli.backends.cpu.outlines.outlines);
   cv2 contours: cv2.findContours(mask, RETR_CCOMP, CHAIN_APPROX_SIMPLE) on
     the binary mask (its outlines follow pixel centres, not corners, and do not
     split components by label: the reference point, not the same output).
@@ -30,10 +30,11 @@ from typing import Any
 import numpy as np
 from medians import cpu_median_ms, gpu_median_ms
 
-from ccl_cli.backends.cpu import CpuBackend
-from ccl_cli.images import read_image
-from ccl_cli.params import LabelParams
-from ccl_cli.polygons import geojson, outlines
+from ccl_cli.backends.cpu.backend import CpuBackend
+from ccl_cli.backends.cpu.outlines import outlines
+from ccl_cli.contract.outlines import geojson
+from ccl_cli.contract.params import LabelParams
+from ccl_cli.io.images import read_image
 
 SHARED_DOCS = Path(__file__).resolve().parents[2] / "shared" / "data" / "docs"
 PARAMS = LabelParams(invert=True, connectivity=8, polygons=True)
@@ -44,8 +45,8 @@ def gpu_columns(labels: np.ndarray, count: int, want: Any, repeat: int) -> dict[
     try:
         import cupy
 
-        from ccl_cli.backends.cuda import dense_labels
-        from ccl_cli.backends.cuda_polygons import PART_PARAMS, device_corners, device_outlines
+        from ccl_cli.backends.cuda.labels import dense_labels
+        from ccl_cli.backends.cuda.outlines import PART_PARAMS, device_corners, device_outlines
     except ImportError:
         return {}
     device = cupy.asarray(labels[np.newaxis])

@@ -27,9 +27,9 @@ import cupy
 import numpy as np
 from medians import gpu_median_ms
 
-from ccl_cli.backends import cuda as backend
-from ccl_cli.backends import cuda_stages
-from ccl_cli.stages import smooth_weights
+from ccl_cli.backends.cuda import loader
+from ccl_cli.backends.cuda import stages as cuda_stages
+from ccl_cli.contract.stages import smooth_weights
 
 SHAPE = (1, 3000, 4000)  # (N, H, W)
 
@@ -47,7 +47,7 @@ def timings(run, repeat: int, group: int) -> tuple[float, float]:
 
 def launch_timings(launch: cuda_stages.Launch, repeat: int, group: int) -> tuple[float, float]:
     """timings() of one kernel launch."""
-    kernels = backend._kernels(0)
+    kernels = loader.device_kernels(0)
     return timings(lambda: kernels.launch(*launch), repeat, group)
 
 

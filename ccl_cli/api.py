@@ -3,7 +3,7 @@
     labels, tables = ccl_cli.label(image, tau=20, min_area=50)
 
 One function over the same backends the CLI uses, with the same semantics
-(GUIDE §2, ccl_cli.params).
+(README.md, "What the labels mean"; ccl_cli.contract.params).
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 
 from .backends.base import Backend
-from .backends.cuda import cuda_status, is_device_array
+from .backends.cuda.backend import is_device_array
+from .backends.cuda.loader import cuda_status
 from .config import resolve
+from .contract.stats import StatsTable
 from .errors import UsageError
-from .stats import StatsTable
 
 
 def label(
@@ -48,7 +49,7 @@ def label(
     erode, dilate, open, close: morphology steps on the foreground mask (N
         iterations each, applied in that fixed order: open, close, erode,
         dilate); smooth: "box:R" or "binomial:R" before tau labeling. The
-        same stages as `gccl label`'s options (README, ccl_cli.stages).
+        same stages as `gccl label`'s options (README, ccl_cli.contract.stages).
     device: "auto" (CUDA when usable, always for device arrays, else CPU),
         "cpu", "cuda" or "cuda:N".
 
@@ -89,16 +90,16 @@ def label(
 
 def _backend(device: str, on_device: bool) -> Backend:
     """The backend that `device` names."""
-    from .backends.cuda import CudaBackend
+    from .backends.cuda.backend import CudaBackend
 
     if device == "cpu":
-        from .backends.cpu import CpuBackend
+        from .backends.cpu.backend import CpuBackend
 
         return CpuBackend()
     if device == "auto":
         if on_device or cuda_status().usable:
             return CudaBackend()  # a device array is labeled on its own device
-        from .backends.cpu import CpuBackend
+        from .backends.cpu.backend import CpuBackend
 
         return CpuBackend()
     kind, _, index = device.partition(":")

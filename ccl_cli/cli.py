@@ -30,7 +30,7 @@ from . import __version__
 from .errors import EXIT_INTERRUPTED, EXIT_USAGE, GcclError
 
 if TYPE_CHECKING:  # the pipeline (numpy, codecs) loads only when a command runs
-    from .pipeline import Record, RunReport
+    from .run.records import Record, RunReport
 
 app = typer.Typer(
     help="Label connected components in batches of images, on an NVIDIA GPU or the CPU.",
@@ -330,7 +330,8 @@ def label_command(
 ) -> None:
     """Label every input image and write label images, statistics CSVs and a summary."""
     from .config import resolve
-    from .pipeline import exit_code, run_label
+    from .run.command import run_label
+    from .run.records import exit_code
 
     flags = {
         "out": out,

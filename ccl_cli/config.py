@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml
 
+from .contract.params import LabelParams
+from .contract.stages import MAX_SMOOTH_RADIUS, MORPHOLOGY_ORDER, SMOOTH_KINDS
 from .errors import UsageError
-from .images import COLOR_TO_GRAY_CHOICES, MAX_IMAGE_BYTES, TIFF_COMPRESSIONS
-from .params import LabelParams
-from .stages import MAX_SMOOTH_RADIUS, MORPHOLOGY_ORDER, SMOOTH_KINDS
+from .io.images import COLOR_TO_GRAY_CHOICES, MAX_IMAGE_BYTES, TIFF_COMPRESSIONS
 
 LABEL_FORMATS = ("auto", "png", "tiff")
 _DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")

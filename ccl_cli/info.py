@@ -18,7 +18,7 @@ def _version_of(package: str) -> str:
 
 def collect_info() -> str:
     """A plain-text report: versions, backends, CUDA devices and the kernels' origin."""
-    from .backends.cuda import cuda_status
+    from .backends.cuda.loader import cuda_status, fatbin_architectures
 
     status = cuda_status()
     lines = [
@@ -39,4 +39,5 @@ def collect_info() -> str:
         lines.append(f"  kernels: {status.kernel_source}")
     else:
         lines.append(f"  cuda: not usable: {status.reason}")
+    lines.append(f"  fatbin: {fatbin_architectures()}")
     return "\n".join(lines) + "\n"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build ccl_cli/cuda/gccl.fatbin and its manifest, or check that they are current.
+"""Build ccl_cli/backends/cuda/src/gccl.fatbin and its manifest, or check that they are current.
 
     python3 scripts/build_cubins.py [--nvcc PATH]          # build (make cubins)
     python3 scripts/build_cubins.py --check [--nvcc PATH]  # verify (make cubins-check)
@@ -24,15 +24,18 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CUDA_DIR = ROOT / "ccl_cli" / "cuda"
+CUDA_DIR = ROOT / "ccl_cli" / "backends" / "cuda" / "src"
 ENTRY = "gccl.cu"
 FATBIN = CUDA_DIR / "gccl.fatbin"
 MANIFEST = CUDA_DIR / "manifest.json"
 
-#: Real architectures that get SASS, and the virtual one shipped as PTX.
-SASS_ARCHS = (75, 80, 86, 89, 90, 100, 120)
+#: Real architectures that get SASS, and the virtual one shipped as PTX. SASS runs on
+#: later minor versions of its major (sm_80 code on sm_86 and sm_89 GPUs), so one
+#: entry per major suffices; the PTX lets GPUs newer than every entry JIT the kernels.
+SASS_ARCHS = (75, 80, 90, 100, 120)
 PTX_ARCH = 75
-BASE_FLAGS = ("-std=c++17", "-O3")
+#: -compress-all: every SASS and PTX entry compressed (the driver inflates it at load).
+BASE_FLAGS = ("-std=c++17", "-O3", "-Xfatbin=-compress-all")
 
 
 def sources() -> list[Path]:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The full `gccl bench` on the device machine (one H200, 16 cores), whose results the
 # README quotes. Run it from the repository root through the device tool, with the
-# carried wheels (cc3d, imagecodecs: .whl/, see GUIDE §5):
+# carried wheels (cc3d, imagecodecs: .whl/, see docs/design.md):
 #
 #   run(command="bash scripts/device_bench.sh", carry=[".whl"], timeout_s=600)
 #

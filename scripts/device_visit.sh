@@ -55,7 +55,7 @@ run_stage() {
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv \
   >>"$summary" 2>&1
-python3 -c "from ccl_cli.backends.cuda import cuda_status; print(cuda_status())" >>"$summary" 2>&1
+python3 -c "from ccl_cli.backends.cuda.loader import cuda_status; print(cuda_status())" >>"$summary" 2>&1
 
 if run_stage gpu 300 "$OUT/gpu-tests.log" python3 -m pytest tests/gpu -q -p no:cacheprovider -rfE; then
   note "gpu tests (rc $rc, $took s): $(tail -n 1 "$OUT/gpu-tests.log")"

@@ -16,9 +16,9 @@ import sys
 import cupy
 import numpy as np
 
-from ccl_cli.backends.cpu import CpuBackend
-from ccl_cli.backends.cuda import CudaBackend
-from ccl_cli.params import LabelParams
+from ccl_cli.backends.cpu.backend import CpuBackend
+from ccl_cli.backends.cuda.backend import CudaBackend
+from ccl_cli.contract.params import LabelParams
 
 #: Odd sizes: several tiles and chunks per image, the kernels' scalar paths.
 ODD = (3, 97, 133)

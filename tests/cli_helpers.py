@@ -19,7 +19,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from ccl_cli.cli import app
-from ccl_cli.outputs import LOCK_NAME
+from ccl_cli.io.outputs import LOCK_NAME
 
 #: Generous: a 2-core CI machine starting worker processes can be slow.
 WAIT_SECONDS = 60

@@ -1,4 +1,5 @@
-"""Brute-force references for the labeling contract (GUIDE §2), written from the text.
+"""Brute-force references for the labeling contract (README.md, "What the labels mean"),
+written from the text.
 
 Plain Python loops over pixels, deliberately independent of ccl_cli's code: the
 foreground test, the tau join rule, BFS labeling in raster order, min-area
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ccl_cli.params import LabelParams
+from ccl_cli.contract.params import LabelParams
 
 NEIGHBOURS = {
     4: ((-1, 0), (1, 0), (0, -1), (0, 1)),
@@ -22,7 +23,7 @@ NEIGHBOURS = {
 
 
 def is_foreground(value: object, dtype: np.dtype, params: LabelParams) -> bool:
-    """GUIDE §2 foreground for one pixel value of an image of `dtype`."""
+    """The README's foreground rule for one pixel value of an image of `dtype`."""
     v = float(value)  # exact for every supported dtype
     if math.isnan(v):
         return False
@@ -134,7 +135,7 @@ def component_stats(labels: np.ndarray, values: np.ndarray) -> list[ComponentSta
 
 
 def rule_float_mean(pixels: list[float]) -> float:
-    """The float-mean rule of ccl_cli.stats's docstring, one component, in Python ints."""
+    """The float-mean rule of ccl_cli.contract.stats's docstring, one component, in Python ints."""
     finite = [v for v in pixels if math.isfinite(v)]
     pos_inf, neg_inf = math.inf in pixels, -math.inf in pixels
     if pos_inf and neg_inf:

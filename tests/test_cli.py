@@ -19,8 +19,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from ccl_cli.cli import app
-from ccl_cli.images import read_label_image
-from ccl_cli.outputs import LOCK_NAME, OutputLock
+from ccl_cli.io.images import read_label_image
+from ccl_cli.io.outputs import LOCK_NAME, OutputLock
 
 EIGHT = np.ones((3, 3), bool)
 
@@ -295,6 +295,7 @@ def test_info_names_backends(runner: CliRunner):
     assert result.exit_code == 0
     assert "cpu: available" in result.stdout
     assert "cuda:" in result.stdout
+    assert "fatbin: SASS sm_75, sm_80, sm_90, sm_100, sm_120; PTX compute_75" in result.stdout
 
 
 def test_busy_out_is_refused(runner: CliRunner, folder: Path, tmp_path: Path):
@@ -402,7 +403,7 @@ def test_interrupt_writes_summary_and_exits_130(many: Path, tmp_path: Path, sign
 
 
 def test_cuda_request_without_cuda_is_a_clear_error(runner: CliRunner, folder: Path, tmp_path):
-    from ccl_cli.backends.cuda import cuda_status
+    from ccl_cli.backends.cuda.loader import cuda_status
 
     if cuda_status().usable:
         pytest.skip("this machine has a usable CUDA device")

@@ -12,7 +12,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from ccl_cli.cli import app
-from ccl_cli.images import read_label_image
+from ccl_cli.io.images import read_label_image
 
 
 @pytest.fixture

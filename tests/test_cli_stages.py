@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from ccl_cli.cli import app
 from ccl_cli.config import resolve
+from ccl_cli.contract.params import LabelParams
 from ccl_cli.errors import UsageError
-from ccl_cli.images import read_label_image
-from ccl_cli.params import LabelParams
+from ccl_cli.io.images import read_label_image
 
 EIGHT = np.ones((3, 3), bool)
 

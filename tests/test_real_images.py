@@ -20,8 +20,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from ccl_cli.cli import app
-from ccl_cli.images import read_label_image
-from ccl_cli.params import LabelParams
+from ccl_cli.contract.params import LabelParams
+from ccl_cli.io.images import read_label_image
 
 EIGHT = np.ones((3, 3), bool)
 

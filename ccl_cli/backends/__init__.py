@@ -9,7 +9,7 @@ from ..errors import BackendUnavailable, UsageError
 from .base import Backend
 
 if TYPE_CHECKING:
-    from .cuda import CudaStatus
+    from .cuda.loader import CudaStatus
 
 
 def make_backend(
@@ -25,13 +25,14 @@ def make_backend(
     BackendUnavailable. --devices spreads batches over those GPUs. CUDA modules
     are imported only when CUDA is asked for.
     """
-    from .cpu import CpuBackend
+    from .cpu.backend import CpuBackend
 
     if devices is not None and device == "cpu":
         raise UsageError("--devices picks GPUs; it does not go with --device cpu")
     if device == "cpu":
         return CpuBackend(threads)
-    from .cuda import CudaBackend, cuda_status
+    from .cuda.backend import CudaBackend
+    from .cuda.loader import cuda_status
 
     status = cuda_status()
     if devices is not None:
@@ -54,7 +55,7 @@ def make_backend(
 
 def _multi_device(devices: str, status: CudaStatus) -> Backend:
     """One CudaBackend per GPU of --devices (all, or numbers like 0,1), as one backend."""
-    from .cuda import CudaBackend
+    from .cuda.backend import CudaBackend
     from .multi import MultiDeviceBackend
 
     if not status.usable:

@@ -23,9 +23,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..params import LabelParams
-from ..polygons import Outlines
-from ..stats import StatsTable
+from ..contract.outlines import Outlines
+from ..contract.params import LabelParams
+from ..contract.stats import StatsTable
 
 #: The largest label a narrowed (uint16) label image can hold.
 NARROW_LIMIT = 65535

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..params import LabelParams
+from ..contract.params import LabelParams
 from .base import Backend, BatchResult, batch_result, joined, label_dtype, split_bounds
 from .steps import interleaved, label_steps
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..params import LabelParams
+from ..contract.params import LabelParams
 from .base import Backend, Labeled
 
 #: A labeling in steps (a generator): each next() does a share of the work and

@@ -173,8 +173,8 @@ def _cases(inputs: Sequence[str], options: Options) -> list[Case]:
         return generated_cases(options.families, options.sizes, options.connectivities, options.tau)
     if options.sizes != SIZES or options.families != FAMILIES:
         raise UsageError("--sizes and --cases choose generated cases; drop them with INPUT files")
-    from ..images import read_image
-    from ..inputs import expand
+    from ..io.images import read_image
+    from ..io.inputs import expand
 
     images = []
     for item in expand(inputs, recursive=False):

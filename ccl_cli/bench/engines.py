@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from ..params import LabelParams, foreground_mask
+from ..contract.params import LabelParams, foreground_mask
 from .floodfill import flood_fill_labels
 from .suite import Case
 
@@ -56,8 +56,8 @@ class Engine:
     """The adapter interface; subclasses fill in the class attributes and methods.
 
     name: the --engines name.  on_device: data and timing live on the GPU
-    (CUDA events).  raster_order: labels promise gccl's numbering (GUIDE §2),
-    so two such engines must agree exactly, not only up to renumbering.
+    (CUDA events).  raster_order: labels promise gccl's numbering (README.md, "What the
+    labels mean"), so two such engines must agree exactly, not only up to renumbering.
     end_to_end_modes: the modes the engine has a file pipeline for (see files.py).
     end_to_end_batched: whether that pipeline takes --batch (else it runs at batch 1 only).
     max_pixels: per mode, the largest image (in pixels) it is run on.
@@ -173,7 +173,7 @@ class GcclCuda(_Gccl, DeviceEngine):
 
     def unavailable(self) -> str | None:
         try:
-            from ..backends.cuda import cuda_status
+            from ..backends.cuda.loader import cuda_status
         except ImportError as error:
             return f"the CUDA backend cannot be imported ({error})"
         status = cuda_status()
@@ -187,7 +187,7 @@ class GcclCuda(_Gccl, DeviceEngine):
     def run(self, prepared: Any, params: LabelParams) -> Output:
         import cupy
 
-        from ..backends.cuda import dense_labels, device_statistics
+        from ..backends.cuda.labels import dense_labels, device_statistics
 
         labels = cupy.empty(prepared.shape, cupy.uint32)
         components = dense_labels(prepared, params, labels)
@@ -222,7 +222,7 @@ class GcclCudaPolygons(GcclCuda):
         )
 
     def run(self, prepared: Any, params: LabelParams) -> Output:
-        from ..backends.cuda_polygons import device_outlines
+        from ..backends.cuda.outlines import device_outlines
 
         output = super().run(prepared, params)
         device_outlines(output.labels, [int(k) for k in output.components.get()])
@@ -249,7 +249,7 @@ class GcclCpu(_Gccl):
 
     def run(self, prepared: Any, params: LabelParams) -> Output:
         if self._backend is None:
-            from ..backends.cpu import CpuBackend
+            from ..backends.cpu.backend import CpuBackend
 
             self._backend = CpuBackend(cpu_threads())
         result = self._backend.label(prepared, params)

@@ -18,14 +18,14 @@ from typing import Any
 import numpy as np
 
 from ..config import Settings
-from ..params import LabelParams, foreground_mask
+from ..contract.params import LabelParams, foreground_mask
 
 _PNG_LABEL_LIMIT = 65535
 
 
 def gccl_label_folder(folder: Path, out: Path, params: LabelParams, device: str, batch: int) -> int:
     """`gccl label FOLDER --out OUT --device DEVICE --batch-size BATCH`; RuntimeError on failure."""
-    from ..pipeline import run_label
+    from ..run.command import run_label
 
     settings = Settings(
         out=out,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..params import LabelParams, foreground_mask
+from ..contract.params import LabelParams, foreground_mask
 
 
 def flood_fill_labels(values: np.ndarray, params: LabelParams) -> tuple[int, np.ndarray]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..params import LabelParams
+from ..contract.params import LabelParams
 
 #: The generated image families, in report order.
 FAMILIES = ("random-0.1", "random-0.5", "random-0.9", "document", "depth")

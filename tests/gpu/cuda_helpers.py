@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ccl_cli.backends.cpu import CpuBackend
-from ccl_cli.params import LabelParams
+from ccl_cli.backends.cpu.backend import CpuBackend
+from ccl_cli.contract.params import LabelParams
 
 
 def cuda_problem() -> str | None:
@@ -42,7 +42,7 @@ gpu = [pytest.mark.gpu, pytest.mark.skipif(_PROBLEM is not None, reason=str(_PRO
 @functools.cache
 def backends() -> tuple[Any, CpuBackend]:
     """(CudaBackend on device 0, CpuBackend), made once."""
-    from ccl_cli.backends.cuda import CudaBackend
+    from ccl_cli.backends.cuda.backend import CudaBackend
 
     return CudaBackend(), CpuBackend()
 

@@ -7,9 +7,10 @@ import pytest
 from cuda_helpers import backends, gpu, to_host
 
 from ccl_cli import api
-from ccl_cli.backends import cuda as cuda_module
+from ccl_cli.backends.cuda import backend as cuda_module
+from ccl_cli.backends.cuda import loader
+from ccl_cli.contract.params import LabelParams
 from ccl_cli.errors import BackendUnavailable, UsageError
-from ccl_cli.params import LabelParams
 
 pytestmark = gpu
 
@@ -26,7 +27,7 @@ def assert_results_equal(got, want) -> None:
 
 
 def test_fatbin_is_what_loads():
-    status = cuda_module.cuda_status()
+    status = loader.cuda_status()
     assert status.usable, status.reason
     assert status.kernel_source.startswith("fatbin"), status.kernel_source
     assert status.devices and status.cupy_version
@@ -40,9 +41,9 @@ def test_fatbin_is_what_loads():
 def test_nvrtc_fallback_gives_the_same_result(monkeypatch, params):
     batch = sample(dtype=np.float32)
     with_fatbin = backends()[0].label(batch, params)
-    monkeypatch.setenv(cuda_module.FORCE_NVRTC_ENV, "1")
-    monkeypatch.setattr(cuda_module, "_loaded", {})
-    assert cuda_module.cuda_status().kernel_source.startswith("NVRTC")
+    monkeypatch.setenv(loader.FORCE_NVRTC_ENV, "1")
+    monkeypatch.setattr(loader, "_loaded", {})
+    assert loader.cuda_status().kernel_source.startswith("NVRTC")
     assert_results_equal(cuda_module.CudaBackend().label(batch, params), with_fatbin)
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from cuda_helpers import backends, gpu
 
-from ccl_cli.params import LabelParams
+from ccl_cli.contract.params import LabelParams
 
 pytestmark = gpu
 

@@ -8,7 +8,7 @@ from cuda_helpers import gpu
 from typer.testing import CliRunner
 
 from ccl_cli.cli import app
-from ccl_cli.outputs import LOCK_NAME
+from ccl_cli.io.outputs import LOCK_NAME
 
 pytestmark = gpu
 

@@ -13,9 +13,10 @@ from cuda_helpers import assert_same, gpu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ccl_cli.backends.cuda_stages import morph_launch, smooth_launch
-from ccl_cli.params import SUPPORTED_DTYPES, LabelParams
-from ccl_cli.stages import morph_numpy, smooth_numpy, smooth_weights
+from ccl_cli.backends.cpu.stages import morph_numpy, smooth_numpy
+from ccl_cli.backends.cuda.stages import morph_launch, smooth_launch
+from ccl_cli.contract.params import SUPPORTED_DTYPES, LabelParams
+from ccl_cli.contract.stages import smooth_weights
 
 pytestmark = gpu
 
@@ -45,7 +46,7 @@ ITERATIONS = (1, 2, 3, 5, 8, 9, 17)
 
 
 def stages():
-    from ccl_cli.backends.cuda_stages import CudaStages
+    from ccl_cli.backends.cuda.stages import CudaStages
 
     return CudaStages()
 
@@ -154,7 +155,7 @@ def test_smoothing_strips_of_any_height(dtype, rows):
     """The strip kernels' rows per warp (a launch argument) do not change the result."""
     import cupy
 
-    from ccl_cli.backends import cuda
+    from ccl_cli.backends.cuda import loader
 
     rng = np.random.default_rng(zlib.crc32(repr((dtype.str, rows)).encode()))
     for shape, radius in [((70, 244), 3), ((9, 36), 1), ((33, 131), 2)]:
@@ -165,7 +166,7 @@ def test_smoothing_strips_of_any_height(dtype, rows):
         launch = smooth_launch(
             cupy.asarray(values), cupy.asarray(mask).view(cupy.uint8), out, weights, rows
         )
-        cuda._kernels(0).launch(*launch)
+        loader.device_kernels(0).launch(*launch)
         want = smooth_numpy(values, mask, weights)
         got = out.get()
         nan = np.isnan(want)
@@ -262,12 +263,14 @@ def _division_kernel(sums: np.ndarray, widths: np.ndarray) -> tuple[np.ndarray, 
     """smooth.cu's (refined_reciprocal(W), quotient_of_float_sums(s, W)) per pair."""
     import cupy
 
-    from ccl_cli.backends.cuda import _kernels
+    from ccl_cli.backends.cuda.loader import device_kernels
 
     n = len(sums)
     reciprocals, quotients = cupy.empty(n, cupy.float64), cupy.empty(n, cupy.float64)
     args = (cupy.asarray(sums), cupy.asarray(widths, cupy.int32), reciprocals, quotients)
-    _kernels(0).launch("gccl_smooth_f32_quotients", -(-n // 256), (256,), (*args, np.uint32(n)))
+    device_kernels(0).launch(
+        "gccl_smooth_f32_quotients", -(-n // 256), (256,), (*args, np.uint32(n))
+    )
     return reciprocals.get(), quotients.get()
 
 

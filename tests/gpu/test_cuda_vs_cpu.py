@@ -9,7 +9,7 @@ from cuda_helpers import assert_same, gpu
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ccl_cli.params import SUPPORTED_DTYPES, LabelParams
+from ccl_cli.contract.params import SUPPORTED_DTYPES, LabelParams
 
 pytestmark = gpu
 

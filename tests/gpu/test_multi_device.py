@@ -7,9 +7,9 @@ import pytest
 from cuda_helpers import cuda_problem, device_count, gpu
 
 from ccl_cli.backends import make_backend
-from ccl_cli.backends.cpu import CpuBackend
+from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.backends.multi import MultiDeviceBackend
-from ccl_cli.params import LabelParams
+from ccl_cli.contract.params import LabelParams
 
 pytestmark = [
     *gpu,

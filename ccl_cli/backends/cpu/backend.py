@@ -1,0 +1,78 @@
+"""The CPU reference backend: batches labeled image by image in threads (labels.py), outlines
+and stages with numpy."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ...contract.outlines import Outlines
+from ...contract.params import LabelParams
+from ...contract.stats import StatsTable
+from ..base import NARROW_LIMIT, BatchResult, label_dtype, nothing_to_undo
+from .labels import label_image
+from .outlines import outlines
+
+
+class CpuBackend:
+    """Labels batches on the CPU; the reference every other backend must match."""
+
+    name = "cpu"
+
+    def __init__(self, threads: int | None = None) -> None:
+        self.threads = max(1, threads or os.cpu_count() or 1)
+
+    def label(
+        self,
+        batch: np.ndarray,
+        params: LabelParams,
+        out: np.ndarray | None = None,
+        narrow: bool = False,
+    ) -> BatchResult:
+        """Label each image of the (N, H, W) numpy batch (into `out`); see backends.base.
+
+        With `narrow`, the labels are uint16 (backends.base): the copy into
+        `out` writes half the bytes, and the PNG writer needs no cast.
+        """
+        batch = np.asarray(batch)
+        if batch.ndim != 3:
+            raise ValueError(f"a batch is (N, H, W), got shape {batch.shape}")
+        labels = np.empty(batch.shape, label_dtype(narrow)) if out is None else out
+        wide: dict[int, np.ndarray] = {}
+
+        def one(i: int) -> tuple[StatsTable, int, Outlines | None]:
+            image, table, components = label_image(batch[i], params)
+            if narrow and len(table) > NARROW_LIMIT:
+                wide[i] = image
+            else:
+                labels[i] = image
+            polygons = outlines(image, len(table)) if params.polygons else None
+            return table, components, polygons
+
+        if self.threads > 1 and len(batch) > 1:
+            with ThreadPoolExecutor(min(self.threads, len(batch))) as pool:
+                results = list(pool.map(one, range(len(batch))))
+        else:
+            results = [one(i) for i in range(len(batch))]
+        return BatchResult(
+            labels=labels,
+            tables=[table for table, _, _ in results],
+            components=[components for _, components, _ in results],
+            polygons=[p for _, _, p in results if p is not None] if params.polygons else None,
+            wide=wide,
+        )
+
+    def batch_budget_bytes(self) -> int:
+        """Input bytes per batch: enough images to keep every core busy, few enough to stream."""
+        return 32 << 20
+
+    def empty_batch(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Plain numpy memory (see backends.base)."""
+        return np.empty(shape, dtype)
+
+    def page_lock(self, address: int, size: int) -> Callable[[], None]:
+        """Nothing to do on the CPU (see backends.base)."""
+        return nothing_to_undo

@@ -1,0 +1,598 @@
+"""The CUDA backend: the host side of the kernels in ccl_cli/backends/cuda/src/.
+
+One batch (N, H, W) is labeled with one set of launches:
+
+1. local union-find per tile (block8.cu for binary 8-connectivity, pixel.cu
+   for binary 4-connectivity and tau mode), then the tile borders (border.cu);
+2. dense raster-order labels per image (relabel.cu: root ranks per chunk, a
+   per-image scan of the chunk counts, one resolve pass);
+3. statistics per label (stats.cu), min-area renumbering (min_area.cu),
+   the statistics table of the kept labels (stats.cu);
+4. with --polygons, the outlines of the final labels (outlines.py).
+
+Morphology and smoothing run before step 1 (ccl_cli.contract.stages with the kernels
+of stages.py).
+
+Only the label images (when the batch came from the host) and the
+statistics table travel back; the table is finished on the device with the
+arithmetic of ccl_cli.contract.stats, so it matches the CPU backend bit for bit.
+
+The host waits for the device at two points only: for the number of labels
+(it sizes the statistics) and for the statistics themselves (_Job). A numpy
+batch is labeled in chunks of about _CHUNK_BYTES, each on a stream of its
+own, by one thread that issues every chunk's work before it waits for the
+first (CudaBackend.label_steps): the chunks' uploads follow each other at
+full bus speed while earlier chunks compute and copy their labels back.
+
+CuPy is imported only inside functions (loader.py): importing this module,
+and the CPU path, never need it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...contract.outlines import Outlines
+from ...contract.params import LabelParams, canonical_bools
+from ...contract.stats import empty_table
+from ...errors import BackendUnavailable
+from ..base import (
+    NARROW_LIMIT,
+    BatchResult,
+    Labeled,
+    batch_result,
+    joined,
+    label_dtype,
+    nothing_to_undo,
+    split_bounds,
+)
+from ..steps import LabelSteps, interleaved
+from .labels import (
+    check_batch,
+    dense_labels,
+    filtered_table,
+    label_offsets,
+    table_view,
+)
+from .loader import (
+    device_kernels,
+    import_cupy,
+    one_line,
+)
+
+_MAX_BATCH_PIXELS = 2**32 - 1  # bounds the labels of a batch: offsets are u32
+#: Input bytes of a pipeline batch (--batch-size auto).
+HOST_BATCH_BYTES = 64 << 20
+#: Input bytes of each chunk a numpy batch is labeled in, without stages (see _chunks).
+_CHUNK_BYTES = 32 << 20
+#: Morphology steps (erosions and dilations) that double a chunk's input bytes (_chunks).
+_CHUNK_STEPS = 32
+#: Stream priorities in use (H100 and H200 have 0, the least, to -5): a device's
+#: k-th stream gets priority k - (levels - 1), clamped by the driver to its range.
+_STREAM_PRIORITY_LEVELS = 6
+#: Chunks of a batch whose labeling the device runs at once: chunk k's starts when
+#: chunk k - _CHUNKS_LABELING's is done (label_steps).
+_CHUNKS_LABELING = 2
+_HOST_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable
+
+
+def is_device_array(array: Any) -> bool:
+    """True for CuPy arrays and anything exposing CUDA memory (CAI or DLPack)."""
+    if hasattr(array, "__cuda_array_interface__"):
+        return True
+    device = getattr(array, "__dlpack_device__", None)
+    if device is None or isinstance(array, np.ndarray):
+        return False
+    return int(device()[0]) in (2, 13)  # kDLCUDA, kDLCUDAManaged
+
+
+class CudaBackend:
+    """Labels batches on one CUDA device; results match CpuBackend bit for bit."""
+
+    name = "cuda"
+
+    def __init__(self, device: int = 0) -> None:
+        cupy = import_cupy()
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except Exception as exc:
+            raise BackendUnavailable(f"no usable CUDA driver ({one_line(exc)})") from exc
+        if not 0 <= device < count:
+            raise BackendUnavailable(f"CUDA device {device} does not exist ({count} found)")
+        self.device = device
+        try:
+            device_kernels(device)
+        except Exception as exc:
+            raise BackendUnavailable(f"CUDA kernels failed to load ({one_line(exc)})") from exc
+        self._streams: list[Any] = []  # every stream made, in order (_take_stream)
+        self._busy_streams: set[int] = set()  # ids of the streams jobs hold
+        self._streams_lock = threading.Lock()
+
+    def label(
+        self,
+        batch: Any,
+        params: LabelParams,
+        out: np.ndarray | None = None,
+        narrow: bool = False,
+    ) -> BatchResult:
+        """Label each image of an (N, H, W) batch; see backends.base.
+
+        A device batch (CuPy, __cuda_array_interface__, DLPack) stays on its
+        device and its labels are a CuPy uint32 array there. A numpy batch is
+        labeled by label_steps; its labels land in `out` (or a new page-locked
+        array), as uint16 with `narrow` (backends.base). Out of device memory,
+        a batch is split in halves and retried.
+        """
+        cupy = import_cupy()
+        if is_device_array(batch):
+            values = _as_cupy(cupy, batch)
+            with values.device:
+                labels = cupy.empty(values.shape, cupy.uint32)
+                labeled = _split_on_oom(
+                    cupy, values.shape, lambda lo, hi: _label(values[lo:hi], params, labels[lo:hi])
+                )
+            return batch_result(labels, labeled, params)
+        host = np.asarray(batch)
+        labels = self.empty_batch(host.shape, label_dtype(narrow)) if out is None else out
+        (labeled,) = interleaved([self.label_steps(host, params, labels, narrow)])
+        return batch_result(labels, labeled, params)
+
+    def label_steps(
+        self,
+        host: np.ndarray,
+        params: LabelParams,
+        labels: np.ndarray,
+        narrow: bool,
+        batches_at_once: int = 1,
+    ) -> LabelSteps:
+        """Label the numpy batch `host` into the numpy `labels`, in steps (steps.LabelSteps).
+
+        The batch goes in chunks (_chunks; larger where the caller runs
+        `batches_at_once` batches on this device at once), each a _Job on a
+        non-blocking stream of its own, straight from `host` where it is page-locked
+        and C-contiguous, else through a page-locked staging copy. The steps: upload
+        every chunk (each upload waits for the previous one, so they follow each
+        other at full bus speed), then issue each chunk's labeling, then each
+        chunk's statistics and the copy of its labels back, then collect each. Each
+        step yields the event that the next one waits for (steps.LabelSteps), so a
+        runner with other labelings (other devices, other batches) steps those
+        meanwhile. Every upload comes first because issuing a chunk's labeling takes
+        the host up to a millisecond: another device's first upload would wait for
+        it. Streams taken earlier have higher priority (_take_stream), so the GPU
+        prefers chunk 0's kernels to chunk 1's rather than finishing all chunks at
+        once, and chunk 0's statistics and copies back overlap chunk 1's kernels.
+        There are only a few priority levels, so a chunk's labeling also waits on
+        the device for the label count of the chunk _CHUNKS_LABELING before it: with
+        more chunks than levels, the last ones would all run at once (measured on an
+        H200, twelve chunks of a stage-heavy batch took 23.5-24.3 ms, 20.5-21.1 with
+        the wait). Out of device memory, the batch is labeled again without overlap
+        (_label_without_overlap).
+        """
+        cupy = import_cupy()
+        jobs: list[_Job] = []
+        try:
+            for lo, hi in _chunks(host, params, batches_at_once):
+                after = jobs[-1].uploaded if jobs else None
+                jobs.append(self._upload(host[lo:hi], params, labels[lo:hi], narrow, after))
+                yield
+            for index, job in enumerate(jobs):
+                earlier = index - _CHUNKS_LABELING
+                job.label(after=jobs[earlier].counted if earlier >= 0 else None)
+                yield
+            for job in jobs:
+                yield job.counted
+                job.statistics()
+            parts = []
+            for job in jobs:
+                yield job.copied
+                parts.append(job.collect())
+            return joined(parts)
+        except cupy.cuda.memory.OutOfMemoryError:
+            self._abandon(jobs)
+            jobs = []
+            cupy.get_default_memory_pool().free_all_blocks()
+            return self._label_without_overlap(host, params, labels, narrow)
+        finally:
+            self._abandon(jobs)
+
+    def _upload(
+        self,
+        host: np.ndarray,
+        params: LabelParams,
+        labels: np.ndarray,
+        narrow: bool,
+        after: Any = None,
+    ) -> _Job:
+        """A _Job for the numpy chunk `host` on a stream of its own, its upload issued
+        after the event `after` (the previous chunk's upload) where given."""
+        cupy = import_cupy()
+        stream = self._take_stream()
+        try:
+            with cupy.cuda.Device(self.device), stream:
+                staging = None
+                if not _page_locked(cupy, host):
+                    staging = pinned_empty(host.shape, host.dtype)
+                    np.copyto(staging, host)
+                if after is not None:
+                    stream.wait_event(after)
+                values = cupy.empty(host.shape, host.dtype)
+                values.set(staging if staging is not None else host, stream=stream)
+                uploaded = stream.record()
+                out = cupy.empty(host.shape, cupy.uint32)
+                job = _Job(values, params, out, _HostLabels(labels, narrow, staging))
+                job.uploaded = uploaded
+                job.release = lambda: self._give_stream(stream)
+                return job
+        except BaseException:
+            with cupy.cuda.Device(self.device):
+                stream.synchronize()
+            self._give_stream(stream)
+            raise
+
+    def _label_without_overlap(
+        self, host: np.ndarray, params: LabelParams, labels: np.ndarray, narrow: bool
+    ) -> Labeled:
+        """label_steps' work as one job at a time: the batch, or its halves (and
+        theirs) while device memory runs out (_split_on_oom)."""
+
+        def run(lo: int, hi: int) -> Labeled:
+            job = self._upload(host[lo:hi], params, labels[lo:hi], narrow)
+            try:
+                job.label()
+                job.statistics()
+                return job.collect()
+            finally:
+                self._abandon([job])
+
+        return _split_on_oom(import_cupy(), host.shape, run)
+
+    def _abandon(self, jobs: list[_Job]) -> None:
+        """Wait for whatever `jobs` still have in flight (their copies write into host
+        memory the caller owns) and give their streams back."""
+        cupy = import_cupy()
+        for job in jobs:
+            with cupy.cuda.Device(self.device):
+                job.stream.synchronize()
+            job.release()
+            job.release = nothing_to_undo
+
+    def _take_stream(self) -> Any:
+        """A non-blocking stream of this device that no other job uses meanwhile.
+
+        Streams are kept and reused (_give_stream): CuPy's memory pool keeps
+        freed device memory per stream, so memory freed on a stream that is
+        then destroyed is never reused, and a new stream per batch would
+        allocate afresh (cudaMalloc, which also synchronizes the device) every
+        time. The first idle one in creation order is taken, so a batch's
+        chunk i gets the same stream batch after batch, with memory blocks of
+        its size already pooled, and no more streams (each holding its own
+        blocks) are made than jobs ever ran at once. The k-th stream made
+        has the k-th highest priority (_STREAM_PRIORITY_LEVELS; later ones
+        the least), so the device prefers the kernels of a batch's earlier
+        chunks: chunk 0 is done first and its copies back overlap chunk 1's
+        kernels, instead of every chunk finishing late at once (label_steps).
+        Streams share the device's hardware work queues, each of which runs
+        its work in order; the README's Throughput section measures what more
+        of them (CUDA_DEVICE_MAX_CONNECTIONS, the user's choice) gain and cost.
+        """
+        cupy = import_cupy()
+        with self._streams_lock:
+            for stream in self._streams:
+                if id(stream) not in self._busy_streams:
+                    self._busy_streams.add(id(stream))
+                    return stream
+            with cupy.cuda.Device(self.device):
+                priority = min(0, len(self._streams) - (_STREAM_PRIORITY_LEVELS - 1))
+                stream = cupy.cuda.Stream(non_blocking=True, priority=priority)
+            self._streams.append(stream)
+            self._busy_streams.add(id(stream))
+            return stream
+
+    def _give_stream(self, stream: Any) -> None:
+        with self._streams_lock:
+            self._busy_streams.discard(id(stream))
+
+    def empty_batch(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """An uninitialized host array in page-locked memory (see backends.base).
+
+        A batch stacked into it goes to the device without a staging copy.
+        """
+        return pinned_empty(shape, np.dtype(dtype))
+
+    def page_lock(self, address: int, size: int) -> Callable[[], None]:
+        """Page-lock existing host memory for every device (cudaHostRegister, portable).
+
+        Pinning costs about as much as copying the memory a few times, so it
+        pays for memory that is reused, like the service's shared blocks. If the
+        driver refuses, the memory stays pageable and copies are staged.
+        """
+        cupy = import_cupy()
+        runtime = cupy.cuda.runtime
+        try:
+            with cupy.cuda.Device(self.device):
+                runtime.hostRegister(address, size, _HOST_REGISTER_PORTABLE)
+        except runtime.CUDARuntimeError:
+            return nothing_to_undo
+
+        def unlock() -> None:
+            with suppress(runtime.CUDARuntimeError):
+                runtime.hostUnregister(address)
+
+        return unlock
+
+    def batch_budget_bytes(self) -> int:
+        """Input bytes per batch: HOST_BATCH_BYTES, less where device memory is short.
+
+        A 1-byte pixel needs about 10 bytes on the device. Larger batches
+        gain nothing on the GPU and keep the CPU threads waiting: a batch is
+        decoded before, and encoded after, it is labeled.
+        """
+        cupy = import_cupy()
+        with cupy.cuda.Device(self.device):
+            free, _ = cupy.cuda.runtime.memGetInfo()
+            free += cupy.get_default_memory_pool().free_bytes()
+        return max(1 << 20, min(HOST_BATCH_BYTES, int(free * 0.8) // 10))
+
+
+def _chunks(
+    host: np.ndarray, params: LabelParams, batches_at_once: int = 1
+) -> list[tuple[int, int]]:
+    """[lo, hi) bounds of the chunks a numpy batch is labeled in (label_steps).
+
+    Whole images, under 2**32 pixels (label offsets are 32-bit), and about
+    _CHUNK_BYTES of input each (the first and last of three or more, half
+    that), times 1 + (morphology steps) / _CHUNK_STEPS, times
+    `batches_at_once`.
+
+    Smaller chunks let the copies of one chunk overlap the kernels of
+    another sooner, and leave less to wait for after the last upload, but
+    with stages a chunk has more work per byte, and more of it in small
+    kernels and host work that do not shrink with the chunk. Measured on the
+    H200s, 16 depth-like 4000x3000 frames with --open 8 --close 8 --smooth
+    binomial:7 (32 steps) took 19.6-20.1 ms on one GPU in these 64 MB chunks
+    and 20.8-24.1 ms in 32 MB ones (medians of rounds; 11.3-12.5 and
+    10.9-16.3 ms on two GPUs).
+
+    `batches_at_once` is how many batches the caller labels on the device at
+    once (the labeling service's two): another batch's kernels then fill the
+    gaps that small chunks fill, and fewer chunks cost the host less work
+    and share the device's work queues less. Batches back to back on one and
+    two H200s (benchmarks/bench_multi_gpu.py), chunks of twice the size took
+    the stage-heavy batch from 19.4-19.5 and 9.9-11.3 ms to 18.6-19.0 and
+    9.4-9.6 ms, the depth-like one from 12.3-12.6 and 7.1-8.2 ms to
+    10.6-11.7 and 6.1-6.3 ms; four times the size was no better.
+    """
+    if len(host) <= 1:
+        return [(0, len(host))]
+    from ...contract.stages import primitive_steps
+
+    morphology = sum(iterations for _, iterations in primitive_steps(params.morphology))
+    chunk_bytes = _CHUNK_BYTES * batches_at_once * (_CHUNK_STEPS + morphology) // _CHUNK_STEPS
+    pixels = int(np.prod(host.shape, dtype=np.int64))
+    count = max(-(-host.nbytes // chunk_bytes), -(-pixels // _MAX_BATCH_PIXELS))
+    even = split_bounds(len(host), count)
+    if count < 3 or len(host) < count:
+        return even
+    # The first and last chunks half as large as the others: the device idles until
+    # the first upload is done, and nothing overlaps the last chunk's copies back.
+    weights = np.array([0.5] + [1.0] * (count - 2) + [0.5])
+    cuts = np.round(np.cumsum([0.0, *weights]) / weights.sum() * len(host)).astype(int)
+    ramped = [(int(lo), int(hi)) for lo, hi in itertools.pairwise(np.unique(cuts))]
+    largest = max(hi - lo for lo, hi in ramped) * (pixels // len(host))
+    return ramped if largest <= _MAX_BATCH_PIXELS else even
+
+
+def pinned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A numpy array in page-locked host memory (from CuPy's pinned pool, so reused).
+
+    Copies between it and any device (the memory is portable under unified
+    addressing) run asynchronously at full bus speed; pageable memory is
+    staged through a driver buffer by the CPU. The memory goes back to the
+    pool when the last view of the array is gone. Sizes are rounded up to a
+    power of two: the pool reuses a block only for the same size, and
+    page-locking new memory costs far more than the copies it speeds up.
+    """
+    cupy = import_cupy()
+    count = int(np.prod(shape, dtype=np.int64))
+    size = max(1, count * dtype.itemsize)
+    memory = cupy.cuda.alloc_pinned_memory(1 << (size - 1).bit_length())
+    return np.frombuffer(memory, dtype, count).reshape(shape)
+
+
+def _page_locked(cupy: Any, array: np.ndarray) -> bool:
+    """Whether `array` is C-contiguous and in page-locked memory (copies need no staging)."""
+    if array.size == 0 or not array.flags.c_contiguous:
+        return False
+    runtime = cupy.cuda.runtime
+    return bool(runtime.pointerGetAttributes(array.ctypes.data).type == runtime.memoryTypeHost)
+
+
+@dataclass
+class _HostLabels:
+    """Where a _Job's labels go on the host: `array` (uint16 when `narrow`, see
+    backends.base), and the page-locked staging copy of its input, if any,
+    kept alive until the upload from it is done."""
+
+    array: np.ndarray
+    narrow: bool
+    staging: np.ndarray | None = None
+
+
+class _Job:
+    """One (sub-)batch labeled on one device, on the stream current at its creation.
+
+    Three steps, so that the host waits as little as possible: label()
+    issues the stages, the labeling and the label count's copy back;
+    statistics() waits for that count (it sizes the aggregates), then issues
+    the statistics kernels, min-area filtering, the table's copy back and,
+    for a batch from the host, the labels' copy into `host.array`; collect()
+    waits for the table, whose columns the StatsTables then view as they
+    are, traces outlines, copies back the images too wide to narrow and
+    waits for the stream. Morphology and smoothing (ccl_cli.contract.stages) decide
+    the labels; statistics read the original values.
+    """
+
+    def __init__(
+        self, values: Any, params: LabelParams, out: Any, host: _HostLabels | None = None
+    ) -> None:
+        cupy = import_cupy()
+        self.stream = cupy.cuda.get_current_stream()
+        self.device = values.device
+        self.values, self.params, self.out, self.host = values, params, out, host
+        self.integer = np.dtype(values.dtype).kind != "f"
+        self.shape = values.shape
+        #: Set by the owner: the event after this job's upload, and the undo of its stream.
+        self.uploaded: Any = None
+        self.release: Callable[[], None] = nothing_to_undo
+        #: Events: the label count is on the host (statistics() waits for it), and
+        #: all that statistics() copies back is (collect() waits for it, at last).
+        self.counted: Any = None
+        self.copied: Any = None
+
+    def label(self, after: Any = None) -> None:
+        """Issue the stages, the labeling and the label count's copy back, on the
+        device after the event `after` where given."""
+        from ...contract.stages import label_input
+        from .stages import CudaStages
+
+        n, height, width = self.shape
+        if n * height * width == 0:
+            return
+        cupy = import_cupy()
+        with self.device, self.stream:
+            if after is not None:
+                self.stream.wait_event(after)
+            check_batch(self.values)
+            self.values = canonical_bools(cupy.ascontiguousarray(self.values), cupy)
+            image, label_params = label_input(self.values, self.params, cupy, CudaStages())
+            self.label_base = label_offsets(dense_labels(image, label_params, self.out))
+            self.offsets = pinned_empty((n + 1,), np.dtype(np.uint32))
+            self.label_base.get(stream=self.stream, out=self.offsets, blocking=False)
+            self.counted = self.stream.record()
+
+    def statistics(self) -> None:
+        """Wait for the label count; issue the statistics and the copies back."""
+        if 0 in self.shape:
+            return
+        cupy = import_cupy()
+        with self.device, self.stream:
+            self.counted.synchronize()
+            total = int(self.offsets[-1])
+            table, kept = filtered_table(
+                self.values, self.out, self.label_base, total, self.params.min_area
+            )
+            self.table = pinned_empty(table.shape, np.dtype(np.uint64))
+            if total:
+                table.get(stream=self.stream, out=self.table, blocking=False)
+            self.kept_base = self.offsets
+            if kept is not None:
+                self.kept_base = pinned_empty(self.offsets.shape, np.dtype(np.uint32))
+                kept[2].get(stream=self.stream, out=self.kept_base, blocking=False)
+            self.tabled = self.copied = self.stream.record()
+            if self.host is not None:
+                labels = self.out.astype(cupy.uint16) if self.host.narrow else self.out
+                labels.get(stream=self.stream, out=self.host.array, blocking=False)
+                self.copied = self.stream.record()
+
+    def collect(self) -> Labeled:
+        """Wait for the statistics; the tables, outlines and wide images (base.Labeled)."""
+        n, height, width = self.shape
+        if n == 0:
+            return Labeled([], [], [])
+        if height * width == 0:
+            empty = [Outlines.empty() for _ in range(n)] if self.params.polygons else []
+            return Labeled([empty_table(self.integer) for _ in range(n)], [0] * n, empty)
+        with self.device, self.stream:
+            self.tabled.synchronize()
+            starts = self.kept_base.astype(np.int64)  # each image's first kept row, and the end
+            table = table_view(self.table, int(starts[-1]), self.integer)
+            tables = [table.take(slice(starts[i], starts[i + 1])) for i in range(n)]
+            kept_counts = np.diff(starts).tolist()
+            outlines: list[Outlines] = []
+            if self.params.polygons:
+                from .outlines import device_outlines
+
+                outlines = device_outlines(self.out, kept_counts)
+            wide = self._wide_images(kept_counts)
+            if self.host is not None:
+                self.stream.synchronize()
+                self.host.staging = None
+        return Labeled(tables, np.diff(self.offsets.astype(np.int64)).tolist(), outlines, wide)
+
+    def _wide_images(self, kept_counts: list[int]) -> dict[int, np.ndarray]:
+        """Copies back (asynchronously) of the images whose kept labels exceed
+        NARROW_LIMIT, into page-locked arrays of their own, by index (BatchResult.wide)."""
+        if self.host is None or not self.host.narrow:
+            return {}
+        wide = {}
+        for i, count in enumerate(kept_counts):
+            if count > NARROW_LIMIT:
+                wide[i] = pinned_empty(self.out[i].shape, np.dtype(np.uint32))
+                self.out[i].get(stream=self.stream, out=wide[i], blocking=False)
+        return wide
+
+
+def _label(values: Any, params: LabelParams, out: Any) -> Labeled:
+    """Labels into `out`, the statistics tables and outlines of one device (sub-)batch,
+    on the current stream (a _Job's steps one after the other)."""
+    job = _Job(values, params, out)
+    job.label()
+    job.statistics()
+    return job.collect()
+
+
+def _split_on_oom(
+    cupy: Any,
+    shape: tuple[int, ...],
+    run: Callable[[int, int], Labeled],
+) -> Labeled:
+    """run(0, N) for a batch of `shape`, in halves (recursively) on device out-of-memory.
+
+    Sub-batches also stay under 2**32 pixels: label offsets are 32-bit.
+    """
+    pixels = int(np.prod(shape[1:], dtype=np.int64))
+    return _run_part(cupy, run, pixels, 0, shape[0])
+
+
+def _run_part(
+    cupy: Any, run: Callable[[int, int], Labeled], pixels: int, lo: int, hi: int
+) -> Labeled:
+    """run(lo, hi), or its two halves (see _split_on_oom).
+
+    A module function, not a pair of nested ones: nested functions that call
+    each other form a reference cycle, which kept `run` (and the pinned label
+    buffer it writes) alive until Python's cycle collector ran, so the next
+    batch could not reuse the buffer and page-locked new memory instead.
+    """
+    if hi - lo > 1 and (hi - lo) * pixels > _MAX_BATCH_PIXELS:
+        return _halves(cupy, run, pixels, lo, hi)
+    try:
+        return run(lo, hi)
+    except cupy.cuda.memory.OutOfMemoryError:
+        if hi - lo <= 1:
+            raise
+        cupy.get_default_memory_pool().free_all_blocks()
+        return _halves(cupy, run, pixels, lo, hi)
+
+
+def _halves(
+    cupy: Any, run: Callable[[int, int], Labeled], pixels: int, lo: int, hi: int
+) -> Labeled:
+    mid = (lo + hi) // 2
+    return joined([_run_part(cupy, run, pixels, lo, mid), _run_part(cupy, run, pixels, mid, hi)])
+
+
+def _as_cupy(cupy: Any, array: Any) -> Any:
+    """A CuPy view of a device array (CuPy, __cuda_array_interface__ or DLPack)."""
+    if isinstance(array, cupy.ndarray):
+        return array
+    if hasattr(array, "__cuda_array_interface__"):
+        return cupy.asarray(array)
+    return cupy.from_dlpack(array)

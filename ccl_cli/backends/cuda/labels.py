@@ -1,0 +1,243 @@
+"""The host side of labeling on the device: dense raster-order labels (kernels 1-2) and the
+statistics, min-area filtering and statistics table of a labeled batch (kernel stage 3).
+
+These functions queue work on the current stream of the batch's device; only
+device_statistics waits (for the number of labels). backend.py runs them on
+chunks of host batches, the benchmarks and the Python API on device arrays.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...contract.params import LabelParams, dtype_max
+from ...contract.stats import StatsTable
+from .loader import CHUNK, CHUNK_THREADS, KERNEL_SUFFIX, device_kernels, import_cupy
+
+# Geometry shared with the .cu files (common.cuh, block8.cu, pixel.cu, relabel.cu).
+_B8_TILE = (64, 32)  # pixels (w, h) per CUDA block of block8.cu
+_B8_THREADS = (32, 16)
+_PX_TILE = (32, 16)  # pixels (w, h) per CUDA block of pixel.cu, one thread each
+_SCAN_THREADS = 1024
+_MAX_GRID = 2**31 - 1
+_MAX_IMAGE_PIXELS = 2**31 - 1  # labels and ranks share a u32 with a flag bit
+
+# foreground.cuh rule kinds, stats.cu fields (the area's index) and table columns.
+_FG_BACKGROUND, _FG_ALL, _FG_ABOVE, _FG_BELOW = 0, 1, 2, 3
+_FIELDS = 12
+AREA = 0
+_TABLE_COLUMNS = 10
+
+
+def dense_labels(values: Any, params: LabelParams, out: Any) -> Any:
+    """Kernels 1-2 only: dense raster-order labels of a contiguous CuPy batch into `out`.
+
+    Returns the device array of K per image. The benchmark times this alone.
+    """
+    check_batch(values)
+    kernels = device_kernels(values.device.id)
+    cupy = import_cupy()
+    n, height, width = values.shape
+    pixels = height * width
+    labels = cupy.empty((n, pixels), cupy.uint32)
+    rule = _rule_args(params, np.dtype(values.dtype))
+    suffix = KERNEL_SUFFIX[np.dtype(values.dtype)]
+    storage = values.view(cupy.uint8) if values.dtype == np.bool_ else values
+    geometry = (np.uint32(height), np.uint32(width))
+    if params.tau is None and params.connectivity == 8:
+        tile, threads, local = _B8_TILE, _B8_THREADS, f"gccl_block8_local_{suffix}"
+        local_tau: tuple[Any, ...] = ()
+    else:
+        tile, threads = _PX_TILE, _PX_TILE
+        local = f"gccl_pixel_local_{params.connectivity}_{suffix}"
+        local_tau = _tau_args(params)
+    tiles_x, tiles_y = -(-width // tile[0]), -(-height // tile[1])
+    tiles = (np.uint32(tiles_x), np.uint32(tiles_x * tiles_y))
+    grid = n * tiles_x * tiles_y
+    kernels.launch(local, grid, threads, (storage, labels, *geometry, *tiles, *rule, *local_tau))
+    if tiles_x * tiles_y > 1:
+        kernels.launch(
+            f"gccl_border_{params.connectivity}_{suffix}",
+            grid,
+            (-(-(tile[0] + 2 * tile[1] - 1) // 32) * 32,),  # border.cu: one per border pixel
+            (
+                storage,
+                labels,
+                *geometry,
+                np.uint32(tile[0]),
+                np.uint32(tile[1]),
+                *tiles,
+                *_tau_args(params),
+            ),
+        )
+    chunks = -(-pixels // CHUNK)
+    counts = cupy.empty(n * chunks, cupy.uint32)
+    offsets = cupy.empty(n * chunks, cupy.uint32)
+    components = cupy.empty(n, cupy.uint32)
+    chunk_args = (np.uint32(pixels), np.uint32(chunks))
+    kernels.launch("gccl_finalize", n * chunks, (CHUNK_THREADS,), (labels, *chunk_args, counts))
+    kernels.launch(
+        "gccl_segmented_scan",
+        n,
+        (_SCAN_THREADS,),
+        (counts, offsets, np.uint64(0), np.uint64(chunks), components),
+    )
+    kernels.launch(
+        "gccl_resolve", n * chunks, (CHUNK_THREADS,), (labels, out, *chunk_args, offsets)
+    )
+    return components
+
+
+def device_statistics(
+    values: Any, params: LabelParams, out: Any, components: Any
+) -> tuple[Any, Any]:
+    """Kernel stage 3 after dense_labels, waiting for the number of labels: the
+    statistics table (stats_table) after min-area filtering (remove_small), and
+    the label offsets (label_offsets). The benchmarks time dense_labels plus this."""
+    label_base = label_offsets(components)
+    total = int(label_base[-1:].get()[0])
+    table, _ = filtered_table(values, out, label_base, total, params.min_area)
+    return table, label_base
+
+
+def filtered_table(
+    values: Any, out: Any, label_base: Any, total: int, min_area: int
+) -> tuple[Any, tuple[Any, ...] | None]:
+    """The statistics table of the labeled batch `out` (stats_table) after min-area
+    filtering, which renumbers `out` (remove_small), and remove_small's result.
+    label_base: label_offsets'; total: its last entry, on the host."""
+    agg = aggregate(values, out, label_base, total)
+    kept = remove_small(out, min_area, label_base, agg)
+    return stats_table(agg, label_base, kept, np.dtype(values.dtype).kind == "f"), kept
+
+
+def label_offsets(counts: Any) -> Any:
+    """Each image's first row in the batch's statistics, then the total: an
+    (N + 1,) device u32 array, scanned from a count per image (device u32: K
+    from dense_labels, or the kept labels from remove_small)."""
+    cupy = import_cupy()
+    n = len(counts)
+    label_base = cupy.empty(n + 1, cupy.uint32)
+    scan_base = (counts, label_base, np.uint64(0), np.uint64(n), label_base[n:])
+    device_kernels(counts.device.id).launch("gccl_segmented_scan", 1, (_SCAN_THREADS,), scan_base)
+    return label_base
+
+
+def aggregate(values: Any, out: Any, label_base: Any, total: int) -> Any:
+    """Per-label aggregates of a labeled batch: the (GCCL_STATS_FIELDS, total)
+    device u64 array of stats.cu. label_base: label_offsets'; total: its last
+    entry, on the host (it sizes the aggregates)."""
+    cupy = import_cupy()
+    n, height, width = values.shape
+    dtype = np.dtype(values.dtype)
+    kernels = device_kernels(values.device.id)
+    agg = cupy.empty((_FIELDS, total), cupy.uint64)
+    if total == 0:
+        return agg
+    init_grid = min(-(-total // CHUNK_THREADS), 4096)
+    kernels.launch("gccl_stats_init", init_grid, (CHUNK_THREADS,), (agg, np.uint64(total)))
+    chunks = -(-(height * width) // CHUNK)
+    storage = values.view(cupy.uint8) if dtype == np.bool_ else values
+    geometry = (np.uint32(height), np.uint32(width), np.uint32(chunks))
+    stats_args = (out, storage, *geometry, label_base, agg, np.uint64(total))
+    grid = n * chunks
+    kernels.launch(f"gccl_stats_{KERNEL_SUFFIX[dtype]}", grid, (CHUNK_THREADS,), stats_args)
+    if dtype.kind == "f":
+        kernels.launch(f"gccl_float_sum_{KERNEL_SUFFIX[dtype]}", grid, (CHUNK_THREADS,), stats_args)
+    return agg
+
+
+def remove_small(out: Any, min_area: int, label_base: Any, agg: Any) -> tuple[Any, ...] | None:
+    """Min-area filtering: `out`'s labels with area >= min_area renumbered 1..K'
+    per image in label order, the others 0 (min_area.cu).
+
+    Returns (keep, rank, kept_base): whether each label stays (u32 0/1), its
+    rank among its image's kept labels, and the kept labels' offsets per
+    image (label_offsets of their counts); None when nothing is filtered.
+    """
+    total = agg.shape[1]
+    if min_area == 0 or total == 0:
+        return None
+    cupy = import_cupy()
+    n, height, width = out.shape
+    kernels = device_kernels(out.device.id)
+    keep = cupy.empty(total, cupy.uint32)
+    cupy.greater_equal(agg[AREA], min_area, out=keep)
+    rank, counts = cupy.empty(total, cupy.uint32), cupy.empty(n, cupy.uint32)
+    scan_args = (keep, rank, label_base, np.uint64(0), counts)
+    kernels.launch("gccl_segmented_scan", n, (_SCAN_THREADS,), scan_args)
+    pixels, chunks = height * width, -(-(height * width) // CHUNK)
+    remap_args = (out, np.uint32(pixels), np.uint32(chunks), label_base, agg[AREA], rank)
+    kernels.launch(
+        "gccl_min_area_remap", n * chunks, (CHUNK_THREADS,), (*remap_args, np.uint64(min_area))
+    )
+    return keep, rank, label_offsets(counts)
+
+
+def stats_table(agg: Any, label_base: Any, kept: tuple[Any, ...] | None, floats: bool) -> Any:
+    """The kept labels' statistics table from the aggregates (stats.cu's
+    gccl_stats_table): a (_TABLE_COLUMNS, total) device u64 array whose first
+    K' columns are the kept labels' rows, image after image (_table_view reads it).
+
+    kept: remove_small's result (None: every label is kept); floats: whether
+    the values are floating point (their mean rule differs).
+    """
+    cupy = import_cupy()
+    total = agg.shape[1]
+    table = cupy.empty((_TABLE_COLUMNS, total), cupy.uint64)
+    if total:
+        null = np.uint64(0)
+        keep, rank, kept_base = kept if kept is not None else (null, null, null)
+        images = np.uint32(len(label_base) - 1)
+        args = (agg, np.uint64(total), keep, rank, label_base, kept_base, images, np.int32(floats))
+        grid = min(-(-total // CHUNK_THREADS), 4096)
+        device_kernels(agg.device.id).launch(
+            "gccl_stats_table", grid, (CHUNK_THREADS,), (*args, table)
+        )
+    return table
+
+
+def table_view(words: np.ndarray, rows: int, integer: bool) -> StatsTable:
+    """A StatsTable whose columns are views of the first `rows` rows of
+    stats_table's words, copied to the host (no copy, no arithmetic)."""
+    area, x, y, width, height = (words[c, :rows].view(np.int64) for c in range(5))
+    centroid_x, centroid_y, mean, low, high = (
+        words[c, :rows].view(np.float64) for c in range(5, _TABLE_COLUMNS)
+    )
+    return StatsTable(area, x, y, width, height, centroid_x, centroid_y, mean, low, high, integer)
+
+
+def _rule_args(params: LabelParams, dtype: np.dtype) -> tuple[Any, ...]:
+    """foreground.cuh's ForegroundRule as kernel arguments."""
+    value = 0.0
+    if params.threshold is not None:
+        kind, value = (_FG_BELOW if params.invert else _FG_ABOVE), float(params.threshold)
+    elif params.background is None:
+        kind = _FG_ALL
+    else:
+        kind, value = _FG_BACKGROUND, float(params.background)
+    invert_max = 0.0 if dtype.kind == "f" else float(dtype_max(dtype))
+    return (np.int32(kind), np.float64(value), np.int32(params.invert), np.float64(invert_max))
+
+
+def _tau_args(params: LabelParams) -> tuple[Any, ...]:
+    """(use_tau, tau) kernel arguments."""
+    if params.tau is None:
+        return (np.int32(0), np.float64(0.0))
+    return (np.int32(1), np.float64(params.tau))
+
+
+def check_batch(values: Any) -> None:
+    """Reject what the kernels cannot take, with a one-line reason."""
+    if values.ndim != 3:
+        raise ValueError(f"a batch is (N, H, W), got shape {values.shape}")
+    if np.dtype(values.dtype) not in KERNEL_SUFFIX:
+        raise ValueError(f"unsupported dtype {values.dtype}")
+    n, height, width = values.shape
+    if height * width > _MAX_IMAGE_PIXELS:
+        raise ValueError(f"an image may hold at most 2**31 - 1 pixels, got {height}x{width}")
+    tiles = -(-width // _PX_TILE[0]) * -(-height // _PX_TILE[1])
+    if n * max(tiles, -(-(height * width) // CHUNK)) > _MAX_GRID:
+        raise ValueError(f"batch of {n} images too large for one launch; split it")

@@ -1,0 +1,174 @@
+"""Loading the CUDA kernels: CuPy imported on demand, the shipped fatbin or NVRTC, per device.
+
+CuPy is imported only inside functions: importing this module, and the CPU
+path, never need it. Kernels come from the shipped fatbin, or from the same
+sources through NVRTC when the fatbin cannot be loaded (GCCL_CUDA_NVRTC=1
+forces that route).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...contract.params import SUPPORTED_DTYPES
+from ...errors import BackendUnavailable
+
+CUDA_DIR = Path(__file__).resolve().parent / "src"
+FATBIN = CUDA_DIR / "gccl.fatbin"
+ENTRY = CUDA_DIR / "gccl.cu"
+FORCE_NVRTC_ENV = "GCCL_CUDA_NVRTC"
+MANIFEST = CUDA_DIR / "manifest.json"
+
+
+def fatbin_architectures() -> str:
+    """The GPU code the shipped fatbin holds, from its manifest ("SASS sm_75, ...; PTX ...")."""
+    try:
+        manifest = json.loads(MANIFEST.read_text())
+        return f"SASS {', '.join(manifest['sass'])}; PTX {manifest['ptx']}"
+    except (OSError, ValueError, KeyError) as exc:
+        return f"unknown ({one_line(exc)})"
+
+
+# Geometry shared with the .cu files (common.cuh, relabel.cu, stats.cu, outline.cu).
+CHUNK = 4096  # pixels per block of the raster-order kernels
+CHUNK_THREADS = 256
+
+#: The kernel name suffix of each supported dtype (dtypes.cuh).
+KERNEL_SUFFIX = {
+    np.dtype(np.bool_): "u8",
+    np.dtype(np.uint8): "u8",
+    np.dtype(np.int8): "i8",
+    np.dtype(np.uint16): "u16",
+    np.dtype(np.int16): "i16",
+    np.dtype(np.uint32): "u32",
+    np.dtype(np.int32): "i32",
+    np.dtype(np.float32): "f32",
+    np.dtype(np.float64): "f64",
+}
+assert set(KERNEL_SUFFIX) == set(SUPPORTED_DTYPES)
+
+
+@dataclass
+class CudaStatus:
+    """Whether the CUDA backend can run here, and what it would run on.
+
+    devices: "name (memory)" per visible device. kernel_source: where the
+    kernels of device 0 came from (fatbin, or NVRTC and why).
+    """
+
+    usable: bool
+    reason: str = ""
+    devices: list[str] = field(default_factory=list)
+    kernel_source: str = ""
+    cupy_version: str | None = None
+
+
+def cuda_status() -> CudaStatus:
+    """Probe CuPy, the driver, the devices and the kernels; never raises."""
+    try:
+        import cupy
+    except Exception as exc:
+        return CudaStatus(False, f"CuPy is not installed ({one_line(exc)})")
+    version = str(cupy.__version__)
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+        devices = []
+        for index in range(count):
+            props = cupy.cuda.runtime.getDeviceProperties(index)
+            name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+            devices.append(f"{name} ({props['totalGlobalMem'] / 2**30:.1f} GiB)")
+    except Exception as exc:
+        return CudaStatus(
+            False, f"no usable CUDA driver or device ({one_line(exc)})", [], "", version
+        )
+    if not devices:
+        return CudaStatus(False, "no CUDA device found", [], "", version)
+    try:
+        source = device_kernels(0).source
+    except Exception as exc:
+        return CudaStatus(False, f"kernels failed to load ({one_line(exc)})", devices, "", version)
+    return CudaStatus(True, "", devices, source, version)
+
+
+class Kernels:
+    """The gccl kernels loaded on one device, and where they came from."""
+
+    def __init__(self, device: int) -> None:
+        import cupy
+
+        self.device = device
+        self._functions: dict[str, Any] = {}
+        self._resident: dict[tuple[str, int], int] = {}
+        with cupy.cuda.Device(device):
+            self.multiprocessors = int(cupy.cuda.Device(device).attributes["MultiProcessorCount"])
+            reason = f"{FORCE_NVRTC_ENV} is set" if os.environ.get(FORCE_NVRTC_ENV) else ""
+            if not reason:
+                try:
+                    self._module = cupy.RawModule(path=str(FATBIN))
+                    self._module.get_function("gccl_finalize")
+                    self.source = f"fatbin {FATBIN.relative_to(CUDA_DIR.parent.parent)}"
+                    return
+                except Exception as exc:
+                    reason = f"fatbin failed to load: {one_line(exc)}"
+            self._module = cupy.RawModule(
+                code=ENTRY.read_text(), options=("-std=c++17", f"-I{CUDA_DIR}")
+            )
+            self._module.get_function("gccl_finalize")
+            self.source = f"NVRTC ({reason})"
+
+    def launch(self, name: str, grid: int, block: tuple[int, ...], args: tuple[Any, ...]) -> None:
+        """Launch kernel `name` on a 1-D grid on the current stream."""
+        if grid > 0:
+            self._function(name)((grid,), block, args)
+
+    def resident_blocks(self, name: str, threads: int) -> int:
+        """Blocks of `threads` threads of kernel `name` that one SM holds at once."""
+        key = (name, threads)
+        if key not in self._resident:
+            import cupy
+
+            with cupy.cuda.Device(self.device):
+                self._resident[key] = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                    self._function(name).kernel.ptr, threads, 0
+                )
+        return self._resident[key]
+
+    def _function(self, name: str) -> Any:
+        function = self._functions.get(name)
+        if function is None:
+            function = self._functions[name] = self._module.get_function(name)
+        return function
+
+
+_loaded: dict[int, Kernels] = {}
+_loading = threading.Lock()
+
+
+def device_kernels(device: int) -> Kernels:
+    """The kernels of `device`, loaded once per process."""
+    with _loading:
+        if device not in _loaded:
+            _loaded[device] = Kernels(device)
+        return _loaded[device]
+
+
+def import_cupy() -> Any:
+    """cupy, or BackendUnavailable with the reason."""
+    try:
+        import cupy
+    except Exception as exc:
+        raise BackendUnavailable(f"CuPy is not installed ({one_line(exc)})") from exc
+    return cupy
+
+
+def one_line(exc: BaseException) -> str:
+    """The first line of an exception's message, with its type."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -1,0 +1,153 @@
+"""What to label and how: the settings every backend receives, and their exact meaning.
+
+These are the semantics of README.md, "What the labels mean", in one place. Both backends call
+`foreground_mask` and `tau_joins` (written once, for numpy and CuPy alike), so
+"foreground" and "joins" cannot drift apart between CPU and GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: dtypes a backend accepts (1-bit images are bool).
+SUPPORTED_DTYPES = (
+    np.dtype(np.bool_),
+    np.dtype(np.uint8),
+    np.dtype(np.int8),
+    np.dtype(np.uint16),
+    np.dtype(np.int16),
+    np.dtype(np.uint32),
+    np.dtype(np.int32),
+    np.dtype(np.float32),
+    np.dtype(np.float64),
+)
+
+
+@dataclass(frozen=True)
+class LabelParams:
+    """How one batch is labeled.
+
+    background: value that is not foreground (compared after `invert`); None
+        makes every (non-NaN) pixel foreground.
+    invert: flip intensities first (dtype max - v for integers, not v for
+        1-bit, -v for floats); tau differences are unchanged by it.
+    threshold: binarize on the original values instead of the background test:
+        foreground is v > threshold (v < threshold with invert).
+    tau: None for binary labeling; else neighbours p, q join when
+        v(p) == v(q) or |v(p) - v(q)| <= tau (computed in float64), chaining.
+    connectivity: 4 or 8.
+    min_area: components with fewer pixels are removed (label 0) and the
+        survivors renumbered.
+    morphology: ("erode" | "dilate" | "open" | "close", N) steps applied in
+        order to the foreground mask before labeling (ccl_cli.contract.stages).
+    smooth: ("box" | "binomial", R) nodata-aware smoothing before tau labeling
+        (ignored in binary mode; ccl_cli.contract.stages).
+    polygons: also trace the kept components' outlines (ccl_cli.contract.outlines).
+    """
+
+    background: float | None = 0
+    invert: bool = False
+    threshold: float | None = None
+    tau: float | None = None
+    connectivity: int = 8
+    min_area: int = 0
+    morphology: tuple[tuple[str, int], ...] = ()
+    smooth: tuple[str, int] | None = None
+    polygons: bool = False
+
+    @property
+    def mode(self) -> str:
+        """'tau' when a tau is given, else 'binary'."""
+        return "binary" if self.tau is None else "tau"
+
+
+def canonical_bools(values: Any, xp: Any = np) -> Any:
+    """`values` with booleans stored as bytes 0/1.
+
+    Pillow (and other producers of bool views of bytes) hand out bool arrays
+    whose True bytes are 255; numpy and the kernels would read those as 255
+    in tau differences and statistics. Other dtypes pass through unchanged.
+    """
+    if np.dtype(values.dtype) == np.bool_:
+        return values.view(xp.uint8) != 0
+    return values
+
+
+def dtype_max(dtype: np.dtype) -> int:
+    """The largest value of an integer or 1-bit dtype (what `invert` subtracts from)."""
+    if dtype == np.bool_:
+        return 1
+    return int(np.iinfo(dtype).max)
+
+
+def display_values(values: Any, params: LabelParams, xp: Any = np) -> Any:
+    """The values the background test sees: the originals, inverted when asked.
+
+    Integers are widened to int64 (so dtype max - v cannot wrap for signed
+    types), floats to float64, 1-bit to int64 0/1.
+    """
+    dtype = np.dtype(values.dtype)
+    if dtype.kind == "f":
+        wide = values.astype(xp.float64)
+        return -wide if params.invert else wide
+    wide = values.astype(xp.int64)
+    return dtype_max(dtype) - wide if params.invert else wide
+
+
+def foreground_mask(values: Any, params: LabelParams, xp: Any = np) -> Any:
+    """Boolean mask of the pixels that take part in labeling. NaN never does.
+
+    Equal to `display_values(values) != background` (or the threshold test on
+    the original values), computed without widening: the inversion moves to
+    the scalar side (max - v != b  <=>  v != max - b; -v != b  <=>  v != -b).
+    """
+    dtype = np.dtype(values.dtype)
+    if params.threshold is not None:
+        threshold = _exact_scalar(dtype, params.threshold)
+        mask = values < threshold if params.invert else values > threshold
+    elif params.background is None:
+        mask = xp.ones(values.shape, dtype=bool)
+    else:
+        target = params.background
+        if params.invert:
+            target = -target if dtype.kind == "f" else dtype_max(dtype) - target
+        mask = values != _exact_scalar(dtype, target)
+    if dtype.kind == "f":
+        mask &= ~xp.isnan(values)
+    return mask
+
+
+def _exact_scalar(dtype: np.dtype, value: float) -> Any:
+    """`value` as a scalar of `dtype` where that is exact (a fast native comparison),
+    else as float64 (comparisons with it are exact for every supported dtype too)."""
+    if dtype.kind == "f":
+        with np.errstate(over="ignore"):
+            native = dtype.type(value)
+        if native == value:  # NaN and values float32 cannot hold fail this
+            return native
+    elif float(value).is_integer():
+        low, high = (0, 1) if dtype.kind == "b" else (np.iinfo(dtype).min, np.iinfo(dtype).max)
+        if low <= value <= high:
+            return dtype.type(int(value))
+    return np.float64(value)
+
+
+def tau_joins(a: Any, b: Any, tau: float, xp: Any = np) -> Any:
+    """Whether neighbouring values a and b join under tau (elementwise).
+
+    Equal values always join (so +inf next to +inf does); otherwise the
+    difference is taken in float64 (exact for every integer dtype) and compared
+    with tau. NaN joins nothing (it is never foreground anyway).
+    """
+    if np.dtype(a.dtype).kind == "f":
+        a64 = a.astype(xp.float64)
+        b64 = b.astype(xp.float64)
+        with np.errstate(invalid="ignore"):  # inf - inf is NaN: joins only if equal
+            return (a64 == b64) | (xp.abs(a64 - b64) <= tau)
+    # Integer differences are never negative: a tau below 0 still joins equal values.
+    limit = tau if tau > 0 else 0
+    diff = xp.abs(a.astype(xp.int64) - b.astype(xp.int64))
+    return diff.astype(xp.float64) <= limit

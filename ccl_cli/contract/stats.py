@@ -1,0 +1,127 @@
+"""Per-component statistics: the table type, the exact arithmetic rules, the CSV form.
+
+Both backends must produce these numbers bit for bit, so the rules that are not
+plain integer sums are fixed here:
+
+* centroid_x = sum(x) / area and centroid_y = sum(y) / area, with the sums exact
+  (64-bit integers) and one IEEE float64 division.
+* min and max order -0.0 below +0.0 (IEEE totalOrder), so a component holding
+  both zeros has min -0.0 and max 0.0 whatever the pixel order.
+* mean of an integer or 1-bit image = float64(sum(v)) / area, sum exact in int64.
+* mean of a float image: floating-point sums depend on the order of additions,
+  which a GPU does not fix. So every finite value is first turned into an
+  integer in a deterministic way, and the integers are summed (order-free):
+  with e the frexp exponent of the component's largest finite |v| (|v| < 2**e)
+  and a = ceil(log2(area)), shift s = 62 - a - e, term = trunc(v * 2**s) as
+  int64 (|sum| < 2**62), mean = ldexp(float64(sum), -s) / area. That keeps at
+  least 62 - a significant bits relative to the component's largest value.
+  A component holding +inf has mean +inf, -inf gives -inf, both give nan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+CSV_COLUMNS = (
+    "label",
+    "area",
+    "x",
+    "y",
+    "width",
+    "height",
+    "centroid_x",
+    "centroid_y",
+    "mean",
+    "min",
+    "max",
+)
+
+#: Bits of headroom in the int64 accumulator of float means (see module doc).
+FLOAT_SUM_BITS = 62
+
+
+@dataclass
+class StatsTable:
+    """Statistics of the kept components of one image, row i = label i + 1.
+
+    Integer columns are int64; centroid_x/centroid_y/mean/min/max are float64
+    (min/max hold the original values, exactly representable for every
+    supported dtype). `integer_values` says whether min/max print as integers.
+    """
+
+    area: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
+    width: np.ndarray
+    height: np.ndarray
+    centroid_x: np.ndarray
+    centroid_y: np.ndarray
+    mean: np.ndarray
+    min: np.ndarray
+    max: np.ndarray
+    integer_values: bool
+
+    def __len__(self) -> int:
+        return int(self.area.shape[0])
+
+    def take(self, rows: np.ndarray | slice) -> StatsTable:
+        """The table restricted to / reordered by `rows` (indices into this table,
+        or a slice, which gives views of this table's columns)."""
+        columns = {
+            f.name: getattr(self, f.name)[rows] for f in fields(self) if f.name != "integer_values"
+        }
+        return StatsTable(**columns, integer_values=self.integer_values)
+
+    def copy(self) -> StatsTable:
+        """The table with columns of its own (the CUDA backend's are views of
+        page-locked memory, which a caller that keeps tables should not hold)."""
+        return self.take(np.arange(len(self)))
+
+    def equals(self, other: StatsTable) -> bool:
+        """Equality as the CPU/GPU contract demands: every value and the sign of every zero
+        (-0.0 prints differently from 0.0); NaN equals NaN."""
+        if self.integer_values != other.integer_values:
+            return False
+        for f in fields(self):
+            if f.name == "integer_values":
+                continue
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if a.shape != b.shape or not np.array_equal(a, b, equal_nan=a.dtype.kind == "f"):
+                return False
+            if a.dtype.kind == "f" and not np.array_equal(np.signbit(a), np.signbit(b)):
+                return False
+        return True
+
+
+def empty_table(integer_values: bool) -> StatsTable:
+    """A table with no rows."""
+    ints = np.zeros(0, np.int64)
+    floats = np.zeros(0, np.float64)
+    return StatsTable(
+        ints, ints, ints, ints, ints, floats, floats, floats, floats, floats, integer_values
+    )
+
+
+def float_sum_shift(absmax: np.ndarray, area: np.ndarray) -> np.ndarray:
+    """The per-component power-of-two scale s of the float-mean rule (module doc)."""
+    _, exponent = np.frexp(absmax.astype(np.float64))
+    # ceil(log2(area)) exactly, as the bit length of area - 1 (frexp's exponent
+    # of an integer below 2**53 is its bit length), as stats.cu computes it.
+    _, area_bits = np.frexp((np.maximum(area, 1) - 1).astype(np.float64))
+    return FLOAT_SUM_BITS - area_bits.astype(np.int64) - exponent.astype(np.int64)
+
+
+def float_mean(
+    scaled_sum: np.ndarray,
+    shift: np.ndarray,
+    area: np.ndarray,
+    has_pos_inf: np.ndarray,
+    has_neg_inf: np.ndarray,
+) -> np.ndarray:
+    """Mean of float components from their scaled integer sums (module doc)."""
+    mean = np.ldexp(scaled_sum.astype(np.float64), -shift) / area.astype(np.float64)
+    mean = np.where(has_pos_inf, np.inf, mean)
+    mean = np.where(has_neg_inf, -np.inf, mean)
+    return np.where(has_pos_inf & has_neg_inf, np.nan, mean)

@@ -1,0 +1,242 @@
+"""One `gccl label` run: inputs -> admission -> an engine that labels -> summary.csv.
+
+Each input ends as one record (a summary.csv row): ok, skipped, failed, or
+not-run when the run stopped early (--fail-fast, Ctrl-C, SIGTERM). The engine
+is this process (local.py), local worker processes (processes.py) or a Dask
+cluster (cluster.py); this process keeps the lock, admission, progress,
+stopping and the summary.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any, Protocol
+
+from ..backends import make_backend
+from ..backends.base import Backend
+from ..config import Settings
+from ..errors import (
+    GcclError,
+    UsageError,
+)
+from ..io.inputs import check_out_location, expand
+from ..io.outputs import (
+    LOCK_NAME,
+    SUMMARY_NAME,
+    OutputLock,
+    atomic_write,
+    output_paths,
+    remove_stale_temporaries,
+    summary_csv,
+)
+from .local import LocalRun, usable_cores
+from .records import Admitted, FailFast, Outcomes, Record, Reporter, RunReport, Stop
+
+
+class Engine(Protocol):
+    """Where admitted records are labeled: this process, worker processes (processes.py) or a
+    Dask cluster (cluster.py)."""
+
+    def label(
+        self,
+        admitted: Iterable[Admitted],
+        settings: Settings,
+        outcomes: Outcomes,
+        check_stop: Callable[[], None],
+    ) -> None:
+        """Label, write and finish every admitted record; `check_stop` raises to end early."""
+
+    def close(self) -> None:
+        """Release what the engine holds."""
+
+
+@dataclass
+class _Local:
+    """Labels in this process with one backend and a pool of `workers` threads."""
+
+    backend: Backend
+    workers: int
+
+    def label(
+        self,
+        admitted: Iterable[Admitted],
+        settings: Settings,
+        outcomes: Outcomes,
+        check_stop: Callable[[], None],
+    ) -> None:
+        LocalRun(settings, self.backend, outcomes, self.workers, check_stop).work(admitted)
+
+    def close(self) -> None:
+        pass
+
+
+def run_label(
+    specs: Sequence[str],
+    settings: Settings,
+    reporter: Reporter,
+    stdin: Any = None,
+) -> RunReport:
+    """Label every input of `specs` as `settings` say; see the module docstring."""
+    if settings.out is None:
+        raise UsageError("--out is required: the folder that receives the outputs")
+    out = settings.out
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} exists and is not a folder")
+    items = expand(specs, settings.recursive, stdin)
+    if not items:
+        reporter.notice("no images found in the inputs (.png, .tif, .tiff, .npy)")
+    check_out_location(out, specs, settings.recursive)
+    engine = _engine(settings, reporter, len(items))
+    started = time.perf_counter()
+    records = [Record(item) for item in items]
+    report = RunReport(records)
+    made_out = not out.exists()
+    try:
+        _run(engine, records, report, settings, reporter)
+    except GcclError:  # e.g. a device found unusable once the workers had started
+        if made_out:
+            _remove_unused(out)
+        raise
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _run(
+    engine: Engine,
+    records: list[Record],
+    report: RunReport,
+    settings: Settings,
+    reporter: Reporter,
+) -> None:
+    """The locked part of run_label: label the records, write summary.csv."""
+    assert settings.out is not None
+    out = settings.out
+    with closing(engine), OutputLock(out), _StopRequests() as stop:
+        removed = remove_stale_temporaries(out)
+        if removed:
+            reporter.notice(f"removed {removed} partial file(s) left by an interrupted run")
+        reporter.start(len(records))
+        outcomes = Outcomes(reporter, settings.fail_fast)
+        try:
+            engine.label(
+                _admitted(records, settings, outcomes, stop.check), settings, outcomes, stop.check
+            )
+        except FailFast:
+            pass
+        except (KeyboardInterrupt, Stop):
+            report.interrupted = True
+        for record in records:
+            if record.status == "pending":
+                record.status = "not-run"
+                record.message = (
+                    "interrupted" if report.interrupted else "stopped after a failure (--fail-fast)"
+                )
+        report.summary = out / SUMMARY_NAME
+        try:
+            atomic_write(report.summary, summary_csv(record.row() for record in records))
+        except OSError as error:
+            raise UsageError(f"cannot write {report.summary} ({error.strerror or error})") from None
+
+
+def _remove_unused(out: Path) -> None:
+    """Remove an --out folder this run made, if it holds nothing but the lock file."""
+    if out.is_dir() and {path.name for path in out.iterdir()} <= {LOCK_NAME}:
+        (out / LOCK_NAME).unlink(missing_ok=True)
+        out.rmdir()
+
+
+def _engine(settings: Settings, reporter: Reporter, inputs: int) -> Engine:
+    """The cluster at --scheduler, else worker processes (--processes), else this process.
+
+    Made before the lock, so that an unusable device or scheduler is exit 2
+    with nothing written. Worker processes make this process's backend while
+    their workers start (LocalProcesses): an unusable device then ends the
+    run with exit 2 before any input is labeled (run_label removes the
+    --out folder it made).
+    """
+    if settings.scheduler:
+        from .cluster import Cluster
+
+        return Cluster(settings.scheduler)
+    from .processes import LocalProcesses, process_count, start_fork_server
+
+    cores = usable_cores()
+    workers = settings.workers or cores
+    count = process_count(settings.processes, inputs, cores)
+    if count > 1:
+        return LocalProcesses(count, settings, start_fork_server(), inputs, reporter.notice)
+    backend = make_backend(settings.device, workers, reporter.notice, settings.devices)
+    return _Local(backend, workers)
+
+
+def _admitted(
+    records: Iterable[Record],
+    settings: Settings,
+    outcomes: Outcomes,
+    check_stop: Callable[[], None],
+) -> Iterator[Admitted]:
+    """The records that need work, with their outputs; the others are finished here.
+
+    Lazy, so that a local run starts decoding before the last input is admitted.
+    """
+    assert settings.out is not None
+    claimed: dict[Path, str] = {}
+    for record in records:
+        check_stop()
+        paths = output_paths(settings.out, record.item.relative)
+        if record.item.problem:
+            outcomes.fail(record, record.item.problem)
+            continue
+        first = claimed.setdefault(paths.labels_png, record.item.display)
+        if first != record.item.display:
+            outcomes.fail(record, f"its outputs would overwrite those of {first}")
+            continue
+        if settings.skip_existing and paths.complete(settings.preview, settings.polygons):
+            record.status = "skipped"
+            record.message = "outputs exist (--skip-existing)"
+            outcomes.finished(record)
+            continue
+        yield record, paths
+
+
+class _StopRequests:
+    """Ctrl-C and SIGTERM (cron's timeout, kill) ask the run to stop at its next safe point.
+
+    The handlers only set a flag, which the run checks between steps, so no
+    exception lands inside a half-done step (a lock, a queue, a file write).
+    A second Ctrl-C stops at once.
+    """
+
+    _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def check(self) -> None:
+        """Raise Stop if a stop was requested."""
+        if self.requested:
+            raise Stop()
+
+    def __enter__(self) -> _StopRequests:
+        try:
+            for signum in self._SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        except ValueError:  # not the main thread (an embedding program): leave signals alone
+            pass
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)

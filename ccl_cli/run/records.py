@@ -1,0 +1,128 @@
+"""What a run reports: one Record per input, the run's outcome, and the exit code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SOME_FAILED,
+)
+from ..io.inputs import InputItem
+from ..io.outputs import (
+    OutputPaths,
+)
+
+
+@dataclass
+class Record:
+    """What became of one input: a summary.csv row and a --json line."""
+
+    item: InputItem
+    status: str = "pending"
+    message: str = ""
+    width: int | None = None
+    height: int | None = None
+    dtype: str = ""
+    components: int | None = None
+    kept: int | None = None
+    seconds: float = 0.0
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    def row(self) -> list[object]:
+        """The summary.csv row."""
+        return [
+            self.item.display,
+            "" if self.width is None else self.width,
+            "" if self.height is None else self.height,
+            self.dtype,
+            "" if self.components is None else self.components,
+            "" if self.kept is None else self.kept,
+            self.status,
+            self.message,
+            f"{self.seconds:.4f}",
+        ]
+
+    def as_json(self) -> dict[str, Any]:
+        """The --json object."""
+        return {
+            "path": self.item.display,
+            "status": self.status,
+            "message": self.message,
+            "width": self.width,
+            "height": self.height,
+            "dtype": self.dtype,
+            "components": self.components,
+            "kept": self.kept,
+            "seconds": round(self.seconds, 6),
+            "outputs": self.outputs,
+        }
+
+
+class Reporter(Protocol):
+    """Where a run tells the user what happens (progress, errors, --json lines)."""
+
+    def start(self, total: int) -> None:
+        """The run is about to process `total` inputs."""
+
+    def finished(self, record: Record) -> None:
+        """One input is done, whatever its status."""
+
+    def notice(self, message: str) -> None:
+        """A one-line message for the user."""
+
+
+@dataclass
+class RunReport:
+    """The outcome of a run."""
+
+    records: list[Record]
+    interrupted: bool = False
+    summary: Path | None = None
+    seconds: float = 0.0
+
+    def count(self, status: str) -> int:
+        """How many inputs ended with `status`."""
+        return sum(record.status == status for record in self.records)
+
+
+class Stop(Exception):
+    """Ends the run early (Ctrl-C, SIGTERM); the summary is still written."""
+
+
+class FailFast(Stop):
+    """--fail-fast: the first failure ends the run (not an interruption)."""
+
+
+#: An input that needs labeling, with the files it will produce.
+Admitted = tuple[Record, OutputPaths]
+
+
+class Outcomes:
+    """Where each finished record goes: the reporter, then --fail-fast's stop at a failure."""
+
+    def __init__(self, reporter: Reporter, fail_fast: bool) -> None:
+        self.reporter = reporter
+        self.fail_fast = fail_fast
+
+    def finished(self, record: Record) -> None:
+        """Report a record whose status is final; under --fail-fast a failure ends the run."""
+        self.reporter.finished(record)
+        if self.fail_fast and record.status == "failed":
+            raise FailFast()
+
+    def fail(self, record: Record, message: str) -> None:
+        """Finish a record as failed, with the reason."""
+        record.status = "failed"
+        record.message = message
+        self.finished(record)
+
+
+def exit_code(report: RunReport) -> int:
+    """0 all done, 1 some failed, 130 interrupted (README.md, "Exit codes")."""
+    if report.interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_SOME_FAILED if report.count("failed") else EXIT_OK

@@ -1,0 +1,386 @@
+"""Labeling for worker processes: `--processes` on a GPU labels in this process only.
+
+The worker processes of --processes do what needs many cores (decoding,
+encoding, the statistics CSVs, all partly under Python's GIL) and send each
+batch to the labeling service of this process, which holds the run's CUDA
+backend. So the workers start in a few milliseconds (no CUDA context each),
+and the GPU memory and its set-up are paid once. Without a GPU the service
+tells them to label on their own.
+
+A worker stacks its batch in shared memory: blocks of an anonymous memory file
+(memfd) that it creates and hands to this process once, as a file descriptor
+over its connection (a Unix socket). A request names the block and offset of
+the batch and of the labels; the service labels the batch into the labels in
+place and answers with the rest of the result (statistics tables, counts,
+outlines, and the rare image whose labels were too wide to narrow). The
+memory lives while either process maps it, so nothing is left behind when
+either dies. Linux only, as is CUDA with Python's fork server.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import secrets
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from itertools import count
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import Client, Connection, Listener
+from multiprocessing.reduction import recv_handle, send_handle
+from typing import Any
+
+import numpy as np
+
+from ..backends.base import (
+    Backend,
+    BatchResult,
+    Labeled,
+    batch_result,
+    label_dtype,
+    nothing_to_undo,
+)
+from ..backends.cuda.backend import HOST_BATCH_BYTES
+from ..backends.steps import StepRunner, label_steps
+from ..contract.params import LabelParams
+
+#: Batches one device labels at once (each in chunks on streams of its own).
+CONCURRENT_BATCHES = 2
+#: Seconds LabelingService.close waits for each connection to end.
+CLOSE_WAIT_SECONDS = 5
+#: Whether this system has anonymous memory files (Linux); without them there is no
+#: service, and worker processes label on their own (CUDA's platforms have them).
+SHARED_MEMORY = hasattr(os, "memfd_create")
+
+
+@dataclass(frozen=True)
+class ServiceAddress:
+    """Where a worker reaches the service: a Unix socket and its key."""
+
+    path: str
+    authkey: bytes
+    #: Input bytes per batch for each worker (one batch's budget, shared out).
+    batch_budget: int
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """An array in a shared block: block, byte offset, shape, dtype."""
+
+    block: int
+    offset: int
+    shape: tuple[int, ...]
+    dtype: str
+
+
+class LabelingService:
+    """Labels the batches of worker processes with this process's backend.
+
+    The backend is handed over with `serve` (or its failure with `fail`)
+    once it is made, which may be after the workers started decoding: their
+    requests wait until then. A CPU backend is not served: the workers, which
+    have the cores, are told to label on their own. With several GPUs
+    (--devices), worker connections take them in turn.
+    """
+
+    def __init__(self, workers: int) -> None:
+        authkey = secrets.token_bytes(32)
+        self.listener = Listener(family="AF_UNIX", authkey=authkey)
+        budget = max(1 << 20, HOST_BATCH_BYTES // max(1, workers))
+        self.address = ServiceAddress(str(self.listener.address), authkey, budget)
+        self.ready = threading.Event()
+        self.backends: list[Backend] = []
+        self.labeler: DeviceLabeler | None = None
+        self.failure = ""
+        self.turns = count()
+        self.closed = False
+        self.connections: list[threading.Thread] = []
+        self.thread = threading.Thread(target=self._accept, name="gccl-service", daemon=True)
+        self.thread.start()
+
+    def serve(self, backends: Sequence[Backend]) -> None:
+        """Answer with `backends` (one per GPU), or with "label on your own" when there are none."""
+        self.backends = list(backends)
+        if self.backends:
+            self.labeler = DeviceLabeler(self.backends)
+        self.ready.set()
+
+    def fail(self, reason: str) -> None:
+        """Answer every request with this error (the backend could not be made)."""
+        self.failure = reason
+        self.ready.set()
+
+    def close(self) -> None:
+        """Stop taking connections, and let the open ones end as their workers exit.
+
+        Waits a few seconds at most for each, so that their blocks are unlocked
+        and unmapped before this process (and its CUDA context) goes away.
+        """
+        self.closed = True
+        with suppress(OSError):  # wakes the thread blocked in accept()
+            Client(self.address.path, "AF_UNIX", self.address.authkey).close()
+        self.thread.join()
+        self.listener.close()
+        for connection in self.connections:
+            connection.join(CLOSE_WAIT_SECONDS)
+        if self.labeler is not None:
+            self.labeler.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection = self.listener.accept()
+            except (OSError, EOFError, AuthenticationError):  # a client that went wrong
+                if self.closed:
+                    return
+                continue
+            if self.closed:
+                connection.close()
+                return
+            serving = threading.Thread(
+                target=self._serve,
+                args=(connection, next(self.turns)),
+                name="gccl-serve",
+                daemon=True,
+            )
+            serving.start()
+            self.connections.append(serving)
+
+    def _serve(self, connection: Connection, turn: int) -> None:
+        """Answer one worker's requests until it goes away.
+
+        The worker's blocks are page-locked by the backend when they first
+        carry a batch (pinning is paid once; the blocks are reused), and
+        unlocked before they are unmapped.
+        """
+        blocks: dict[int, mmap.mmap] = {}
+        unlocks: dict[int, Callable[[], None]] = {}
+        try:
+            while True:
+                request = connection.recv()
+                if request[0] == "block":
+                    _, block, size = request
+                    handle = recv_handle(connection)
+                    try:
+                        blocks[block] = mmap.mmap(handle, size)
+                    finally:
+                        os.close(handle)
+                    continue
+                _, batch, out, params, narrow = request
+                self.ready.wait()
+                if self.failure:
+                    connection.send(("error", self.failure))
+                elif not self.backends:
+                    connection.send(("self", None))
+                else:
+                    index = turn % len(self.backends)
+                    for block in {batch.block, out.block} - unlocks.keys():
+                        memory = blocks[block]
+                        address = np.frombuffer(memory, np.uint8).ctypes.data
+                        unlocks[block] = self.backends[index].page_lock(address, len(memory))
+                    views = _view(blocks, batch), _view(blocks, out)
+                    connection.send(self._answer(index, *views, params, narrow))
+        except (EOFError, OSError):
+            pass
+        finally:
+            connection.close()
+            for unlock in unlocks.values():
+                unlock()
+            for block in blocks.values():
+                with suppress(BufferError):  # a view still alive: the mapping ends with it
+                    block.close()
+
+    def _answer(
+        self, index: int, batch: np.ndarray, out: np.ndarray, params: LabelParams, narrow: bool
+    ) -> tuple[str, Any]:
+        """("ok", what labeling gave) with the labels in `out`, or ("error", why):
+        labeled by backend `index`."""
+        assert self.labeler is not None  # set with the backends
+        try:
+            return "ok", self.labeler.label(index, batch, params, out, narrow)
+        except Exception as error:
+            return "error", f"{type(error).__name__}: {error}"
+
+
+class DeviceLabeler:
+    """Labels batches that many threads hand over, each on the device they name,
+    from one thread (steps.StepRunner), at most CONCURRENT_BATCHES per device at once.
+
+    One thread steps every batch in flight, so a device's next batch uploads
+    while the last one finishes, and the connection threads, which only wait,
+    do not contend for the GIL (steps module).
+    """
+
+    def __init__(self, backends: Sequence[Backend]) -> None:
+        self.backends = list(backends)
+        self.gates = [threading.Semaphore(CONCURRENT_BATCHES) for _ in self.backends]
+        self.runner = StepRunner()
+
+    def label(
+        self, index: int, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
+    ) -> Labeled:
+        """Label `batch` into `out` with backend `index` (Backend.label); waits for it."""
+        with self.gates[index]:
+            steps = label_steps(
+                self.backends[index], batch, params, out, narrow, CONCURRENT_BATCHES
+            )
+            return self.runner.submit(steps).result()
+
+    def close(self) -> None:
+        """End the runner's thread."""
+        self.runner.close()
+
+
+def _view(blocks: dict[int, mmap.mmap], slot: _Slot) -> np.ndarray:
+    """The numpy array a slot names, over the shared block."""
+    return np.ndarray(slot.shape, np.dtype(slot.dtype), blocks[slot.block], slot.offset)
+
+
+class ServedBackend:
+    """A worker's backend: its batches are labeled by the LabelingService of the parent,
+    or by a CpuBackend of its own when the service says so."""
+
+    name = "served"
+
+    def __init__(self, address: ServiceAddress, threads: int) -> None:
+        """threads: of the CpuBackend this worker labels with when it is not served."""
+        self.address = address
+        self.threads = threads
+        self.lock = threading.Lock()
+        self.connection: Connection | None = None
+        self.blocks = _SharedBlocks()
+        self.local: Backend | None = None
+
+    def batch_budget_bytes(self) -> int:
+        return self.address.batch_budget
+
+    def empty_batch(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """An array in shared memory, which the service reads and writes in place."""
+        return self.blocks.empty(shape, np.dtype(dtype))
+
+    def page_lock(self, address: int, size: int) -> Callable[[], None]:
+        """Nothing to do here: the service page-locks the shared blocks it labels in."""
+        return nothing_to_undo
+
+    def label(
+        self,
+        batch: Any,
+        params: LabelParams,
+        out: np.ndarray | None = None,
+        narrow: bool = False,
+    ) -> BatchResult:
+        """Send the batch to the service and wait for its labels (in `out`) and tables."""
+        if self.local is not None:
+            return self.local.label(batch, params, out, narrow)
+        batch = np.asarray(batch)
+        batch_slot = self.blocks.locate(batch)
+        if batch_slot is None:  # not stacked in empty_batch's memory: copied there
+            batch = _copied(batch, self.empty_batch(batch.shape, batch.dtype))
+            batch_slot = self.blocks.locate(batch)
+        labels = self.empty_batch(batch.shape, label_dtype(narrow))
+        request_slots = (batch_slot, self.blocks.locate(labels))
+        with self.lock:  # one request at a time on the connection
+            connection = self._connection()
+            for block, size, handle in self.blocks.unsent():
+                connection.send(("block", block, size))
+                send_handle(connection, handle, 0)  # (the process id matters on Windows only)
+                os.close(handle)  # the service has its own now; the mapping stays
+            connection.send(("label", *request_slots, params, narrow))
+            status, answer = connection.recv()
+        if status == "self":
+            from ..backends.cpu.backend import CpuBackend
+
+            self.local = CpuBackend(self.threads)
+            return self.local.label(batch, params, out, narrow)
+        if status != "ok":
+            raise RuntimeError(f"the labeling process failed ({answer})")
+        if out is not None:
+            np.copyto(out, labels)
+            labels = out
+        return batch_result(labels, answer, params)
+
+    def _connection(self) -> Connection:
+        if self.connection is None:
+            self.connection = Client(self.address.path, "AF_UNIX", self.address.authkey)
+        return self.connection
+
+
+def _copied(source: np.ndarray, target: np.ndarray) -> np.ndarray:
+    np.copyto(target, source)
+    return target
+
+
+def block_size(nbytes: int) -> int:
+    """The size class of a shared block that holds `nbytes`: whole pages, and above
+    eight pages, the next multiple of an eighth of a power of two.
+
+    Blocks are reused only within a class and page-locked whole, so classes
+    waste at most an eighth (powers of two wasted up to half: a scan's 34 MB of
+    labels took a 64 MB block).
+    """
+    pages = max(1, -(-nbytes // mmap.PAGESIZE))
+    step = 1 << max(0, (pages - 1).bit_length() - 4)
+    return -(-pages // step) * step * mmap.PAGESIZE
+
+
+class _SharedBlocks:
+    """A worker's shared-memory blocks: made on demand, reused once their arrays are gone.
+
+    Block sizes are size classes (block_size), so a block serves every later
+    array of its class. Pages are populated when a block is made, in the
+    worker, so that the service's page-locking need not fault them in.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ids = count()
+        self.free: dict[int, list[tuple[int, mmap.mmap]]] = {}
+        self.spans: dict[int, tuple[int, int]] = {}  # block -> (address, size)
+        self.handles: dict[int, int] = {}  # block -> memfd, until given to the service
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        size = block_size(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+        with self.lock:
+            spare = self.free.get(size)
+            block, memory = spare.pop() if spare else self._new(size)
+        array = np.ndarray(shape, dtype, memory)
+        weakref.finalize(array, self._release, size, block, memory)
+        return array
+
+    def _new(self, size: int) -> tuple[int, mmap.mmap]:
+        block = next(self.ids)
+        handle = os.memfd_create(f"gccl-{block}", os.MFD_CLOEXEC)
+        os.ftruncate(handle, size)
+        memory = mmap.mmap(handle, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+        self.handles[block] = handle
+        self.spans[block] = (np.frombuffer(memory, np.uint8).ctypes.data, size)
+        return block, memory
+
+    def _release(self, size: int, block: int, memory: mmap.mmap) -> None:
+        with self.lock:
+            self.free.setdefault(size, []).append((block, memory))
+
+    def unsent(self) -> list[tuple[int, int, int]]:
+        """(block, size, memfd) of the blocks the service has not been given yet.
+
+        The caller gives them and closes the memfds."""
+        with self.lock:
+            pending = [
+                (block, self.spans[block][1], handle) for block, handle in self.handles.items()
+            ]
+            self.handles.clear()
+        return pending
+
+    def locate(self, array: np.ndarray) -> _Slot | None:
+        """The slot of a C-contiguous array that lies in a block, else None."""
+        if not array.flags.c_contiguous:
+            return None
+        start = array.ctypes.data
+        with self.lock:
+            for block, (address, size) in self.spans.items():
+                if address <= start and start + array.nbytes <= address + size:
+                    return _Slot(block, start - address, array.shape, array.dtype.str)
+        return None

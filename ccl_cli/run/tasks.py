@@ -1,0 +1,211 @@
+"""Labeling as tasks of a few inputs each, on the workers of an executor.
+
+Two engines hand work out this way: a Dask cluster (cluster.py, --scheduler)
+and a pool of local processes (processes.py, --processes). The client (this
+process) admits the inputs, sends them in tasks of about --batch-size inputs,
+and finishes each record as its task's result arrives; the lock, progress,
+stopping and summary.csv stay with the pipeline. A task runs the pipeline's
+own decode-label-write code on its worker, with that worker's backend, by
+absolute paths.
+
+Outputs are written atomically and are the same whichever worker writes them,
+so a task that is rerun (Dask reruns those of a worker that died) overwrites
+finished files harmlessly; temporaries of a worker killed mid-write are
+removed when every task has ended.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from ..backends import make_backend
+from ..backends.base import Backend
+from ..config import Settings
+from ..io.inputs import InputItem
+from ..io.outputs import output_paths, remove_stale_temporaries
+from .local import label_admitted
+from .records import Admitted, Outcomes, Record
+
+#: Inputs per task when --batch-size is auto (at most, for local processes).
+AUTO_TASK_SIZE = 16
+#: Tasks per worker process that spread_task_size aims at.
+TASKS_PER_WORKER = 4
+#: How often the client looks for Ctrl-C while it waits for results.
+_POLL_SECONDS = 0.2
+
+#: Sends label_task(task, settings) to a worker; returns a future
+#: (concurrent.futures or distributed: result(), done(), add_done_callback()).
+Submit = Callable[[list[Admitted], Settings], Any]
+
+
+@dataclass
+class TaskRunner:
+    """Sends admitted records to workers in tasks and finishes them from the results.
+
+    submit: sends one task. cancel: withdraws the futures of unfinished tasks.
+    failure: how a failed task is named in its records' messages.
+    auto_size: inputs per task when --batch-size is auto.
+    """
+
+    submit: Submit
+    cancel: Callable[[list[Any]], None]
+    failure: str
+    auto_size: int = AUTO_TASK_SIZE
+
+    def label(
+        self,
+        admitted: Iterable[Admitted],
+        settings: Settings,
+        outcomes: Outcomes,
+        check_stop: Callable[[], None],
+    ) -> None:
+        """Submit a task per chunk and finish records as results come; a stop cancels the rest."""
+        assert settings.out is not None
+        absolute_out = settings.out.absolute()
+        task_settings = replace(settings, out=absolute_out, fail_fast=False)
+        size = settings.batch_size if isinstance(settings.batch_size, int) else self.auto_size
+        done: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        chunks: dict[Any, list[Record]] = {}
+        try:
+            for chunk in _chunks(admitted, size):  # admission checks for a stop
+                task = [_absolute(record, task_settings) for record, _ in chunk]
+                future = self.submit(task, task_settings)
+                chunks[future] = [record for record, _ in chunk]
+                future.add_done_callback(done.put)
+            results = _Results(outcomes, settings.out, absolute_out, self.failure)
+            for _ in range(len(chunks)):
+                future = _next_done(done, check_stop)
+                results.take(future, chunks[future])
+        finally:
+            self.cancel([future for future in chunks if not future.done()])
+        removed = remove_stale_temporaries(settings.out)
+        if removed:
+            outcomes.reporter.notice(
+                f"removed {removed} partial file(s) left by a worker that died"
+            )
+
+
+class _Results:
+    """Finishes the client's records from the results of their tasks."""
+
+    def __init__(self, outcomes: Outcomes, out: Path, absolute_out: Path, failure: str) -> None:
+        self.outcomes = outcomes
+        self.out = out
+        self.absolute_out = absolute_out
+        self.failure = failure
+        self.notices: set[str] = set()
+
+    def take(self, future: Any, records: list[Record]) -> None:
+        """Finish `records` from their task: its results, or its error for each of them."""
+        try:
+            results, notices = future.result()
+        except Exception as error:
+            reason = str(error).strip().splitlines()[:1]
+            message = f"{self.failure} ({': '.join([type(error).__name__, *reason])})"
+            for record in records:
+                self.outcomes.fail(record, message)
+            return
+        for notice in notices:
+            if notice not in self.notices:
+                self.notices.add(notice)
+                self.outcomes.reporter.notice(f"a worker: {notice}")
+        for record, result in zip(records, results, strict=True):
+            outputs = {
+                kind: str(self.out / Path(path).relative_to(self.absolute_out))
+                for kind, path in result.outputs.items()
+            }
+            vars(record).update(vars(result), item=record.item, outputs=outputs)
+            self.outcomes.finished(record)
+
+
+def spread_task_size(inputs: int, workers: int) -> int:
+    """Inputs per task that give each of `workers` about TASKS_PER_WORKER tasks, at most
+    AUTO_TASK_SIZE.
+
+    A worker returns a task's records all at once, when its last input is
+    done: with few large tasks (200 scans in tasks of 16 on 8 processes) the
+    last round leaves most workers idle.
+    """
+    return max(1, min(AUTO_TASK_SIZE, -(-inputs // (workers * TASKS_PER_WORKER))))
+
+
+def _chunks(admitted: Iterable[Admitted], size: int) -> Iterator[list[Admitted]]:
+    """`admitted` in lists of `size` (the last may be shorter)."""
+    iterator = iter(admitted)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
+def _absolute(record: Record, task_settings: Settings) -> Admitted:
+    """A worker's copy of a record: input and outputs by absolute path (workers have their cwd)."""
+    assert task_settings.out is not None
+    item = InputItem(record.item.path.absolute(), record.item.relative)
+    return Record(item), output_paths(task_settings.out, item.relative)
+
+
+def _next_done(done: queue.SimpleQueue[Any], check_stop: Callable[[], None]) -> Any:
+    """The next task to end, checking for Ctrl-C and SIGTERM while waiting."""
+    while True:
+        check_stop()
+        try:
+            return done.get(timeout=_POLL_SECONDS)
+        except queue.Empty:
+            continue
+
+
+#: The backend of this worker process, made by its first task and kept for the next ones.
+_worker_backends: dict[tuple[str, str | None, int | None], tuple[Backend, list[str]]] = {}
+#: The backend every task of this worker process uses, whatever its settings say.
+_given_backend: Backend | None = None
+
+
+def use_backend(backend: Backend) -> None:
+    """Make every task of this worker process label with `backend` (processes.py's service)."""
+    global _given_backend
+    _given_backend = backend
+
+
+def label_task(admitted: list[Admitted], settings: Settings) -> tuple[list[Record], list[str]]:
+    """One task, on a worker: label `admitted` with this worker's backend.
+
+    Returns the finished records and the notices the worker had (e.g. no usable GPU).
+    """
+    backend_notices: list[str]
+    if _given_backend is not None:
+        backend, backend_notices = _given_backend, []
+    else:
+        backend, backend_notices = _own_backend(settings)
+    reporter = _TaskReporter(list(backend_notices))
+    label_admitted(admitted, settings, backend, reporter)
+    return [record for record, _ in admitted], reporter.notices
+
+
+def _own_backend(settings: Settings) -> tuple[Backend, list[str]]:
+    """This worker's backend for `settings` and the notices making it gave, made once."""
+    key = (settings.device, settings.devices, settings.workers)
+    if key not in _worker_backends:
+        notices: list[str] = []
+        backend = make_backend(settings.device, settings.workers, notices.append, settings.devices)
+        _worker_backends[key] = backend, notices
+    return _worker_backends[key]
+
+
+@dataclass
+class _TaskReporter:
+    """A task's reporter: records travel back as its result, notices are kept for the client."""
+
+    notices: list[str]
+
+    def start(self, total: int) -> None:
+        pass
+
+    def finished(self, record: Record) -> None:
+        pass
+
+    def notice(self, message: str) -> None:
+        self.notices.append(message)

@@ -1,0 +1,163 @@
+"""ccl_cli.contract.params: the foreground test and the tau join rule, pixel by pixel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import pixel_values
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from oracles import is_foreground, joins
+
+from ccl_cli.contract.params import (
+    SUPPORTED_DTYPES,
+    LabelParams,
+    display_values,
+    dtype_max,
+    foreground_mask,
+    tau_joins,
+)
+
+INTEGER_DTYPES = [d for d in SUPPORTED_DTYPES if d.kind in "iu"]
+
+
+def test_mode_follows_tau() -> None:
+    assert LabelParams().mode == "binary"
+    assert LabelParams(tau=0).mode == "tau"
+    assert LabelParams(tau=2.5).mode == "tau"
+
+
+@pytest.mark.parametrize("dtype", INTEGER_DTYPES, ids=str)
+def test_dtype_max_of_integers(dtype: np.dtype) -> None:
+    assert dtype_max(dtype) == np.iinfo(dtype).max
+
+
+def test_dtype_max_of_bool_is_one() -> None:
+    assert dtype_max(np.dtype(bool)) == 1
+
+
+@pytest.mark.parametrize("dtype", INTEGER_DTYPES, ids=str)
+def test_invert_does_not_wrap(dtype: np.dtype) -> None:
+    info = np.iinfo(dtype)
+    values = np.array([info.min, -1 if info.min else 1, info.max], dtype)
+    inverted = display_values(values, LabelParams(invert=True))
+    expected = [info.max - int(v) for v in values]
+    assert inverted.tolist() == expected
+
+
+def test_invert_of_bool_and_float() -> None:
+    flipped = display_values(np.array([True, False]), LabelParams(invert=True))
+    assert flipped.tolist() == [0, 1]
+    negated = display_values(np.array([1.5, -np.inf], np.float32), LabelParams(invert=True))
+    assert negated.tolist() == [-1.5, np.inf]
+
+
+@st.composite
+def images_and_params(draw: st.DrawFn) -> tuple[np.ndarray, LabelParams]:
+    dtype = draw(st.sampled_from(SUPPORTED_DTYPES))
+    values = pixel_values(draw, dtype, (draw(st.integers(1, 6)), draw(st.integers(1, 6))))
+    invert = draw(st.booleans())
+    extreme = -7.0 if dtype.kind == "f" else float(dtype_max(dtype))
+    background = draw(st.sampled_from([0, None, 1, 7, -1, 2.5, -2.5, extreme]))
+    threshold = draw(st.sampled_from([None, None, 0, 1.5, -1, 6.5]))
+    return values, LabelParams(background=background, invert=invert, threshold=threshold)
+
+
+@settings(max_examples=300)
+@given(images_and_params())
+def test_foreground_mask_matches_the_contract(case: tuple[np.ndarray, LabelParams]) -> None:
+    values, params = case
+    mask = foreground_mask(values, params)
+    expected = [[is_foreground(v, values.dtype, params) for v in row] for row in values]
+    assert mask.dtype == bool
+    assert mask.tolist() == expected
+
+
+@settings(max_examples=200)
+@given(images_and_params())
+def test_foreground_mask_is_the_display_value_test(case: tuple[np.ndarray, LabelParams]) -> None:
+    values, params = case
+    if params.threshold is not None or params.background is None:
+        return
+    expected = display_values(values, params) != params.background
+    if values.dtype.kind == "f":
+        expected &= ~np.isnan(values)
+    np.testing.assert_array_equal(foreground_mask(values, params), expected)
+
+
+def test_threshold_uses_original_values_even_when_inverted() -> None:
+    values = np.array([[10, 100, 200, 255]], np.uint8)
+    assert foreground_mask(values, LabelParams(threshold=100)).tolist() == [
+        [False, False, True, True]
+    ]
+    # With invert: v < T on the original values, not on 255 - v.
+    assert foreground_mask(values, LabelParams(threshold=100, invert=True)).tolist() == [
+        [True, False, False, False]
+    ]
+
+
+def test_nan_is_never_foreground() -> None:
+    values = np.array([np.nan, 1.0], np.float32)
+    for params in (
+        LabelParams(background=None),
+        LabelParams(background=5),
+        LabelParams(threshold=0, invert=True),
+        LabelParams(threshold=0),
+        LabelParams(invert=True),
+    ):
+        assert foreground_mask(values, params).tolist()[0] is False
+
+
+def test_background_is_compared_after_invert() -> None:
+    values = np.array([0, 5, 255], np.uint8)
+    assert foreground_mask(values, LabelParams(invert=True)).tolist() == [True, True, False]
+    assert foreground_mask(values, LabelParams(invert=True, background=250)).tolist() == [
+        True,
+        False,
+        True,
+    ]
+    signed = np.array([-1, 0, 32767], np.int16)  # inverted: 32768, 32767, 0
+    assert foreground_mask(signed, LabelParams(invert=True, background=32768)).tolist() == [
+        False,
+        True,
+        True,
+    ]
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32, np.int8, np.uint16], ids=str)
+def test_integer_differences_are_exact_at_the_extremes(dtype: type) -> None:
+    info = np.iinfo(dtype)
+    a, b = np.array([info.min], dtype), np.array([info.max], dtype)
+    span = int(info.max) - int(info.min)
+    assert tau_joins(a, b, float(span)).tolist() == [True]
+    assert tau_joins(a, b, float(span - 1)).tolist() == [False]
+    assert tau_joins(b, a, span - 0.5).tolist() == [False]
+
+
+def test_float32_differences_are_taken_in_float64() -> None:
+    a, b = np.array([0.1], np.float32), np.array([1e8], np.float32)
+    exact = float(b[0]) - float(a[0])  # differs from float32's own difference
+    assert exact != float(b[0] - a[0])
+    assert tau_joins(a, b, exact).tolist() == [True]
+    assert tau_joins(a, b, float(np.nextafter(exact, 0))).tolist() == [False]
+
+
+def test_equal_values_always_join_and_nan_never() -> None:
+    inf = np.array([np.inf, -np.inf, np.nan, 3.0])
+    assert tau_joins(inf, inf, 0).tolist() == [True, True, False, True]
+    assert tau_joins(inf, inf, -1).tolist() == [True, True, False, True]
+    assert tau_joins(inf, -inf, np.inf).tolist() == [True, True, False, True]
+    assert tau_joins(inf, -inf, 1e308).tolist() == [False, False, False, True]
+    ints = np.array([4, -4], np.int16)
+    assert tau_joins(ints, ints, -1).tolist() == [True, True]
+
+
+@settings(max_examples=200)
+@given(st.data())
+def test_tau_joins_matches_the_contract(data: st.DataObject) -> None:
+    dtype = data.draw(st.sampled_from(SUPPORTED_DTYPES))
+    a = pixel_values(data.draw, dtype, (16,))
+    b = pixel_values(data.draw, dtype, (16,))
+    tau = data.draw(st.sampled_from([0, 0.5, 1, 1.5, 6, 2**31, np.inf, -1]))
+    expected = [joins(x, y, tau) for x, y in zip(a, b, strict=True)]
+    assert tau_joins(a, b, tau).tolist() == expected

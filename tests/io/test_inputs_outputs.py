@@ -1,0 +1,146 @@
+"""Finding inputs, naming outputs, atomic writes and the --out lock."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ccl_cli.errors import UsageError
+from ccl_cli.io.inputs import check_out_location, expand
+from ccl_cli.io.outputs import (
+    LOCK_NAME,
+    OutputLock,
+    atomic_write,
+    output_paths,
+    remove_stale_temporaries,
+)
+
+
+def touch(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"x")
+    return path
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "in"
+    for name in ["b.png", "a.TIF", "notes.txt", "sub/c.npy", "sub/deep/d.tiff", ".hidden/e.png"]:
+        touch(root / name)
+    return root
+
+
+def test_folder_scan_is_sorted_and_top_level(tree: Path) -> None:
+    items = expand([str(tree)], recursive=False)
+    assert [item.relative for item in items] == [Path("a.TIF"), Path("b.png")]
+    assert all(item.problem is None for item in items)
+
+
+def test_recursive_scan_mirrors_relative_paths(tree: Path) -> None:
+    relatives = [item.relative for item in expand([str(tree)], recursive=True)]
+    assert relatives == [Path("a.TIF"), Path("b.png"), Path("sub/c.npy"), Path("sub/deep/d.tiff")]
+
+
+def test_files_globs_and_missing(tree: Path) -> None:
+    items = expand(
+        [str(tree / "b.png"), str(tree / "sub" / "**" / "*.tiff"), str(tree / "zz.png")],
+        recursive=False,
+    )
+    assert [(item.relative, item.problem) for item in items] == [
+        (Path("b.png"), None),
+        (Path("deep/d.tiff"), None),
+        (Path("zz.png"), "no such file or directory"),
+    ]
+    assert expand([str(tree / "*.jpg")], recursive=False)[0].problem == (
+        "the pattern matches no file"
+    )
+
+
+def test_stdin_lists_paths(tree: Path) -> None:
+    stdin = io.StringIO(f"{tree / 'b.png'}\n\n{tree / 'sub'}\n")
+    items = expand(["-"], recursive=False, stdin=stdin)
+    assert [item.path for item in items] == [tree / "b.png", tree / "sub" / "c.npy"]
+
+
+def test_out_may_not_be_an_input_folder(tree: Path) -> None:
+    with pytest.raises(UsageError, match="is the input folder"):
+        check_out_location(tree, [str(tree)], recursive=False)
+    with pytest.raises(UsageError, match="inside the input folder"):
+        check_out_location(tree / "labels", [str(tree)], recursive=True)
+    check_out_location(tree / "labels", [str(tree)], recursive=False)
+    check_out_location(tree.parent / "out", [str(tree)], recursive=True)
+
+
+def test_only_the_last_suffix_is_replaced(tmp_path: Path) -> None:
+    paths = output_paths(tmp_path, Path("a/b/frame.depth.png"))
+    assert paths.labels_png == tmp_path / "a/b/frame.depth.labels.png"
+    assert paths.labels_tif == tmp_path / "a/b/frame.depth.labels.tif"
+    assert paths.stats == tmp_path / "a/b/frame.depth.stats.csv"
+    assert paths.preview == tmp_path / "a/b/frame.depth.preview.png"
+    assert not paths.complete(preview=False)
+    touch(paths.labels_tif)
+    touch(paths.stats)
+    assert paths.complete(preview=False)
+    assert not paths.complete(preview=True)
+
+
+def test_atomic_write_replaces_whole_and_leaves_no_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "x" / "out.bin"
+    atomic_write(target, b"first")
+    atomic_write(target, b"second")
+    assert target.read_bytes() == b"second"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["out.bin"]
+
+
+def test_stale_temporaries_are_removed(tmp_path: Path) -> None:
+    writer = subprocess.Popen([sys.executable, "-c", "pass"])
+    writer.wait()  # its pid is now that of no process
+    stale = touch(tmp_path / "a" / f".gccl-tmp-{writer.pid}-0123abcd")
+    keep = [
+        touch(tmp_path / "a" / "img.labels.png"),
+        touch(tmp_path / "a" / ".gccl-tmp-notes"),  # not a name gccl makes
+        touch(tmp_path / "a" / f".gccl-tmp-{os.getpid()}-0123abcd"),  # a live writer's
+    ]
+    assert remove_stale_temporaries(tmp_path) == 1
+    assert not stale.exists()
+    assert all(path.exists() for path in keep)
+
+
+def test_second_lock_is_refused(tmp_path: Path) -> None:
+    with OutputLock(tmp_path), pytest.raises(UsageError, match="in use by a running gccl"):
+        OutputLock(tmp_path).__enter__()
+    with OutputLock(tmp_path):  # released on exit
+        pass
+
+
+def test_lock_of_a_killed_run_is_taken_over(tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path\n"
+            "from ccl_cli.io.outputs import OutputLock\n"
+            "with OutputLock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(UsageError, match=f"pid {holder.pid}"):
+            OutputLock(tmp_path).__enter__()
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+    time.sleep(0.05)
+    assert (tmp_path / LOCK_NAME).exists()
+    with OutputLock(tmp_path):
+        assert f"pid {os.getpid()}" in (tmp_path / LOCK_NAME).read_text()

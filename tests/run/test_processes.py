@@ -1,0 +1,126 @@
+"""`gccl label --processes N`: local worker processes (CPU backend here).
+
+A run on worker processes must write the same files, summary.csv (but for the
+seconds column) and --json lines as a run in one process, and stop cleanly.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_helpers import (
+    WAIT_SECONDS,
+    assert_interrupted_summary,
+    files,
+    gccl,
+    json_lines,
+    make_inputs,
+    on_first_outputs,
+    stopped_by_sigterm,
+)
+
+from ccl_cli.config import Settings, apply
+from ccl_cli.errors import UsageError
+from ccl_cli.run import processes, tasks
+
+
+def test_same_outputs_summary_and_json_as_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.chdir(tmp_path)
+    make_inputs(Path("in"), 11, 24)
+    Path("in/corrupt.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 20)
+    args = ["in", "in/missing.png", "-r", "--min-area", "2", "--preview", "--json"]
+    code, one_stdout, _ = gccl(*args, "--out", "one", "--processes", "1")
+    assert code == 1
+    code, many_stdout, stderr = gccl(
+        *args, "--out", "many", "--processes", "3", "--batch-size", "2"
+    )
+    assert code == 1, stderr
+    assert files(Path("many")) == files(Path("one"))
+    assert json_lines(many_stdout) == json_lines(one_stdout, moved=("one", "many"))
+    with open("many/summary.csv", newline="") as handle:
+        statuses = [row["status"] for row in csv.DictReader(handle)]
+    assert statuses.count("ok") == 11 and statuses.count("failed") == 2
+
+
+def test_sigterm_stops_the_workers_and_writes_the_summary(tmp_path: Path):
+    make_inputs(tmp_path / "in", 40, 320)
+    options = ["-r", "--batch-size", "1", "--workers", "1", "--processes", "2"]
+    code, stderr = stopped_by_sigterm(tmp_path / "in", tmp_path / "out", *options)
+    assert code == 130, stderr
+    assert_interrupted_summary(tmp_path / "in", tmp_path / "out", 40)
+    # The workers were stopped, not abandoned: none is left writing.
+    assert not [path for path in (tmp_path / "out").rglob("*") if ".gccl-tmp-" in path.name]
+
+
+@pytest.mark.parametrize(
+    ("setting", "inputs", "cores", "expected"),
+    [
+        (3, 1, 2, 3),  # a number is taken as given
+        ("auto", 1000, 16, 8),  # one per two cores
+        ("auto", 1000, 3, 1),
+        ("auto", 1000, 2, 1),  # two cores: this process
+        ("auto", 15, 16, 1),  # under two processes' worth of inputs: this process
+        ("auto", 40, 16, 5),  # one process per 8 inputs
+    ],
+)
+def test_process_count(setting: int | str, inputs: int, cores: int, expected: int):
+    assert processes.process_count(setting, inputs, cores) == expected
+
+
+@pytest.mark.parametrize(
+    ("inputs", "workers", "expected"),
+    [
+        (200, 8, 7),  # about four tasks per worker
+        (200, 15, 4),
+        (1000, 8, tasks.AUTO_TASK_SIZE),  # never larger
+        (3, 4, 1),
+        (0, 4, 1),
+    ],
+)
+def test_task_size_spreads_the_inputs(inputs: int, workers: int, expected: int):
+    assert tasks.spread_task_size(inputs, workers) == expected
+
+
+@pytest.mark.parametrize("value", [0, -2, "many", 1.5])
+def test_bad_processes_values_name_the_key(value: object):
+    with pytest.raises(UsageError, match="'processes' must be"):
+        apply(Settings(), {"processes": value}, "f.yaml")
+
+
+@pytest.mark.parametrize("served", [False, True], ids=["own-backend", "served"])
+def test_a_worker_killed_mid_job_is_replaced_and_the_output_set_is_complete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served: bool
+):
+    """served: the workers label through this process's service, as on a GPU."""
+    monkeypatch.setattr(processes, "_serves", lambda backend: served)
+    pools: list[processes.LocalProcesses] = []
+    real_init = processes.LocalProcesses.__init__
+
+    def remembered(self: processes.LocalProcesses, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        pools.append(self)
+
+    monkeypatch.setattr(processes.LocalProcesses, "__init__", remembered)
+
+    def kill_a_worker() -> None:
+        victim = next(iter(pools[0].pool._processes))  # pids of the pool's workers
+        os.kill(victim, signal.SIGKILL)
+
+    make_inputs(tmp_path / "in", 40, 320)
+    out = tmp_path / "many"
+    killer, seen = on_first_outputs(out, kill_a_worker)
+    options = ["-r", "--batch-size", "1", "--workers", "1", "--processes", "2"]
+    code, _, stderr = gccl(str(tmp_path / "in"), "--out", str(out), *options)
+    killer.join(WAIT_SECONDS)
+    assert seen and seen[0] < 40  # the kill came before the job was done
+    assert code == 0, stderr
+    assert gccl(str(tmp_path / "in"), "-r", "--out", str(tmp_path / "one"))[0] == 0
+    assert files(out) == files(tmp_path / "one")
+    assert not [path for path in out.rglob("*") if ".gccl-tmp-" in path.name]
