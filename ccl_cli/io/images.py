@@ -31,23 +31,14 @@ from PIL import Image
 
 from ..contract.params import SUPPORTED_DTYPES
 from ..errors import InputError
+from ..options import COLOR_TO_GRAY_CHOICES, MAX_IMAGE_BYTES, TIFF_COMPRESSIONS
 
 #: Suffixes a directory scan picks up (compare case-insensitively).
 IMAGE_SUFFIXES: tuple[str, ...] = (".png", ".tif", ".tiff", ".npy")
 
-#: The values of --color-to-gray.
-COLOR_TO_GRAY_CHOICES: tuple[str, ...] = ("luma", "red", "green", "blue")
-
 #: Largest image accepted, in pixels: a 46340x46340 scan still reads, a
 #: decompression bomb declaring billions of pixels fails before any allocation.
 MAX_PIXELS = 2**31
-
-#: Default of --max-image-bytes: the most bytes an input may decode to (width x
-#: height x samples x bytes per sample, from its header, before any decoding).
-#: A few hundred bytes of PNG or TIFF can declare gigabytes of pixels; with
-#: the copies the labeling makes, a run needs a few times this per image in
-#: flight.
-MAX_IMAGE_BYTES = 4 * 2**30
 
 #: Page directories of a TIFF looked at, at most: a file of more is refused
 #: (only single-page images are labeled) without walking the rest.
@@ -79,7 +70,6 @@ _PNG_CHUNK = 1 << 30
 _TIFF_LEVEL = 1
 #: TIFF codecs of label images: deflate reads everywhere; zstd encodes 3-8x
 #: faster and smaller, and reads in libtiff >= 4.0.10, GDAL, tifffile and Pillow.
-TIFF_COMPRESSIONS: tuple[str, ...] = ("deflate", "zstd")
 _TIFF_CODEC = {"deflate": "zlib", "zstd": "zstd"}
 
 #: Written into every label image (PNG tEXt and TIFF Software), within its first bytes:
