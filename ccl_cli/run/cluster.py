@@ -55,7 +55,7 @@ class Cluster:
 
     def label(
         self,
-        admitted: Iterable[Admitted],
+        admitted: Iterable[Admitted | None],
         settings: Settings,
         outcomes: Outcomes,
         check_stop: Callable[[], None],
