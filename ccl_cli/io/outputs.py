@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from ..errors import UsageError
+from ..errors import OutputBusy, UsageError
 
 LOCK_NAME = ".gccl.lock"
 SUMMARY_NAME = "summary.csv"
@@ -79,8 +79,13 @@ def output_paths(out: Path, relative: Path) -> OutputPaths:
     )
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that readers only ever see the whole file."""
+def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
+    """Write `data` to `path` so that readers only ever see the whole file.
+
+    durable: flush it to disk before the rename (--fsync); without, a power cut
+    soon after may leave an empty or an older file, never a partial one in a
+    running system.
+    """
     if not path.parent.is_dir():  # a stat: mkdir would lock the parent folder every time
         path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}{_TEMP_MARK}{uuid.uuid4().hex[:12]}")
@@ -88,7 +93,8 @@ def atomic_write(path: Path, data: bytes) -> None:
         with open(temp, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(temp, path)
     except BaseException:
         temp.unlink(missing_ok=True)
@@ -126,7 +132,7 @@ class OutputLock:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
             handle.close()
-            raise UsageError(
+            raise OutputBusy(
                 f"{self.path.parent} is in use by a running gccl ({holder}); "
                 "wait for it to finish or choose another --out"
             ) from None
