@@ -66,20 +66,46 @@ def expand(
                 items.extend(_expand_one(name, recursive))
         else:
             items.extend(_expand_one(spec, recursive))
-    if relative_to is not None:
-        items = [_mirrored(item, relative_to) for item in items]
-    return _without_repeats(items)
+    return Listing(relative_to).add(items)
 
 
 def read_names(stream: IO[Any], null: bool) -> list[str]:
     """The paths on `stream`: NUL-separated with `null`, else one a line; empty ones dropped."""
+    return [name for name in iter_names(stream, null) if name]
+
+
+def iter_names(stream: IO[Any], null: bool) -> Iterator[str]:
+    """The paths on `stream` as they arrive (see `expand`), empty ones included.
+
+    Bytes are split first and each name decoded as the file system does
+    (undecodable bytes kept as surrogates), so any name reaches its file.
+    """
     source = getattr(stream, "buffer", stream)
-    data = source.read()
-    text = os.fsdecode(data) if isinstance(data, bytes) else data
-    if null:
-        return [name for name in text.split("\0") if name]
-    lines = (line[:-1] if line.endswith("\r") else line for line in text.split("\n"))
-    return [line for line in lines if line]
+    read = getattr(source, "read1", source.readline)
+    pending: Any = None
+    while True:
+        data = read(65536)
+        if not data:
+            break
+        pending = data if pending is None else pending + data
+        separator: Any = (
+            ("\0" if null else "\n") if isinstance(data, str) else (b"\0" if null else b"\n")
+        )
+        *names, pending = pending.split(separator)
+        yield from (_name(name, null) for name in names)
+    if pending:
+        yield _name(pending, null)
+
+
+def _name(raw: str | bytes, null: bool) -> str:
+    """One name as text; a line loses the \\r of a \\r\\n end."""
+    text = os.fsdecode(raw) if isinstance(raw, bytes) else raw
+    return text if null or not text.endswith("\r") else text[:-1]
+
+
+def expand_name(name: str, recursive: bool) -> list[InputItem]:
+    """The inputs one name from stdin stands for (a file, folder or glob pattern)."""
+    return list(_expand_one(name, recursive))
 
 
 def _expand_one(spec: str, recursive: bool) -> Iterator[InputItem]:
@@ -173,31 +199,31 @@ def _scan_folder(
             yield InputItem(path, path.relative_to(root), problem)
 
 
-def _mirrored(item: InputItem, root: Path) -> InputItem:
-    """`item` with outputs mirroring its path below `root` (--relative-to), or failing."""
-    if item.problem or item.empty:
-        return item
-    base = os.path.normpath(os.path.abspath(root))
-    target = os.path.normpath(os.path.abspath(item.path))
-    relative = os.path.relpath(target, base)
-    if relative == os.curdir or relative.split(os.sep)[0] == os.pardir:
-        return replace(item, problem=f"not below --relative-to {root}")
-    return replace(item, relative=Path(relative))
+class Listing:
+    """Inputs as a run lists them: each path after its first listing marked a duplicate of
+    it, and with `relative_to`, outputs mirroring each input's path below that folder."""
 
+    def __init__(self, relative_to: Path | None = None) -> None:
+        self.relative_to = relative_to
+        self.first: dict[str, str] = {}
 
-def _without_repeats(items: list[InputItem]) -> list[InputItem]:
-    """The items, each path after its first listing marked as a duplicate of it."""
-    first: dict[str, str] = {}
-    result = []
-    for item in items:
-        if item.problem is None and item.empty is None:
-            key = os.path.normpath(os.path.abspath(item.path))
-            if key in first:
-                item = replace(item, duplicate=first[key])
-            else:
-                first[key] = item.display
-        result.append(item)
-    return result
+    def add(self, items: Iterable[InputItem]) -> list[InputItem]:
+        """`items` as listed after the ones added before."""
+        return [self._listed(item) for item in items]
+
+    def _listed(self, item: InputItem) -> InputItem:
+        if item.problem or item.empty:
+            return item
+        target = os.path.normpath(os.path.abspath(item.path))
+        if target in self.first:
+            return replace(item, duplicate=self.first[target])
+        self.first[target] = item.display
+        if self.relative_to is None:
+            return item
+        relative = os.path.relpath(target, os.path.normpath(os.path.abspath(self.relative_to)))
+        if relative == os.curdir or relative.split(os.sep)[0] == os.pardir:
+            return replace(item, problem=f"not below --relative-to {self.relative_to}")
+        return replace(item, relative=Path(relative))
 
 
 def _glob_base(pattern: str) -> Path:
