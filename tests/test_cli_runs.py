@@ -79,9 +79,10 @@ def test_relative_to_mirrors_stdin_paths_below_root(cameras) -> None:
 
 def test_relative_to_never_writes_outside_out(cameras, tmp_path: Path) -> None:
     mask_png(Path("x.png"), 3)
+    mask_png(Path("y.png"), 4)
     before = set(tmp_path.rglob("*"))
     result = label(
-        "c/cam1/../../x.png", os.path.abspath("x.png"), "--relative-to", "c", "--out", "o"
+        "c/cam1/../../x.png", os.path.abspath("y.png"), "--relative-to", "c", "--out", "o"
     )
     assert result.exit_code == 1
     assert {row["message"] for row in rows(Path("o"))} == {"not below --relative-to c"}
@@ -342,5 +343,8 @@ def test_no_fsync_writes_the_same_outputs_without_flushing_them(
     calls.clear()
     assert label(str(tmp_path / "in"), "--out", str(tmp_path / "fast"), "--no-fsync").exit_code == 0
     assert safe >= 6 + 3 and len(calls) == 3  # the run record twice and summary.csv
-    for path in [*(tmp_path / "safe").glob("*.labels.png"), *(tmp_path / "safe").glob("*.csv")]:
+    for path in [
+        *(tmp_path / "safe").glob("*.labels.png"),
+        *(tmp_path / "safe").glob("*.stats.csv"),
+    ]:
         assert (tmp_path / "fast" / path.name).read_bytes() == path.read_bytes()
