@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
+from label_files import read_label_image
 from PIL import Image
 from typer.testing import CliRunner
 
 from ccl_cli.cli import app
-from ccl_cli.io.images import read_label_image
 from ccl_cli.run.freshness import RUN_RECORD_NAME
 
 EIGHT = np.ones((3, 3), bool)
