@@ -22,8 +22,9 @@ from typing import Any
 from .. import __version__
 from ..config import Settings
 from ..contract.stats import CSV_COLUMNS
+from ..io.images import LABEL_MARK
 from ..io.inputs import InputItem
-from ..io.outputs import OutputPaths, atomic_write
+from ..io.outputs import OutDir, OutputPaths, atomic_write
 
 RUN_RECORD_NAME = "gccl-run.json"
 
@@ -79,22 +80,24 @@ class RunRecord:
         return made >= self.since and made > changed
 
     def remove_earlier(self, paths: OutputPaths) -> None:
-        """Delete the outputs an earlier run made at `paths` (only a set gccl wrote, told by
-        its statistics CSV, written last, and only files older than this run)."""
+        """Delete the outputs an earlier run made at `paths`: only a set gccl wrote (its
+        statistics CSV, written last, older than this run), each file only if it holds
+        gccl's mark (io/outputs.py's OutDir.remove_marked; links are never followed)."""
         try:
-            with open(paths.stats, "rb") as handle:
-                first = handle.readline()
+            if os.lstat(paths.stats).st_mtime_ns >= self.now:
+                return
         except OSError:
             return
-        if first.rstrip(b"\r\n") != ",".join(CSV_COLUMNS).encode():
-            return
-        made = (paths.labels_png, paths.labels_tif, paths.preview, paths.polygons, paths.stats)
-        for path in made:
-            try:
-                if path.stat().st_mtime_ns < self.now:
-                    path.unlink()
-            except OSError:
-                pass
+        with OutDir(self.path.parent) as folder:
+            if not folder.remove_marked(paths.stats, ",".join(CSV_COLUMNS).encode()):
+                return
+            for path, mark in (
+                (paths.labels_png, LABEL_MARK),
+                (paths.labels_tif, LABEL_MARK),
+                (paths.preview, b"\x89PNG"),
+                (paths.polygons, b'{"type":"FeatureCollection"'),
+            ):
+                folder.remove_marked(path, mark)
 
 
 def _read(path: Path) -> dict[str, Any] | None:
