@@ -103,7 +103,8 @@ def test_dangling_links_and_unreadable_sub_folders_get_rows(
     scandir = os.scandir
 
     def refusing(path=".", *args, **kwargs):
-        if Path(path) == root / "locked":  # root ignores permissions: refuse like a 0700 folder
+        # root ignores permissions: refuse like a 0700 folder (fwalk's descriptors pass)
+        if isinstance(path, (str, os.PathLike)) and Path(path) == root / "locked":
             raise PermissionError(13, "Permission denied")
         return scandir(path, *args, **kwargs)
 
@@ -127,7 +128,7 @@ def test_unreadable_top_folder_is_a_failed_row_not_a_traceback(
     scandir = os.scandir
 
     def refusing(path=".", *args, **kwargs):
-        if Path(path) == root:
+        if isinstance(path, (str, os.PathLike)) and Path(path) == root:
             raise PermissionError(13, "Permission denied")
         return scandir(path, *args, **kwargs)
 
