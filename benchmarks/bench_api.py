@@ -29,6 +29,7 @@ import cupy
 import numpy as np
 
 import ccl_cli
+from ccl_cli.backends.cuda import frameworks
 from ccl_cli.backends.cuda import labels as cuda_labels
 from ccl_cli.contract.params import LabelParams
 
@@ -76,7 +77,7 @@ def torch_case(name: str, masks: Any, connectivity: int, stats: bool, repeat: in
     tensor = torch.as_tensor(masks, device="cuda")
     labeler = ccl_cli.Labeler(connectivity=connectivity, stats=stats)
     out = torch.empty(tensor.shape, dtype=torch.int32, device="cuda")
-    stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+    stream = frameworks.external_stream(0, torch.cuda.current_stream().cuda_stream)
     row = {"case": name, "input": "torch", "stats": stats}
     row |= timings(lambda: labeler(tensor), stream, repeat)
     row["out_wall_ms"] = timings(lambda: labeler(tensor, out=out), stream, repeat)["wall_ms"]
@@ -115,27 +116,53 @@ def small_calls(repeat: int) -> dict:
     return row
 
 
+def profile_small_calls() -> None:
+    """Where the host time of a 640x480 labels-only call goes (cProfile, 2000 calls)."""
+    import cProfile
+    import pstats
+
+    image = random_masks((480, 640), seed=3)
+    labeler = ccl_cli.Labeler(stats=False)
+    labeler(image)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(2000):
+        labeler(image)
+    profiler.disable()
+    cupy.cuda.get_current_stream().synchronize()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=50, help="timed runs per case")
     parser.add_argument("--json", type=Path, help="write all numbers here")
+    parser.add_argument("--profile", action="store_true", help="profile the 640x480 calls")
     args = parser.parse_args()
     batch = random_masks((64, 1080, 1920))
     big = random_masks((3000, 4000), seed=1)
-    rows = []
+    cases: list[tuple[Callable[..., dict], tuple[Any, ...]]] = []
     try:
         import torch  # noqa: F401
 
-        rows.append(torch_case("64 x 1920x1080, 8-conn", batch, 8, False, args.repeat))
-        rows.append(torch_case("64 x 1920x1080, 8-conn", batch, 8, True, args.repeat))
-        rows.append(torch_case("4000x3000, 4-conn", big, 4, True, args.repeat))
+        cases += [
+            (torch_case, ("64 x 1920x1080, 8-conn", batch, 8, False, args.repeat)),
+            (torch_case, ("64 x 1920x1080, 8-conn", batch, 8, True, args.repeat)),
+            (torch_case, ("4000x3000, 4-conn", big, 4, True, args.repeat)),
+        ]
     except ImportError:
         print("PyTorch not installed: its cases are left out")
-    rows.append(cupy_case("64 x 1920x1080, 8-conn", batch, 8, False, args.repeat))
-    rows.append(cupy_case("64 x 1920x1080, 8-conn", batch, 8, True, args.repeat))
-    rows.append(cupy_case("4000x3000, 4-conn", big, 4, True, args.repeat))
-    rows.append(cupy_case("4000x3000, 8-conn", big, 8, False, args.repeat))
-    rows.append(small_calls(args.repeat))
+    cases += [
+        (cupy_case, ("64 x 1920x1080, 8-conn", batch, 8, False, args.repeat)),
+        (cupy_case, ("64 x 1920x1080, 8-conn", batch, 8, True, args.repeat)),
+        (cupy_case, ("4000x3000, 4-conn", big, 4, True, args.repeat)),
+        (cupy_case, ("4000x3000, 8-conn", big, 8, False, args.repeat)),
+        (small_calls, (args.repeat,)),
+    ]
+    rows = []
+    for case, case_args in cases:
+        rows.append(case(*case_args))
+        print(rows[-1], flush=True)
     print("| case | input | statistics | wall ms | events ms | kernels ms | components |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
@@ -146,6 +173,8 @@ def main() -> None:
         )
     small = rows[-1]
     print(f"640x480 queued back to back: {small['queued_us_per_call']:.1f} us per call")
+    if args.profile:
+        profile_small_calls()
     for row in rows:
         if "out_wall_ms" in row:
             print(f"{row['case']} stats={row['stats']} with out=: {row['out_wall_ms']:.3f} ms wall")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import warnings
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -19,6 +20,9 @@ import numpy as np
 
 from .loader import import_cupy
 
+#: PyTorch dtypes with a numpy dtype of the same name that labeling takes or returns.
+_TORCH_DTYPE_NAMES: tuple[str, ...] = ("bool", "uint8", "int8", "uint16", "int16", "uint32")
+_TORCH_DTYPE_NAMES += ("int32", "int64", "float32", "float64")
 _streams: dict[tuple[int, int], Any] = {}  # (device, handle) -> CuPy ExternalStream
 _streams_lock = threading.Lock()
 
@@ -36,10 +40,9 @@ def is_cupy_array(array: Any) -> bool:
 
 
 def torch_dtype_to_numpy(dtype: Any) -> np.dtype:
-    """The numpy dtype of a PyTorch dtype that labeling takes (ValueError otherwise)."""
+    """The numpy dtype of a PyTorch dtype that labeling takes or returns (ValueError otherwise)."""
     torch = sys.modules["torch"]
-    names = ("bool", "uint8", "int8", "uint16", "int16", "uint32", "int32", "float32", "float64")
-    for name in names:
+    for name in _TORCH_DTYPE_NAMES:
         if getattr(torch, name, None) == dtype:
             return np.dtype(name)
     raise ValueError(f"unsupported dtype {dtype}")
@@ -98,7 +101,10 @@ def external_stream(device: int, handle: int) -> Any:
         with _streams_lock:
             stream = _streams.get(key)
             if stream is None:
-                stream = _streams[key] = import_cupy().cuda.ExternalStream(handle, device)
+                with warnings.catch_warnings():  # CuPy 14 prefers Stream.from_external
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    stream = import_cupy().cuda.ExternalStream(handle, device)
+                _streams[key] = stream
     return stream
 
 
