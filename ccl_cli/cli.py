@@ -7,6 +7,7 @@ pipeline and give exit 1; Ctrl-C gives 130.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -28,6 +29,7 @@ from rich.text import Text
 
 from . import __version__
 from .errors import EXIT_INTERRUPTED, EXIT_USAGE, GcclError
+from .options import OPTIONS
 
 if TYPE_CHECKING:  # the pipeline (numpy, codecs) loads only when a command runs
     from .run.records import Record, RunReport
@@ -37,6 +39,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help (click's): it wraps cleanly at 80 columns, where rich's tables cut words.
+    rich_markup_mode=None,
 )
 config_app = typer.Typer(help="Inspect configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
@@ -47,6 +51,7 @@ ConfigOption = Annotated[
     list[Path] | None,
     typer.Option(
         "--config",
+        metavar="FILE",
         help="YAML file with the same keys as the options (repeatable; later files and "
         "then command-line flags win).",
         show_default=False,
@@ -126,235 +131,78 @@ def _closing_line(report: RunReport) -> str:
     return f"{', '.join(parts)} in {report.seconds:.2f} s; summary: {report.summary}"
 
 
-@app.command("label")
-def label_command(
-    inputs: Annotated[
-        list[str],
-        typer.Argument(
-            help="Image files, folders, glob patterns, or - to read one path per line from stdin.",
-            show_default=False,
-        ),
-    ],
-    out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Folder for the outputs (required).")
-    ] = None,
-    recursive: Annotated[
-        bool | None,
-        typer.Option("--recursive/--no-recursive", "-r", help="Descend into sub-folders."),
-    ] = None,
-    background: Annotated[
-        str | None,
-        typer.Option(
-            help="Value that is not foreground, compared after --invert; 'none' makes every "
-            "non-NaN pixel foreground.  \\[default: 0]",
-            show_default=False,
-        ),
-    ] = None,
-    invert: Annotated[
-        bool | None,
-        typer.Option(
-            "--invert/--no-invert",
-            help="Flip intensities first (max - v; -v for floats): dark ink on light paper "
-            "becomes foreground.",
-        ),
-    ] = None,
-    threshold: Annotated[
-        str | None,
-        typer.Option(
-            help="Binarize on the original values: foreground is v > T (v < T with --invert).",
-            show_default=False,
-        ),
-    ] = None,
-    tau: Annotated[
-        str | None,
-        typer.Option(
-            help="Grayscale mode: neighbours join when |v(p) - v(q)| <= T (int or float).",
-            show_default=False,
-        ),
-    ] = None,
-    connectivity: Annotated[
-        int | None, typer.Option(help="4 or 8 neighbours.  \\[default: 8]", show_default=False)
-    ] = None,
-    min_area: Annotated[
-        int | None,
-        typer.Option(
-            help="Remove components of fewer pixels; survivors are renumbered.  \\[default: 0]",
-            show_default=False,
-        ),
-    ] = None,
-    erode: Annotated[
-        int | None,
-        typer.Option(
-            help="Erode the foreground mask N times before labeling (3x3 square, cross with "
-            "--connectivity 4; border counts as background).  \\[default: 0]",
-            show_default=False,
-        ),
-    ] = None,
-    dilate: Annotated[
-        int | None,
-        typer.Option(
-            help="Dilate the foreground mask N times.  \\[default: 0]", show_default=False
-        ),
-    ] = None,
-    open_: Annotated[
-        int | None,
-        typer.Option(
-            "--open",
-            help="Open the mask: erode N, then dilate N.  \\[default: 0]",
-            show_default=False,
-        ),
-    ] = None,
-    close: Annotated[
-        int | None,
-        typer.Option(
-            help="Close the mask: dilate N, then erode N.  \\[default: 0]", show_default=False
-        ),
-    ] = None,
-    smooth: Annotated[
-        str | None,
-        typer.Option(
-            help="Tau mode: smooth the values over the mask first, box:R or binomial:R "
-            "(normalized, nodata-aware, R <= 7).",
-            show_default=False,
-        ),
-    ] = None,
-    color_to_gray: Annotated[
-        str | None,
-        typer.Option(
-            help="How RGB/RGBA images become gray: luma, red, green or blue "
-            "(without it they are an error).",
-            show_default=False,
-        ),
-    ] = None,
-    label_format: Annotated[
-        str | None,
-        typer.Option(
-            help="auto (16-bit PNG up to 65535 labels, else 32-bit TIFF), png or tiff.  "
-            "[default: auto]",
-            show_default=False,
-        ),
-    ] = None,
-    tiff_compression: Annotated[
-        str | None,
-        typer.Option(
-            help="Codec of label TIFFs: deflate (reads everywhere) or zstd (3-8x faster to "
-            "write, smaller; libtiff >= 4.0.10, GDAL, tifffile, Pillow).  \\[default: deflate]",
-            show_default=False,
-        ),
-    ] = None,
-    preview: Annotated[
-        bool | None,
-        typer.Option("--preview/--no-preview", help="Also write a colored overlay PNG."),
-    ] = None,
-    polygons: Annotated[
-        bool | None,
-        typer.Option(
-            "--polygons/--no-polygons",
-            help="Also write each kept component's outline as GeoJSON (pixel-corner vertices).",
-        ),
-    ] = None,
-    skip_existing: Annotated[
-        bool | None,
-        typer.Option(
-            "--skip-existing/--no-skip-existing",
-            help="Skip inputs whose outputs are all present (resume a stopped run).",
-        ),
-    ] = None,
-    fail_fast: Annotated[
-        bool | None,
-        typer.Option("--fail-fast/--no-fail-fast", help="Stop at the first failed input."),
-    ] = None,
-    batch_size: Annotated[
-        str | None,
-        typer.Option(
-            help="Images per backend call, or auto (from memory).  \\[default: auto]",
-            show_default=False,
-        ),
-    ] = None,
-    device: Annotated[
-        str | None,
-        typer.Option(
-            help="auto (CUDA when usable, else CPU), cpu, cuda or cuda:N.  \\[default: auto]",
-            show_default=False,
-        ),
-    ] = None,
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            help="Threads decoding and encoding images, per process.  "
-            "\\[default: the cores, shared among the processes]",
-            show_default=False,
-        ),
-    ] = None,
-    processes: Annotated[
-        str | None,
-        typer.Option(
-            help="Worker processes, or auto (one per two cores, and at most one per 8 "
-            "inputs: small jobs stay in this process).  \\[default: auto]",
-            show_default=False,
-        ),
-    ] = None,
-    devices: Annotated[
-        str | None,
-        typer.Option(
-            help="Use several GPUs: all, or numbers like 0,1 (a thread per GPU; worker "
-            "processes are served by the GPUs in turn; the output is the same as on one GPU).",
-            show_default=False,
-        ),
-    ] = None,
-    scheduler: Annotated[
-        str | None,
-        typer.Option(
-            help="Run the job on the Dask cluster of this scheduler (tcp://host:8786); "
-            "inputs and --out must be on storage every worker shares.",
-            show_default=False,
-        ),
-    ] = None,
-    as_json: Annotated[
-        bool | None,
-        typer.Option("--json/--no-json", help="Print one JSON object per input on stdout."),
-    ] = None,
-    quiet: Annotated[
-        bool | None,
-        typer.Option("--quiet/--no-quiet", "-q", help="No progress bar (errors still print)."),
-    ] = None,
-    config: ConfigOption = None,
-) -> None:
+LABEL_EXAMPLES = """Examples:
+
+\b
+  gccl label scans/ -r --invert --min-area 4 --out labels/
+  gccl label frames/ --tau 20 --min-area 50 --out segments/ --preview
+  find /data -name '*.png' | gccl label - --out labels/ --json -q
+"""
+
+
+def _label_parameters() -> list[inspect.Parameter]:
+    """The Typer parameters of `gccl label`: the inputs, one per option of OPTIONS, --config.
+
+    Options that take a value arrive as text and are checked by config.resolve
+    with the option's own check, like a config file's values, so that every
+    bad value gets the same one-line message.
+    """
+    inputs = inspect.Parameter(
+        "inputs",
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        annotation=Annotated[
+            list[str],
+            typer.Argument(
+                help="Image files, folders, glob patterns, or - to read one path per line "
+                "from stdin.",
+                metavar="INPUT",
+                show_default=False,
+            ),
+        ],
+    )
+    parameters = [inputs]
+    for option in OPTIONS:
+        unset = option.default is None or isinstance(option.default, bool)
+        default = "" if unset else f"  [default: {option.default}]"
+        if option.is_switch:
+            declared = typer.Option(
+                f"{option.flag}/--no-{option.flag[2:]}",
+                *([option.short] if option.short else []),
+                help=option.help,
+                show_default=False,
+            )
+            kind: Any = bool | None
+        else:
+            declared = typer.Option(
+                option.flag,
+                *([option.short] if option.short else []),
+                help=option.help + default,
+                metavar=option.metavar,
+                show_default=False,
+            )
+            kind = str | None
+        parameters.append(
+            inspect.Parameter(
+                option.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
+                annotation=Annotated[kind, declared],
+            )
+        )
+    parameters.append(
+        inspect.Parameter(
+            "config", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ConfigOption
+        )
+    )
+    return parameters
+
+
+def label_command(inputs: list[str], config: list[Path] | None = None, **flags: Any) -> None:
     """Label every input image and write label images, statistics CSVs and a summary."""
     from .config import resolve
     from .run.command import run_label
     from .run.records import exit_code
 
-    flags = {
-        "out": out,
-        "recursive": recursive,
-        "background": background,
-        "invert": invert,
-        "threshold": threshold,
-        "tau": tau,
-        "connectivity": connectivity,
-        "min_area": min_area,
-        "erode": erode,
-        "dilate": dilate,
-        "open": open_,
-        "close": close,
-        "smooth": smooth,
-        "color_to_gray": color_to_gray,
-        "label_format": label_format,
-        "tiff_compression": tiff_compression,
-        "preview": preview,
-        "polygons": polygons,
-        "skip_existing": skip_existing,
-        "fail_fast": fail_fast,
-        "batch_size": batch_size,
-        "device": device,
-        "workers": workers,
-        "processes": processes,
-        "devices": devices,
-        "scheduler": scheduler,
-        "json": as_json,
-        "quiet": quiet,
-    }
     reporter: ConsoleReporter | None = None
     try:
         settings = resolve(config or [], flags)
@@ -371,6 +219,10 @@ def label_command(
             reporter.stop()
     stderr.print(Text(f"gccl: {_closing_line(report)}"))
     raise typer.Exit(exit_code(report))
+
+
+label_command.__signature__ = inspect.Signature(_label_parameters())  # type: ignore[attr-defined]
+app.command("label", epilog=LABEL_EXAMPLES)(label_command)
 
 
 @config_app.command("show")
@@ -510,5 +362,24 @@ def main_callback(
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: click's own usage errors get gccl's one-line form too.
+
+    Typer raises the exceptions of the click it bundles (its own copy in recent
+    releases), so they are recognized by what they offer, not by class.
+    """
+    try:
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        stderr.print(Text("gccl: error: interrupted", style="red"))
+        sys.exit(EXIT_INTERRUPTED)
+    except Exception as error:
+        if not hasattr(error, "format_message") or not hasattr(error, "exit_code"):
+            raise
+        if type(error).__name__ == "NoArgsIsHelpError":
+            error.show()  # type: ignore[attr-defined]  # the help text, as for --help
+            sys.exit(error.exit_code)
+        context = getattr(error, "ctx", None)
+        hint = f" (see {context.command_path} --help)" if context is not None else ""
+        stderr.print(Text(f"gccl: error: {error.format_message()}{hint}", style="red"))
+        sys.exit(EXIT_USAGE)
+    sys.exit(code if isinstance(code, int) else 0)

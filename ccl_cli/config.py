@@ -1,14 +1,14 @@
 """The settings of one run: defaults < YAML config files < command-line flags.
 
-Every option of `gccl label` has a key of the same name in the YAML file
-(`min-area` or `min_area`). Values are checked here, once, so that an unknown
-key or a wrong type stops the run with exit 2 naming the key and the file.
+Every option of `gccl label` (options.py) has a key of the same name in the
+YAML file (`min-area` or `min_area`). Values are checked here, once, with the
+option's check, so that an unknown key or a wrong type stops the run with
+exit 2 naming the key and where it came from.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -16,14 +16,9 @@ from typing import Any
 import yaml
 
 from .contract.params import LabelParams
-from .contract.stages import MAX_SMOOTH_RADIUS, MORPHOLOGY_ORDER, SMOOTH_KINDS
+from .contract.stages import MORPHOLOGY_ORDER
 from .errors import UsageError
-from .io.images import COLOR_TO_GRAY_CHOICES, TIFF_COMPRESSIONS
-
-LABEL_FORMATS = ("auto", "png", "tiff")
-_DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
-#: A Dask scheduler's TCP address: tcp://host:port or host:port (IPv6 hosts in brackets).
-_SCHEDULER_PATTERN = re.compile(r"^(tcp://)?([^\s/:\[\]]+|\[[0-9a-fA-F:.]+\]):\d+$")
+from .options import BY_NAME
 
 
 @dataclass(frozen=True)
@@ -88,170 +83,16 @@ class Settings:
         return yaml.safe_dump(values, sort_keys=False)
 
 
-def _number(value: Any) -> int | float:
-    """An int or float from a YAML scalar or a command-line string."""
-    if isinstance(value, bool):
-        raise ValueError("a number, not true/false")
-    if isinstance(value, (int, float)):
-        return value
-    text = str(value).strip()
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        raise ValueError(f"a number, got {value!r}") from None
-
-
-def _finite_number(value: Any) -> int | float:
-    number = _number(value)
-    if number != number:
-        raise ValueError("a number, got nan")
-    return number
-
-
-def _non_negative(value: Any) -> int | float:
-    number = _finite_number(value)
-    if number < 0:
-        raise ValueError(f"a number >= 0, got {value!r}")
-    return number
-
-
-def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    return lambda value: None if value is None else check(value)
-
-
-def _background(value: Any) -> int | float | None:
-    if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
-        return None
-    return _finite_number(value)
-
-
-def _int_at_least(minimum: int) -> Callable[[Any], int]:
-    def check(value: Any) -> int:
-        if isinstance(value, bool):
-            raise ValueError("a whole number, not true/false")
-        try:
-            number = int(str(value).strip())
-        except ValueError:
-            raise ValueError(f"a whole number, got {value!r}") from None
-        if number < minimum:
-            raise ValueError(f"a whole number >= {minimum}, got {value!r}")
-        return number
-
-    return check
-
-
-def _choice(*allowed: Any) -> Callable[[Any], Any]:
-    def check(value: Any) -> Any:
-        normalized = str(value).strip().lower() if isinstance(value, str) else value
-        if normalized not in allowed:
-            raise ValueError(f"one of {', '.join(map(str, allowed))}, got {value!r}")
-        return normalized
-
-    return check
-
-
-def _flag(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"true or false, got {value!r}")
-    return value
-
-
-def _count_or_auto(value: Any) -> int | str:
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        return "auto"
-    return _int_at_least(1)(value)
-
-
-def _device(value: Any) -> str:
-    text = str(value).strip().lower()
-    if not _DEVICE_PATTERN.match(text):
-        raise ValueError(f"auto, cpu, cuda or cuda:N, got {value!r}")
-    return text
-
-
-def _devices(value: Any) -> str:
-    text = str(value).strip().lower().replace(" ", "")
-    if text != "all" and not re.fullmatch(r"\d+(,\d+)*", text):
-        raise ValueError(f"all or GPU numbers like 0,1, got {value!r}")
-    if text != "all" and len(set(text.split(","))) != len(text.split(",")):
-        raise ValueError(f"each GPU once, got {value!r}")
-    return text
-
-
-def _scheduler(value: Any) -> str:
-    text = value.strip() if isinstance(value, str) else ""
-    if not _SCHEDULER_PATTERN.match(text):
-        raise ValueError(f"a Dask scheduler address tcp://host:port, got {value!r}")
-    return text
-
-
-def _smooth(value: Any) -> str | None:
-    text = str(value).strip().lower()
-    if text == "none":
-        return None
-    kind, _, radius = text.partition(":")
-    if (
-        kind not in SMOOTH_KINDS
-        or not radius.isdigit()
-        or not 1 <= int(radius) <= MAX_SMOOTH_RADIUS
-    ):
-        raise ValueError(f"box:R or binomial:R with R in 1..{MAX_SMOOTH_RADIUS}, got {value!r}")
-    return f"{kind}:{int(radius)}"
-
-
 def _smooth_pair(text: str) -> tuple[str, int]:
     kind, _, radius = text.partition(":")
     return kind, int(radius)
 
 
-def _path(value: Any) -> Path:
-    if not isinstance(value, (str, Path)) or not str(value):
-        raise ValueError(f"a path, got {value!r}")
-    return Path(value)
-
-
-_CHECKS: dict[str, Callable[[Any], Any]] = {
-    "out": _optional(_path),
-    "recursive": _flag,
-    "background": _background,
-    "invert": _flag,
-    "threshold": _optional(_finite_number),
-    "tau": _optional(_non_negative),
-    "connectivity": _choice(4, 8, "4", "8"),
-    "min_area": _int_at_least(0),
-    "erode": _int_at_least(0),
-    "dilate": _int_at_least(0),
-    "open": _int_at_least(0),
-    "close": _int_at_least(0),
-    "smooth": _optional(_smooth),
-    "color_to_gray": _optional(_choice(*COLOR_TO_GRAY_CHOICES)),
-    "label_format": _choice(*LABEL_FORMATS),
-    "tiff_compression": _choice(*TIFF_COMPRESSIONS),
-    "preview": _flag,
-    "polygons": _flag,
-    "skip_existing": _flag,
-    "fail_fast": _flag,
-    "batch_size": _count_or_auto,
-    "device": _device,
-    "devices": _optional(_devices),
-    "workers": _optional(_int_at_least(1)),
-    "processes": _count_or_auto,
-    "scheduler": _optional(_scheduler),
-    "json": _flag,
-    "quiet": _flag,
-}
-
-
 def _checked(key: str, value: Any, source: str) -> Any:
     try:
-        checked = _CHECKS[key](value)
+        return BY_NAME[key].check(value)
     except ValueError as error:
         raise UsageError(f"{source}: '{key.replace('_', '-')}' must be {error}") from None
-    return int(checked) if key == "connectivity" else checked
 
 
 def apply(settings: Settings, values: Mapping[str, Any], source: str) -> Settings:
@@ -259,7 +100,7 @@ def apply(settings: Settings, values: Mapping[str, Any], source: str) -> Setting
     updates = {}
     for raw_key, value in values.items():
         key = str(raw_key).replace("-", "_")
-        if key not in _CHECKS:
+        if key not in BY_NAME:
             raise UsageError(f"{source}: unknown key '{raw_key}'")
         updates[key] = _checked(key, value, source)
     return replace(settings, **updates, sources=(*settings.sources, source))

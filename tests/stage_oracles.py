@@ -26,8 +26,10 @@ def scipy_mask(mask: np.ndarray, steps: list[tuple[str, int]], connectivity: int
     return mask
 
 
-def oracle_smooth(values: np.ndarray, mask: np.ndarray, kind: str, radius: int) -> list[list]:
-    """V' per pixel (None off the mask) by plain loops over the window.
+def oracle_smooth(
+    values: np.ndarray, mask: np.ndarray, kind: str, radius: int, at: np.ndarray | None = None
+) -> list[list]:
+    """V' per pixel (None off the mask, or off `at` where given) by plain loops over the window.
 
     Integers: floor(S / W + 1/2) in exact fractions. Floats: the documented order,
     rows i = -R..R each summed over j = -R..R (multiply, then add), in Python floats
@@ -43,7 +45,7 @@ def oracle_smooth(values: np.ndarray, mask: np.ndarray, kind: str, radius: int) 
     for y in range(height):
         row: list = []
         for x in range(width):
-            if not mask[y, x]:
+            if not (mask if at is None else at)[y, x]:
                 row.append(None)
                 continue
             total: float | int = 0.0 if floating else 0
@@ -67,3 +69,16 @@ def oracle_smooth(values: np.ndarray, mask: np.ndarray, kind: str, radius: int) 
                 row.append(math.floor(Fraction(int(total), weight) + Fraction(1, 2)))
         out.append(row)
     return out
+
+
+def oracle_fill(
+    values: np.ndarray, readings: np.ndarray, final: np.ndarray, radius: int
+) -> np.ndarray:
+    """Tau mode's pixels added by morphology (in `final`, not in `readings`) filled with the
+    box mean of the readings within `radius`; every other pixel keeps its value."""
+    added = final & ~readings
+    means = oracle_smooth(values, readings, "box", radius, at=added)
+    filled = values.copy()
+    for y, x in zip(*np.nonzero(added), strict=True):
+        filled[y, x] = means[y][x]
+    return filled

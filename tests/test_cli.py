@@ -241,7 +241,7 @@ def test_preview_is_written(runner: CliRunner, folder: Path, tmp_path: Path):
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--connectivity", "6"], "'connectivity' must be one of 4, 8"),
+        (["--connectivity", "6"], "'connectivity' must be 4 or 8, got"),
         (["--tau", "abc"], "'tau' must be a number"),
         (["--device", "tpu"], "'device' must be auto, cpu, cuda or cuda:N"),
     ],

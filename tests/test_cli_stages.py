@@ -138,3 +138,24 @@ def test_show_round_trips_the_stage_keys(tmp_path: Path) -> None:
     config = tmp_path / "s.yaml"
     config.write_text(settings.as_yaml())
     assert resolve([config], {}) == settings
+
+
+@pytest.mark.parametrize("smooth", [[], ["--smooth", "binomial:2"]], ids=["plain", "smooth"])
+def test_depth_recipe_with_closing_makes_no_components_at_0_mm(tmp_path: Path, smooth) -> None:
+    # Two surfaces with scattered holes (0 = no reading), as a depth camera gives them.
+    rng = np.random.default_rng(5)
+    depth = np.where(np.arange(60)[None, :] < 30, 800, 1500).repeat(40, axis=0)
+    depth = (depth + rng.integers(0, 5, depth.shape)).astype(np.uint16)
+    depth[rng.random(depth.shape) < 0.15] = 0
+    path = tmp_path / "frame.depth.npy"
+    np.save(path, depth)
+    for close in ("1", "2", "3"):
+        out = tmp_path / f"out{close}"
+        result = gccl(str(path), "-o", str(out), "--tau", "20", "--close", close,
+                      "--min-area", "5", *smooth)  # fmt: skip
+        assert result.exit_code == 0, result.output
+        with open(out / "frame.depth.stats.csv", newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        assert rows and all(int(row["min"]) >= 800 for row in rows), rows
+        means = sorted(float(row["mean"]) for row in rows if int(row["area"]) > 100)
+        assert len(means) == 2 and 800 <= means[0] <= 805 and 1500 <= means[1] <= 1505

@@ -9,6 +9,12 @@ kernels in backends/cuda/stages.py), so the composition cannot drift apart.
 
 The labeling kernels are not touched: `label_input` returns an image and
 LabelParams whose plain labeling is the staged labeling (see its docstring).
+
+In tau mode a pixel that morphology adds to the mask is not a reading (its
+value is the background, nodata, or one the threshold dropped): it takes the
+rounded mean of the original readings within D pixels, D the number of
+dilation steps (`fill_added`), and both the labeling and the statistics read
+that value, so a hole closed by `--close` never joins on, or reports, 0.
 """
 
 from __future__ import annotations
@@ -53,6 +59,10 @@ class StageOps(Protocol):
         """float64 image: `numbers` on `mask`, NaN off it."""
         ...
 
+    def fill_added(self, values: Any, readings: Any, mask: Any, radius: int) -> Any:
+        """`values` with the pixels of `mask` that are not `readings` filled (fill_added)."""
+        ...
+
 
 def has_stages(params: LabelParams) -> bool:
     """Whether `params` asks for any stage before labeling."""
@@ -83,12 +93,63 @@ def smooth_weights(kind: str, radius: int) -> tuple[int, ...]:
     return tuple(math.comb(2 * radius, k) for k in range(2 * radius + 1))
 
 
+def dilation_steps(morphology: tuple[tuple[str, int], ...]) -> int:
+    """How many dilations the morphology makes: every pixel it adds is at most this many
+    pixels (Chebyshev distance) from an original foreground pixel."""
+    return sum(n for op, n in primitive_steps(morphology) if op == "dilate")
+
+
+def fill_added(values: Any, readings: Any, added: Any, radius: int, xp: Any) -> Any:
+    """`values` with each `added` pixel replaced by the mean of the `readings` pixels in
+    its (2 radius + 1)-square window, in the dtype of `values`.
+
+    The mean is the box smoothing's (README, "Before labeling"): integers
+    floor((2S + W) / (2W)) from exact sums, floats S / W from float64 sums in
+    the fixed separable order, rounded to the input float type. Array-generic
+    (numpy or CuPy), so both backends get the same bits. Every added pixel
+    has a reading within `radius` (dilation_steps), so W > 0 there.
+    """
+    dtype = np.dtype(values.dtype)
+    if dtype.kind == "f":
+        masked = xp.where(readings, values.astype(xp.float64), 0.0)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            total = _box_sum(masked, radius, xp)
+            count = _box_sum(readings.astype(xp.float64), radius, xp)
+            mean = (total / count).astype(dtype)
+    else:
+        # Shifted to non-negative (v - dtype min), so the division truncates as floor does;
+        # |v| < 2**32 and W <= (2 radius + 1)**2 keep 2S + W far below 2**63.
+        low = 0 if dtype.kind in "bu" else int(np.iinfo(dtype).min)
+        masked = xp.where(readings, values.astype(xp.int64) - low, 0)
+        total = _box_sum(masked, radius, xp)
+        count = _box_sum(readings.astype(xp.int64), radius, xp)
+        mean = ((2 * total + count) // xp.maximum(2 * count, 1) + low).astype(dtype)
+    return xp.where(added, mean, values)
+
+
+def _box_sum(image: Any, radius: int, xp: Any) -> Any:
+    """sum over i of (sum over j of image[y + i, x + j]), |i|, |j| <= radius, zero outside,
+    in that order (each add rounded on its own for floats)."""
+    height, width = image.shape[-2:]
+    pad = [(0, 0)] * (image.ndim - 2)
+    padded = xp.pad(image, [*pad, (0, 0), (radius, radius)])
+    rows = xp.zeros_like(image)
+    for j in range(2 * radius + 1):
+        rows = rows + padded[..., j : j + width]
+    padded = xp.pad(rows, [*pad, (radius, radius), (0, 0)])
+    out = xp.zeros_like(image)
+    for i in range(2 * radius + 1):
+        out = out + padded[..., i : i + height, :]
+    return out
+
+
 def label_input(
     values: Any, params: LabelParams, xp: Any, ops: StageOps
-) -> tuple[Any, LabelParams]:
-    """The image and parameters whose plain labeling is the staged labeling of `values`.
+) -> tuple[Any, LabelParams, Any]:
+    """The image and parameters whose plain labeling is the staged labeling of `values`,
+    and the values the statistics read.
 
-    Without stages: (values, params) unchanged. Binary mode: the final mask M
+    Without stages: (values, params, values) unchanged. Binary mode: the final mask M
     as uint8 with background 0. Tau mode: a float64 image equal to the
     (smoothed) values on M and NaN off M, with background None (so foreground
     is exactly M minus NaN results), no invert or threshold, the same tau.
@@ -96,23 +157,30 @@ def label_input(
     differences in float64 too, where every value of a supported integer
     dtype and every difference of two of them (< 2**33) is exact, and for
     floats it widens to float64 first; equal values join in both forms, and
-    invert never changes differences. Statistics must still be taken on the
-    original `values` (the caller does that). `values` has bools stored 0/1.
+    invert never changes differences. The statistics read the original
+    `values`, except in tau mode where morphology added pixels: there they
+    read `values` with those pixels filled (fill_added; the module doc).
+    `values` has bools stored 0/1.
     """
     if not has_stages(params):
-        return values, params
+        return values, params, values
     dtype = np.dtype(values.dtype)
-    mask = ops.foreground(values, params)
+    foreground = ops.foreground(values, params)
+    mask = foreground
     for op, iterations in primitive_steps(params.morphology):
         mask = ops.morph(mask, op, iterations, params.connectivity)
     if dtype.kind == "f":
         mask = ops.clear_nan(mask, values)  # dilation never makes NaN foreground
     plain = LabelParams(connectivity=params.connectivity, min_area=params.min_area)
     if params.tau is None:
-        return xp.ascontiguousarray(mask.view(xp.uint8)), plain
+        return xp.ascontiguousarray(mask.view(xp.uint8)), plain, values
     numbers = values.view(xp.uint8) if dtype.kind == "b" else values
+    radius = dilation_steps(params.morphology)
+    if radius:
+        numbers = ops.fill_added(numbers, foreground, mask, radius)
     if params.smooth is None:
         image = ops.masked_float64(numbers, mask)
     else:
         image = ops.smooth(numbers, mask, smooth_weights(*params.smooth))
-    return xp.ascontiguousarray(image), replace(plain, background=None, tau=params.tau)
+    read = numbers.view(xp.bool_) if dtype.kind == "b" else numbers
+    return xp.ascontiguousarray(image), replace(plain, background=None, tau=params.tau), read

@@ -28,12 +28,10 @@ from PIL import Image
 
 from ..contract.params import SUPPORTED_DTYPES
 from ..errors import InputError
+from ..options import COLOR_TO_GRAY_CHOICES, TIFF_COMPRESSIONS
 
 #: Suffixes a directory scan picks up (compare case-insensitively).
 IMAGE_SUFFIXES: tuple[str, ...] = (".png", ".tif", ".tiff", ".npy")
-
-#: The values of --color-to-gray.
-COLOR_TO_GRAY_CHOICES: tuple[str, ...] = ("luma", "red", "green", "blue")
 
 #: Largest image accepted, in pixels: a 46340x46340 scan still reads, a
 #: decompression bomb declaring billions of pixels fails before any allocation.
@@ -65,7 +63,6 @@ _PNG_CHUNK = 1 << 30
 _TIFF_LEVEL = 1
 #: TIFF codecs of label images: deflate reads everywhere; zstd encodes 3-8x
 #: faster and smaller, and reads in libtiff >= 4.0.10, GDAL, tifffile and Pillow.
-TIFF_COMPRESSIONS: tuple[str, ...] = ("deflate", "zstd")
 _TIFF_CODEC = {"deflate": "zlib", "zstd": "zstd"}
 
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

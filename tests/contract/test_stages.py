@@ -14,7 +14,7 @@ from conftest import pixel_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles import bfs_labels, component_stats, filter_min_area, is_foreground
-from stage_oracles import oracle_smooth, scipy_mask
+from stage_oracles import oracle_fill, oracle_smooth, scipy_mask
 
 from ccl_cli.backends.cpu.labels import label_image
 from ccl_cli.backends.cpu.stages import NumpyStages
@@ -28,7 +28,7 @@ MORPHOLOGY_OPS = ["close", "dilate", "erode", "open"]
 def staged_mask(mask: np.ndarray, steps: list[tuple[str, int]], connectivity: int) -> np.ndarray:
     """The final mask gccl labels in binary mode (label_input's uint8 image)."""
     params = LabelParams(connectivity=connectivity, morphology=tuple(steps))
-    image, plain = label_input(mask.view(np.uint8), params, np, NumpyStages())
+    image, plain, _ = label_input(mask.view(np.uint8), params, np, NumpyStages())
     assert image.dtype == np.uint8 and plain == LabelParams(connectivity=connectivity)
     return image.astype(bool)
 
@@ -99,7 +99,8 @@ def test_morphology_matches_scipy_on_random_masks(
 
 def test_nan_is_never_foreground_even_after_dilation() -> None:
     values = np.array([[1.0, np.nan, 0.0], [0.0, 0.0, 0.0]], np.float32)
-    image, plain = label_input(values, LabelParams(morphology=(("dilate", 1),)), np, NumpyStages())
+    params = LabelParams(morphology=(("dilate", 1),))
+    image, plain, _ = label_input(values, params, np, NumpyStages())
     assert image.tolist() == [[1, 0, 0], [1, 1, 0]]
     assert plain.background == 0 and plain.tau is None
 
@@ -109,7 +110,7 @@ def test_nan_is_never_foreground_even_after_dilation() -> None:
 
 def staged_values(values: np.ndarray, params: LabelParams) -> list[list]:
     """V' per pixel (None off the final mask) from label_input's tau-mode image."""
-    image, plain = label_input(values, params, np, NumpyStages())
+    image, plain, _ = label_input(values, params, np, NumpyStages())
     assert image.dtype == np.float64 and plain.background is None and plain.tau == params.tau
     return [[None if math.isnan(v) else v for v in row] for row in image.tolist()]
 
@@ -289,21 +290,26 @@ def test_staged_labeling_matches_the_oracles(case: tuple[np.ndarray, LabelParams
     mask = np.array(
         [[is_foreground(v, values.dtype, params) for v in row] for row in values], bool
     ).reshape(values.shape)
+    readings = mask
     mask = scipy_mask(mask, list(params.morphology), params.connectivity)
     if values.dtype.kind == "f":
         mask &= ~np.isnan(values)
+    steps = sum(n for op, n in params.morphology if op in ("dilate", "open", "close"))
+    read = values
     if params.tau is None:
         stage_image, stage_params = (
             mask.astype(np.uint8),
             LabelParams(connectivity=params.connectivity),
         )
     else:
+        numbers = values.view(np.uint8) if values.dtype == bool else values
+        if steps:  # pixels added by morphology take their readings' mean
+            numbers = oracle_fill(numbers, readings, mask, steps)
+            read = numbers.view(bool) if values.dtype == bool else numbers
         if params.smooth is None:
-            smoothed = [[float(v) for v in row] for row in values.astype(np.float64)]
+            smoothed = [[float(v) for v in row] for row in numbers.astype(np.float64)]
         else:
-            smoothed = oracle_smooth(
-                values.view(np.uint8) if values.dtype == bool else values, mask, *params.smooth
-            )
+            smoothed = oracle_smooth(numbers, mask, *params.smooth)
         stage_image = np.array(
             [
                 [smoothed[y][x] if mask[y, x] else math.nan for x in range(values.shape[1])]
@@ -317,7 +323,7 @@ def test_staged_labeling_matches_the_oracles(case: tuple[np.ndarray, LabelParams
     expected = filter_min_area(bfs_labels(stage_image, stage_params), params.min_area)
     labels, table, _ = label_image(values, params)
     np.testing.assert_array_equal(labels, expected)
-    rows = component_stats(expected, values)  # statistics read the original values
+    rows = component_stats(expected, read)  # the original values, filled in tau mode
     assert len(table) == len(rows)
     for i, row in enumerate(rows):
         assert (table.area[i], table.x[i], table.y[i]) == (row.area, row.x, row.y)
@@ -334,3 +340,50 @@ def test_statistics_read_the_original_values() -> None:
     labels, table, _ = label_image(values, LabelParams(morphology=(("dilate", 1),)))
     assert labels.tolist() == [[1, 1, 1], [1, 1, 1], [1, 1, 1]]
     assert (table.area[0], table.mean[0], table.min[0], table.max[0]) == (9, 1.0, 0.0, 9.0)
+
+
+def depth_with_holes() -> np.ndarray:
+    """Two flat surfaces 300 mm apart (1000 and 1300 mm), each with holes (0 = no reading)."""
+    depth = np.full((20, 30), 1000, np.uint16)
+    depth[:, 15:] = 1300
+    depth[4:7, 3:6] = 0  # a 3x3 hole in the near surface
+    depth[10, 20] = 0  # a one-pixel hole in the far one
+    depth[12:14, 22:24] = 0
+    return depth
+
+
+@pytest.mark.parametrize("close", [1, 2, 3])
+def test_tau_closing_fills_holes_from_the_readings_around_them(close: int) -> None:
+    depth = depth_with_holes()
+    params = LabelParams(tau=20, morphology=(("close", close),))
+    image, _, read = label_input(depth, params, np, NumpyStages())
+    holes = depth == 0
+    closed = scipy_mask(~holes, [("close", close)], 8)
+    filled = holes & closed
+    # Every surface is flat: a filled pixel's readings all read that surface's depth.
+    surface = np.where(np.arange(30) < 15, 1000, 1300)[None, :].repeat(20, axis=0)
+    np.testing.assert_array_equal(read[filled], surface[filled])
+    np.testing.assert_array_equal(image[filled], surface[filled].astype(np.float64))
+    np.testing.assert_array_equal(read[~filled], depth[~filled])  # readings untouched
+    labels, table, _ = label_image(depth, params)
+    assert len(table) == 2 and table.min.min() == 1000 and table.max.max() == 1300
+    assert set(np.unique(labels[filled])) <= {1, 2}
+
+
+def test_a_filled_pixel_takes_the_rounded_mean_of_the_readings_within_the_dilations() -> None:
+    values = np.array([[10, 0, 13], [0, 0, 0], [0, 0, 0]], np.int16)
+    params = LabelParams(tau=100, morphology=(("dilate", 1),))
+    _, _, read = label_input(values, params, np, NumpyStages())
+    # (1, 1) sees 10 and 13: 11.5 rounds half up to 12; (0, 1) too; (2, 2) sees nothing
+    # within one step but is not added; (1, 0) sees 10 alone.
+    assert read.tolist() == [[10, 12, 13], [10, 12, 13], [0, 0, 0]]
+    negative = np.array([[-3, 0, -4]], np.int32)
+    _, _, read = label_input(negative, params, np, NumpyStages())
+    assert read.tolist() == [[-3, -3, -4]]  # -3.5 rounds half up to -3
+
+
+def test_binary_mode_statistics_still_read_the_added_pixels_original_values() -> None:
+    values = np.zeros((3, 3), np.uint8)
+    values[1, 1] = 9
+    _, _, read = label_input(values, LabelParams(morphology=(("dilate", 1),)), np, NumpyStages())
+    assert read is values

@@ -9,14 +9,15 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from conftest import pixel_values
-from cuda_helpers import assert_same, gpu
+from cuda_helpers import assert_same, backends, gpu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ccl_cli.backends.cpu.stages import morph_numpy, smooth_numpy
+from ccl_cli.backends.cuda import arrays as cuda_arrays
 from ccl_cli.backends.cuda.stages import morph_launch, smooth_launch
-from ccl_cli.contract.params import SUPPORTED_DTYPES, LabelParams
-from ccl_cli.contract.stages import smooth_weights
+from ccl_cli.contract.params import SUPPORTED_DTYPES, LabelParams, foreground_mask
+from ccl_cli.contract.stages import fill_added, smooth_weights
 
 pytestmark = gpu
 
@@ -337,3 +338,52 @@ def test_random_staged_batches_match_cpu(data):
         else data.draw(st.sampled_from([None, ("box", 2), ("binomial", 3)])),
     )
     assert_same(batch, params)
+
+
+def _bits(array: np.ndarray) -> np.ndarray:
+    """The array's bytes as unsigned integers: NaN payloads and the sign of 0 compared too."""
+    return array.view(f"u{array.dtype.itemsize}") if array.dtype.kind == "f" else array
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("radius", [1, 2, 5])
+def test_tau_fill_of_added_pixels_matches_numpy(dtype, radius):
+    import cupy
+
+    rng = np.random.default_rng(zlib.crc32(repr(("fill", dtype.str, radius)).encode()))
+    for shape in [(1, 1), (1, 130), (17, 129), (40, 1040)]:
+        batch = batch_of(rng, dtype, shape)
+        values = batch.view(np.uint8) if dtype.kind == "b" else batch
+        readings = foreground_mask(batch, LabelParams())
+        mask = morph_numpy(readings, "dilate", radius, 8)
+        want = fill_added(values, readings, mask & ~readings, radius, np)
+        device = [cupy.asarray(np.ascontiguousarray(a)) for a in (values, readings, mask)]
+        got = cuda_arrays.fill_added(*device, radius).get()  # the kernel the stages run
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+def _depth_frames(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, int]) -> np.ndarray:
+    """Frames of a few flat, noisy surfaces with holes (0 = no reading), as depth cameras give."""
+    frames = []
+    for _ in range(3):
+        columns = np.sort(rng.integers(0, shape[1], 3))
+        depth = 500 + 400 * np.searchsorted(columns, np.arange(shape[1]))[None, :]
+        depth = depth + rng.integers(0, 6, shape)
+        depth = np.where(rng.random(shape) < 0.15, 0, depth)
+        frames.append(depth / 1000 if dtype.kind == "f" else depth)
+    return np.stack(frames).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.uint16), np.dtype(np.float32)], ids=str)
+@pytest.mark.parametrize("close", [1, 2, 3])
+@pytest.mark.parametrize("smooth", [None, ("binomial", 2)])
+def test_depth_closing_in_tau_mode_matches_cpu(dtype, close, smooth):
+    rng = np.random.default_rng(zlib.crc32(repr(("depth", dtype.str, close, smooth)).encode()))
+    tau = 0.02 if dtype.kind == "f" else 20
+    for shape in [(48, 64), (95, 257), (240, 320)]:
+        batch = _depth_frames(rng, dtype, shape)
+        params = LabelParams(tau=tau, morphology=(("close", close),), smooth=smooth, min_area=10)
+        assert_same(batch, params)
+        _, cpu = backends()
+        assert all(len(t) == 0 or t.min.min() > 0 for t in cpu.label(batch, params).tables)

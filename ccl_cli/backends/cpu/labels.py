@@ -39,10 +39,10 @@ def label_image(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, St
     """Label one (H, W) image: (labels uint32, stats of kept components, K before min-area).
 
     Morphology and smoothing (ccl_cli.contract.stages) decide the labels; statistics
-    always read the original values.
+    read the original values (in tau mode with pixels filled by morphology, contract.stages).
     """
     values = canonical_bools(values)
-    image, label_params = label_input(values, params, np, NumpyStages())
+    image, label_params, values = label_input(values, params, np, NumpyStages())
     labels, runs, components = _components(
         image, foreground_mask(image, label_params), label_params
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...contract.params import LabelParams, foreground_mask
+from ...contract.stages import fill_added
 
 
 class NumpyStages:
@@ -26,6 +27,11 @@ class NumpyStages:
 
     def masked_float64(self, numbers: np.ndarray, mask: np.ndarray) -> np.ndarray:
         return np.where(mask, numbers.astype(np.float64), np.nan)
+
+    def fill_added(
+        self, values: np.ndarray, readings: np.ndarray, mask: np.ndarray, radius: int
+    ) -> np.ndarray:
+        return fill_added(values, readings, mask & ~readings, radius, np)
 
 
 def morph_numpy(mask: np.ndarray, op: str, iterations: int, connectivity: int) -> np.ndarray:

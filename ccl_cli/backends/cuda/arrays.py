@@ -91,6 +91,29 @@ def masked_float64(numbers: Any, mask: Any) -> Any:
     return out
 
 
+def fill_added(values: Any, readings: Any, mask: Any, radius: int) -> Any:
+    """contract.stages.fill_added of a contiguous batch, the added pixels being `mask`
+    and not `readings` (contiguous bools): a new array (gccl_fill_added_*)."""
+    cupy = import_cupy()
+    dtype = np.dtype(values.dtype)
+    out = cupy.empty(values.shape, dtype)
+    height, width = values.shape[-2:]
+    low = int(np.iinfo(dtype).min) if dtype.kind == "i" else 0
+    args = (
+        values,
+        readings.view(cupy.uint8),
+        mask.view(cupy.uint8),
+        out,
+        np.uint32(height),
+        np.uint32(width),
+        np.uint64(values.size),
+        np.int32(radius),
+        np.int64(low),
+    )
+    _elementwise(values, f"gccl_fill_added_{KERNEL_SUFFIX[dtype]}", args, values.size)
+    return out
+
+
 def rule_args(params: LabelParams, dtype: np.dtype) -> tuple[Any, ...]:
     """foreground.cuh's ForegroundRule as kernel arguments."""
     value = 0.0

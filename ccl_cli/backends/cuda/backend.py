@@ -437,7 +437,7 @@ class _Job:
     waits for the table, whose columns the StatsTables then view as they
     are, traces outlines, copies back the images too wide to narrow and
     waits for the stream. Morphology and smoothing (ccl_cli.contract.stages) decide
-    the labels; statistics read the original values.
+    the labels; statistics read the values label_input gives.
     """
 
     def __init__(
@@ -472,7 +472,9 @@ class _Job:
                 self.stream.wait_event(after)
             check_batch(self.values)
             self.values = contiguous(self.values)
-            image, label_params = label_input(self.values, self.params, cupy, CudaStages())
+            image, label_params, self.values = label_input(
+                self.values, self.params, cupy, CudaStages()
+            )
             self.label_base = label_offsets(dense_labels(image, label_params, self.out))
             self.offsets = pinned_empty((n + 1,), np.dtype(np.uint32))
             self.label_base.get(stream=self.stream, out=self.offsets, blocking=False)

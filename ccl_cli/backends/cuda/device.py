@@ -115,9 +115,10 @@ def label_counts(values: Any, params: LabelParams, out: Any, counts: Any) -> boo
         _labels(values, params, out, counts)
         return False
     for lo, hi in _parts(values.shape):
-        label_base = label_offsets(_labels(values[lo:hi], params, out[lo:hi]))
+        components, read = _labels(values[lo:hi], params, out[lo:hi])
+        label_base = label_offsets(components)
         total = int(label_base[-1:].get()[0])
-        agg = aggregate(values[lo:hi], out[lo:hi], label_base, total)
+        agg = aggregate(read, out[lo:hi], label_base, total)
         kept = remove_small(out[lo:hi], params.min_area, label_base, agg)
         if kept is None:
             _memset_zero(counts[lo:hi])
@@ -171,12 +172,13 @@ def _part_table(
     if values.size == 0:
         native, words = empty((TABLE_COLUMNS, 0), np.int64)
         return native, _Part(words.view(np.uint64), np.zeros(n + 1, np.int64))
-    label_base = label_offsets(_labels(values, params, out))
+    components, read = _labels(values, params, out)
+    label_base = label_offsets(components)
     host_base = label_base.get().astype(np.int64)
     total = int(host_base[-1])
     native, words = empty((TABLE_COLUMNS, total), np.int64)
     words = words.view(np.uint64)
-    agg = aggregate(values, out, label_base, total)
+    agg = aggregate(read, out, label_base, total)
     kept = remove_small(out, params.min_area, label_base, agg)
     stats_table(agg, label_base, kept, floats, words)
     starts = host_base if kept is None else kept.base.get().astype(np.int64)
@@ -184,13 +186,13 @@ def _part_table(
 
 
 def _labels(values: Any, params: LabelParams, out: Any, components: Any = None) -> Any:
-    """Kernels 1-2 after the stages: K per image (device u32, into `components` where
-    given) of a contiguous batch."""
+    """Kernels 1-2 after the stages on a contiguous batch: K per image (device u32,
+    into `components` where given) and the values the statistics read (label_input's)."""
     from ...contract.stages import label_input
     from .stages import CudaStages
 
-    image, label_params = label_input(values, params, import_cupy(), CudaStages())
-    return dense_labels(image, label_params, out, components)
+    image, label_params, read = label_input(values, params, import_cupy(), CudaStages())
+    return dense_labels(image, label_params, out, components), read
 
 
 def _parts(shape: Sequence[int]) -> list[tuple[int, int]]:

@@ -46,6 +46,9 @@ class CudaStages:
     def masked_float64(self, numbers: Any, mask: Any) -> Any:
         return arrays.masked_float64(numbers, mask)
 
+    def fill_added(self, values: Any, readings: Any, mask: Any, radius: int) -> Any:
+        return arrays.fill_added(values, readings, mask, radius)
+
     def morph(self, mask: Any, op: str, iterations: int, connectivity: int) -> Any:
         """`mask` eroded or dilated `iterations` times: one launch per
         _MORPH_MAX_STEPS iterations (morph_launch), ping-ponging between two buffers.

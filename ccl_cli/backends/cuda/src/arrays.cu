@@ -7,7 +7,10 @@
 //   gccl_keep_area: keep[i] = area[i] >= min_area (min-area filtering);
 //   gccl_foreground_<dtype>: the ForegroundRule's mask as bytes 0/1;
 //   gccl_clear_nan_<float dtype>: mask &= !isnan(v);
-//   gccl_masked_f64_<dtype>: out = mask ? (double)v : NaN.
+//   gccl_masked_f64_<dtype>: out = mask ? (double)v : NaN;
+//   gccl_fill_added_<dtype>: the pixels morphology added (mask and not a reading)
+//     take the box mean of the readings around them (contract/stages.py's
+//     fill_added: the same sums in the same order, so the same bits).
 // Grid-stride loops: any grid covers any size, indices are 64-bit.
 #include "common.cuh"
 #include "dtypes.cuh"
@@ -73,3 +76,59 @@ GCCL_FOR_EACH_DTYPE(GCCL_FOREGROUND)
     GCCL_GRID_STRIDE(i, count) if (values[i] != values[i]) mask[i] = 0;                    \
   }
 GCCL_FOR_EACH_FLOAT_DTYPE(GCCL_CLEAR_NAN)
+
+// The mean of the readings in the (2 radius + 1)-square window around (y, x) of one
+// image: row sums left to right, then their sum top to bottom, as fill_added adds
+// them. Pixels outside the image or not readings add 0 there; skipping them is
+// exact (a float sum that starts at +0.0 never becomes -0.0 when rounding to nearest).
+template <typename T>
+__device__ __forceinline__ T window_mean(const T* V, const unsigned char* R, u32 height,
+                                         u32 width, u32 y, u32 x, int radius, i64 low) {
+  const int y0 = max((int)y - radius, 0), y1 = min((int)y + radius, (int)height - 1);
+  const int x0 = max((int)x - radius, 0), x1 = min((int)x + radius, (int)width - 1);
+  if (ValueTraits<T>::is_float) {
+    double total = 0.0, count = 0.0;
+    for (int yy = y0; yy <= y1; ++yy) {
+      double row = 0.0, row_count = 0.0;
+      for (int xx = x0; xx <= x1; ++xx) {
+        const u64 q = (u64)yy * width + xx;
+        if (R[q]) {
+          row += (double)V[q];
+          row_count += 1.0;
+        }
+      }
+      total += row;
+      count += row_count;
+    }
+    return (T)(total / count);
+  }
+  i64 total = 0, count = 0;
+  for (int yy = y0; yy <= y1; ++yy) {
+    for (int xx = x0; xx <= x1; ++xx) {
+      const u64 q = (u64)yy * width + xx;
+      if (R[q]) {
+        total += (i64)V[q] - low;
+        count += 1;
+      }
+    }
+  }
+  return (T)((2 * total + count) / (count > 0 ? 2 * count : 1) + low);
+}
+
+#define GCCL_FILL_ADDED(suffix, T)                                                          \
+  extern "C" __global__ void gccl_fill_added_##suffix(                                      \
+      const T* values, const unsigned char* readings, const unsigned char* mask, T* out,   \
+      u32 height, u32 width, u64 count, int radius, i64 low) {                              \
+    const u64 pixels = (u64)height * width;                                                 \
+    GCCL_GRID_STRIDE(i, count) {                                                            \
+      if (!mask[i] || readings[i]) {                                                        \
+        out[i] = values[i];                                                                 \
+        continue;                                                                           \
+      }                                                                                     \
+      const u64 base = i / pixels * pixels;                                                 \
+      const u32 p = (u32)(i - base), y = p / width, x = p - y * width;                     \
+      out[i] = window_mean<T>(values + base, readings + base, height, width, y, x, radius, \
+                              low);                                                         \
+    }                                                                                       \
+  }
+GCCL_FOR_EACH_DTYPE(GCCL_FILL_ADDED)

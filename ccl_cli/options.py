@@ -1,0 +1,336 @@
+"""The options of `gccl label`, declared once: name, default, placeholder, help and check.
+
+The command line (cli.py builds its Typer options from OPTIONS), the config
+files and `ccl_cli.label`'s keywords (config.py checks every value with the
+option's `check`), configs/default.yaml and the README's option table all
+follow this list; tests/test_options.py holds them to it. A check takes a
+YAML scalar or a command-line string and returns the value, or raises
+ValueError with the text that follows "'key' must be ...".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .contract.stages import MAX_SMOOTH_RADIUS, SMOOTH_KINDS
+
+#: How RGB/RGBA inputs become gray (--color-to-gray); io/images.py implements them.
+COLOR_TO_GRAY_CHOICES: tuple[str, ...] = ("luma", "red", "green", "blue")
+#: Codecs of label TIFFs (--tiff-compression); io/images.py implements them.
+TIFF_COMPRESSIONS: tuple[str, ...] = ("deflate", "zstd")
+LABEL_FORMATS: tuple[str, ...] = ("auto", "png", "tiff")
+#: What --device names: the CPU, CUDA's first device, or device N.
+DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+#: A Dask scheduler's TCP address: tcp://host:port or host:port (IPv6 hosts in brackets).
+_SCHEDULER_PATTERN = re.compile(r"^(tcp://)?([^\s/:\[\]]+|\[[0-9a-fA-F:.]+\]):\d+$")
+
+
+def _number(value: Any) -> int | float:
+    """An int or float from a YAML scalar or a command-line string."""
+    if isinstance(value, bool):
+        raise ValueError("a number, not true/false")
+    if isinstance(value, (int, float)):
+        return value
+    text = str(value).strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"a number, got {value!r}") from None
+
+
+def _finite_number(value: Any) -> int | float:
+    number = _number(value)
+    if number != number:
+        raise ValueError("a number, got nan")
+    return number
+
+
+def _non_negative(value: Any) -> int | float:
+    number = _finite_number(value)
+    if number < 0:
+        raise ValueError(f"a number >= 0, got {value!r}")
+    return number
+
+
+def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else check(value)
+
+
+def _background(value: Any) -> int | float | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
+        return None
+    return _finite_number(value)
+
+
+def _int_at_least(minimum: int) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if isinstance(value, bool):
+            raise ValueError("a whole number, not true/false")
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            raise ValueError(f"a whole number, got {value!r}") from None
+        if number < minimum:
+            raise ValueError(f"a whole number >= {minimum}, got {value!r}")
+        return number
+
+    return check
+
+
+def _choice(*allowed: str) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        normalized = str(value).strip().lower() if isinstance(value, str) else value
+        if normalized not in allowed:
+            raise ValueError(f"one of {', '.join(allowed)}, got {value!r}")
+        return normalized
+
+    return check
+
+
+def _connectivity(value: Any) -> int:
+    if isinstance(value, bool) or str(value).strip() not in ("4", "8"):
+        raise ValueError(f"4 or 8, got {value!r}")
+    return int(str(value).strip())
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"true or false, got {value!r}")
+    return value
+
+
+def _count_or_auto(value: Any) -> int | str:
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    return _int_at_least(1)(value)
+
+
+def check_device(value: Any) -> str:
+    """A --device value (auto, cpu, cuda or cuda:N), lower-cased."""
+    text = str(value).strip().lower()
+    if not DEVICE_PATTERN.match(text):
+        raise ValueError(f"auto, cpu, cuda or cuda:N, got {value!r}")
+    return text
+
+
+def _devices(value: Any) -> str:
+    text = str(value).strip().lower().replace(" ", "")
+    if text != "all" and not re.fullmatch(r"\d+(,\d+)*", text):
+        raise ValueError(f"all or GPU numbers like 0,1, got {value!r}")
+    if text != "all" and len(set(text.split(","))) != len(text.split(",")):
+        raise ValueError(f"each GPU once, got {value!r}")
+    return text
+
+
+def _scheduler(value: Any) -> str:
+    text = value.strip() if isinstance(value, str) else ""
+    if not _SCHEDULER_PATTERN.match(text):
+        raise ValueError(f"a Dask scheduler address tcp://host:port, got {value!r}")
+    return text
+
+
+def _smooth(value: Any) -> str | None:
+    text = str(value).strip().lower()
+    if text == "none":
+        return None
+    kind, _, radius = text.partition(":")
+    if (
+        kind not in SMOOTH_KINDS
+        or not radius.isdigit()
+        or not 1 <= int(radius) <= MAX_SMOOTH_RADIUS
+    ):
+        raise ValueError(f"box:R or binomial:R with R in 1..{MAX_SMOOTH_RADIUS}, got {value!r}")
+    return f"{kind}:{int(radius)}"
+
+
+def _path(value: Any) -> Path:
+    if not isinstance(value, (str, Path)) or not str(value):
+        raise ValueError(f"a path, got {value!r}")
+    return Path(value)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of `gccl label`.
+
+    name: the Settings field and config key (config files also take dashes).
+    default: the value when neither a config file nor a flag gives one.
+    metavar: the placeholder in --help ("" for an on/off flag, which gets --name/--no-name).
+    short: a one-letter alias ("-o"), or "".
+    help: one or two sentences for --help and the README's table.
+    """
+
+    name: str
+    default: Any
+    metavar: str
+    help: str
+    check: Callable[[Any], Any]
+    short: str = ""
+
+    @property
+    def flag(self) -> str:
+        """The long command-line flag, e.g. --min-area."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def is_switch(self) -> bool:
+        """An on/off flag (--preview/--no-preview) rather than one that takes a value."""
+        return self.metavar == ""
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("out", None, "DIR", "Folder for the outputs (required).", _optional(_path), "-o"),
+    Option("recursive", False, "", "Descend into sub-folders of folder inputs.", _flag, "-r"),
+    Option(
+        "background",
+        0,
+        "V",
+        "The value that is not foreground, compared after --invert; 'none' makes every "
+        "non-NaN pixel foreground.",
+        _background,
+    ),
+    Option(
+        "invert",
+        False,
+        "",
+        "Flip intensities first (max - v; -v for floats): dark ink on light paper becomes "
+        "foreground.",
+        _flag,
+    ),
+    Option(
+        "threshold",
+        None,
+        "T",
+        "Binarize the original values instead: foreground is v > T (v < T with --invert).",
+        _optional(_finite_number),
+    ),
+    Option(
+        "tau",
+        None,
+        "T",
+        "Grayscale mode: neighbours join when |v(p) - v(q)| <= T (an int or a float).",
+        _optional(_non_negative),
+    ),
+    Option("connectivity", 8, "4|8", "Neighbours: 4 (edges) or 8 (and corners).", _connectivity),
+    Option(
+        "min_area",
+        0,
+        "N",
+        "Remove components of fewer than N pixels; the rest are renumbered.",
+        _int_at_least(0),
+    ),
+    Option(
+        "erode",
+        0,
+        "N",
+        "Erode the foreground mask N times before labeling (3x3 square, a cross with "
+        "--connectivity 4; the border counts as background).",
+        _int_at_least(0),
+    ),
+    Option("dilate", 0, "N", "Dilate the foreground mask N times.", _int_at_least(0)),
+    Option("open", 0, "N", "Open the mask: erode N times, then dilate N times.", _int_at_least(0)),
+    Option(
+        "close", 0, "N", "Close the mask: dilate N times, then erode N times.", _int_at_least(0)
+    ),
+    Option(
+        "smooth",
+        None,
+        "KIND:R",
+        f"Tau mode: smooth the values over the mask first, box:R or binomial:R "
+        f"(nodata-aware, R <= {MAX_SMOOTH_RADIUS}).",
+        _optional(_smooth),
+    ),
+    Option(
+        "color_to_gray",
+        None,
+        "|".join(COLOR_TO_GRAY_CHOICES),
+        "How RGB/RGBA images become gray (without it they are an error).",
+        _optional(_choice(*COLOR_TO_GRAY_CHOICES)),
+    ),
+    Option(
+        "label_format",
+        "auto",
+        "|".join(LABEL_FORMATS),
+        "Label images: auto (16-bit PNG up to 65535 labels, else 32-bit TIFF), png or tiff.",
+        _choice(*LABEL_FORMATS),
+    ),
+    Option(
+        "tiff_compression",
+        "deflate",
+        "|".join(TIFF_COMPRESSIONS),
+        "Codec of label TIFFs: deflate (reads everywhere) or zstd (faster, smaller).",
+        _choice(*TIFF_COMPRESSIONS),
+    ),
+    Option("preview", False, "", "Also write a colored overlay PNG.", _flag),
+    Option(
+        "polygons",
+        False,
+        "",
+        "Also write each kept component's outline as GeoJSON (pixel-corner vertices).",
+        _flag,
+    ),
+    Option(
+        "skip_existing",
+        False,
+        "",
+        "Skip inputs whose outputs are all present (resume a stopped run).",
+        _flag,
+    ),
+    Option("fail_fast", False, "", "Stop at the first failed input.", _flag),
+    Option(
+        "batch_size",
+        "auto",
+        "N|auto",
+        "Images per backend call, or auto (from memory).",
+        _count_or_auto,
+    ),
+    Option(
+        "device",
+        "auto",
+        "DEVICE",
+        "auto (CUDA when usable, else the CPU), cpu, cuda or cuda:N.",
+        check_device,
+    ),
+    Option(
+        "devices",
+        None,
+        "all|0,1,..",
+        "Spread batches over several GPUs: all, or GPU numbers (same output as one GPU).",
+        _optional(_devices),
+    ),
+    Option(
+        "workers",
+        None,
+        "N",
+        "Threads decoding and encoding images, per process (default: the cores, shared).",
+        _optional(_int_at_least(1)),
+    ),
+    Option(
+        "processes",
+        "auto",
+        "N|auto",
+        "Worker processes, or auto (one per two cores, at most one per 8 inputs).",
+        _count_or_auto,
+    ),
+    Option(
+        "scheduler",
+        None,
+        "ADDRESS",
+        "Label on the Dask cluster of this scheduler (tcp://host:8786); inputs and --out "
+        "must be on storage every worker shares.",
+        _optional(_scheduler),
+    ),
+    Option("json", False, "", "Print one JSON object per input on stdout.", _flag),
+    Option("quiet", False, "", "No progress bar (errors still print).", _flag, "-q"),
+)
+
+#: The options by name.
+BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
