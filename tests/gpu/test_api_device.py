@@ -235,7 +235,7 @@ def test_torch_work_goes_on_torchs_current_stream():
     values = torch.zeros_like(source)
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
-        spin(cupy.cuda.ExternalStream(side.cuda_stream))
+        spin(frameworks.external_stream(0, side.cuda_stream))
         values.copy_(source)
         labels, counts = ccl_cli.label(values, stats=False)
         assert not side.query()
