@@ -1,4 +1,4 @@
-"""CUDA backend speed on issue 3's cases, with a kernel breakdown and the bandwidth floor.
+"""CUDA backend speed on the reference cases, with a kernel breakdown and the bandwidth floor.
 
     python3 benchmarks/bench_cuda.py [--doc SCAN] [--depth FRAME] [--json OUT.json]
 

@@ -1,4 +1,4 @@
-"""One GPU against every GPU of the host on a compute-bound job (issue 5's --devices goal).
+"""One GPU against every GPU of the host (--devices), on batches from light to compute-bound.
 
 The inputs are already decoded (numpy batches in memory, as from .npy files) and
 stacked in the backend's page-locked memory, as gccl's pipeline stacks them, so
@@ -17,8 +17,7 @@ or CUDA_DEVICE_MAX_CONNECTIONS), one GPU and all alike. Two tables, in markdown:
   service.CONCURRENT_BATCHES batches per GPU in flight, so one batch's first
   upload and last copies back overlap another's kernels. Time per batch,
   median of three runs after one warm-up run. This is how a `gccl label
-  --devices all` job with worker processes runs, and what issue 5's goal
-  measures: batches spread over the GPUs.
+  --devices all` job with worker processes runs: batches spread over the GPUs.
 
 --json PATH also writes both tables and the copy ceilings as JSON.
 

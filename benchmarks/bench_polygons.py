@@ -6,7 +6,7 @@ Scans are read with ccl_cli.io.images.read_image and labeled with --invert
 semantics (ink is foreground), 8-connectivity; default: the scans of
 ../shared/data/docs. Medians per scan, in ms:
   gpu outlines: labels already on the device -> canonical Outlines arrays on
-    the host (cuda_polygons.device_outlines, wall time, synchronized);
+    the host (backends/cuda/outlines.py's device_outlines, wall time, synchronized);
   gpu corners: of that, the parts, corner and ring-ranking kernels (with the
     wait for the corner count; CUDA events);
   gpu parts: of those, the 4-connected parts (dense_labels of the labels, tau 0);

@@ -2,8 +2,8 @@
 
     python3 benchmarks/bench_stages.py [--repeat 50] [--group 20]
 
-Issue 6's goal: morphology (N=1) and smoothing (R <= 3) each within 2x of a
-plain device-to-device copy of the bytes they read and write. Morphology N=8
+The yardstick: a plain device-to-device copy of the bytes a kernel reads and
+writes, against morphology (N=1) and smoothing (R <= 3). Morphology N=8
 (one launch of the multi-step kernel) is compared with the copy of one
 iteration's bytes: how many iterations' worth of traffic its eight cost. The
 copy moves (read + written) / 2 bytes, so it reads and writes as many bytes
@@ -16,7 +16,7 @@ latency, a few µs, for the kernel and the copy alike), and `--group` launches
 back to back between two events divided by their number (the device time of
 one launch). The `stage` column is the whole StageOps call (allocations from
 CuPy's pool included). The kernels and their arguments come from
-cuda_stages.morph_launch / smooth_launch, so they are the ones the stages run.
+backends/cuda/stages.py's morph_launch / smooth_launch, so they are the ones the stages run.
 """
 
 from __future__ import annotations

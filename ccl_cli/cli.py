@@ -93,7 +93,7 @@ class ConsoleReporter:
         )
         self.task: Any = None
 
-    def start(self, total: int) -> None:
+    def start(self, total: int | None) -> None:
         self.progress.start()
         self.task = self.progress.add_task("label", total=total)
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The full `gccl bench` on the device machine (one H200, 16 cores), whose results the
-# README quotes. Run it from the repository root through the device tool, with the
-# carried wheels (cc3d, imagecodecs: .whl/, see docs/design.md):
+# The full `gccl bench` on a GPU machine (the H200 of docs/performance.md: one GPU,
+# 16 cores). Run it from the repository root, with any wheels the machine cannot
+# download (cc3d, imagecodecs) in .whl/ (docs/design.md, "Verifying GPU changes"):
 #
-#   run(command="bash scripts/device_bench.sh", carry=[".whl"], timeout_s=600)
+#   bash scripts/device_bench.sh
 #
 # Usage: device_bench.sh [PART [EXTRA OPTIONS...]]. PART picks what runs: all (default),
 # kernel or e2e; `all` takes about 6 minutes. Extra options go to every bench run, e.g.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One visit to the GPU machine: GPU tests, benchmark, sanitizers, CPU tests.
+# Every check a GPU change must pass, in one run on a GPU machine: GPU tests, benchmark,
+# sanitizers, CPU tests (docs/design.md, "Verifying GPU changes").
 #
 #   bash scripts/device_visit.sh                    # every stage
 #   STAGES="gpu bench" BUDGET=300 bash scripts/device_visit.sh
@@ -15,7 +16,7 @@
 # Run from the repository root. Carried wheels in .whl/ (cc3d, imagecodecs) are
 # installed into /tmp/site first; the benchmark reads .devdata/pageseg1.png and
 # .devdata/*.depth.png when present. Each stage has a time limit and the whole
-# visit a budget (BUDGET seconds, default 560), so one hang cannot cost the
+# run a budget (BUDGET seconds, default 560), so one hang cannot cost the
 # rest. Logs go to $OUT (default /tmp/gccl-visit); a short summary is printed
 # last and kept in $OUT/summary.txt.
 set -u
@@ -42,7 +43,7 @@ run_stage() {
   [[ " $STAGES " == *" $name "* ]] || return 1
   local left=$((BUDGET - SECONDS - 5))
   if ((left < 20)); then
-    note "$name: skipped (visit budget spent)"
+    note "$name: skipped (budget spent)"
     return 1
   fi
   ((limit > left)) && limit=$left
@@ -102,7 +103,7 @@ if run_stage multi 240 "$OUT/multi.log" python3 benchmarks/bench_multi_gpu.py --
   note "multi-GPU (rc $rc, $took s):"
   grep "^|" "$OUT/multi.log" | tee -a "$summary"
 fi
-# End to end on 16 cores, as the H200 machine has them (the x2 machine has 32).
+# End to end on 16 cores, as the one-GPU H200 machine has them (the two-GPU machine has 32).
 if run_stage e2e 400 "$OUT/e2e.log" taskset -c 0-15 python3 benchmarks/bench_end_to_end.py \
   --depth-source .devdata/depth --docs-source .devdata/docs --work /tmp/e2e \
   --json "$OUT/e2e.json" --gccl-options "" --gccl-options "--processes 1" \

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib.util import find_spec
 from typing import TYPE_CHECKING
 
 from ..errors import BackendUnavailable, UsageError
-from .base import Backend
+from .base import Backend, warm_up
 
 if TYPE_CHECKING:
+    from ..contract.params import LabelParams
     from .cuda.loader import CudaStatus
 
 
@@ -17,6 +19,7 @@ def make_backend(
     threads: int | None,
     notice: Callable[[str], None],
     devices: str | None = None,
+    cpu_first: LabelParams | None = None,
 ) -> Backend:
     """The backend for --device auto|cpu|cuda|cuda:N, or for --devices all|0,1,...
 
@@ -24,6 +27,10 @@ def make_backend(
     saying why through `notice`; an explicit cuda that cannot be used raises
     BackendUnavailable. --devices spreads batches over those GPUs. CUDA modules
     are imported only when CUDA is asked for.
+
+    cpu_first (the run's parameters): auto labels on the CPU at once while
+    CUDA starts, and warms up, in a thread (hybrid.py); without it auto waits
+    for CUDA's start.
     """
     from .cpu.backend import CpuBackend
 
@@ -31,6 +38,11 @@ def make_backend(
         raise UsageError("--devices picks GPUs; it does not go with --device cpu")
     if device == "cpu":
         return CpuBackend(threads)
+    if device == "auto" and devices is None and cpu_first is not None and find_spec("cupy"):
+        from .hybrid import HybridBackend
+
+        params = cpu_first
+        return HybridBackend(CpuBackend(threads), lambda: _started_cuda(params), notice, _why)
     from .cuda.backend import CudaBackend
     from .cuda.loader import cuda_status
 
@@ -70,3 +82,23 @@ def _multi_device(devices: str, status: CudaStatus) -> Backend:
     if len(indices) == 1:
         return CudaBackend(indices[0])
     return MultiDeviceBackend([CudaBackend(i) for i in indices])
+
+
+def _started_cuda(params: LabelParams) -> Backend:
+    """CUDA device 0, warmed up for `params` (hybrid.py's start); raises when unusable."""
+    from .cuda.backend import CudaBackend
+    from .cuda.loader import cuda_status
+
+    status = cuda_status()
+    if not status.usable:
+        raise BackendUnavailable(f"no usable CUDA device ({status.reason}); labeling on the CPU")
+    backend = CudaBackend(0)
+    warm_up(backend, params)
+    return backend
+
+
+def _why(error: BaseException) -> str:
+    """The notice of a CUDA start that failed (hybrid.py)."""
+    if isinstance(error, BackendUnavailable):
+        return str(error)
+    return f"CUDA did not start ({type(error).__name__}: {error}); labeling on the CPU"

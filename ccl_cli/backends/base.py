@@ -42,6 +42,8 @@ class BatchResult:
     polygons: outlines of each image's kept components, when params.polygons.
     wide: when narrowed, the (H, W) uint32 labels of the images whose kept
         labels exceed NARROW_LIMIT, by index (their rows of `labels` are unused).
+    backend: the name of the backend that labeled the batch, where one backend
+        hands batches to others (hybrid.py); empty otherwise.
     """
 
     labels: Any
@@ -49,6 +51,7 @@ class BatchResult:
     components: list[int]
     polygons: list[Outlines] | None = None
     wide: dict[int, Any] = field(default_factory=dict)
+    backend: str = ""
 
     @property
     def kept(self) -> list[int]:

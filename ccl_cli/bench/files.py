@@ -2,7 +2,7 @@
 
 Each run reads every file, labels it, and writes a label image and a
 statistics CSV per file into `out`, returning the components in all files.
-gccl's run is the real pipeline (`pipeline.run_label`). OpenCV's is the script
+gccl's run is the real pipeline (`run.command.run_label`). OpenCV's is the script
 a user would write: cv2.imread, connectedComponentsWithStats, cv2.imwrite of
 16-bit PNG labels (32-bit TIFF above 65535) and its statistics (area, box,
 centroid: fewer columns than gccl's, which add intensity mean/min/max), files
@@ -83,7 +83,7 @@ def _opencv_file(path: Path, out: Path, params: LabelParams) -> int:
 class _SilentReporter:
     """The pipeline's reporter, silenced: the bench prints its own progress."""
 
-    def start(self, total: int) -> None:
+    def start(self, total: int | None) -> None:
         pass
 
     def finished(self, record: Any) -> None:

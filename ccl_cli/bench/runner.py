@@ -8,7 +8,7 @@ batches the component count over the batch is checked.
 
 end-to-end: the case's image as N files (PNG for generated images, the
 user's own file otherwise) goes through `gccl label` itself
-(`pipeline.run_label`: decode, label, write label images and CSVs into a
+(`run.command.run_label`: decode, label, write label images and CSVs into a
 temporary folder); the wall clock of the whole run is timed.
 
 Limits keep a full run short: a batch holds at most MAX_BATCH_PIXELS; a call

@@ -178,7 +178,7 @@ def rank_rings(
 
 def canonical(corners: Corners, counts: list[int], width: int) -> list[Outlines]:
     """Per image, the Outlines of components 1..counts[i] (the CPU's ordering; the
-    CUDA backend reaches the same order with its own kernels, cuda_polygons.py).
+    CUDA backend reaches the same order with its own kernels, backends/cuda/outlines.py).
 
     Rings are ordered by (image, label, part, start vertex): parts are numbered
     in raster order of their first pixel, whose top-left corner starts the

@@ -45,7 +45,7 @@ class Cluster:
 
     def label(
         self,
-        admitted: Iterable[Admitted],
+        admitted: Iterable[Admitted | None],
         settings: Settings,
         outcomes: Outcomes,
         check_stop: Callable[[], None],

@@ -37,6 +37,12 @@ from ..io.outputs import (
 )
 from .local import LocalRun, usable_cores
 from .records import Admitted, FailFast, Outcomes, Record, Reporter, RunReport, Stop
+from .sources import DEFAULT_BATCH_WINDOW_MS, Arrival, ListSource, Source
+from .stream import StdinSource
+
+NO_IMAGES = "no images found in the inputs (.png, .tif, .tiff, .npy)"
+#: How often a run with no end (gccl watch) rewrites summary.csv, at most, in seconds.
+LIVE_SUMMARY_SECONDS = 1.0
 
 
 class Engine(Protocol):
@@ -45,12 +51,15 @@ class Engine(Protocol):
 
     def label(
         self,
-        admitted: Iterable[Admitted],
+        admitted: Iterable[Admitted | None],
         settings: Settings,
         outcomes: Outcomes,
         check_stop: Callable[[], None],
     ) -> None:
-        """Label, write and finish every admitted record; `check_stop` raises to end early."""
+        """Label, write and finish every admitted record; `check_stop` raises to end early.
+
+        A None says the input paused: finish what came before it (sources.py).
+        """
 
     def close(self) -> None:
         """Release what the engine holds."""
@@ -65,7 +74,7 @@ class _Local:
 
     def label(
         self,
-        admitted: Iterable[Admitted],
+        admitted: Iterable[Admitted | None],
         settings: Settings,
         outcomes: Outcomes,
         check_stop: Callable[[], None],
@@ -82,34 +91,67 @@ def run_label(
     reporter: Reporter,
     stdin: Any = None,
 ) -> RunReport:
-    """Label every input of `specs` as `settings` say; see the module docstring."""
+    """Label every input of `specs` as `settings` say; see the module docstring.
+
+    `-` streams stdin's paths (stream.py) when the run labels in this process;
+    for worker processes or a cluster stdin is read to its end first.
+    """
+    out = checked_out(settings)
+    source: Source
+    if "-" in specs and streams(settings):
+        source = StdinSource(specs, settings.recursive, _batch_window(settings), stdin)
+    else:
+        items = expand(specs, settings.recursive, stdin)
+        if not items:
+            reporter.notice(NO_IMAGES)
+        source = ListSource(items)
+    check_out_location(out, specs, settings.recursive)
+    return run_source(source, settings, reporter)
+
+
+def _batch_window(settings: Settings) -> float:
+    """--batch-window in seconds."""
+    return float(getattr(settings, "batch_window", DEFAULT_BATCH_WINDOW_MS)) / 1000
+
+
+def checked_out(settings: Settings) -> Path:
+    """The --out folder, or why there is none."""
     if settings.out is None:
         raise UsageError("--out is required: the folder that receives the outputs")
     out = settings.out
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a folder")
-    items = expand(specs, settings.recursive, stdin)
-    if not items:
-        reporter.notice("no images found in the inputs (.png, .tif, .tiff, .npy)")
-    check_out_location(out, specs, settings.recursive)
-    engine = _engine(settings, reporter, len(items))
+    return out
+
+
+def streams(settings: Settings) -> bool:
+    """Whether inputs that arrive over time are labeled as they come: in this process only."""
+    return settings.scheduler is None and settings.processes in ("auto", 1)
+
+
+def run_source(source: Source, settings: Settings, reporter: Reporter) -> RunReport:
+    """Label the inputs of `source` into --out: the lock, the engine, summary.csv."""
+    out = checked_out(settings)
+    engine = _engine(settings, reporter, source.total)
     started = time.perf_counter()
-    records = [Record(item) for item in items]
+    records: list[Record] = []
     report = RunReport(records)
     made_out = not out.exists()
     try:
-        _run(engine, records, report, settings, reporter)
+        _run(engine, source, report, settings, reporter)
     except GcclError:  # e.g. a device found unusable once the workers had started
         if made_out:
             _remove_unused(out)
         raise
+    if source.total is None and not records:
+        reporter.notice(NO_IMAGES)
     report.seconds = time.perf_counter() - started
     return report
 
 
 def _run(
     engine: Engine,
-    records: list[Record],
+    source: Source,
     report: RunReport,
     settings: Settings,
     reporter: Reporter,
@@ -117,20 +159,33 @@ def _run(
     """The locked part of run_label: label the records, write summary.csv."""
     assert settings.out is not None
     out = settings.out
+    records = report.records
     with closing(engine), OutputLock(out), _StopRequests() as stop:
         removed = remove_stale_temporaries(out)
         if removed:
             reporter.notice(f"removed {removed} partial file(s) left by an interrupted run")
-        reporter.start(len(records))
+        reporter.start(source.total)
         outcomes = Outcomes(reporter, settings.fail_fast)
+        live = _LiveSummary(out / SUMMARY_NAME, records, reporter) if source.live else None
+
+        def tick() -> None:
+            stop.check()
+            if live is not None:
+                live.maybe_write()
+
         try:
-            engine.label(
-                _admitted(records, settings, outcomes, stop.check), settings, outcomes, stop.check
-            )
+            with closing(source.items(tick)) as items:
+                engine.label(
+                    _admitted(items, records, settings, outcomes, stop.check),
+                    settings,
+                    outcomes,
+                    stop.check,
+                )
         except FailFast:
             pass
         except (KeyboardInterrupt, Stop):
             report.interrupted = True
+        records.extend(Record(item) for item in source.untaken(len(records)))
         for record in records:
             if record.status == "pending":
                 record.status = "not-run"
@@ -151,7 +206,7 @@ def _remove_unused(out: Path) -> None:
         out.rmdir()
 
 
-def _engine(settings: Settings, reporter: Reporter, inputs: int) -> Engine:
+def _engine(settings: Settings, reporter: Reporter, inputs: int | None) -> Engine:
     """The cluster at --scheduler, else worker processes (--processes), else this process.
 
     Made before the lock, so that an unusable device or scheduler is exit 2
@@ -168,27 +223,35 @@ def _engine(settings: Settings, reporter: Reporter, inputs: int) -> Engine:
 
     cores = usable_cores()
     workers = settings.workers or cores
-    count = process_count(settings.processes, inputs, cores)
-    if count > 1:
+    count = process_count(settings.processes, 1 if inputs is None else inputs, cores)
+    if count > 1 and inputs is not None:
         return LocalProcesses(count, settings, start_fork_server(), inputs, reporter.notice)
-    backend = make_backend(settings.device, workers, reporter.notice, settings.devices)
+    params = settings.label_params()  # auto labels on the CPU while CUDA starts
+    backend = make_backend(settings.device, workers, reporter.notice, settings.devices, params)
     return _Local(backend, workers)
 
 
 def _admitted(
-    records: Iterable[Record],
+    items: Iterable[Arrival],
+    records: list[Record],
     settings: Settings,
     outcomes: Outcomes,
     check_stop: Callable[[], None],
-) -> Iterator[Admitted]:
-    """The records that need work, with their outputs; the others are finished here.
+) -> Iterator[Admitted | None]:
+    """The records of `items` (appended to `records`) that need work, with their outputs;
+    the others are finished here. A source's pauses (None) pass through.
 
     Lazy, so that a local run starts decoding before the last input is admitted.
     """
     assert settings.out is not None
     claimed: dict[Path, str] = {}
-    for record in records:
+    for item in items:
+        if item is None:
+            yield None
+            continue
         check_stop()
+        record = Record(item)
+        records.append(record)
         paths = output_paths(settings.out, record.item.relative)
         if record.item.problem:
             outcomes.fail(record, record.item.problem)
@@ -203,6 +266,37 @@ def _admitted(
             outcomes.finished(record)
             continue
         yield record, paths
+
+
+class _LiveSummary:
+    """summary.csv of a run with no end, rewritten whole (atomically) as records finish.
+
+    At most every LIVE_SUMMARY_SECONDS, with the records finished so far; the
+    run's end writes it once more with every record.
+    """
+
+    def __init__(self, path: Path, records: list[Record], reporter: Reporter) -> None:
+        self.path = path
+        self.records = records
+        self.reporter = reporter
+        self.written: tuple[int, float] = (0, 0.0)  # finished records, when
+        self.failed = False
+
+    def maybe_write(self) -> None:
+        """Rewrite summary.csv if records finished since the last write, long enough ago."""
+        finished = [record for record in self.records if record.status != "pending"]
+        count, at = self.written
+        if len(finished) == count or time.monotonic() - at < LIVE_SUMMARY_SECONDS:
+            return
+        try:
+            atomic_write(self.path, summary_csv(record.row() for record in finished))
+        except OSError as error:
+            if not self.failed:
+                self.reporter.notice(f"cannot write {self.path} ({error.strerror or error})")
+            self.failed = True
+            return
+        self.failed = False
+        self.written = (len(finished), time.monotonic())
 
 
 class _StopRequests:

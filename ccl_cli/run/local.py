@@ -85,31 +85,46 @@ class LocalRun:
         self.backend = backend
         self.outcomes = outcomes
         self.workers = workers
-        self.budget = backend.batch_budget_bytes()
+        self.budget = (backend.name, backend.batch_budget_bytes())
         self.groups: dict[tuple[tuple[int, ...], str], list[_Decoded]] = {}
         self.pending_bytes = 0
         self.writes: deque[tuple[_Decoded, Future[tuple[dict[str, str], float]], float]] = deque()
 
-    def work(self, admitted: Iterable[Admitted]) -> None:
-        """Decode, label and write every admitted record."""
+    def work(self, admitted: Iterable[Admitted | None]) -> None:
+        """Decode, label and write every admitted record.
+
+        A None among them says that the input paused (a stream, a watched
+        folder): what was admitted before it is labeled, written and reported
+        before the next one is taken.
+        """
         reads: deque[tuple[Record, OutputPaths, Future[tuple[np.ndarray, float]]]] = deque()
         with ThreadPoolExecutor(self.workers) as pool:
             self.pool = pool
             try:
-                for record, paths in admitted:
+                for entry in admitted:
+                    if entry is None:
+                        self._finish(reads)
+                        continue
+                    record, paths = entry
                     reads.append((record, paths, pool.submit(_read, record.item, self.settings)))
                     while len(reads) > 2 * self.workers:
                         self._take_read(*reads.popleft())
-                while reads:
-                    self._take_read(*reads.popleft())
-                for key in list(self.groups):
-                    self._flush(key)
-                self._drain_writes(0)
+                self._finish(reads)
             finally:
                 for _, _, read in reads:
                     read.cancel()
                 for _, write, _ in self.writes:
                     write.cancel()
+
+    def _finish(
+        self, reads: deque[tuple[Record, OutputPaths, Future[tuple[np.ndarray, float]]]]
+    ) -> None:
+        """Label and write everything read or being read, and report it."""
+        while reads:
+            self._take_read(*reads.popleft())
+        for key in list(self.groups):
+            self._flush(key)
+        self._drain_writes(0)
 
     def _take_read(
         self, record: Record, paths: OutputPaths, future: Future[tuple[np.ndarray, float]]
@@ -133,14 +148,20 @@ class LocalRun:
         self.pending_bytes += values.nbytes
         if len(group) >= self._batch_size(values):
             self._flush(key)
-        while self.pending_bytes > 2 * self.budget and self.groups:
+        while self.pending_bytes > 2 * self._budget() and self.groups:
             self._flush(max(self.groups, key=lambda k: len(self.groups[k])))
         self._drain_writes(2 * self.workers)
 
     def _batch_size(self, values: np.ndarray) -> int:
         if isinstance(self.settings.batch_size, int):
             return self.settings.batch_size
-        return int(min(AUTO_BATCH_LIMIT, max(1, self.budget // max(1, values.nbytes))))
+        return int(min(AUTO_BATCH_LIMIT, max(1, self._budget() // max(1, values.nbytes))))
+
+    def _budget(self) -> int:
+        """The backend's batch budget, asked again when the backend changes (hybrid.py)."""
+        if self.budget[0] != self.backend.name:
+            self.budget = (self.backend.name, self.backend.batch_budget_bytes())
+        return self.budget[1]
 
     def _flush(self, key: tuple[tuple[int, ...], str]) -> None:
         """Label one group as a batch and queue its outputs for writing."""
@@ -164,6 +185,7 @@ class LocalRun:
             return
         share = (time.perf_counter() - started) / len(group)
         for i, decoded in enumerate(group):
+            decoded.record.backend = result.backend or self.backend.name
             decoded.record.components = result.components[i]
             decoded.record.kept = result.kept[i]
             labels = np.asarray(result.image(i))

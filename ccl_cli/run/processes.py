@@ -136,7 +136,7 @@ class LocalProcesses:
 
     def label(
         self,
-        admitted: Iterable[Admitted],
+        admitted: Iterable[Admitted | None],
         settings: Settings,
         outcomes: Outcomes,
         check_stop: Callable[[], None],

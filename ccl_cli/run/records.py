@@ -31,6 +31,8 @@ class Record:
     kept: int | None = None
     seconds: float = 0.0
     outputs: dict[str, str] = field(default_factory=dict)
+    #: The backend that labeled it (cpu, cuda; --device auto may use both in one run).
+    backend: str = ""
 
     def row(self) -> list[object]:
         """The summary.csv row."""
@@ -59,14 +61,15 @@ class Record:
             "kept": self.kept,
             "seconds": round(self.seconds, 6),
             "outputs": self.outputs,
+            "backend": self.backend,
         }
 
 
 class Reporter(Protocol):
     """Where a run tells the user what happens (progress, errors, --json lines)."""
 
-    def start(self, total: int) -> None:
-        """The run is about to process `total` inputs."""
+    def start(self, total: int | None) -> None:
+        """The run is about to process `total` inputs (None: as many as arrive)."""
 
     def finished(self, record: Record) -> None:
         """One input is done, whatever its status."""

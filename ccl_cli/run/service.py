@@ -274,7 +274,7 @@ class ServedBackend:
     ) -> BatchResult:
         """Send the batch to the service and wait for its labels (in `out`) and tables."""
         if self.local is not None:
-            return self.local.label(batch, params, out, narrow)
+            return self._locally(self.local, batch, params, out, narrow)
         batch = np.asarray(batch)
         batch_slot = self.blocks.locate(batch)
         if batch_slot is None:  # not stacked in empty_batch's memory: copied there
@@ -294,13 +294,23 @@ class ServedBackend:
             from ..backends.cpu.backend import CpuBackend
 
             self.local = CpuBackend(self.threads)
-            return self.local.label(batch, params, out, narrow)
+            return self._locally(self.local, batch, params, out, narrow)
         if status != "ok":
             raise RuntimeError(f"the labeling process failed ({answer})")
         if out is not None:
             np.copyto(out, labels)
             labels = out
-        return batch_result(labels, answer, params)
+        result = batch_result(labels, answer, params)
+        result.backend = "cuda"  # the service serves GPUs only (processes.py)
+        return result
+
+    @staticmethod
+    def _locally(
+        local: Backend, batch: Any, params: LabelParams, out: np.ndarray | None, narrow: bool
+    ) -> BatchResult:
+        result = local.label(batch, params, out, narrow)
+        result.backend = local.name
+        return result
 
     def _connection(self) -> Connection:
         if self.connection is None:

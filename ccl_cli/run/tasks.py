@@ -19,7 +19,6 @@ from __future__ import annotations
 import queue
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +58,7 @@ class TaskRunner:
 
     def label(
         self,
-        admitted: Iterable[Admitted],
+        admitted: Iterable[Admitted | None],
         settings: Settings,
         outcomes: Outcomes,
         check_stop: Callable[[], None],
@@ -134,10 +133,16 @@ def spread_task_size(inputs: int, workers: int) -> int:
     return max(1, min(AUTO_TASK_SIZE, -(-inputs // (workers * TASKS_PER_WORKER))))
 
 
-def _chunks(admitted: Iterable[Admitted], size: int) -> Iterator[list[Admitted]]:
-    """`admitted` in lists of `size` (the last may be shorter)."""
-    iterator = iter(admitted)
-    while chunk := list(islice(iterator, size)):
+def _chunks(admitted: Iterable[Admitted | None], size: int) -> Iterator[list[Admitted]]:
+    """`admitted` in lists of `size`; a pause (None) ends a list early, as does the end."""
+    chunk: list[Admitted] = []
+    for entry in admitted:
+        if entry is not None:
+            chunk.append(entry)
+        if chunk and (entry is None or len(chunk) == size):
+            yield chunk
+            chunk = []
+    if chunk:
         yield chunk
 
 
@@ -201,7 +206,7 @@ class _TaskReporter:
 
     notices: list[str]
 
-    def start(self, total: int) -> None:
+    def start(self, total: int | None) -> None:
         pass
 
     def finished(self, record: Record) -> None:

@@ -1,5 +1,6 @@
 """Morphology and smoothing on the GPU vs the CPU, bit for bit: the kernels alone
-(cuda_stages vs stages' numpy versions) and whole labelings (CudaBackend vs CpuBackend)."""
+(backends/cuda/stages.py vs backends/cpu/stages.py) and whole labelings (CudaBackend vs
+CpuBackend)."""
 
 from __future__ import annotations
 

@@ -280,8 +280,8 @@ class CudaBackend:
         chunks: chunk 0 is done first and its copies back overlap chunk 1's
         kernels, instead of every chunk finishing late at once (label_steps).
         Streams share the device's hardware work queues, each of which runs
-        its work in order; the README's Throughput section measures what more
-        of them (CUDA_DEVICE_MAX_CONNECTIONS, the user's choice) gain and cost.
+        its work in order; docs/performance.md measures what more of them
+        (CUDA_DEVICE_MAX_CONNECTIONS, the user's choice) gain and cost.
         """
         cupy = import_cupy()
         with self._streams_lock:

@@ -2,7 +2,7 @@
 
 The kernels of ccl_cli/backends/cuda/src/outline.cu trace the same ring corners as the
 numpy tracer of backends/cpu/outlines.py and put them in the canonical order that
-`polygons.Outlines` defines, with two sorts of packed 64-bit keys (CuPy's
+`contract.outlines.Outlines` defines, with two sorts of packed 64-bit keys (CuPy's
 radix sort): parts by (feature, part), then rings by (canonical part, start
 vertex). Only the canonical arrays travel to the host, in one pinned copy.
 A batch costs about 15 kernel launches plus log2(corners) rounds of pointer

@@ -1,0 +1,117 @@
+"""--device auto on a GPU machine: label on the CPU at once, on the GPU once it is ready.
+
+Making a CUDA backend (CuPy's import, the driver, a context, the kernels)
+takes about a second, longer than a small job takes on the CPU. So the GPU
+starts in a daemon thread while batches are labeled on the CPU; each batch
+goes to the GPU if it is ready by then. The backends give the same bytes, so
+which one labels a batch changes nothing in the outputs (BatchResult.backend
+says which did). A run that ends first never waits for the thread: a daemon
+thread does not hold up the interpreter's exit. A GPU that fails later
+(a lost device, out of memory beyond what splitting handles) is dropped with
+one notice, and that batch and the rest are labeled on the CPU.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..contract.params import LabelParams
+from .base import Backend, BatchResult
+
+
+class HybridBackend:
+    """The CPU backend until the one `start` makes is ready, then that one (module docstring).
+
+    start: makes the GPU backend (in a thread); it raises when there is none,
+    and the run stays on the CPU (then `notice` gets why, if `why` names it).
+    """
+
+    def __init__(
+        self,
+        cpu: Backend,
+        start: Callable[[], Backend],
+        notice: Callable[[str], None],
+        why: Callable[[BaseException], str | None] = lambda error: None,
+    ) -> None:
+        self.cpu = cpu
+        self.notice = notice
+        self.gpu: Backend | None = None
+        #: The backend batches go to now.
+        self.name = cpu.name
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(
+            target=self._start, args=(start, why), name="gccl-gpu-start", daemon=True
+        )
+        self._thread.start()
+
+    def _start(
+        self, start: Callable[[], Backend], why: Callable[[BaseException], str | None]
+    ) -> None:
+        try:
+            gpu = start()
+        except Exception as error:  # no usable GPU: the CPU labels everything
+            message = why(error)
+            if message:
+                self.notice(message)
+            return
+        with self._lock:
+            self.gpu = gpu
+            self.name = gpu.name
+
+    def wait_started(self, timeout: float | None = None) -> bool:
+        """Wait for the GPU's start to end (made or given up); False if it is still going."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _current(self) -> Backend:
+        with self._lock:
+            return self.gpu or self.cpu
+
+    def label(
+        self,
+        batch: Any,
+        params: LabelParams,
+        out: np.ndarray | None = None,
+        narrow: bool = False,
+    ) -> BatchResult:
+        """Label on the GPU if it is ready, else (or if it fails now) on the CPU."""
+        backend = self._current()
+        if backend is not self.cpu:
+            try:
+                result = backend.label(batch, params, out, narrow)
+            except Exception as error:
+                self._drop(backend, error)
+            else:
+                result.backend = result.backend or backend.name
+                return result
+        result = self.cpu.label(batch, params, out, narrow)
+        result.backend = result.backend or self.cpu.name
+        return result
+
+    def _drop(self, gpu: Backend, error: Exception) -> None:
+        """Stop using `gpu` after its failure, saying so once."""
+        with self._lock:
+            if self.gpu is not gpu:
+                return
+            self.gpu = None
+            self.name = self.cpu.name
+        self.notice(
+            f"the {gpu.name} backend failed ({type(error).__name__}: {error}); "
+            "labeling the rest on the CPU"
+        )
+
+    def batch_budget_bytes(self) -> int:
+        """The budget of the backend batches go to now."""
+        return self._current().batch_budget_bytes()
+
+    def empty_batch(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Memory for the backend batches go to now (page-locked once on the GPU)."""
+        return self._current().empty_batch(shape, dtype)
+
+    def page_lock(self, address: int, size: int) -> Callable[[], None]:
+        """The CPU's (nothing to do): memory locked now would outlive a GPU that fails."""
+        return self.cpu.page_lock(address, size)

@@ -1,0 +1,97 @@
+"""Where a run's inputs come from: a list known at the start, or inputs that arrive over time.
+
+A source yields InputItems, and None where its input pauses: the engine then
+labels, writes and reports what it has before it takes more (a stream's
+batch window, a watched folder gone quiet). `windowed` makes those pauses
+for sources that arrive over time: a batch takes what arrives within the
+window after its first input, so a lone input waits at most the window and
+a steady stream makes batches as large as its rate.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..io.inputs import InputItem
+
+#: How often a source waiting for input calls its tick (Ctrl-C, SIGTERM, summary.csv).
+POLL_SECONDS = 0.2
+#: --batch-window's default, in milliseconds.
+DEFAULT_BATCH_WINDOW_MS = 5.0
+
+#: What a source yields: an input, or None where its input pauses (module docstring).
+Arrival = InputItem | None
+
+#: take(timeout): the inputs that arrived, waiting up to `timeout` seconds for the
+#: first (an empty list when none came), or None once the input has ended.
+Take = Callable[[float], "list[InputItem] | None"]
+
+
+class Source(Protocol):
+    """The inputs of a run."""
+
+    @property
+    def total(self) -> int | None:
+        """How many inputs there are, when known at the start."""
+        ...
+
+    @property
+    def live(self) -> bool:
+        """Whether summary.csv is rewritten while the run goes on (a run with no end)."""
+        ...
+
+    def items(self, tick: Callable[[], None]) -> Generator[Arrival, None, None]:
+        """The inputs, in order; `tick` is called while waiting for more (it may raise Stop)."""
+        ...
+
+    def untaken(self, taken: int) -> list[InputItem]:
+        """The inputs after the first `taken`, which a run that stopped did not get to."""
+        ...
+
+
+@dataclass
+class ListSource:
+    """Inputs found at the start (files, folders, globs, stdin read to its end)."""
+
+    found: list[InputItem]
+    live: bool = False
+
+    @property
+    def total(self) -> int:
+        """How many inputs were found."""
+        return len(self.found)
+
+    def items(self, tick: Callable[[], None]) -> Generator[Arrival, None, None]:
+        """The inputs found."""
+        yield from self.found
+
+    def untaken(self, taken: int) -> list[InputItem]:
+        """The inputs found after the first `taken`."""
+        return self.found[taken:]
+
+
+def windowed(
+    take: Take, window_seconds: float, tick: Callable[[], None]
+) -> Generator[Arrival, None, None]:
+    """The inputs `take` gives, with a None each time a batch window closes (module docstring).
+
+    While no batch is open, `tick` is called every POLL_SECONDS.
+    """
+    closes: float | None = None  # when the open batch's window ends
+    while True:
+        now = time.monotonic()
+        if closes is not None and now >= closes:
+            closes = None
+            yield None
+            continue
+        if closes is None:
+            tick()
+        arrived = take(POLL_SECONDS if closes is None else closes - now)
+        if arrived is None:
+            return
+        if arrived and closes is None:
+            closes = time.monotonic() + window_seconds
+        yield from arrived

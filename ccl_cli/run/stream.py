@@ -1,0 +1,105 @@
+"""`gccl label -`: paths from standard input, each labeled as soon as its line arrives.
+
+A thread reads the lines (a blocked read holds up nothing else, and a run
+stopped by Ctrl-C does not wait for it: the thread is a daemon); the run
+takes them in batch windows (sources.windowed), so each input's --json line
+is printed as soon as its outputs are written. A line names a file, a
+folder or a glob pattern, as an argument does; one that names nothing is a
+failed input. The end of the input ends the run.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+from collections.abc import Callable, Generator, Sequence
+from functools import partial
+from pathlib import Path
+from typing import TextIO
+
+from ..io.inputs import InputItem, expand
+from .sources import Arrival, windowed
+
+
+class StdinSource:
+    """The arguments in order, `-` standing for the lines of `stdin` as they arrive."""
+
+    total: int | None = None
+    live = False
+
+    def __init__(
+        self,
+        specs: Sequence[str],
+        recursive: bool,
+        window_seconds: float,
+        stdin: TextIO | None = None,
+    ) -> None:
+        self.specs = list(specs)
+        self.recursive = recursive
+        self.window_seconds = window_seconds
+        self.stdin = stdin or sys.stdin
+
+    def untaken(self, taken: int) -> list[InputItem]:
+        """Nothing: what was not read was never an input."""
+        return []
+
+    def items(self, tick: Callable[[], None]) -> Generator[Arrival, None, None]:
+        """The inputs of each argument, with the batch windows' pauses on stdin's."""
+        lines: _Lines | None = None
+        for spec in self.specs:
+            if spec != "-":
+                yield from expand([spec], self.recursive)
+                continue
+            yield None  # what came before is finished before the stream starts
+            lines = lines or _Lines(self.stdin)
+            yield from windowed(partial(self._take, lines), self.window_seconds, tick)
+
+    def _take(self, lines: _Lines, timeout: float) -> list[InputItem] | None:
+        got = lines.take(timeout)
+        if got is None:
+            return None
+        return [item for line in got for item in _expand_line(line, self.recursive)]
+
+
+def _expand_line(line: str, recursive: bool) -> list[InputItem]:
+    """The inputs one line names (a line `-` is a file of that name, not stdin again)."""
+    if line == "-":
+        return [InputItem(Path(line), Path(line), "no such file or directory")]
+    return expand([line], recursive)
+
+
+class _Lines:
+    """The non-blank lines of a text stream, read by a daemon thread as they come."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self.ended = False
+        threading.Thread(target=self._read, args=(stream,), name="gccl-stdin", daemon=True).start()
+
+    def _read(self, stream: TextIO) -> None:
+        try:
+            for line in iter(stream.readline, ""):
+                if line.strip():
+                    self.queue.put(line.strip())
+        finally:
+            self.queue.put(None)
+
+    def take(self, timeout: float) -> list[str] | None:
+        """The lines that arrived, waiting up to `timeout` for the first; None at the end."""
+        if self.ended:
+            return None
+        try:
+            first = self.queue.get(timeout=max(0.0, timeout))
+        except queue.Empty:
+            return []
+        got: list[str] = []
+        line: str | None = first
+        while line is not None:
+            got.append(line)
+            try:
+                line = self.queue.get_nowait()
+            except queue.Empty:
+                return got
+        self.ended = True
+        return got or None

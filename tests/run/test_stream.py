@@ -1,0 +1,103 @@
+"""`gccl label -`: each path labeled and reported as soon as its line arrives."""
+
+from __future__ import annotations
+
+import csv
+import json
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+from cli_helpers import WAIT_SECONDS, files, gccl, make_inputs
+
+from ccl_cli.io.inputs import InputItem
+from ccl_cli.run.sources import windowed
+
+
+def _read_line(process: subprocess.Popen, timeout: float = WAIT_SECONDS) -> str:
+    """The next line of the process's stdout; fails if none comes within `timeout` (a hang)."""
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout], [], [], timeout)
+    assert ready, "no JSON line arrived"
+    return process.stdout.readline()
+
+
+def test_each_json_line_arrives_before_the_next_path_is_sent(tmp_path: Path):
+    make_inputs(tmp_path / "in", 6, 20)
+    paths = sorted(str(p) for p in (tmp_path / "in").rglob("*") if p.is_file())
+    paths.insert(3, str(tmp_path / "in" / "missing.png"))
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ccl_cli", "label", "-", "--out", str(out), "--json",
+         "--device", "cpu", "--quiet"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        bufsize=1,
+    )  # fmt: skip
+    assert process.stdin is not None
+    try:
+        for path in paths:
+            process.stdin.write(path + "\n")
+            process.stdin.flush()
+            record = json.loads(_read_line(process))
+            assert record["path"] == path
+            if path.endswith("missing.png"):
+                assert record["status"] == "failed"
+                assert "no such file" in record["message"]
+            else:
+                assert record["status"] == "ok"
+                assert Path(record["outputs"]["stats"]).exists()
+        process.stdin.close()
+        process.wait(timeout=WAIT_SECONDS)
+        assert process.stderr is not None
+        stderr = process.stderr.read()
+    finally:
+        process.kill()
+    assert process.returncode == 1, stderr  # one input failed
+    assert "missing.png: no such file" in stderr
+    with open(out / "summary.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["path"] for row in rows] == paths
+    # the same files as a run over the same paths read from a list
+    batch = tmp_path / "batch"
+    code, _, _ = gccl(*paths, "--out", str(batch))
+    assert code == 1
+    assert files(out) == files(batch)
+
+
+def test_end_of_input_ends_the_run_with_nothing_read(tmp_path: Path):
+    done = subprocess.run(
+        [sys.executable, "-m", "ccl_cli", "label", "-", "--out", str(tmp_path / "out"),
+         "--device", "cpu", "--quiet"],
+        input="", capture_output=True, text=True, timeout=WAIT_SECONDS,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "no images found" in done.stderr
+    assert (tmp_path / "out" / "summary.csv").read_text().count("\n") == 1
+
+
+def test_windowed_closes_a_batch_once_its_window_ends():
+    """Inputs that arrive together are one batch; a pause ends it; the end ends all."""
+    a, b, c = (InputItem(Path(name), Path(name)) for name in "abc")
+    arrivals: list[list[InputItem] | None] = [[a, b], [], [c], [], None]
+    ticks: list[int] = []
+
+    def take(timeout: float) -> list[InputItem] | None:
+        return arrivals.pop(0)
+
+    got = list(windowed(take, 0.0, lambda: ticks.append(1)))
+    assert got == [a, b, None, c, None]
+    assert ticks  # called while no batch was open
+
+
+def test_stdin_lines_name_files_folders_and_globs(tmp_path: Path):
+    make_inputs(tmp_path / "in", 5, 16)
+    lines = f"{tmp_path / 'in' / 'sub'}\n\n{tmp_path / 'in'}/img00[12].png\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "ccl_cli", "label", "-", "--out", str(tmp_path / "out"),
+         "--device", "cpu", "--quiet", "--json"],
+        input=lines, capture_output=True, text=True, timeout=WAIT_SECONDS,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    names = sorted(Path(json.loads(line)["path"]).name for line in done.stdout.splitlines())
+    assert names == ["img000.npy", "img001.png", "img002.png", "img004.png"]
