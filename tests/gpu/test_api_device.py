@@ -227,7 +227,6 @@ def test_labels_only_queues_on_the_callers_stream_without_waiting():
 
 def test_torch_work_goes_on_torchs_current_stream():
     torch = torch_or_skip()
-    import cupy
 
     batch = sample((2, 300, 400), seed=8)
     want, want_tables = cpu_reference(batch)
