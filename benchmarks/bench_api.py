@@ -59,9 +59,11 @@ def kernels_ms(values: Any, params: LabelParams, stats: bool, repeat: int) -> fl
 
     def run() -> object:
         components = cuda_labels.dense_labels(values, params, out)
-        if stats:
-            return cuda_labels.device_statistics(values, params, out, components)
-        return components
+        if not stats:
+            return components
+        label_base = cuda_labels.label_offsets(components)
+        total = int(label_base[-1:].get()[0])  # it sizes the statistics
+        return cuda_labels.filtered_table(values, out, label_base, total, params.min_area)
 
     return timings(run, cupy.cuda.get_current_stream(), repeat)["events_ms"]
 

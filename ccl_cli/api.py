@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .backends import make_backend
 from .backends.base import Backend
 from .backends.cuda.backend import is_device_array
 from .backends.cuda.device import DeviceTable, cupy_empty, label_counts, label_table
@@ -29,10 +30,11 @@ from .backends.cuda.frameworks import (
     is_torch_tensor,
     no_stream,
 )
-from .backends.cuda.loader import cuda_status, import_cupy
+from .backends.cuda.loader import import_cupy
 from .config import resolve
 from .contract.params import LabelParams
 from .errors import UsageError
+from .options import check_device
 
 __all__ = ["DeviceTable", "Labeler", "label"]
 
@@ -94,8 +96,7 @@ class Labeler:
         if not isinstance(stats, bool):
             raise UsageError(f"stats must be True or False, not {stats!r}")
         self.stats = stats
-        self.device = device
-        self._cuda_index = _cuda_index(device)
+        self.device, self._cuda_index = _checked_device(device)
 
     def __call__(self, array: Any, *, out: Any = None) -> tuple[Any, Any]:
         """Label `array`; see the class docstring."""
@@ -165,7 +166,24 @@ class Labeler:
         return result, rest if self.stats else torch.from_numpy(rest.view(np.int32))
 
 
-def label(array: Any, *, out: Any = None, **options: Any) -> tuple[Any, Any]:
+def label(
+    array: Any,
+    *,
+    tau: float | None = None,
+    connectivity: int = 8,
+    background: float | None = 0,
+    invert: bool = False,
+    threshold: float | None = None,
+    min_area: int = 0,
+    erode: int = 0,
+    dilate: int = 0,
+    open: int = 0,
+    close: int = 0,
+    smooth: str | None = None,
+    stats: bool = True,
+    device: str = "auto",
+    out: Any = None,
+) -> tuple[Any, Any]:
     """Label the connected components of one image (H, W) or a batch (N, H, W).
 
     array: numpy, CuPy, a PyTorch tensor, or any device array exposing
@@ -190,38 +208,44 @@ def label(array: Any, *, out: Any = None, **options: Any) -> tuple[Any, Any]:
     CUDA is asked for but not usable. The Labeler of each set of options is
     kept, so repeated calls check them once.
     """
+    options: tuple[Any, ...] = (tau, connectivity, background, invert, threshold, min_area)
+    options += (erode, dilate, open, close, smooth, stats, device)
     try:
-        labeler = _labeler(tuple(sorted(options.items())))
-    except TypeError as exc:  # an unknown option, or an unhashable value
-        raise UsageError(f"ccl_cli.label: {exc}") from exc
+        labeler = _labeler(*options)
+    except TypeError:  # an unhashable value: checked without the cache
+        labeler = Labeler(**dict(zip(_LABELER_OPTIONS, options, strict=True)))
     return labeler(array, out=out)
 
 
+_LABELER_OPTIONS: tuple[str, ...] = ("tau", "connectivity", "background", "invert", "threshold")
+_LABELER_OPTIONS += ("min_area",)
+_LABELER_OPTIONS += ("erode", "dilate", "open", "close", "smooth", "stats", "device")
+
+
 @functools.lru_cache(maxsize=64)
-def _labeler(options: tuple[tuple[str, Any], ...]) -> Labeler:
-    return Labeler(**dict(options))
+def _labeler(*options: Any) -> Labeler:
+    """The Labeler of `label`'s options (in _LABELER_OPTIONS' order), made once."""
+    return Labeler(**dict(zip(_LABELER_OPTIONS, options, strict=True)))
 
 
-def _cuda_index(device: str) -> int | None:
-    """The device index that `device` names (None: any), or UsageError."""
-    if device in ("auto", "cpu"):
-        return None
-    kind, _, index = device.partition(":")
-    if kind != "cuda" or not (index == "" or index.isdigit()):
-        raise UsageError(f"device must be auto, cpu, cuda or cuda:N, not {device!r}")
-    return int(index) if index else None
+def _checked_device(device: str) -> tuple[str, int | None]:
+    """`device` checked as --device is, and the CUDA device it names (None: any)."""
+    try:
+        device = check_device(device)
+    except ValueError as error:
+        raise UsageError(f"device must be {error}") from None
+    index = device.partition(":")[2]
+    return device, int(index) if index else None
 
 
 @functools.lru_cache(maxsize=16)
 def _host_backend(device: str) -> Backend:
     """The backend that labels host arrays for `device`, made once per process."""
-    from .backends.cpu.backend import CpuBackend
+    return make_backend(device, None, _no_notice)
 
-    if device == "cpu" or (device == "auto" and not cuda_status().usable):
-        return CpuBackend()
-    from .backends.cuda.backend import CudaBackend
 
-    return CudaBackend(_cuda_index(device) or 0)
+def _no_notice(message: str) -> None:
+    """auto's fallback to the CPU says nothing here: the caller asked for auto."""
 
 
 def _checked_out(out: Any, shape: tuple[int, ...], kind: Any) -> Any:

@@ -90,14 +90,22 @@ def test_labeler_checks_options_once_and_labels_like_label():
         np.testing.assert_array_equal(counts, want_counts)
 
 
-def test_label_rejects_unknown_options():
-    with pytest.raises(UsageError, match="colour"):
-        ccl_cli.label(sample(seed=5), colour="red")
+def test_label_rejects_unknown_and_bad_options():
+    with pytest.raises(TypeError, match="colour"):
+        ccl_cli.label(sample(seed=5), colour="red")  # type: ignore[call-arg]
+    with pytest.raises(UsageError, match="tau"):
+        ccl_cli.label(sample(seed=5), tau=[1], device="cpu")  # unhashable: checked uncached
 
 
-def test_repeated_label_calls_reuse_one_labeler():
-    first = api._labeler((("device", "cpu"), ("tau", 1)))
-    assert api._labeler((("device", "cpu"), ("tau", 1))) is first
+def test_label_and_labeler_take_the_same_options():
+    import inspect
+
+    def keywords(function):
+        parameters = inspect.signature(function).parameters.values()
+        return {p.name: p.default for p in parameters if p.kind is p.KEYWORD_ONLY}
+
+    assert keywords(api.label) == {**keywords(api.Labeler), "out": None}
+    assert tuple(keywords(api.Labeler)) == api._LABELER_OPTIONS
 
 
 def test_torch_cpu_tensors_give_tensors():
