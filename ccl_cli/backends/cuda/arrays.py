@@ -13,13 +13,14 @@ from typing import Any
 import numpy as np
 
 from ...contract.params import LabelParams, dtype_max
-from .loader import KERNEL_SUFFIX, device_kernels, import_cupy
+from .loader import KERNEL_SUFFIX, LAYOUT, device_kernels, import_cupy
 
 _THREADS = 256
 _MAX_BLOCKS = 1 << 16  # grid-stride kernels: enough blocks to fill any device
 
 # foreground.cuh rule kinds.
-_FG_BACKGROUND, _FG_ALL, _FG_ABOVE, _FG_BELOW = 0, 1, 2, 3
+_FG_BACKGROUND, _FG_ALL = LAYOUT["GCCL_FG_BACKGROUND"], LAYOUT["GCCL_FG_ALL"]
+_FG_ABOVE, _FG_BELOW = LAYOUT["GCCL_FG_ABOVE"], LAYOUT["GCCL_FG_BELOW"]
 
 
 def contiguous(values: Any) -> Any:

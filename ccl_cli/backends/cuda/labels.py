@@ -15,7 +15,15 @@ import numpy as np
 from ...contract.params import LabelParams
 from ...contract.stats import StatsTable
 from .arrays import keep_area, rule_args
-from .loader import CHUNK, CHUNK_THREADS, GEOMETRY, KERNEL_SUFFIX, device_kernels, import_cupy
+from .loader import (
+    CHUNK,
+    CHUNK_THREADS,
+    GEOMETRY,
+    KERNEL_SUFFIX,
+    LAYOUT,
+    device_kernels,
+    import_cupy,
+)
 
 _B8_TILE = (GEOMETRY["GCCL_B8_TILE_W"], GEOMETRY["GCCL_B8_TILE_H"])  # pixels per CUDA block
 _B8_THREADS = (GEOMETRY["GCCL_B8_TBW"], GEOMETRY["GCCL_B8_TBH"])
@@ -25,9 +33,9 @@ _MAX_GRID = 2**31 - 1
 _MAX_IMAGE_PIXELS = 2**31 - 1  # labels and ranks share a u32 with a flag bit
 
 # stats.cu fields (the area's index) and table columns.
-_FIELDS = 12
-AREA = 0
-TABLE_COLUMNS = 10
+_FIELDS = LAYOUT["GCCL_STATS_FIELDS"]
+AREA = LAYOUT["GCCL_F_AREA"]
+TABLE_COLUMNS = LAYOUT["GCCL_TABLE_COLUMNS"]
 
 
 def dense_labels(values: Any, params: LabelParams, out: Any, components: Any = None) -> Any:
