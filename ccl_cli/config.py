@@ -46,6 +46,7 @@ class Settings:
     skip_existing: bool = False
     fail_fast: bool = False
     batch_size: int | str = "auto"
+    batch_window: int | float = 5.0
     device: str = "auto"
     devices: str | None = None
     workers: int | None = None
