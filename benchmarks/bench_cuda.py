@@ -153,7 +153,9 @@ def run_case(name: str, host: np.ndarray, params: LabelParams, stats: bool, repe
 
     def labels_and_stats() -> object:
         components = cuda_labels.dense_labels(values, params, out)
-        return cuda_labels.device_statistics(values, params, out, components)
+        label_base = cuda_labels.label_offsets(components)
+        total = int(label_base[-1:].get()[0])  # it sizes the statistics, as in a CUDA job
+        return cuda_labels.filtered_table(values, out, label_base, total, params.min_area)
 
     run = labels_and_stats if stats else labels_only
     ms = gpu_median_ms(run, repeat)

@@ -176,9 +176,7 @@ def main() -> None:
     every = make_backend("cuda", None, print, devices="all")
     queues = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "8 (CUDA's default)")
     print(f"devices: {every.name}; hardware work queues per device: {queues}")
-    down_one, down_every, both_one, both_every = copy_ceiling(
-        len(getattr(every, "backends", [every]))
-    )
+    down_one, down_every, both_one, both_every = copy_ceiling(len(every.per_device()))
     results: dict = {
         "devices": every.name,
         "work_queues": queues,
@@ -223,7 +221,7 @@ def main() -> None:
             f"| {name} | {single * 1e3:.1f} | {multi * 1e3:.1f} | {single / multi:.2f}x "
             f"| {narrowed} | {same} |"
         )
-    devices = list(getattr(every, "backends", [every]))
+    devices = every.per_device()
     print(f"\n{args.batches} batches back to back, as the labeling service runs them:\n")
     print("| case | 1 GPU ms per batch | all GPUs ms per batch | speed-up |")
     print("| --- | --- | --- | --- |")

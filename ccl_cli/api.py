@@ -12,12 +12,13 @@ from typing import Any
 
 import numpy as np
 
+from .backends import make_backend
 from .backends.base import Backend
 from .backends.cuda.backend import is_device_array
-from .backends.cuda.loader import cuda_status
 from .config import resolve
 from .contract.stats import StatsTable
 from .errors import UsageError
+from .options import check_device
 
 
 def label(
@@ -89,20 +90,16 @@ def label(
 
 
 def _backend(device: str, on_device: bool) -> Backend:
-    """The backend that `device` names."""
-    from .backends.cuda.backend import CudaBackend
+    """The backend that `device` names (checked as --device is; auto is CUDA for a
+    device array, which is labeled on its own device)."""
+    try:
+        device = check_device(device)
+    except ValueError as error:
+        raise UsageError(f"device must be {error}") from None
+    if on_device and device == "auto":
+        device = "cuda"
+    return make_backend(device, None, _no_notice)
 
-    if device == "cpu":
-        from .backends.cpu.backend import CpuBackend
 
-        return CpuBackend()
-    if device == "auto":
-        if on_device or cuda_status().usable:
-            return CudaBackend()  # a device array is labeled on its own device
-        from .backends.cpu.backend import CpuBackend
-
-        return CpuBackend()
-    kind, _, index = device.partition(":")
-    if kind != "cuda" or not (index == "" or index.isdigit()):
-        raise UsageError(f"device must be auto, cpu, cuda or cuda:N, not {device!r}")
-    return CudaBackend(int(index or 0))
+def _no_notice(message: str) -> None:
+    """auto's fallback to the CPU says nothing here: the caller asked for auto."""

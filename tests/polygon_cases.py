@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from test_cpu_labels import NASTY, checkerboard, rings, spiral
+from shapes import NASTY, checkerboard, rings, spiral
 
 
 def _u_with_pinch() -> np.ndarray:

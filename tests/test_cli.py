@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import scipy.ndimage as ndi
 import tifffile
+from label_files import read_label_image
 from PIL import Image
 from typer.testing import CliRunner
 
 from ccl_cli.cli import app
-from ccl_cli.io.images import read_label_image
 from ccl_cli.io.outputs import LOCK_NAME, OutputLock
 
 EIGHT = np.ones((3, 3), bool)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from label_files import read_label_image
 from PIL import Image
 from typer.testing import CliRunner
 
 from ccl_cli.cli import app
-from ccl_cli.io.images import read_label_image
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
+from label_files import read_label_image
 from oracles import bfs_labels
 from stage_oracles import oracle_smooth, scipy_mask
 from typer.testing import CliRunner
@@ -16,7 +17,6 @@ from ccl_cli.cli import app
 from ccl_cli.config import resolve
 from ccl_cli.contract.params import LabelParams
 from ccl_cli.errors import UsageError
-from ccl_cli.io.images import read_label_image
 
 EIGHT = np.ones((3, 3), bool)
 

@@ -15,13 +15,13 @@ import pytest
 import scipy.ndimage as ndi
 import skimage.data
 import tifffile
+from label_files import read_label_image
 from oracles import bfs_labels, filter_min_area
 from PIL import Image
 from typer.testing import CliRunner
 
 from ccl_cli.cli import app
 from ccl_cli.contract.params import LabelParams
-from ccl_cli.io.images import read_label_image
 
 EIGHT = np.ones((3, 3), bool)
 

@@ -15,7 +15,7 @@ gives each image's labels whichever way they came.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -69,10 +69,37 @@ def label_dtype(narrow: bool) -> np.dtype:
     return np.dtype(np.uint16 if narrow else np.uint32)
 
 
+class Wait(Protocol):
+    """What a labeling's next step waits for (a CUDA event)."""
+
+    @property
+    def done(self) -> bool:
+        """Whether it has happened (never blocks)."""
+        ...
+
+    def synchronize(self) -> None:
+        """Block until it has happened (releasing Python's GIL meanwhile)."""
+        ...
+
+
+#: A labeling in steps (a generator): each next() does a share of the work and
+#: returns before waiting on a device again where the backend can, yielding
+#: what its next step will wait for (a Wait), or None when it will not wait.
+#: The generator's return value is the batch's result (backends.steps runs them).
+LabelSteps = Generator[Wait | None, None, BatchResult]
+
+
 class Backend(Protocol):
     """What the pipeline needs from a compute backend."""
 
     name: str
+    #: Whether it labels on GPUs: worker processes then send their batches to this
+    #: process's labeling service instead of labeling on their own cores.
+    uses_gpu: bool
+
+    def per_device(self) -> list[Backend]:
+        """The one-device backends it labels with, in order (itself when it has one)."""
+        ...
 
     def label(
         self,
@@ -89,6 +116,14 @@ class Backend(Protocol):
         narrow: for a numpy batch, uint16 labels (module docstring); a device
         batch's labels stay uint32.
         """
+        ...
+
+    def label_steps(
+        self, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
+    ) -> LabelSteps:
+        """label(batch, params, out, narrow) of a numpy batch as a labeling in steps
+        (LabelSteps), for a caller that runs several at once (backends.steps);
+        backends that cannot return before waiting label in one step (in_one_step)."""
         ...
 
     def batch_budget_bytes(self) -> int:
@@ -112,6 +147,14 @@ class Backend(Protocol):
         before the memory is unmapped.
         """
         ...
+
+
+def in_one_step(
+    backend: Backend, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
+) -> LabelSteps:
+    """backend.label as a labeling of one step (Backend.label_steps)."""
+    yield from ()  # a generator that finishes on its first next()
+    return backend.label(batch, params, out, narrow)
 
 
 #: The dtypes warm_up labels a tiny image of: what 1-bit, 8-bit and 16-bit images decode to.
@@ -148,40 +191,20 @@ def split_bounds(count: int, parts: int) -> list[tuple[int, int]]:
     return list(pairwise(cuts))
 
 
-@dataclass
-class Labeled:
-    """What labeling some images of a batch gives besides their labels array, per image:
-    statistics tables, K before min-area, outlines (empty unless params.polygons),
-    and the images too wide to narrow (BatchResult.wide)."""
-
-    tables: list[StatsTable]
-    components: list[int]
-    outlines: list[Outlines]
-    wide: dict[int, Any] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, result: BatchResult) -> Labeled:
-        """The part of a BatchResult besides its labels array."""
-        return cls(result.tables, result.components, result.polygons or [], result.wide)
-
-
-def joined(parts: Sequence[Labeled]) -> Labeled:
-    """The results of consecutive parts of a batch, as one, in order."""
+def joined(labels: Any, parts: Sequence[BatchResult], params: LabelParams) -> BatchResult:
+    """The result of a batch whose labels are `labels` from those of its consecutive
+    parts, in order (each part's labels are its slice of `labels`)."""
     starts = np.cumsum([0, *(len(part.tables) for part in parts)])[:-1].tolist()
     wide = {
         start + i: image
         for start, part in zip(starts, parts, strict=True)
         for i, image in part.wide.items()
     }
-    return Labeled(
+    polygons = [outline for part in parts for outline in part.polygons or []]
+    return BatchResult(
+        labels,
         [table for part in parts for table in part.tables],
         [count for part in parts for count in part.components],
-        [outline for part in parts for outline in part.outlines],
+        polygons if params.polygons else None,
         wide,
     )
-
-
-def batch_result(labels: Any, labeled: Labeled, params: LabelParams) -> BatchResult:
-    """The BatchResult of a whole batch from its labels and what labeling gave."""
-    polygons = labeled.outlines if params.polygons else None
-    return BatchResult(labels, labeled.tables, labeled.components, polygons, labeled.wide)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..contract.params import LabelParams
-from .base import Backend, BatchResult
+from .base import Backend, BatchResult, LabelSteps, in_one_step
 
 
 class HybridBackend:
@@ -29,6 +29,10 @@ class HybridBackend:
     start: makes the GPU backend (in a thread); it raises when there is none,
     and the run stays on the CPU (then `notice` gets why, if `why` names it).
     """
+
+    #: Made for a run in this process only (make_backend's cpu_first), never served
+    #: to worker processes: they would wait for the GPU's start.
+    uses_gpu = False
 
     def __init__(
         self,
@@ -91,6 +95,16 @@ class HybridBackend:
         result = self.cpu.label(batch, params, out, narrow)
         result.backend = result.backend or self.cpu.name
         return result
+
+    def per_device(self) -> list[Backend]:
+        """This backend: it labels on one device at a time."""
+        return [self]
+
+    def label_steps(
+        self, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
+    ) -> LabelSteps:
+        """label in one step (base.in_one_step)."""
+        return in_one_step(self, batch, params, out, narrow)
 
     def _drop(self, gpu: Backend, error: Exception) -> None:
         """Stop using `gpu` after its failure, saying so once."""

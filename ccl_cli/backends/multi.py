@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..contract.params import LabelParams
-from .base import Backend, BatchResult, batch_result, joined, label_dtype, split_bounds
-from .steps import interleaved, label_steps
+from .base import Backend, BatchResult, LabelSteps, in_one_step, joined, label_dtype, split_bounds
+from .steps import interleaved
 
 
 class MultiDeviceBackend:
@@ -28,6 +28,11 @@ class MultiDeviceBackend:
             raise ValueError("MultiDeviceBackend needs at least one backend")
         self.backends = list(backends)
         self.name = "+".join(backend.name for backend in self.backends)
+        self.uses_gpu = any(backend.uses_gpu for backend in self.backends)
+
+    def per_device(self) -> list[Backend]:
+        """Its backends, one per device."""
+        return list(self.backends)
 
     def label(
         self,
@@ -41,10 +46,16 @@ class MultiDeviceBackend:
         labels = self.empty_batch(batch.shape, label_dtype(narrow)) if out is None else out
         bounds = split_bounds(len(batch), len(self.backends))
         parts = [
-            label_steps(backend, batch[lo:hi], params, labels[lo:hi], narrow)
+            backend.label_steps(batch[lo:hi], params, labels[lo:hi], narrow)
             for backend, (lo, hi) in zip(self.backends, bounds, strict=False)
         ]
-        return batch_result(labels, joined(interleaved(parts)), params)
+        return joined(labels, interleaved(parts), params)
+
+    def label_steps(
+        self, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
+    ) -> LabelSteps:
+        """label in one step (base.in_one_step): its devices' steps are its own."""
+        return in_one_step(self, batch, params, out, narrow)
 
     def batch_budget_bytes(self) -> int:
         """The backends' budgets together: an auto batch fills every device."""

@@ -1,160 +1,173 @@
-"""Labelings in steps, run from one thread.
+"""Labelings in steps (Backend.label_steps), run from one thread.
 
 A backend that can (CUDA) labels a host batch as a generator of steps
-(LabelSteps): each step issues work to a device and returns without waiting,
-except for what it needs, and yields what its next step will wait for. Run a
-step at a time from one thread, ready steps first, many labelings keep
-several devices, and several batches on one device, busy at once, and no
-threads contend for Python's GIL for it. With a thread per batch (the
-labeling service's connections used to label in their own threads), a thread
+(base.LabelSteps): each step issues work to a device and returns without
+waiting, except for what it needs, and yields what its next step will wait
+for. Run a step at a time from one thread, ready steps first, many labelings
+keep several devices, and several batches on one device, busy at once, and no
+threads contend for Python's GIL for it: with a thread per batch, a thread
 whose device was ready waited for the GIL up to the interpreter's switch
-interval (5 ms) while others issued work. Measured on the two-GPU machine
-(benchmarks/bench_multi_gpu.py, batches back to back, two in flight per
-GPU): two GPUs took 9.4-10.9 ms a batch of 16 depth-like 4000x3000 frames
-and 3.7-4.3 ms a batch of 32 1080p ramps with a thread per batch, 8.0-10.3
-and 2.7-3.2 ms stepped from one thread.
+interval (5 ms) while others issued work (README, Throughput).
 
-interleaved runs a given set of labelings in the calling thread
-(MultiDeviceBackend, CudaBackend.label); StepRunner is a thread that runs the
-labelings handed to it as they come (the labeling service).
+The stepping thread never polls: a step's wait that is not over yet is handed
+to a waiting thread (_WAITS), which blocks on it (a CUDA event's synchronize
+releases the GIL) and then wakes the stepping thread. interleaved runs a given
+set of labelings in the calling thread (MultiDeviceBackend, CudaBackend.label);
+StepRunner is a thread that runs the labelings handed to it as they come (the
+labeling service).
 """
 
 from __future__ import annotations
 
-import queue
 import threading
-import time
-from collections.abc import Generator, Sequence
-from concurrent.futures import Future
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
+from .base import BatchResult, LabelSteps, Wait
 
-from ..contract.params import LabelParams
-from .base import Backend, Labeled
-
-#: A labeling in steps (a generator): each next() does a share of the work and
-#: returns before waiting on a device again where the backend can, yielding
-#: what its next step will wait for: an object whose `done` says whether that
-#: has happened (a CUDA event), or None when the next step will not wait. The
-#: generator's return value is what labeling gave.
-LabelSteps = Generator[Any, None, Labeled]
-
-
-def label_steps(
-    backend: Backend,
-    batch: np.ndarray,
-    params: LabelParams,
-    out: np.ndarray,
-    narrow: bool,
-    batches_at_once: int = 1,
-) -> LabelSteps:
-    """backend.label_steps(...) where the backend has it (CUDA), else backend.label
-    in one step; `out` and `narrow` as in Backend.label; `batches_at_once`: the
-    batches the caller labels on this backend at once (CudaBackend.label_steps)."""
-    steps = getattr(backend, "label_steps", None)
-    if steps is not None:
-        return steps(batch, params, out, narrow, batches_at_once)
-    return _in_one_step(backend, batch, params, out, narrow)
-
-
-def _in_one_step(
-    backend: Backend, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
-) -> LabelSteps:
-    yield from ()  # a generator that finishes on its first next()
-    return Labeled.of(backend.label(batch, params, out, narrow))
-
-
-def _ready(wait: Any) -> bool:
-    """Whether a step that waits for `wait` (LabelSteps) would run without waiting."""
-    return wait is None or bool(wait.done)
-
-
-def interleaved(labelings: Sequence[LabelSteps]) -> list[Labeled]:
-    """Run `labelings` step by step until all are done; their results, in order.
-
-    The ready steps run in turn; while none is, the thread polls, yielding the
-    GIL, so it never waits on one device while another has work to be issued.
-    The last unfinished labeling takes its steps as they come (each waits
-    where it must). If one fails, the others are closed (their cleanup runs)
-    and the error propagates.
-    """
-    results: dict[int, Labeled] = {}
-    waits: list[Any] = [None] * len(labelings)
-    try:
-        while len(results) < len(labelings):
-            unfinished = [i for i in range(len(labelings)) if i not in results]
-            ready = [i for i in unfinished if _ready(waits[i])]
-            if not ready and len(unfinished) > 1:
-                time.sleep(0)
-                continue
-            for i in ready or unfinished:
-                try:
-                    waits[i] = next(labelings[i])
-                except StopIteration as done:
-                    results[i] = done.value
-    except BaseException:
-        for steps in labelings:
-            steps.close()
-        raise
-    return [results[i] for i in range(len(labelings))]
+#: Threads that block on steps' waits, at most (one per labeling in flight; made
+#: as they are needed, and a wait beyond them only wakes its labeling later).
+WAIT_THREADS = 64
+_WAITS = ThreadPoolExecutor(max_workers=WAIT_THREADS, thread_name_prefix="gccl-wait")
 
 
 @dataclass
 class _Running:
-    """A labeling StepRunner has taken: its steps, its result to be, what it waits for."""
+    """A labeling being stepped: its steps, its result to be, and the error of its
+    last wait (a device error), which fails it at its next turn."""
 
     steps: LabelSteps
-    result: Future[Labeled]
-    wait: Any = None
+    result: Future[BatchResult]
+    failure: BaseException | None = None
+
+
+class _Turns:
+    """Labelings whose next step can run, in the order they became ready; a wait that
+    is not over yet puts its labeling back once a waiting thread has seen it over."""
+
+    def __init__(self) -> None:
+        self.condition = threading.Condition()
+        self.ready: deque[_Running] = deque()
+
+    def put(self, running: _Running) -> None:
+        with self.condition:
+            self.ready.append(running)
+            self.condition.notify()
+
+    def after(self, wait: Wait | None, running: _Running) -> None:
+        """Put `running` back now if `wait` is over (or None), else once it is."""
+        try:
+            if wait is None or wait.done:
+                self.put(running)
+                return
+        except Exception as error:  # the wait's query failed: a device error
+            running.failure = error
+            self.put(running)
+            return
+        _WAITS.submit(self._wake_after, wait, running)
+
+    def _wake_after(self, wait: Wait, running: _Running) -> None:
+        try:
+            wait.synchronize()
+        except Exception as error:
+            running.failure = error
+        self.put(running)
+
+
+def _step(running: _Running) -> tuple[bool, Wait | None]:
+    """Take `running`'s next step (or fail it with its wait's error): whether it
+    ended, and what its next step waits for."""
+    try:
+        if running.failure is not None:
+            raise running.failure
+        return False, next(running.steps)
+    except StopIteration as done:
+        running.result.set_result(done.value)
+    except Exception as error:  # the labeling's own (a device error, a bad batch)
+        running.steps.close()  # its cleanup, if it did not run
+        running.result.set_exception(error)
+    return True, None
+
+
+def interleaved(labelings: Sequence[LabelSteps]) -> list[BatchResult]:
+    """Run `labelings` step by step until all are done; their results, in order.
+
+    Ready steps run in turn; while none is, the thread blocks until a wait is
+    over, so it never waits on one device while another has work to be
+    issued. The last unfinished labeling takes its steps as they come (each
+    waits where it must). If one fails, the others are closed (their cleanup
+    runs) and the error propagates.
+    """
+    turns = _Turns()
+    running = [_Running(steps, Future()) for steps in labelings]
+    for each in running:
+        turns.put(each)
+    left = len(running)
+    try:
+        while left:
+            with turns.condition:
+                while not turns.ready:
+                    turns.condition.wait()
+                taken = turns.ready.popleft()
+            ended, wait = _step(taken)
+            while not ended and left == 1:  # nothing else to issue meanwhile
+                ended, wait = _step(taken)
+            if not ended:
+                turns.after(wait, taken)
+                continue
+            left -= 1
+            error = taken.result.exception()
+            if error is not None:
+                raise error
+    except BaseException:
+        for steps in labelings:
+            steps.close()
+        raise
+    return [each.result.result() for each in running]
 
 
 class StepRunner:
     """A thread that runs every labeling handed to it (submit), ready steps first.
 
-    While labelings are running and none is ready, the thread polls (yielding
-    the GIL), so that it takes new ones at once; idle, it sleeps until one comes.
+    It blocks while no step is ready: until a labeling comes or a wait is over.
     """
 
     def __init__(self) -> None:
-        self._inbox: queue.SimpleQueue[_Running | None] = queue.SimpleQueue()
+        self._turns = _Turns()
+        self._taken = 0  # labelings submitted and not finished
+        self._closing = False
         self._thread = threading.Thread(target=self._run, name="gccl-steps", daemon=True)
         self._thread.start()
 
-    def submit(self, steps: LabelSteps) -> Future[Labeled]:
+    def submit(self, steps: LabelSteps) -> Future[BatchResult]:
         """Run `steps`; the future gets its result, or the error it raised."""
         running = _Running(steps, Future())
-        self._inbox.put(running)
+        with self._turns.condition:
+            self._taken += 1
+            self._turns.put(running)
         return running.result
 
     def close(self) -> None:
         """Finish the labelings taken, then end the thread."""
-        self._inbox.put(None)
+        with self._turns.condition:
+            self._closing = True
+            self._turns.condition.notify()
         self._thread.join()
 
     def _run(self) -> None:
-        running: list[_Running] = []
-        closing = False
-        while running or not closing:
-            while not closing and (not running or not self._inbox.empty()):
-                taken = self._inbox.get()  # blocks only while there is nothing to run
-                if taken is None:
-                    closing = True
-                else:
-                    running.append(taken)
-            stepped = False
-            for labeling in list(running):
-                try:
-                    if _ready(labeling.wait):
-                        stepped = True
-                        labeling.wait = next(labeling.steps)
-                except StopIteration as done:
-                    labeling.result.set_result(done.value)
-                    running.remove(labeling)
-                except Exception as error:  # the labeling's own (a device error, a bad batch)
-                    labeling.steps.close()  # its cleanup, if it did not run
-                    labeling.result.set_exception(error)
-                    running.remove(labeling)
-            if not stepped:
-                time.sleep(0)
+        condition = self._turns.condition
+        while True:
+            with condition:
+                while not self._turns.ready and not (self._closing and self._taken == 0):
+                    condition.wait()
+                if not self._turns.ready:
+                    return
+                taken = self._turns.ready.popleft()
+            ended, wait = _step(taken)
+            if not ended:
+                self._turns.after(wait, taken)
+                continue
+            with condition:
+                self._taken -= 1

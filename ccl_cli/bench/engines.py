@@ -167,7 +167,7 @@ class GcclCuda(_Gccl, DeviceEngine):
 
     def description(self) -> str:
         return (
-            "dense_labels + device_statistics (ccl_cli.backends.cuda): labels and per-label "
+            "dense_labels + filtered_table (ccl_cli.backends.cuda): labels and per-label "
             "statistics of the batch on device 0"
         )
 
@@ -187,12 +187,14 @@ class GcclCuda(_Gccl, DeviceEngine):
     def run(self, prepared: Any, params: LabelParams) -> Output:
         import cupy
 
-        from ..backends.cuda.labels import dense_labels, device_statistics
+        from ..backends.cuda.labels import dense_labels, filtered_table, label_offsets
 
         labels = cupy.empty(prepared.shape, cupy.uint32)
         components = dense_labels(prepared, params, labels)
-        if self.statistics:
-            device_statistics(prepared, params, labels, components)
+        if self.statistics:  # as a CUDA job: the label count sizes the statistics
+            label_base = label_offsets(components)
+            total = int(label_base[-1:].get()[0])
+            filtered_table(prepared, labels, label_base, total, params.min_area)
         return Output(labels, components)
 
 
@@ -217,7 +219,7 @@ class GcclCudaPolygons(GcclCuda):
 
     def description(self) -> str:
         return (
-            "dense_labels + device_statistics + device_outlines (ccl_cli.backends): labels, "
+            "dense_labels + filtered_table + device_outlines (ccl_cli.backends): labels, "
             "statistics and the canonical polygon outlines copied to the host, device 0"
         )
 

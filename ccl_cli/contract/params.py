@@ -83,25 +83,13 @@ def dtype_max(dtype: np.dtype) -> int:
     return int(np.iinfo(dtype).max)
 
 
-def display_values(values: Any, params: LabelParams, xp: Any = np) -> Any:
-    """The values the background test sees: the originals, inverted when asked.
-
-    Integers are widened to int64 (so dtype max - v cannot wrap for signed
-    types), floats to float64, 1-bit to int64 0/1.
-    """
-    dtype = np.dtype(values.dtype)
-    if dtype.kind == "f":
-        wide = values.astype(xp.float64)
-        return -wide if params.invert else wide
-    wide = values.astype(xp.int64)
-    return dtype_max(dtype) - wide if params.invert else wide
-
-
 def foreground_mask(values: Any, params: LabelParams, xp: Any = np) -> Any:
     """Boolean mask of the pixels that take part in labeling. NaN never does.
 
-    Equal to `display_values(values) != background` (or the threshold test on
-    the original values), computed without widening: the inversion moves to
+    Equal to `v != background`, where v is the value inverted when asked
+    (dtype max - v for integers and 1-bit, -v for floats, in a wide type that
+    cannot wrap), or to the threshold test on the original values; computed
+    without widening: the inversion moves to
     the scalar side (max - v != b  <=>  v != max - b; -v != b  <=>  v != -b).
     """
     dtype = np.dtype(values.dtype)

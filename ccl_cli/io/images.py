@@ -110,17 +110,6 @@ def read_image(path: Path, color_to_gray: str | None = None) -> np.ndarray:
     return _as_supported(array)
 
 
-def read_label_image(path: Path) -> np.ndarray:
-    """Read a label image written by gccl (16-bit PNG or 32-bit TIFF) as uint32.
-
-    Raises InputError when the file is unreadable or holds no unsigned labels.
-    """
-    array = read_image(Path(path))
-    if array.dtype not in (np.uint8, np.uint16, np.uint32):
-        raise InputError(f"not a label image (dtype {array.dtype.name})")
-    return array.astype(np.uint32)
-
-
 def encode_label_png(labels: np.ndarray) -> bytes:
     """A (H, W) label array as a 16-bit grayscale PNG.
 

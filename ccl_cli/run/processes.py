@@ -37,7 +37,7 @@ from multiprocessing import forkserver
 from typing import Any
 
 from ..backends import make_backend
-from ..backends.base import Backend, warm_up
+from ..backends.base import warm_up
 from ..config import Settings
 from ..errors import UsageError
 from .local import usable_cores
@@ -109,7 +109,7 @@ class LocalProcesses:
         """Make the backend and hand it to the service (its failure ends the run: label)."""
         try:
             backend = make_backend(settings.device, self.threads, notice, settings.devices)
-            if _serves(backend) and self.service is None:
+            if backend.uses_gpu and self.service is None:
                 raise UsageError(
                     "--processes on a GPU needs Linux's memfd_create; use --processes 1"
                 )
@@ -120,7 +120,7 @@ class LocalProcesses:
             return
         if self.service is None:
             return
-        served = _devices(backend) if _serves(backend) else []
+        served = backend.per_device() if backend.uses_gpu else []
         for device in served:  # while the workers start and decode their first batches
             warm_up(device, settings.label_params())
         self.service.serve(served)
@@ -238,16 +238,6 @@ def _settle(outcome: Future[Any], result: Any = None, error: BaseException | Non
 def _cancel(futures: list[Any]) -> None:
     for future in futures:
         future.cancel()
-
-
-def _serves(backend: Backend) -> bool:
-    """Whether the workers label through this process's service (on a GPU), not on their own."""
-    return backend.name != "cpu"
-
-
-def _devices(backend: Backend) -> list[Backend]:
-    """The one-GPU backends of `backend` (several for --devices)."""
-    return list(getattr(backend, "backends", [backend]))
 
 
 def _start_worker(service: ServiceAddress | None, threads: int) -> None:

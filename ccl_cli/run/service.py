@@ -26,7 +26,7 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import count
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, Listener
@@ -38,13 +38,13 @@ import numpy as np
 from ..backends.base import (
     Backend,
     BatchResult,
-    Labeled,
-    batch_result,
+    LabelSteps,
+    in_one_step,
     label_dtype,
     nothing_to_undo,
 )
 from ..backends.cuda.backend import HOST_BATCH_BYTES
-from ..backends.steps import StepRunner, label_steps
+from ..backends.steps import StepRunner
 from ..contract.params import LabelParams
 
 #: Batches one device labels at once (each in chunks on streams of its own).
@@ -196,11 +196,11 @@ class LabelingService:
     def _answer(
         self, index: int, batch: np.ndarray, out: np.ndarray, params: LabelParams, narrow: bool
     ) -> tuple[str, Any]:
-        """("ok", what labeling gave) with the labels in `out`, or ("error", why):
-        labeled by backend `index`."""
+        """("ok", the result without its labels, which are in `out`), or ("error",
+        why): labeled by backend `index`."""
         assert self.labeler is not None  # set with the backends
         try:
-            return "ok", self.labeler.label(index, batch, params, out, narrow)
+            return "ok", replace(self.labeler.label(index, batch, params, out, narrow), labels=None)
         except Exception as error:
             return "error", f"{type(error).__name__}: {error}"
 
@@ -221,12 +221,10 @@ class DeviceLabeler:
 
     def label(
         self, index: int, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
-    ) -> Labeled:
+    ) -> BatchResult:
         """Label `batch` into `out` with backend `index` (Backend.label); waits for it."""
         with self.gates[index]:
-            steps = label_steps(
-                self.backends[index], batch, params, out, narrow, CONCURRENT_BATCHES
-            )
+            steps = self.backends[index].label_steps(batch, params, out, narrow)
             return self.runner.submit(steps).result()
 
     def close(self) -> None:
@@ -244,6 +242,7 @@ class ServedBackend:
     or by a CpuBackend of its own when the service says so."""
 
     name = "served"
+    uses_gpu = False  # its batches go to a GPU, but it is not served again
 
     def __init__(self, address: ServiceAddress, threads: int) -> None:
         """threads: of the CpuBackend this worker labels with when it is not served."""
@@ -253,6 +252,16 @@ class ServedBackend:
         self.connection: Connection | None = None
         self.blocks = _SharedBlocks()
         self.local: Backend | None = None
+
+    def per_device(self) -> list[Backend]:
+        """This backend."""
+        return [self]
+
+    def label_steps(
+        self, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
+    ) -> LabelSteps:
+        """label in one step (base.in_one_step): the service steps the device."""
+        return in_one_step(self, batch, params, out, narrow)
 
     def batch_budget_bytes(self) -> int:
         return self.address.batch_budget
@@ -300,9 +309,7 @@ class ServedBackend:
         if out is not None:
             np.copyto(out, labels)
             labels = out
-        result = batch_result(labels, answer, params)
-        result.backend = "cuda"  # the service serves GPUs only (processes.py)
-        return result
+        return replace(answer, labels=labels, backend="cuda")  # it serves GPUs only
 
     @staticmethod
     def _locally(

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles import bfs_labels, filter_min_area
 from scipy import ndimage
+from shapes import NASTY, checkerboard, rings, snake, spiral
 
 from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.backends.cpu.labels import label_image
@@ -45,72 +46,6 @@ def masks(draw: st.DrawFn, max_side: int = 40) -> np.ndarray:
 @given(mask=masks())
 def test_binary_random_matches_scipy(mask: np.ndarray, connectivity: int) -> None:
     assert_binary_matches_scipy(mask, connectivity)
-
-
-def checkerboard(height: int, width: int) -> np.ndarray:
-    return (np.add.outer(np.arange(height), np.arange(width)) % 2) == 0
-
-
-def snake(side: int) -> np.ndarray:
-    """A 1-pixel-wide boustrophedon path: full even rows, odd rows joined at alternating ends."""
-    mask = np.zeros((side, side), bool)
-    mask[::2] = True
-    mask[1::4, -1] = True
-    mask[3::4, 0] = True
-    return mask
-
-
-def spiral(side: int) -> np.ndarray:
-    """A 1-pixel-wide square spiral walking inwards with a 1-pixel gap between arms."""
-    mask = np.zeros((side, side), bool)
-    y, x, dy, dx = 0, 0, 0, 1
-    mask[y, x] = True
-    turns = 0
-    while turns < 2:
-        ahead, beyond = (y + dy, x + dx), (y + 2 * dy, x + 2 * dx)
-        inside = 0 <= ahead[0] < side and 0 <= ahead[1] < side
-        free_beyond = not (0 <= beyond[0] < side and 0 <= beyond[1] < side) or not mask[beyond]
-        if inside and not mask[ahead] and free_beyond:
-            y, x = ahead
-            mask[y, x] = True
-            turns = 0
-        else:
-            dy, dx = dx, -dy
-            turns += 1
-    return mask
-
-
-def rings(side: int) -> tuple[np.ndarray, int]:
-    """Concentric square rings 1 pixel wide, 1 pixel apart; returns (mask, ring count)."""
-    mask = np.zeros((side, side), bool)
-    count = 0
-    for k in range(0, (side + 1) // 2, 2):
-        ring = np.zeros_like(mask)
-        ring[k : side - k, k : side - k] = True
-        ring[k + 1 : side - k - 1, k + 1 : side - k - 1] = False
-        mask |= ring
-        count += 1
-    return mask, count
-
-
-NASTY = {
-    "1x1 fg": np.ones((1, 1), bool),
-    "1x1 bg": np.zeros((1, 1), bool),
-    "1xN": np.array([[1, 1, 0, 1, 0, 0, 1, 1, 1]], bool),
-    "Nx1": np.array([[1, 1, 0, 1, 0, 0, 1, 1, 1]], bool).T,
-    "odd 7x13": np.random.default_rng(7).random((7, 13)) < 0.5,
-    "odd 41x3": np.random.default_rng(8).random((41, 3)) < 0.6,
-    "all fg": np.ones((17, 23), bool),
-    "all bg": np.zeros((17, 23), bool),
-    "checker 9x11": checkerboard(9, 11),
-    "checker 10x1": checkerboard(10, 1),
-    "spiral 31": spiral(31),
-    "spiral 30 bg": ~spiral(30),
-    "snake 200": snake(200),
-    "rings 33": rings(33)[0],
-    "diagonal": np.eye(12, dtype=bool) | np.eye(12, k=3, dtype=bool),
-    "anti-diagonal": np.fliplr(np.eye(9, 14, dtype=bool)),
-}
 
 
 @pytest.mark.parametrize("connectivity", [4, 8])

@@ -17,7 +17,7 @@ import pytest
 
 from ccl_cli import api
 from ccl_cli.backends import make_backend
-from ccl_cli.backends.base import Labeled
+from ccl_cli.backends.base import BatchResult
 from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.backends.cuda import backend as cuda
 from ccl_cli.backends.cuda import loader
@@ -169,17 +169,20 @@ def test_split_on_oom_halves_until_parts_fit_and_keeps_the_order():
         calls.append((lo, hi))
         if hi - lo > 2:
             raise _OutOfMemory()
-        return Labeled(
-            [f"table{i}" for i in range(lo, hi)],
+        return BatchResult(
+            labels[lo:hi],
+            [f"table{i}" for i in range(lo, hi)],  # type: ignore[misc]
             list(range(lo, hi)),
-            [f"o{i}" for i in range(lo, hi)],
+            [f"o{i}" for i in range(lo, hi)],  # type: ignore[misc]
             {i - lo: f"wide{i}" for i in range(lo, hi) if i % 3 == 0},  # indices in the part
         )
 
-    labeled = cuda._split_on_oom(fake, (7, 4, 4), run)
+    labels = np.zeros((7, 4, 4), np.uint32)
+    labeled = cuda._split_on_oom(fake, labels.shape, labels, LabelParams(polygons=True), run)
+    assert labeled.labels is labels
     assert labeled.components == list(range(7))
     assert labeled.tables == [f"table{i}" for i in range(7)]
-    assert labeled.outlines == [f"o{i}" for i in range(7)]
+    assert labeled.polygons == [f"o{i}" for i in range(7)]
     assert labeled.wide == {i: f"wide{i}" for i in (0, 3, 6)}
     assert calls[0] == (0, 7) and max(hi - lo for lo, hi in calls if hi - lo <= 2) == 2
     assert fake.emptied == 3  # (0,7), (0,3) and (3,7) ran out of memory
@@ -197,9 +200,9 @@ def test_split_on_oom_lets_go_of_the_run_at_once():
 
         def run(lo: int, hi: int):
             assert buffer is not None
-            return Labeled([], [0] * (hi - lo), [])
+            return BatchResult(None, [], [0] * (hi - lo))
 
-        cuda._split_on_oom(_FakeCupy(), (3, 2, 2), run)
+        cuda._split_on_oom(_FakeCupy(), (3, 2, 2), None, LabelParams(), run)
         return weakref.ref(buffer)
 
     gc.disable()
@@ -211,7 +214,8 @@ def test_split_on_oom_lets_go_of_the_run_at_once():
 
 def test_chunks_cover_the_batch_and_grow_with_morphology_steps(monkeypatch) -> None:
     """About _CHUNK_BYTES each without stages; morphology adds launches per chunk, so
-    its chunks are larger in proportion; every image in exactly one chunk, in order."""
+    its chunks are larger in proportion; every image in exactly one chunk, in order,
+    the chunks as even as whole images make them."""
     monkeypatch.setattr(cuda, "_CHUNK_BYTES", 1000)
     monkeypatch.setattr(cuda, "_CHUNK_STEPS", 32)
     host = np.zeros((64, 10, 10), np.uint8)  # 100 bytes an image
@@ -224,24 +228,13 @@ def test_chunks_cover_the_batch_and_grow_with_morphology_steps(monkeypatch) -> N
         assert len(bounds) == count
         assert bounds[0][0] == 0 and bounds[-1][1] == 64
         assert all(hi == lo for (_, hi), (lo, _) in itertools.pairwise(bounds))
-        sizes = [hi - lo for lo, hi in bounds]  # the ends about half the others
-        assert max(sizes[0], sizes[-1]) * 2 <= min(sizes[1:-1]) + 1
+        sizes = [hi - lo for lo, hi in bounds]
+        assert max(sizes) - min(sizes) <= 1
     assert cuda._chunks(host[:1], LabelParams()) == [(0, 1)]
 
 
-def test_chunks_grow_with_the_batches_the_caller_runs_at_once(monkeypatch) -> None:
-    """With two batches on the device at once (the labeling service), chunks of twice
-    the bytes: the other batch fills the gaps that small chunks would."""
-    monkeypatch.setattr(cuda, "_CHUNK_BYTES", 1000)
-    host = np.zeros((64, 10, 10), np.uint8)  # 6400 bytes
-    alone, paired = cuda._chunks(host, LabelParams()), cuda._chunks(host, LabelParams(), 2)
-    assert (len(alone), len(paired)) == (7, 4)
-    assert paired[0][0] == 0 and paired[-1][1] == 64
-    assert all(hi == lo for (_, hi), (lo, _) in itertools.pairwise(paired))
-
-
 def test_chunks_stay_under_the_pixel_bound_of_32_bit_label_offsets(monkeypatch) -> None:
-    """Where half-size ends would make the middle chunks too large, the chunks are even."""
+    """More chunks than their bytes ask for where a chunk would hold 2**32 pixels."""
     monkeypatch.setattr(cuda, "_MAX_BATCH_PIXELS", 1000)
     host = np.zeros((64, 10, 10), np.uint8)  # 6400 pixels: 7 chunks of at most 1000
     bounds = cuda._chunks(host, LabelParams())

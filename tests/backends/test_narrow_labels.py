@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ccl_cli.backends.base import NARROW_LIMIT, BatchResult, Labeled, joined
+from ccl_cli.backends.base import NARROW_LIMIT, BatchResult, joined
 from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.backends.multi import MultiDeviceBackend
 from ccl_cli.contract.params import LabelParams
@@ -82,11 +82,11 @@ def test_the_service_narrows_through_shared_memory():
 
 
 def test_joined_parts_renumber_their_wide_images():
-    def part(count: int, wide: dict[int, str]) -> Labeled:
-        return Labeled([None] * count, [0] * count, [], wide)  # type: ignore[list-item]
+    def part(count: int, wide: dict[int, str]) -> BatchResult:
+        return BatchResult(None, [None] * count, [0] * count, None, wide)  # type: ignore[list-item]
 
     parts = [part(2, {1: "a"}), part(3, {}), part(2, {0: "b", 1: "c"})]
-    assert joined(parts).wide == {1: "a", 5: "b", 6: "c"}
+    assert joined("labels", parts, PARAMS).wide == {1: "a", 5: "b", 6: "c"}
 
 
 def test_a_narrowed_image_writes_the_same_png_bytes():

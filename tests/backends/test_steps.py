@@ -1,6 +1,6 @@
 """Labelings in steps (backends/steps.py): interleaved, and the StepRunner thread.
 
-The labelings here are plain generators; `Pending` stands for the CUDA event a
+The labelings here are plain generators; `Gate` stands for the CUDA event a
 step waits for, so the tests decide when it is done.
 """
 
@@ -11,22 +11,31 @@ import threading
 import numpy as np
 import pytest
 
-from ccl_cli.backends.base import Labeled
+from ccl_cli.backends.base import BatchResult
 from ccl_cli.backends.cpu.backend import CpuBackend
-from ccl_cli.backends.steps import StepRunner, interleaved, label_steps
+from ccl_cli.backends.steps import StepRunner, interleaved
 from ccl_cli.contract.params import LabelParams
 
 
-class Pending:
-    """What a step waits for: done once `polls` queries have seen it not done."""
+class Gate:
+    """What a step waits for: done once opened; synchronize blocks until then. It
+    counts the queries of `done` (a stepping thread that polled would make many)."""
 
-    def __init__(self, polls: int) -> None:
-        self.polls = polls
+    def __init__(self) -> None:
+        self.opened = threading.Event()
+        self.queries = 0
 
     @property
     def done(self) -> bool:
-        self.polls -= 1
-        return self.polls < 0
+        self.queries += 1
+        return self.opened.is_set()
+
+    def synchronize(self) -> None:
+        self.opened.wait()
+
+
+def result(count: int) -> BatchResult:
+    return BatchResult(None, [], [count])
 
 
 def counting(name: str, count: int, taken: list[tuple[str, int]], waits=None):  # type: ignore[no-untyped-def]
@@ -34,7 +43,7 @@ def counting(name: str, count: int, taken: list[tuple[str, int]], waits=None):  
     for step in range(count):
         taken.append((name, step))
         yield None if waits is None else waits[step]
-    return Labeled([], [count], [])
+    return result(count)
 
 
 def test_interleaved_labelings_take_steps_in_turn_and_return_in_order() -> None:
@@ -47,12 +56,23 @@ def test_interleaved_labelings_take_steps_in_turn_and_return_in_order() -> None:
 
 
 def test_interleaved_steps_a_ready_labeling_while_another_waits() -> None:
-    """a's second step waits (5 polls); b's steps run meanwhile instead of blocking on a."""
+    """a's second step waits for a gate that b's last step opens: b's steps run
+    meanwhile, and the calling thread asks the gate once, never polling it."""
     taken: list[tuple[str, int]] = []
-    waits = [Pending(5), None]
-    results = interleaved([counting("a", 2, taken, waits), counting("b", 3, taken)])
+    gate = Gate()
+
+    def opening(count: int):  # type: ignore[no-untyped-def]
+        for step in range(count):
+            taken.append(("b", step))
+            if step == count - 1:
+                gate.opened.set()
+            yield None
+        return result(count)
+
+    results = interleaved([counting("a", 2, taken, [gate, None]), opening(3)])
     assert [result.components for result in results] == [[2], [3]]
     assert taken == [("a", 0), ("b", 0), ("b", 1), ("b", 2), ("a", 1)]
+    assert gate.queries == 1
 
 
 def test_a_failing_labeling_closes_the_others() -> None:
@@ -66,7 +86,7 @@ def test_a_failing_labeling_closes_the_others() -> None:
                 yield
         finally:
             cleaned.append(name)
-        return Labeled([], [], [])
+        return result(0)
 
     with pytest.raises(RuntimeError, match="b"):
         interleaved([steps("a", None), steps("b", 1), steps("c", None)])
@@ -75,18 +95,23 @@ def test_a_failing_labeling_closes_the_others() -> None:
 
 def test_the_step_runner_interleaves_what_it_is_given_and_returns_each_result() -> None:
     """Labelings handed over from several threads run in the runner's one thread, a
-    step each in turn (waiting ones skipped), and each caller gets its own result."""
+    step each in turn (waiting ones skipped until their wait is over), and each
+    caller gets its own result."""
     taken: list[tuple[str, int]] = []
     threads_seen: set[str] = set()
     release = threading.Event()
+    gates = {name: Gate() for name in "abc"}
 
     def labeling(name: str, count: int):  # type: ignore[no-untyped-def]
         release.wait()  # every labeling is handed over before any step is taken
         for step in range(count):
             threads_seen.add(threading.current_thread().name)
             taken.append((name, step))
-            yield Pending(2) if step == 0 else None
-        return Labeled([], [count], [])
+            if name == "c" and step == 0:
+                for gate in gates.values():
+                    gate.opened.set()
+            yield gates[name] if step == 0 else None
+        return result(count)
 
     runner = StepRunner()
     try:
@@ -98,6 +123,31 @@ def test_the_step_runner_interleaves_what_it_is_given_and_returns_each_result() 
     assert threads_seen == {"gccl-steps"}
     assert sorted(taken) == [(name, step) for name in "abc" for step in range(3)]
     assert taken[:3] == [("a", 0), ("b", 0), ("c", 0)]  # in turn, not one after the other
+
+
+def test_the_step_runner_sleeps_while_every_labeling_waits() -> None:
+    """While a labeling waits, the runner asks its wait once and leaves it to a
+    waiting thread (no polling) until it is over; one handed over meanwhile runs."""
+    gate = Gate()
+    taken: list[str] = []
+
+    def waiting():  # type: ignore[no-untyped-def]
+        taken.append("waiting 0")
+        yield gate
+        taken.append("waiting 1")
+        return result(1)
+
+    runner = StepRunner()
+    try:
+        slow = runner.submit(waiting())
+        assert runner.submit(counting("quick", 2, [])).result(10).components == [2]
+        assert not slow.done()
+        gate.opened.set()
+        assert slow.result(10).components == [1]
+    finally:
+        runner.close()
+    assert gate.queries == 1
+    assert taken == ["waiting 0", "waiting 1"]
 
 
 def test_a_labeling_that_fails_in_the_runner_fails_only_its_own_result() -> None:
@@ -117,11 +167,11 @@ def test_a_labeling_that_fails_in_the_runner_fails_only_its_own_result() -> None
         runner.close()
 
 
-def test_a_backend_without_steps_labels_in_one_step_into_out() -> None:
+def test_the_cpu_backend_labels_in_one_step_into_out() -> None:
     batch = (np.random.default_rng(3).random((3, 17, 29)) < 0.5).astype(np.uint8)
     params = LabelParams(connectivity=4, min_area=2)
     out = np.zeros(batch.shape, np.uint16)
-    steps = label_steps(CpuBackend(threads=1), batch, params, out, True)
+    steps = CpuBackend(threads=1).label_steps(batch, params, out, True)
     with pytest.raises(StopIteration) as finished:
         next(steps)
     want = CpuBackend(threads=1).label(batch, params, narrow=True)
@@ -136,16 +186,27 @@ class Broken:
     def done(self) -> bool:
         raise RuntimeError("device fault")
 
+    def synchronize(self) -> None:
+        raise RuntimeError("device fault")
 
-def test_a_wait_that_fails_fails_its_labeling_and_runs_its_cleanup() -> None:
+
+class BrokenLater(Gate):
+    """A wait not over at first, whose synchronize then fails (a device error)."""
+
+    def synchronize(self) -> None:
+        raise RuntimeError("device fault while waiting")
+
+
+@pytest.mark.parametrize("wait", [Broken, BrokenLater])
+def test_a_wait_that_fails_fails_its_labeling_and_runs_its_cleanup(wait: type) -> None:
     cleaned: list[str] = []
 
     def waiting_on_a_broken_device():  # type: ignore[no-untyped-def]
         try:
-            yield Broken()
+            yield wait()
         finally:
             cleaned.append("cleaned")
-        return Labeled([], [], [])
+        return result(0)
 
     runner = StepRunner()
     try:

@@ -12,13 +12,23 @@ from oracles import is_foreground, joins
 from ccl_cli.contract.params import (
     SUPPORTED_DTYPES,
     LabelParams,
-    display_values,
     dtype_max,
     foreground_mask,
     tau_joins,
 )
 
 INTEGER_DTYPES = [d for d in SUPPORTED_DTYPES if d.kind in "iu"]
+
+
+def display_values(values: np.ndarray, params: LabelParams) -> np.ndarray:
+    """The values the background test sees, computed wide (the slow, obvious way):
+    the originals, inverted when asked. Integers and 1-bit widened to int64 (so
+    dtype max - v cannot wrap), floats to float64."""
+    if values.dtype.kind == "f":
+        wide = values.astype(np.float64)
+        return -wide if params.invert else wide
+    wide = values.astype(np.int64)
+    return dtype_max(values.dtype) - wide if params.invert else wide
 
 
 def test_mode_follows_tau() -> None:

@@ -224,22 +224,21 @@ def test_a_batch_in_empty_batch_memory_is_page_locked_and_labels_the_same():
     assert_results_equal(cuda.label(batch, params), cpu.label(values, params))
 
 
-def test_a_batchs_chunks_run_on_streams_of_falling_priority(monkeypatch):
-    """The first chunk's stream is the most urgent, so the device finishes the chunks
-    in order (CudaBackend._take_stream); lower numbers are higher priorities."""
+def test_a_batchs_chunks_run_on_streams_of_their_own_kept_for_the_next(monkeypatch):
+    """Each chunk a non-blocking stream of its own (CudaBackend._take_stream); the
+    next batch takes the same streams again instead of making new ones."""
     monkeypatch.setattr(cuda_module, "_CHUNK_BYTES", 1 << 20)
     batch = sample((4, 1000, 1000), np.uint8, seed=7)  # 1 MB images: four chunks
     backend, cpu = cuda_module.CudaBackend(0), backends()[1]
-    assert_results_equal(backend.label(batch, LabelParams()), cpu.label(batch, LabelParams()))
-    priorities = [stream.priority for stream in backend._streams]
-    assert len(priorities) == 4
-    assert priorities == sorted(priorities) and priorities[0] < priorities[-1]
+    for _ in range(2):
+        got = backend.label(batch, LabelParams())
+        assert_results_equal(got, cpu.label(batch, LabelParams()))
+        assert len(backend._streams) == 4 and not backend._busy_streams
 
 
 def test_a_chunks_labeling_waits_for_the_chunk_two_before_it(monkeypatch):
     """At most _CHUNKS_LABELING chunks label at once: chunk k's labeling is issued
-    after chunk k - 2's label count event, so chunks beyond the stream priority
-    levels do not all run at once."""
+    after chunk k - 2's label count event, so the chunks do not all run at once."""
     monkeypatch.setattr(cuda_module, "_CHUNK_BYTES", 1 << 20)
     batch = sample((5, 1000, 1000), np.uint8, seed=8)  # 1 MB images: five chunks
     jobs, waits = [], []

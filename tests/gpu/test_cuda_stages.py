@@ -260,18 +260,32 @@ def test_float32_smoothing_division_is_correctly_rounded():
     np.testing.assert_array_equal(got[~nan].view(np.uint64), want[~nan].view(np.uint64))
 
 
+#: A kernel of this test's own around smooth.cu's device functions, compiled with NVRTC.
+_DIVISION_SOURCE = r"""
+#include "smooth.cu"
+extern "C" __global__ void division_under_test(const double* sums, const int* counts,
+                                               double* reciprocals, double* quotients, u32 n) {
+  const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    reciprocals[i] = refined_reciprocal(counts[i]);
+    quotients[i] = quotient_of_float_sums(sums[i], counts[i]);
+  }
+}
+"""
+
+
 def _division_kernel(sums: np.ndarray, widths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """smooth.cu's (refined_reciprocal(W), quotient_of_float_sums(s, W)) per pair."""
     import cupy
 
-    from ccl_cli.backends.cuda.loader import device_kernels
+    from ccl_cli.backends.cuda.loader import CUDA_DIR
 
+    module = cupy.RawModule(code=_DIVISION_SOURCE, options=("-std=c++17", f"-I{CUDA_DIR}"))
+    kernel = module.get_function("division_under_test")
     n = len(sums)
     reciprocals, quotients = cupy.empty(n, cupy.float64), cupy.empty(n, cupy.float64)
     args = (cupy.asarray(sums), cupy.asarray(widths, cupy.int32), reciprocals, quotients)
-    device_kernels(0).launch(
-        "gccl_smooth_f32_quotients", -(-n // 256), (256,), (*args, np.uint32(n))
-    )
+    kernel((-(-n // 256),), (256,), (*args, np.uint32(n)))
     return reciprocals.get(), quotients.get()
 
 

@@ -24,6 +24,7 @@ from cli_helpers import (
     stopped_by_sigterm,
 )
 
+from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.config import Settings, apply
 from ccl_cli.errors import UsageError
 from ccl_cli.run import processes, tasks
@@ -99,7 +100,7 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_output_set_is_complete(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served: bool
 ):
     """served: the workers label through this process's service, as on a GPU."""
-    monkeypatch.setattr(processes, "_serves", lambda backend: served)
+    monkeypatch.setattr(CpuBackend, "uses_gpu", served)
     pools: list[processes.LocalProcesses] = []
     real_init = processes.LocalProcesses.__init__
 

@@ -19,7 +19,7 @@ from cli_helpers import files, gccl, make_inputs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ccl_cli.backends.base import WARM_UP_DTYPES, Backend, Labeled, warm_up
+from ccl_cli.backends.base import WARM_UP_DTYPES, Backend, warm_up
 from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.contract.params import LabelParams
 from ccl_cli.errors import BackendUnavailable
@@ -123,23 +123,21 @@ class _Locking(CpuBackend):
 
 
 class _Stepped(CpuBackend):
-    """A CPU backend that labels in steps, each waiting for a few polls, and records
-    how many of its labelings were in flight at once."""
+    """A CPU backend that labels in steps, each waiting a while, and records how many
+    of its labelings were in flight at once."""
 
     def __init__(self) -> None:
         super().__init__(threads=1)
         self.in_flight = 0
         self.most_in_flight = 0
-        self.batches_at_once: set[int] = set()
 
-    def label_steps(self, batch, params, out, narrow, batches_at_once=1):  # type: ignore[no-untyped-def]
-        self.batches_at_once.add(batches_at_once)
+    def label_steps(self, batch, params, out, narrow):  # type: ignore[no-untyped-def]
         self.in_flight += 1  # the runner's thread only: no lock needed
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
             for _ in range(3):
                 yield _Timed(0.03)
-            return Labeled.of(self.label(batch, params, out, narrow))
+            return self.label(batch, params, out, narrow)
         finally:
             self.in_flight -= 1
 
@@ -155,10 +153,12 @@ class _Timed:
     def done(self) -> bool:
         return time.monotonic() >= self.when
 
+    def synchronize(self) -> None:
+        time.sleep(max(0.0, self.when - time.monotonic()))
+
 
 def test_the_device_labeler_steps_at_most_two_batches_per_device_at_once():
-    """Six threads hand batches to one device at once; each gets its own result, and
-    the backend hears how many batches it has at once (it sizes its chunks by it)."""
+    """Six threads hand batches to one device at once; each gets its own result."""
     stepped = _Stepped()
     labeler = DeviceLabeler([stepped])
     batches = [
@@ -181,7 +181,6 @@ def test_the_device_labeler_steps_at_most_two_batches_per_device_at_once():
     finally:
         labeler.close()
     assert stepped.most_in_flight == CONCURRENT_BATCHES == 2
-    assert stepped.batches_at_once == {CONCURRENT_BATCHES}
     for i, batch in enumerate(batches):
         want = CpuBackend(threads=1).label(batch, LabelParams())
         assert np.array_equal(outs[i], want.labels)
@@ -271,7 +270,7 @@ def test_without_a_gpu_to_serve_the_worker_labels_on_its_own():
 def test_workers_served_by_this_process_write_what_one_process_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(processes, "_serves", lambda backend: True)
+    monkeypatch.setattr(CpuBackend, "uses_gpu", True)  # served as a GPU backend is
     make_inputs(tmp_path / "in", 13, 40)
     args = [str(tmp_path / "in"), "-r", "--min-area", "2", "--preview", "--polygons"]
     assert gccl(*args, "--out", str(tmp_path / "one"), "--processes", "1")[0] == 0
@@ -287,7 +286,7 @@ def test_workers_served_by_this_process_write_what_one_process_writes(
 def test_the_served_backend_is_warmed_up_with_the_runs_parameters_before_serving(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(processes, "_serves", lambda backend: True)
+    monkeypatch.setattr(CpuBackend, "uses_gpu", True)  # served as a GPU backend is
     warmed: list[tuple[str, LabelParams]] = []
     monkeypatch.setattr(
         processes, "warm_up", lambda backend, params: warmed.append((backend.name, params))
@@ -376,7 +375,7 @@ def test_without_memory_files_workers_label_on_their_own(
     assert gccl(*args, "--out", str(tmp_path / "one"), "--processes", "1")[0] == 0
     assert gccl(*args, "--out", str(tmp_path / "many"), "--processes", "2")[0] == 0
     assert files(tmp_path / "many") == files(tmp_path / "one")
-    monkeypatch.setattr(processes, "_serves", lambda backend: True)  # as a GPU backend would
+    monkeypatch.setattr(CpuBackend, "uses_gpu", True)  # as a GPU backend would
     code, _, stderr = gccl(*args, "--out", str(tmp_path / "gpu"), "--processes", "2")
     assert code == 2 and "needs Linux" in stderr
     assert not (tmp_path / "gpu").exists()  # found before the workers started

@@ -12,7 +12,15 @@ import numpy as np
 from ...contract.outlines import Outlines
 from ...contract.params import LabelParams
 from ...contract.stats import StatsTable
-from ..base import NARROW_LIMIT, BatchResult, label_dtype, nothing_to_undo
+from ..base import (
+    NARROW_LIMIT,
+    Backend,
+    BatchResult,
+    LabelSteps,
+    in_one_step,
+    label_dtype,
+    nothing_to_undo,
+)
 from .labels import label_image
 from .outlines import outlines
 
@@ -21,9 +29,14 @@ class CpuBackend:
     """Labels batches on the CPU; the reference every other backend must match."""
 
     name = "cpu"
+    uses_gpu = False
 
     def __init__(self, threads: int | None = None) -> None:
         self.threads = max(1, threads or os.cpu_count() or 1)
+
+    def per_device(self) -> list[Backend]:
+        """This backend."""
+        return [self]
 
     def label(
         self,
@@ -64,6 +77,12 @@ class CpuBackend:
             polygons=[p for _, _, p in results if p is not None] if params.polygons else None,
             wide=wide,
         )
+
+    def label_steps(
+        self, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
+    ) -> LabelSteps:
+        """label in one step (base.in_one_step): it waits for nothing but its threads."""
+        return in_one_step(self, batch, params, out, narrow)
 
     def batch_budget_bytes(self) -> int:
         """Input bytes per batch: enough images to keep every core busy, few enough to stream."""

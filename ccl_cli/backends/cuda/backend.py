@@ -30,7 +30,6 @@ and the CPU path, never need it.
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Callable
 from contextlib import suppress
@@ -45,15 +44,15 @@ from ...contract.stats import empty_table
 from ...errors import BackendUnavailable
 from ..base import (
     NARROW_LIMIT,
+    Backend,
     BatchResult,
-    Labeled,
-    batch_result,
+    LabelSteps,
     joined,
     label_dtype,
     nothing_to_undo,
     split_bounds,
 )
-from ..steps import LabelSteps, interleaved
+from ..steps import interleaved
 from .labels import (
     check_batch,
     dense_labels,
@@ -74,9 +73,6 @@ HOST_BATCH_BYTES = 64 << 20
 _CHUNK_BYTES = 32 << 20
 #: Morphology steps (erosions and dilations) that double a chunk's input bytes (_chunks).
 _CHUNK_STEPS = 32
-#: Stream priorities in use (H100 and H200 have 0, the least, to -5): a device's
-#: k-th stream gets priority k - (levels - 1), clamped by the driver to its range.
-_STREAM_PRIORITY_LEVELS = 6
 #: Chunks of a batch whose labeling the device runs at once: chunk k's starts when
 #: chunk k - _CHUNKS_LABELING's is done (label_steps).
 _CHUNKS_LABELING = 2
@@ -97,6 +93,7 @@ class CudaBackend:
     """Labels batches on one CUDA device; results match CpuBackend bit for bit."""
 
     name = "cuda"
+    uses_gpu = True
 
     def __init__(self, device: int = 0) -> None:
         cupy = import_cupy()
@@ -114,6 +111,10 @@ class CudaBackend:
         self._streams: list[Any] = []  # every stream made, in order (_take_stream)
         self._busy_streams: set[int] = set()  # ids of the streams jobs hold
         self._streams_lock = threading.Lock()
+
+    def per_device(self) -> list[Backend]:
+        """This backend: it labels on one device."""
+        return [self]
 
     def label(
         self,
@@ -135,57 +136,50 @@ class CudaBackend:
             values = _as_cupy(cupy, batch)
             with values.device:
                 labels = cupy.empty(values.shape, cupy.uint32)
-                labeled = _split_on_oom(
-                    cupy, values.shape, lambda lo, hi: _label(values[lo:hi], params, labels[lo:hi])
+                return _split_on_oom(
+                    cupy,
+                    values.shape,
+                    labels,
+                    params,
+                    lambda lo, hi: _label(values[lo:hi], params, labels[lo:hi]),
                 )
-            return batch_result(labels, labeled, params)
         host = np.asarray(batch)
         labels = self.empty_batch(host.shape, label_dtype(narrow)) if out is None else out
-        (labeled,) = interleaved([self.label_steps(host, params, labels, narrow)])
-        return batch_result(labels, labeled, params)
+        (result,) = interleaved([self.label_steps(host, params, labels, narrow)])
+        return result
 
     def label_steps(
-        self,
-        host: np.ndarray,
-        params: LabelParams,
-        labels: np.ndarray,
-        narrow: bool,
-        batches_at_once: int = 1,
+        self, host: np.ndarray, params: LabelParams, labels: np.ndarray, narrow: bool
     ) -> LabelSteps:
-        """Label the numpy batch `host` into the numpy `labels`, in steps (steps.LabelSteps).
+        """Label the numpy batch `host` into the numpy `labels`, in steps (base.LabelSteps).
 
-        The batch goes in chunks (_chunks; larger where the caller runs
-        `batches_at_once` batches on this device at once), each a _Job on a
-        non-blocking stream of its own, straight from `host` where it is page-locked
-        and C-contiguous, else through a page-locked staging copy. The steps: upload
+        The batch goes in chunks (_chunks), each a _Job on a non-blocking stream
+        of its own, straight from `host` where it is page-locked and
+        C-contiguous, else through a page-locked staging copy. The steps: upload
         every chunk (each upload waits for the previous one, so they follow each
         other at full bus speed), then issue each chunk's labeling, then each
-        chunk's statistics and the copy of its labels back, then collect each. Each
-        step yields the event that the next one waits for (steps.LabelSteps), so a
-        runner with other labelings (other devices, other batches) steps those
-        meanwhile. Every upload comes first because issuing a chunk's labeling takes
-        the host up to a millisecond: another device's first upload would wait for
-        it. Streams taken earlier have higher priority (_take_stream), so the GPU
-        prefers chunk 0's kernels to chunk 1's rather than finishing all chunks at
-        once, and chunk 0's statistics and copies back overlap chunk 1's kernels.
-        There are only a few priority levels, so a chunk's labeling also waits on
-        the device for the label count of the chunk _CHUNKS_LABELING before it: with
-        more chunks than levels, the last ones would all run at once (measured on an
-        H200, twelve chunks of a stage-heavy batch took 23.5-24.3 ms, 20.5-21.1 with
-        the wait). Out of device memory, the batch is labeled again without overlap
-        (_label_without_overlap).
+        chunk's statistics and the copy of its labels back, then collect each.
+        Each step yields the event that the next one waits for, so a runner with
+        other labelings (other devices, other batches) steps those meanwhile.
+        Every upload comes first because issuing a chunk's labeling takes the
+        host up to a millisecond: another device's first upload would wait for
+        it. A chunk's labeling waits on the device for the label count of the
+        chunk _CHUNKS_LABELING before it, so that early chunks finish first and
+        their statistics and copies back overlap later chunks' kernels, instead
+        of every chunk finishing late at once. Out of device memory, the batch
+        is labeled again without overlap (_label_without_overlap).
         """
         cupy = import_cupy()
         jobs: list[_Job] = []
         try:
-            for lo, hi in _chunks(host, params, batches_at_once):
+            for lo, hi in _chunks(host, params):
                 after = jobs[-1].uploaded if jobs else None
                 jobs.append(self._upload(host[lo:hi], params, labels[lo:hi], narrow, after))
-                yield
+                yield None
             for index, job in enumerate(jobs):
                 earlier = index - _CHUNKS_LABELING
                 job.label(after=jobs[earlier].counted if earlier >= 0 else None)
-                yield
+                yield None
             for job in jobs:
                 yield job.counted
                 job.statistics()
@@ -193,7 +187,7 @@ class CudaBackend:
             for job in jobs:
                 yield job.copied
                 parts.append(job.collect())
-            return joined(parts)
+            return joined(labels, parts, params)
         except cupy.cuda.memory.OutOfMemoryError:
             self._abandon(jobs)
             jobs = []
@@ -224,7 +218,7 @@ class CudaBackend:
                     stream.wait_event(after)
                 values = cupy.empty(host.shape, host.dtype)
                 values.set(staging if staging is not None else host, stream=stream)
-                uploaded = stream.record()
+                uploaded = _record(cupy, stream)
                 out = cupy.empty(host.shape, cupy.uint32)
                 job = _Job(values, params, out, _HostLabels(labels, narrow, staging))
                 job.uploaded = uploaded
@@ -238,11 +232,11 @@ class CudaBackend:
 
     def _label_without_overlap(
         self, host: np.ndarray, params: LabelParams, labels: np.ndarray, narrow: bool
-    ) -> Labeled:
+    ) -> BatchResult:
         """label_steps' work as one job at a time: the batch, or its halves (and
         theirs) while device memory runs out (_split_on_oom)."""
 
-        def run(lo: int, hi: int) -> Labeled:
+        def run(lo: int, hi: int) -> BatchResult:
             job = self._upload(host[lo:hi], params, labels[lo:hi], narrow)
             try:
                 job.label()
@@ -251,7 +245,7 @@ class CudaBackend:
             finally:
                 self._abandon([job])
 
-        return _split_on_oom(import_cupy(), host.shape, run)
+        return _split_on_oom(import_cupy(), host.shape, labels, params, run)
 
     def _abandon(self, jobs: list[_Job]) -> None:
         """Wait for whatever `jobs` still have in flight (their copies write into host
@@ -273,13 +267,9 @@ class CudaBackend:
         time. The first idle one in creation order is taken, so a batch's
         chunk i gets the same stream batch after batch, with memory blocks of
         its size already pooled, and no more streams (each holding its own
-        blocks) are made than jobs ever ran at once. The k-th stream made
-        has the k-th highest priority (_STREAM_PRIORITY_LEVELS; later ones
-        the least), so the device prefers the kernels of a batch's earlier
-        chunks: chunk 0 is done first and its copies back overlap chunk 1's
-        kernels, instead of every chunk finishing late at once (label_steps).
-        Streams share the device's hardware work queues, each of which runs
-        its work in order; docs/performance.md measures what more of them
+        blocks) are made than jobs ever ran at once. Streams share the
+        device's hardware work queues, each of which runs its work in
+        order; docs/performance.md measures what more of them
         (CUDA_DEVICE_MAX_CONNECTIONS, the user's choice) gain and cost.
         """
         cupy = import_cupy()
@@ -289,8 +279,7 @@ class CudaBackend:
                     self._busy_streams.add(id(stream))
                     return stream
             with cupy.cuda.Device(self.device):
-                priority = min(0, len(self._streams) - (_STREAM_PRIORITY_LEVELS - 1))
-                stream = cupy.cuda.Stream(non_blocking=True, priority=priority)
+                stream = cupy.cuda.Stream(non_blocking=True)
             self._streams.append(stream)
             self._busy_streams.add(id(stream))
             return stream
@@ -341,52 +330,34 @@ class CudaBackend:
         return max(1 << 20, min(HOST_BATCH_BYTES, int(free * 0.8) // 10))
 
 
-def _chunks(
-    host: np.ndarray, params: LabelParams, batches_at_once: int = 1
-) -> list[tuple[int, int]]:
+def _chunks(host: np.ndarray, params: LabelParams) -> list[tuple[int, int]]:
     """[lo, hi) bounds of the chunks a numpy batch is labeled in (label_steps).
 
-    Whole images, under 2**32 pixels (label offsets are 32-bit), and about
-    _CHUNK_BYTES of input each (the first and last of three or more, half
-    that), times 1 + (morphology steps) / _CHUNK_STEPS, times
-    `batches_at_once`.
-
-    Smaller chunks let the copies of one chunk overlap the kernels of
-    another sooner, and leave less to wait for after the last upload, but
-    with stages a chunk has more work per byte, and more of it in small
-    kernels and host work that do not shrink with the chunk. Measured on the
-    H200s, 16 depth-like 4000x3000 frames with --open 8 --close 8 --smooth
-    binomial:7 (32 steps) took 19.6-20.1 ms on one GPU in these 64 MB chunks
-    and 20.8-24.1 ms in 32 MB ones (medians of rounds; 11.3-12.5 and
-    10.9-16.3 ms on two GPUs).
-
-    `batches_at_once` is how many batches the caller labels on the device at
-    once (the labeling service's two): another batch's kernels then fill the
-    gaps that small chunks fill, and fewer chunks cost the host less work
-    and share the device's work queues less. Batches back to back on one and
-    two H200s (benchmarks/bench_multi_gpu.py), chunks of twice the size took
-    the stage-heavy batch from 19.4-19.5 and 9.9-11.3 ms to 18.6-19.0 and
-    9.4-9.6 ms, the depth-like one from 12.3-12.6 and 7.1-8.2 ms to
-    10.6-11.7 and 6.1-6.3 ms; four times the size was no better.
+    Whole images, as even as they divide, under 2**32 pixels (label offsets
+    are 32-bit), and about _CHUNK_BYTES of input each, times 1 + (morphology
+    steps) / _CHUNK_STEPS. Smaller chunks let the copies of one chunk overlap
+    the kernels of another sooner, and leave less to wait for after the last
+    upload, but with stages a chunk has more work per byte, and more of it in
+    small kernels and host work that do not shrink with the chunk.
     """
     if len(host) <= 1:
         return [(0, len(host))]
     from ...contract.stages import primitive_steps
 
     morphology = sum(iterations for _, iterations in primitive_steps(params.morphology))
-    chunk_bytes = _CHUNK_BYTES * batches_at_once * (_CHUNK_STEPS + morphology) // _CHUNK_STEPS
+    chunk_bytes = _CHUNK_BYTES * (_CHUNK_STEPS + morphology) // _CHUNK_STEPS
     pixels = int(np.prod(host.shape, dtype=np.int64))
     count = max(-(-host.nbytes // chunk_bytes), -(-pixels // _MAX_BATCH_PIXELS))
-    even = split_bounds(len(host), count)
-    if count < 3 or len(host) < count:
-        return even
-    # The first and last chunks half as large as the others: the device idles until
-    # the first upload is done, and nothing overlaps the last chunk's copies back.
-    weights = np.array([0.5] + [1.0] * (count - 2) + [0.5])
-    cuts = np.round(np.cumsum([0.0, *weights]) / weights.sum() * len(host)).astype(int)
-    ramped = [(int(lo), int(hi)) for lo, hi in itertools.pairwise(np.unique(cuts))]
-    largest = max(hi - lo for lo, hi in ramped) * (pixels // len(host))
-    return ramped if largest <= _MAX_BATCH_PIXELS else even
+    return split_bounds(len(host), count)
+
+
+def _record(cupy: Any, stream: Any) -> Any:
+    """An event recorded on `stream` now. A host thread that waits for it sleeps
+    (blocking synchronization) rather than spinning on a core that the
+    decoding threads and processes need."""
+    event = cupy.cuda.Event(block=True, disable_timing=True)
+    event.record(stream)
+    return event
 
 
 def pinned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -477,7 +448,7 @@ class _Job:
             self.label_base = label_offsets(dense_labels(image, label_params, self.out))
             self.offsets = pinned_empty((n + 1,), np.dtype(np.uint32))
             self.label_base.get(stream=self.stream, out=self.offsets, blocking=False)
-            self.counted = self.stream.record()
+            self.counted = _record(cupy, self.stream)
 
     def statistics(self) -> None:
         """Wait for the label count; issue the statistics and the copies back."""
@@ -497,27 +468,30 @@ class _Job:
             if kept is not None:
                 self.kept_base = pinned_empty(self.offsets.shape, np.dtype(np.uint32))
                 kept[2].get(stream=self.stream, out=self.kept_base, blocking=False)
-            self.tabled = self.copied = self.stream.record()
+            self.tabled = self.copied = _record(cupy, self.stream)
             if self.host is not None:
                 labels = self.out.astype(cupy.uint16) if self.host.narrow else self.out
                 labels.get(stream=self.stream, out=self.host.array, blocking=False)
-                self.copied = self.stream.record()
+                self.copied = _record(cupy, self.stream)
 
-    def collect(self) -> Labeled:
-        """Wait for the statistics; the tables, outlines and wide images (base.Labeled)."""
+    def collect(self) -> BatchResult:
+        """Wait for the statistics; the result of this job's batch (base.BatchResult)."""
         n, height, width = self.shape
+        labels = self.out if self.host is None else self.host.array
         if n == 0:
-            return Labeled([], [], [])
+            return BatchResult(labels, [], [], [] if self.params.polygons else None)
         if height * width == 0:
-            empty = [Outlines.empty() for _ in range(n)] if self.params.polygons else []
-            return Labeled([empty_table(self.integer) for _ in range(n)], [0] * n, empty)
+            empty = [Outlines.empty() for _ in range(n)] if self.params.polygons else None
+            return BatchResult(
+                labels, [empty_table(self.integer) for _ in range(n)], [0] * n, empty
+            )
         with self.device, self.stream:
             self.tabled.synchronize()
             starts = self.kept_base.astype(np.int64)  # each image's first kept row, and the end
             table = table_view(self.table, int(starts[-1]), self.integer)
             tables = [table.take(slice(starts[i], starts[i + 1])) for i in range(n)]
             kept_counts = np.diff(starts).tolist()
-            outlines: list[Outlines] = []
+            outlines: list[Outlines] | None = None
             if self.params.polygons:
                 from .outlines import device_outlines
 
@@ -526,7 +500,8 @@ class _Job:
             if self.host is not None:
                 self.stream.synchronize()
                 self.host.staging = None
-        return Labeled(tables, np.diff(self.offsets.astype(np.int64)).tolist(), outlines, wide)
+        components = np.diff(self.offsets.astype(np.int64)).tolist()
+        return BatchResult(labels, tables, components, outlines, wide)
 
     def _wide_images(self, kept_counts: list[int]) -> dict[int, np.ndarray]:
         """Copies back (asynchronously) of the images whose kept labels exceed
@@ -541,7 +516,7 @@ class _Job:
         return wide
 
 
-def _label(values: Any, params: LabelParams, out: Any) -> Labeled:
+def _label(values: Any, params: LabelParams, out: Any) -> BatchResult:
     """Labels into `out`, the statistics tables and outlines of one device (sub-)batch,
     on the current stream (a _Job's steps one after the other)."""
     job = _Job(values, params, out)
@@ -553,20 +528,23 @@ def _label(values: Any, params: LabelParams, out: Any) -> Labeled:
 def _split_on_oom(
     cupy: Any,
     shape: tuple[int, ...],
-    run: Callable[[int, int], Labeled],
-) -> Labeled:
-    """run(0, N) for a batch of `shape`, in halves (recursively) on device out-of-memory.
+    labels: Any,
+    params: LabelParams,
+    run: Callable[[int, int], BatchResult],
+) -> BatchResult:
+    """run(0, N) for a batch of `shape` labeled into `labels`, in halves (recursively)
+    on device out-of-memory.
 
     Sub-batches also stay under 2**32 pixels: label offsets are 32-bit.
     """
     pixels = int(np.prod(shape[1:], dtype=np.int64))
-    return _run_part(cupy, run, pixels, 0, shape[0])
+    return joined(labels, _run_part(cupy, run, pixels, 0, shape[0]), params)
 
 
 def _run_part(
-    cupy: Any, run: Callable[[int, int], Labeled], pixels: int, lo: int, hi: int
-) -> Labeled:
-    """run(lo, hi), or its two halves (see _split_on_oom).
+    cupy: Any, run: Callable[[int, int], BatchResult], pixels: int, lo: int, hi: int
+) -> list[BatchResult]:
+    """[run(lo, hi)], or the parts of its two halves (see _split_on_oom).
 
     A module function, not a pair of nested ones: nested functions that call
     each other form a reference cycle, which kept `run` (and the pinned label
@@ -576,7 +554,7 @@ def _run_part(
     if hi - lo > 1 and (hi - lo) * pixels > _MAX_BATCH_PIXELS:
         return _halves(cupy, run, pixels, lo, hi)
     try:
-        return run(lo, hi)
+        return [run(lo, hi)]
     except cupy.cuda.memory.OutOfMemoryError:
         if hi - lo <= 1:
             raise
@@ -585,10 +563,10 @@ def _run_part(
 
 
 def _halves(
-    cupy: Any, run: Callable[[int, int], Labeled], pixels: int, lo: int, hi: int
-) -> Labeled:
+    cupy: Any, run: Callable[[int, int], BatchResult], pixels: int, lo: int, hi: int
+) -> list[BatchResult]:
     mid = (lo + hi) // 2
-    return joined([_run_part(cupy, run, pixels, lo, mid), _run_part(cupy, run, pixels, mid, hi)])
+    return [*_run_part(cupy, run, pixels, lo, mid), *_run_part(cupy, run, pixels, mid, hi)]
 
 
 def _as_cupy(cupy: Any, array: Any) -> Any:

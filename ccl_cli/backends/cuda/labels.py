@@ -1,9 +1,9 @@
 """The host side of labeling on the device: dense raster-order labels (kernels 1-2) and the
 statistics, min-area filtering and statistics table of a labeled batch (kernel stage 3).
 
-These functions queue work on the current stream of the batch's device; only
-device_statistics waits (for the number of labels). backend.py runs them on
-chunks of host batches, the benchmarks and the Python API on device arrays.
+These functions queue work on the current stream of the batch's device and
+never wait for it. backend.py runs them on chunks of host batches and on
+device arrays.
 """
 
 from __future__ import annotations
@@ -14,13 +14,12 @@ import numpy as np
 
 from ...contract.params import LabelParams, dtype_max
 from ...contract.stats import StatsTable
-from .loader import CHUNK, CHUNK_THREADS, KERNEL_SUFFIX, device_kernels, import_cupy
+from .loader import CHUNK, CHUNK_THREADS, GEOMETRY, KERNEL_SUFFIX, device_kernels, import_cupy
 
-# Geometry shared with the .cu files (common.cuh, block8.cu, pixel.cu, relabel.cu).
-_B8_TILE = (64, 32)  # pixels (w, h) per CUDA block of block8.cu
-_B8_THREADS = (32, 16)
-_PX_TILE = (32, 16)  # pixels (w, h) per CUDA block of pixel.cu, one thread each
-_SCAN_THREADS = 1024
+_B8_TILE = (GEOMETRY["GCCL_B8_TILE_W"], GEOMETRY["GCCL_B8_TILE_H"])  # pixels per CUDA block
+_B8_THREADS = (GEOMETRY["GCCL_B8_TBW"], GEOMETRY["GCCL_B8_TBH"])
+_PX_TILE = (GEOMETRY["GCCL_PX_TILE_W"], GEOMETRY["GCCL_PX_TILE_H"])  # one thread per pixel
+_SCAN_THREADS = GEOMETRY["GCCL_SCAN_THREADS"]
 _MAX_GRID = 2**31 - 1
 _MAX_IMAGE_PIXELS = 2**31 - 1  # labels and ranks share a u32 with a flag bit
 
@@ -88,18 +87,6 @@ def dense_labels(values: Any, params: LabelParams, out: Any) -> Any:
         "gccl_resolve", n * chunks, (CHUNK_THREADS,), (labels, out, *chunk_args, offsets)
     )
     return components
-
-
-def device_statistics(
-    values: Any, params: LabelParams, out: Any, components: Any
-) -> tuple[Any, Any]:
-    """Kernel stage 3 after dense_labels, waiting for the number of labels: the
-    statistics table (stats_table) after min-area filtering (remove_small), and
-    the label offsets (label_offsets). The benchmarks time dense_labels plus this."""
-    label_base = label_offsets(components)
-    total = int(label_base[-1:].get()[0])
-    table, _ = filtered_table(values, out, label_base, total, params.min_area)
-    return table, label_base
 
 
 def filtered_table(

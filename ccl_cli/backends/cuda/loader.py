@@ -8,9 +8,13 @@ forces that route).
 
 from __future__ import annotations
 
+import ast
 import json
+import operator
 import os
+import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,9 +40,57 @@ def fatbin_architectures() -> str:
         return f"unknown ({one_line(exc)})"
 
 
-# Geometry shared with the .cu files (common.cuh, relabel.cu, stats.cu, outline.cu).
-CHUNK = 4096  # pixels per block of the raster-order kernels
-CHUNK_THREADS = 256
+GEOMETRY_HEADER = CUDA_DIR / "geometry.cuh"
+_DEFINE = re.compile(r"#\s*define\s+(\w+)(.*)")
+_UNSIGNED = re.compile(r"\b(\d+)[uU]?[lL]{0,2}\b")
+_OPERATORS: dict[type, Callable[[int, int], int]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.floordiv,  # C's integer division (the values are positive)
+    ast.LShift: operator.lshift,
+}
+
+
+def read_defines(text: str, source: str) -> dict[str, int]:
+    """The `#define NAME VALUE` lines of a header as {NAME: value}.
+
+    A value is an integer expression of numbers (C suffixes u, l allowed),
+    names defined above it, + - * / << and parentheses; anything else raises
+    ValueError naming `source` and the line, so the host never guesses.
+    """
+    defines: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        match = _DEFINE.match(line.strip())
+        if match is None:
+            continue
+        name, value = match.group(1), match.group(2).split("//")[0].strip()
+        try:
+            if not value or match.group(2)[:1] not in " \t":
+                raise ValueError("not a NAME VALUE define")
+            tree = ast.parse(_UNSIGNED.sub(r"\1", value), mode="eval")
+            defines[name] = _evaluate(tree.body, defines)
+        except (SyntaxError, ValueError, KeyError) as exc:
+            raise ValueError(f"{source}:{number}: cannot read {line.strip()!r} ({exc})") from exc
+    return defines
+
+
+def _evaluate(node: ast.expr, names: dict[str, int]) -> int:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.Name):
+        return names[node.id]
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        left, right = _evaluate(node.left, names), _evaluate(node.right, names)
+        return _OPERATORS[type(node.op)](left, right)
+    raise ValueError(f"unsupported expression {ast.unparse(node)!r}")
+
+
+#: The launch geometry the kernels are built with (geometry.cuh): tiles, chunks,
+#: strips, threads per block, by their GCCL_ names.
+GEOMETRY = read_defines(GEOMETRY_HEADER.read_text(), GEOMETRY_HEADER.name)
+CHUNK = GEOMETRY["GCCL_CHUNK"]  # pixels per block of the raster-order kernels
+CHUNK_THREADS = GEOMETRY["GCCL_CHUNK_THREADS"]
 
 #: The kernel name suffix of each supported dtype (dtypes.cuh).
 KERNEL_SUFFIX = {

@@ -20,9 +20,9 @@ import numpy as np
 from ...contract.outlines import PART_CONNECTIVITY, Outlines, split_batch
 from ...contract.params import LabelParams
 from .labels import dense_labels
-from .loader import CHUNK, CHUNK_THREADS, device_kernels, import_cupy
+from .loader import CHUNK, CHUNK_THREADS, GEOMETRY, device_kernels, import_cupy
 
-_THREADS = 256  # GCCL_OUTLINE_THREADS
+_THREADS = GEOMETRY["GCCL_OUTLINE_THREADS"]
 #: The 4-connected parts of a label image: label equality, background 0.
 PART_PARAMS = LabelParams(tau=0, connectivity=PART_CONNECTIVITY, background=0)
 

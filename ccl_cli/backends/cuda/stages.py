@@ -12,23 +12,28 @@ from typing import Any
 
 import numpy as np
 
-from .loader import KERNEL_SUFFIX, device_kernels, import_cupy
+from .loader import GEOMETRY, KERNEL_SUFFIX, device_kernels, import_cupy
 
 #: A kernel launch: (name, blocks, threads per block, arguments).
 Launch = tuple[str, int, tuple[int, ...], tuple[Any, ...]]
 
-# Geometry shared with the .cu files.
-_MORPH_STRIP_W = 512  # columns per warp of morphology.cu
-_MORPH_ROWS = {16: 16, 4: 16, 1: 4}  # rows per warp, by access width (bytes)
-_MORPH_WARPS = 2  # warps per block
-_MORPH_MAX_STEPS = 8  # iterations per launch of the multi-step kernels, at most
-_MORPH_STEP_W = 480  # output columns per warp of the multi-step kernels (same rows)
-_SMOOTH_STRIP_W = 120  # output columns per warp of smooth.cu's strip kernels
-_SMOOTH_MAX_ROWS = 32  # output rows per warp of the strip kernels, at most (strip_rows)
-_SMOOTH_WARPS = 4
-_SMOOTH_STRIP_RADIUS = 3  # largest radius of the strip kernels
-_SMOOTH_TILE = 32  # output pixels per tile side of smooth.cu's shared-tile kernels
-_SMOOTH_THREADS = (32, 8)
+# The kernels' geometry (geometry.cuh).
+_MORPH_STRIP_W = GEOMETRY["GCCL_MORPH_STRIP_W"]  # columns per warp of morphology.cu
+_MORPH_ROWS = {  # rows per warp, by access width (bytes)
+    16: GEOMETRY["GCCL_MORPH_ROWS"],
+    4: GEOMETRY["GCCL_MORPH_ROWS"],
+    1: GEOMETRY["GCCL_MORPH_ROWS_BYTES"],
+}
+_MORPH_WARPS = GEOMETRY["GCCL_MORPH_WARPS"]  # warps per block
+_MORPH_MAX_STEPS = GEOMETRY["GCCL_MORPH_MAX_STEPS"]  # iterations per multi-step launch, at most
+_MORPH_STEP_W = GEOMETRY["GCCL_MORPH_STEP_W"]  # output columns per warp of the multi-step kernels
+_SMOOTH_STRIP_W = GEOMETRY["GCCL_SMOOTH_STRIP_W"]  # output columns per warp of the strip kernels
+_SMOOTH_WARPS = GEOMETRY["GCCL_SMOOTH_STRIP_WARPS"]
+_SMOOTH_STRIP_RADIUS = GEOMETRY["GCCL_SMOOTH_STRIP_RADIUS"]  # largest radius of the strip kernels
+_SMOOTH_TILE = GEOMETRY["GCCL_SMOOTH_TILE"]  # output pixels per tile side (shared-tile kernels)
+_SMOOTH_THREADS = (GEOMETRY["GCCL_SMOOTH_THREADS_X"], GEOMETRY["GCCL_SMOOTH_THREADS_Y"])
+#: Output rows per warp of the strip kernels, at most (strip_rows; a host choice).
+_SMOOTH_MAX_ROWS = 32
 _INT32_LIMIT = 2**31
 
 
@@ -128,7 +133,7 @@ def smooth_launch(
         blocks = kernels.resident_blocks(name, 32 * _SMOOTH_WARPS) * kernels.multiprocessors
         rows = strip_rows(height, n * strips_x, blocks * _SMOOTH_WARPS, radius)
     strips = strips_x * -(-height // rows)
-    padded = (*weights, *(0,) * (7 - len(weights)))
+    padded = (*weights, *(0,) * (2 * _SMOOTH_STRIP_RADIUS + 1 - len(weights)))
     vec = (
         width % 4 == 0
         and values.data.ptr % min(16, 4 * dtype.itemsize) == 0

@@ -12,11 +12,6 @@
 #include "foreground.cuh"
 #include "runs.cuh"
 
-#define GCCL_B8_TBW 32  // one warp per block row (runs.cuh)
-#define GCCL_B8_TBH 16
-#define GCCL_B8_TILE_W (2 * GCCL_B8_TBW)
-#define GCCL_B8_TILE_H (2 * GCCL_B8_TBH)
-
 template <typename T>
 __device__ __forceinline__ void block8_local(const T* values, u32* labels, u32 height,
                                              u32 width, u32 tiles_x, u32 tiles_per_image,

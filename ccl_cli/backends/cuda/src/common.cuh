@@ -9,6 +9,8 @@
 // GCCL_ROOT_FLAG | rank, which readers treat as "this node is a root".
 #pragma once
 
+#include "geometry.cuh"
+
 typedef unsigned int u32;
 typedef unsigned long long u64;
 typedef long long i64;
@@ -16,12 +18,6 @@ typedef long long i64;
 #define GCCL_BACKGROUND 0xFFFFFFFFu
 #define GCCL_ROOT_FLAG 0x80000000u
 #define GCCL_FULL_WARP 0xFFFFFFFFu  // every lane of a warp, for the *_sync intrinsics
-
-// Pixels per chunk of the raster-order kernels (finalize, resolve, stats):
-// GCCL_CHUNK_THREADS threads x GCCL_CHUNK_ITEMS pixels each.
-#define GCCL_CHUNK_THREADS 256
-#define GCCL_CHUNK_ITEMS 16
-#define GCCL_CHUNK (GCCL_CHUNK_THREADS * GCCL_CHUNK_ITEMS)
 
 // Which image of the batch and which tile/chunk of it a CUDA block works on.
 // Blocks are numbered image-major on grid x only (no 65535 limit of y/z).

@@ -24,22 +24,7 @@
 // and about three bytes of traffic per pixel instead of two per iteration.
 #include "common.cuh"
 
-// Warps per block and output rows per warp (ccl_cli/backends/cuda/stages.py
-// holds the same numbers; -D overrides them for tuning runs only).
-#ifndef GCCL_MORPH_WARPS
-#define GCCL_MORPH_WARPS 2
-#endif
-#ifndef GCCL_MORPH_ROWS
-#define GCCL_MORPH_ROWS 16
-#endif
-#define GCCL_MORPH_ROWS_BYTES 4  // rows per warp of the byte-access kernels (rare; less code)
-#define GCCL_MORPH_LANE_BYTES 16                         // columns per lane
-#define GCCL_MORPH_STRIP_W (32 * GCCL_MORPH_LANE_BYTES)  // columns per warp
-// The multi-step kernels: iterations per launch at most (their strips also hold
-// that many rows above and below their output rows), and output columns per warp
-// (lanes 0 and 31 hold the halo columns, so at most 16 steps).
-#define GCCL_MORPH_MAX_STEPS 8
-#define GCCL_MORPH_STEP_W (30 * GCCL_MORPH_LANE_BYTES)
+// Strips, rows and warps per block: geometry.cuh.
 
 // 16 consecutive mask bytes: byte k in bits 8 * (k % 4) of w[k / 4].
 struct MaskRow {

@@ -37,7 +37,6 @@
 // vertex). Packed state: low = key << 32 | distance.
 #include "common.cuh"
 
-#define GCCL_OUTLINE_THREADS 256
 #define GCCL_OUTLINE_WARPS (GCCL_CHUNK_THREADS / 32)
 #define GCCL_LOW32 0xFFFFFFFFull
 

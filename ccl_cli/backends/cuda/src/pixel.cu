@@ -12,9 +12,6 @@
 #include "foreground.cuh"
 #include "runs.cuh"
 
-#define GCCL_PX_TILE_W 32  // one warp per tile row (runs.cuh)
-#define GCCL_PX_TILE_H 16
-
 template <typename T, int CONN>
 __device__ __forceinline__ void pixel_local(const T* values, u32* labels, u32 height, u32 width,
                                             u32 tiles_x, u32 tiles_per_image,
@@ -31,7 +28,7 @@ __device__ __forceinline__ void pixel_local(const T* values, u32* labels, u32 he
   const bool inside = x < width && y < height;
   const T v = inside ? values[image_base + y * width + x] : T(0);
   const bool fg = inside && is_foreground(v, rule);
-  const u32 fg_row = __ballot_sync(0xFFFFFFFFu, fg);
+  const u32 fg_row = __ballot_sync(GCCL_FULL_WARP, fg);
   tile[k] = v;
   if (lx == 0) fg_rows[ly] = fg_row;
   __syncthreads();

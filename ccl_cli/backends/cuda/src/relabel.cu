@@ -11,8 +11,6 @@
 #include "common.cuh"
 
 #define GCCL_WARPS (GCCL_CHUNK_THREADS / 32)
-#define GCCL_SCAN_THREADS 1024
-#define GCCL_SCAN_ITEMS 4
 
 extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS)
     gccl_finalize(u32* labels, u32 pixels, u32 chunks_per_image, u32* chunk_roots) {
@@ -25,7 +23,7 @@ extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS)
   for (u32 step = 0; step < GCCL_CHUNK_ITEMS; ++step) {
     const u32 p = start + step * GCCL_CHUNK_THREADS + threadIdx.x;
     const bool root = p < pixels && L[p] == p;
-    const u32 ballot = __ballot_sync(0xFFFFFFFFu, root);
+    const u32 ballot = __ballot_sync(GCCL_FULL_WARP, root);
     if (lane == 0) warp_roots[warp] = __popc(ballot);
     __syncthreads();
     u32 before = seen, total = 0;

@@ -22,8 +22,8 @@ __device__ __forceinline__ bool row_bit(u32 bits, u32 lane) { return (bits >> la
 __device__ __forceinline__ RowJoins row_joins(bool join_left, bool join_up, u32 lane, u32 row,
                                               u32* left_rows) {
   RowJoins rows;
-  rows.left = __ballot_sync(0xFFFFFFFFu, join_left);
-  rows.up = __ballot_sync(0xFFFFFFFFu, join_up);
+  rows.left = __ballot_sync(GCCL_FULL_WARP, join_left);
+  rows.up = __ballot_sync(GCCL_FULL_WARP, join_up);
   rows.above_left = 0;
   if (lane == 0) left_rows[row] = rows.left;
   return rows;
@@ -40,7 +40,7 @@ __device__ __forceinline__ u32 run_min(u32 value, u32 left, u32 lane) {
   const u32 later_heads = ~left & ~(0xFFFFFFFFu >> (31 - lane));
   const u32 run_end = later_heads ? __ffs(later_heads) - 1 : 32;
   for (u32 offset = 1; offset < 32; offset <<= 1) {
-    const u32 other = __shfl_down_sync(0xFFFFFFFFu, value, offset);
+    const u32 other = __shfl_down_sync(GCCL_FULL_WARP, value, offset);
     if (lane + offset < run_end) value = min(value, other);
   }
   return value;
@@ -49,7 +49,7 @@ __device__ __forceinline__ u32 run_min(u32 value, u32 left, u32 lane) {
 // The root of every lane's run, found once per run (by its first lane).
 __device__ __forceinline__ u32 run_root(u32* parent, u32 id, bool member, u32 head, u32 lane) {
   const u32 root = member && head == lane ? find_root(parent, id) : 0;
-  return __shfl_sync(0xFFFFFFFFu, root, head);
+  return __shfl_sync(GCCL_FULL_WARP, root, head);
 }
 
 // N edge (given that it joins): redundant when both ends continue runs whose

@@ -20,11 +20,8 @@
 #include "dtypes.cuh"
 #include "foreground.cuh"  // ValueTraits
 
-#define GCCL_SMOOTH_MAX_RADIUS 7
-#define GCCL_SMOOTH_THREADS_X 32
-#define GCCL_SMOOTH_THREADS_Y 8
+// Tiles, strips and threads: geometry.cuh.
 #define GCCL_SMOOTH_THREADS (GCCL_SMOOTH_THREADS_X * GCCL_SMOOTH_THREADS_Y)
-#define GCCL_SMOOTH_TILE 32  // output pixels per tile side
 #define GCCL_SMOOTH_HALO (GCCL_SMOOTH_TILE + 2 * GCCL_SMOOTH_MAX_RADIUS)
 
 template <typename ACC>
@@ -179,15 +176,8 @@ GCCL_SMOOTH_KERNEL(gccl_smooth_f64_f64, double, double)
 // - Integer rounding without integer division: see floor_div_small and
 //   floor_div_wide.
 
-#ifndef GCCL_SMOOTH_STRIP_WARPS
-#define GCCL_SMOOTH_STRIP_WARPS 4  // warps per block (-D overrides it for tuning runs)
-#endif
-#ifndef GCCL_SMOOTH_STRIP_BLOCKS
 #define GCCL_SMOOTH_STRIP_BLOCKS 7  // blocks per SM that registers are budgeted for (above)
-#endif
 #define GCCL_SMOOTH_STRIP_THREADS (32 * GCCL_SMOOTH_STRIP_WARPS)
-#define GCCL_SMOOTH_LANE 4                                // columns per lane
-#define GCCL_SMOOTH_STRIP_W (30 * GCCL_SMOOTH_LANE)       // columns written per warp
 
 // Four consecutive pixels of a row, zero off the mask, and their mask bytes
 // (byte k of `on`, 0 or 1).
@@ -587,6 +577,8 @@ __device__ __forceinline__ void smooth_strip(const T* values, const unsigned cha
                             strips_per_image, images, vec != 0);                             \
   }
 
+static_assert(GCCL_SMOOTH_STRIP_RADIUS == 3, "the strip kernels below are r1 to r3");
+
 // gccl_smooth_<T>_r1 .. _r3. Sums in int32 for the types below 2^16 in magnitude
 // (2S + 3W < 2^31 for every R <= 3), in int64 for the 32-bit integers.
 #define GCCL_SMOOTH_STRIPS(SUFFIX, T, ACC)                       \
@@ -602,14 +594,3 @@ GCCL_SMOOTH_STRIPS(u32, unsigned int, long long)
 GCCL_SMOOTH_STRIPS(i32, int, long long)
 GCCL_SMOOTH_STRIPS(f32, float, double)
 GCCL_SMOOTH_STRIPS(f64, double, double)
-
-// For tests/gpu: refined_reciprocal and quotient_of_float_sums of n (sum, count) pairs.
-extern "C" __global__ void gccl_smooth_f32_quotients(const double* sums, const int* counts,
-                                                     double* reciprocals, double* quotients,
-                                                     u32 n) {
-  const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) {
-    reciprocals[i] = refined_reciprocal(counts[i]);
-    quotients[i] = quotient_of_float_sums(sums[i], counts[i]);
-  }
-}

@@ -44,7 +44,7 @@ __device__ __forceinline__ u64 order_key(double d) {
 }
 
 __device__ __forceinline__ u64 shfl_down_u64(u64 v, u32 offset) {
-  return __shfl_down_sync(0xFFFFFFFFu, v, offset);
+  return __shfl_down_sync(GCCL_FULL_WARP, v, offset);
 }
 
 // Pass 1: area, bounding box, coordinate sums, value sum (integers), min/max,
@@ -109,13 +109,13 @@ struct StatsAcc {
   }
   __device__ StatsAcc shfl_down(u32 offset) const {
     StatsAcc o;
-    o.label = __shfl_down_sync(0xFFFFFFFFu, label, offset);
-    o.area = __shfl_down_sync(0xFFFFFFFFu, area, offset);
-    o.xmin = __shfl_down_sync(0xFFFFFFFFu, xmin, offset);
-    o.xmax = __shfl_down_sync(0xFFFFFFFFu, xmax, offset);
-    o.ymin = __shfl_down_sync(0xFFFFFFFFu, ymin, offset);
-    o.ymax = __shfl_down_sync(0xFFFFFFFFu, ymax, offset);
-    o.inf = __shfl_down_sync(0xFFFFFFFFu, inf, offset);
+    o.label = __shfl_down_sync(GCCL_FULL_WARP, label, offset);
+    o.area = __shfl_down_sync(GCCL_FULL_WARP, area, offset);
+    o.xmin = __shfl_down_sync(GCCL_FULL_WARP, xmin, offset);
+    o.xmax = __shfl_down_sync(GCCL_FULL_WARP, xmax, offset);
+    o.ymin = __shfl_down_sync(GCCL_FULL_WARP, ymin, offset);
+    o.ymax = __shfl_down_sync(GCCL_FULL_WARP, ymax, offset);
+    o.inf = __shfl_down_sync(GCCL_FULL_WARP, inf, offset);
     o.sumx = shfl_down_u64(sumx, offset);
     o.sumy = shfl_down_u64(sumy, offset);
     o.sumv = shfl_down_u64(sumv, offset);
@@ -207,7 +207,7 @@ struct FloatSumAcc {
   __device__ void combine(const FloatSumAcc& o) { sum += o.sum; }
   __device__ FloatSumAcc shfl_down(u32 offset) const {
     FloatSumAcc o;
-    o.label = __shfl_down_sync(0xFFFFFFFFu, label, offset);
+    o.label = __shfl_down_sync(GCCL_FULL_WARP, label, offset);
     o.sum = shfl_down_u64(sum, offset);
     return o;
   }
@@ -283,9 +283,9 @@ __device__ __forceinline__ void aggregate_chunk(const u32* labels, const T* valu
 
   // Lanes are consecutive runs of pixels: merge equal neighbouring labels.
   const u32 lane = threadIdx.x & 31;
-  const u32 previous = __shfl_up_sync(0xFFFFFFFFu, first.label, 1);
+  const u32 previous = __shfl_up_sync(GCCL_FULL_WARP, first.label, 1);
   const bool head = lane == 0 || previous != first.label;
-  const u32 later_heads = __ballot_sync(0xFFFFFFFFu, head) & ~((2u << lane) - 1u);
+  const u32 later_heads = __ballot_sync(GCCL_FULL_WARP, head) & ~((2u << lane) - 1u);
   const u32 segment_end = later_heads ? __ffs(later_heads) - 1 : 32;
   for (u32 offset = 1; offset < 32; offset <<= 1) {
     const Acc o = first.shfl_down(offset);

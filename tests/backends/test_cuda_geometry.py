@@ -1,0 +1,136 @@
+"""The CUDA launch geometry lives in geometry.cuh only: the host reads it from there.
+
+CPU only: the header is parsed, the host modules' sources are walked.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from ccl_cli.backends.cuda import loader
+from ccl_cli.backends.cuda.loader import CUDA_DIR, GEOMETRY, GEOMETRY_HEADER, read_defines
+from ccl_cli.contract.stages import MAX_SMOOTH_RADIUS
+
+HOST_DIR = Path(loader.__file__).parent
+#: Integer constants of the host modules that are the host's own choices, not the
+#: kernels' geometry (name: why).
+HOST_ONLY = {
+    "_MAX_BATCH_PIXELS",  # label offsets are u32
+    "HOST_BATCH_BYTES",  # --batch-size auto
+    "_CHUNK_BYTES",  # how a host batch is cut
+    "_CHUNK_STEPS",
+    "_CHUNKS_LABELING",
+    "_HOST_REGISTER_PORTABLE",  # a CUDA runtime flag
+    "_MAX_GRID",  # CUDA's grid limit
+    "_MAX_IMAGE_PIXELS",
+    "_SMOOTH_MAX_ROWS",  # a runtime argument of the strip kernels
+    "_INT32_LIMIT",
+    "_FG_BACKGROUND",  # foreground.cuh's rule kinds, stats.cu's layout: not geometry
+    "_FG_ALL",
+    "_FG_ABOVE",
+    "_FG_BELOW",
+    "_FIELDS",
+    "AREA",
+    "_TABLE_COLUMNS",
+}
+
+
+def test_read_defines_evaluates_expressions_of_earlier_names() -> None:
+    text = (
+        "#pragma once\n"
+        "// #define GCCL_COMMENTED 3\n"
+        "#define GCCL_A 32u  // a comment\n"
+        "  #  define GCCL_B (2 * GCCL_A + 1)\n"
+        "#define GCCL_C (GCCL_B / 4 - 1)\n"
+        "#define GCCL_D (1 << 4)\n"
+    )
+    assert read_defines(text, "h.cuh") == {"GCCL_A": 32, "GCCL_B": 65, "GCCL_C": 15, "GCCL_D": 16}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "#define GCCL_LATER (GCCL_UNDEFINED + 1)",
+        "#define GCCL_CALL(x) (x + 1)",
+        "#define GCCL_EMPTY",
+        "#define GCCL_FLOAT 1.5",
+        "#define GCCL_CALLS max(1, 2)",
+    ],
+)
+def test_read_defines_refuses_what_it_cannot_evaluate(line: str) -> None:
+    with pytest.raises(ValueError, match=r"^h\.cuh:2: cannot read"):
+        read_defines(f"#pragma once\n{line}\n", "h.cuh")
+
+
+def test_geometry_header_values_are_consistent() -> None:
+    g = GEOMETRY
+    assert g["GCCL_CHUNK"] == g["GCCL_CHUNK_THREADS"] * g["GCCL_CHUNK_ITEMS"] == loader.CHUNK
+    assert g["GCCL_CHUNK_THREADS"] == loader.CHUNK_THREADS
+    assert (g["GCCL_B8_TILE_W"], g["GCCL_B8_TILE_H"]) == (
+        2 * g["GCCL_B8_TBW"],
+        2 * g["GCCL_B8_TBH"],
+    )
+    assert g["GCCL_B8_TBW"] == g["GCCL_PX_TILE_W"] == 32  # one warp per row (runs.cuh)
+    assert g["GCCL_SMOOTH_MAX_RADIUS"] >= MAX_SMOOTH_RADIUS
+
+
+def _sources() -> dict[str, str]:
+    return {path.name: path.read_text() for path in sorted(CUDA_DIR.glob("*.cu*"))}
+
+
+def test_geometry_is_defined_in_the_header_only() -> None:
+    """No .cu or other .cuh defines a name of geometry.cuh again, and each is used."""
+    for name, text in _sources().items():
+        if name == GEOMETRY_HEADER.name:
+            continue
+        again = [n for n in GEOMETRY if re.search(rf"#\s*define\s+{n}\b", text)]
+        assert not again, f"{name} defines {again} again"
+    host = "".join(path.read_text() for path in HOST_DIR.glob("*.py"))
+    kernels = "".join(t for n, t in _sources().items() if n != GEOMETRY_HEADER.name)
+    header = GEOMETRY_HEADER.read_text()
+    for name in GEOMETRY:
+        used = name in host or name in kernels or header.count(name) > 1
+        assert used, f"{name} is used by neither the host nor a kernel"
+
+
+def _module_constants(path: Path) -> list[tuple[str, ast.expr]]:
+    tree = ast.parse(path.read_text())
+    constants = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            targets, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = node.target, node.value
+        else:
+            continue
+        names = targets.elts if isinstance(targets, ast.Tuple) else [targets]
+        constants += [(n.id, value) for n in names if isinstance(n, ast.Name)]
+    return constants
+
+
+def _literal_ints(value: ast.expr) -> list[int]:
+    """The integer literals of an expression, but dict keys (access widths, say)."""
+    keys = {id(k) for n in ast.walk(value) if isinstance(n, ast.Dict) for k in n.keys}
+    return [
+        n.value
+        for n in ast.walk(value)
+        if isinstance(n, ast.Constant) and type(n.value) is int and id(n) not in keys
+    ]
+
+
+@pytest.mark.parametrize("module", sorted(p.name for p in HOST_DIR.glob("*.py")))
+def test_host_constants_come_from_the_header(module: str) -> None:
+    """Every integer constant of the CUDA host modules is read from geometry.cuh, or is
+    one of the host's own (HOST_ONLY); every GEOMETRY name they read exists."""
+    path = HOST_DIR / module
+    for name, value in _module_constants(path):
+        if name in HOST_ONLY:
+            continue
+        literals = [v for v in _literal_ints(value) if v not in (0, 1)]
+        assert not literals, f"{module}: {name} = {ast.unparse(value)} holds numbers {literals}"
+    read = re.findall(r'GEOMETRY\["(\w+)"\]', path.read_text())
+    assert set(read) <= set(GEOMETRY), f"{module} reads names geometry.cuh lacks"
