@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 import scipy.ndimage as ndi
 from cli_helpers import WAIT_SECONDS
+from label_files import read_label_image
 from PIL import Image
 
-from ccl_cli.io.images import read_label_image
 from ccl_cli.io.outputs import LOCK_NAME
 
 EIGHT = np.ones((3, 3), bool)
