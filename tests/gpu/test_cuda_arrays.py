@@ -256,6 +256,40 @@ def test_a_chunks_labeling_waits_for_the_chunk_two_before_it(monkeypatch):
     assert all(waits[k] is jobs[k - 2].counted for k in range(2, 5))
 
 
+def test_the_device_labeler_steps_many_chunked_batches_at_once(monkeypatch):
+    """Six threads hand batches of four chunks each to one GPU's DeviceLabeler at once:
+    its one stepping thread, which leaves the CUDA events to waiting threads instead
+    of polling them, gives each batch the CPU's result in its own labels."""
+    import threading
+
+    from ccl_cli.run.service import DeviceLabeler
+
+    monkeypatch.setattr(cuda_module, "_CHUNK_BYTES", 1 << 20)
+    cuda, cpu = backends()
+    params = LabelParams(tau=1, min_area=3)
+    batches = [sample((4, 700, 800), np.uint16, seed=20 + i) for i in range(6)]  # 1.1 MB images
+    assert len(cuda_module._chunks(batches[0], params)) == 4
+    outs = [cuda.empty_batch(batch.shape, np.dtype(np.uint16)) for batch in batches]
+    results: dict = {}
+    labeler = DeviceLabeler([cuda])
+
+    def hand_over(i: int) -> None:
+        results[i] = labeler.label(0, batches[i], params, outs[i], True)
+
+    threads = [threading.Thread(target=hand_over, args=(i,)) for i in range(len(batches))]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        labeler.close()
+    for i, batch in enumerate(batches):
+        got, want = results[i], cpu.label(batch, params, narrow=True)
+        assert got.labels is outs[i] and not got.wide
+        assert_results_equal(got, want)
+
+
 def test_repeated_host_batches_reuse_device_memory():
     """Streams are kept, so CuPy's pool (which keeps freed memory per stream) reuses it."""
     import cupy
