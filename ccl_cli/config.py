@@ -3,7 +3,9 @@
 Every option of `gccl label` (options.py) has a key of the same name in the
 YAML file (`min-area` or `min_area`). Values are checked here, once, with the
 option's check, so that an unknown key or a wrong type stops the run with
-exit 2 naming the key and where it came from.
+exit 2 naming the key and where it came from. A config file is small plain
+YAML: at most MAX_CONFIG_BYTES of UTF-8, each key once, no anchors' aliases
+(a few lines of aliases can expand to gigabytes).
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ import yaml
 from .contract.params import LabelParams
 from .contract.stages import MORPHOLOGY_ORDER
 from .errors import UsageError
-from .options import BY_NAME
+from .options import BY_NAME, MAX_IMAGE_BYTES
+
+#: The largest config file read (a real one is a few hundred bytes).
+MAX_CONFIG_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,7 @@ class Settings:
     workers: int | None = None
     processes: int | str = "auto"
     scheduler: str | None = None
+    max_image_bytes: int = MAX_IMAGE_BYTES
     json: bool = False
     quiet: bool = False
     sources: tuple[str, ...] = field(default=(), compare=False)
@@ -103,22 +109,57 @@ def apply(settings: Settings, values: Mapping[str, Any], source: str) -> Setting
         key = str(raw_key).replace("-", "_")
         if key not in BY_NAME:
             raise UsageError(f"{source}: unknown key '{raw_key}'")
+        if key in updates:
+            raise UsageError(f"{source}: '{raw_key}' is given twice (as '-' and '_' spellings)")
         updates[key] = _checked(key, value, source)
     return replace(settings, **updates, sources=(*settings.sources, source))
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses aliases and keys given twice."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.constructor.ConstructorError(
+                None, None, "aliases (*name) are not allowed in a config file", mark
+            )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node)
+            if isinstance(key, str) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"'{key}' is given twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
 
 
 def load_file(path: Path) -> dict[str, Any]:
     """The mapping in one YAML config file (an empty file is an empty mapping)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
     except OSError as error:
         raise UsageError(f"{path}: cannot read config file ({error.strerror or error})") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise UsageError(f"{path}: a config file holds at most {MAX_CONFIG_BYTES} bytes")
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UsageError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    try:
+        data = yaml.load(text, Loader=_ConfigLoader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UsageError(f"{path}: not valid YAML{where}") from None
+        problem = f": {error.problem}" if error.problem else ""
+        raise UsageError(f"{path}: not valid YAML{where}{problem}") from None
+    except yaml.YAMLError:
+        raise UsageError(f"{path}: not valid YAML") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

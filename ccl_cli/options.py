@@ -27,6 +27,13 @@ LABEL_FORMATS: tuple[str, ...] = ("auto", "png", "tiff")
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 #: A Dask scheduler's TCP address: tcp://host:port or host:port (IPv6 hosts in brackets).
 _SCHEDULER_PATTERN = re.compile(r"^(tcp://)?([^\s/:\[\]]+|\[[0-9a-fA-F:.]+\]):\d+$")
+#: Default of --max-image-bytes: the most bytes an input may decode to (width x height x
+#: samples x bytes per sample, read from its header before decoding; io/images.py checks
+#: it). A few hundred bytes of PNG or TIFF can declare gigabytes of pixels; with the copies
+#: labeling makes, a run needs a few times this per image in flight.
+MAX_IMAGE_BYTES = 4 * 2**30
+#: Multiples of --max-image-bytes's suffixes (K, M, G, T; with or without "iB", all 1024-based).
+_BYTE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 def _number(value: Any) -> int | float:
@@ -135,6 +142,20 @@ def _scheduler(value: Any) -> str:
     if not _SCHEDULER_PATTERN.match(text):
         raise ValueError(f"a Dask scheduler address tcp://host:port, got {value!r}")
     return text
+
+
+def _byte_count(value: Any) -> int:
+    """A number of bytes: 4294967296, 4G, 4GiB or 512M (K, M, G, T are powers of 1024)."""
+    if isinstance(value, bool):
+        raise ValueError("a number of bytes, not true/false")
+    text = str(value).strip().lower().replace(" ", "")
+    match = re.fullmatch(r"(\d+)(([kmgt])(i?b)?|b)?", text)
+    if match is None:
+        raise ValueError(f"a number of bytes like 4G or 512MiB, got {value!r}")
+    number = int(match.group(1)) * _BYTE_UNITS[match.group(3) or ""]
+    if number < 1:
+        raise ValueError(f"at least 1 byte, got {value!r}")
+    return number
 
 
 def _smooth(value: Any) -> str | None:
@@ -335,6 +356,14 @@ OPTIONS: tuple[Option, ...] = (
         "Label on the Dask cluster of this scheduler (tcp://host:8786); inputs and --out "
         "must be on storage every worker shares.",
         _optional(_scheduler),
+    ),
+    Option(
+        "max_image_bytes",
+        MAX_IMAGE_BYTES,
+        "BYTES",
+        "Refuse an input whose pixels would decode to more bytes, checked from its header "
+        "before decoding (e.g. 4G, 512MiB; default 4GiB).",
+        _byte_count,
     ),
     Option("json", False, "", "Print one JSON object per input on stdout.", _flag),
     Option("quiet", False, "", "No progress bar (errors still print).", _flag, "-q"),

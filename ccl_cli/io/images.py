@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import io
 import logging
+import os
+import stat
 import struct
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 import imagecodecs
 import numpy as np
@@ -28,7 +31,7 @@ from PIL import Image
 
 from ..contract.params import SUPPORTED_DTYPES
 from ..errors import InputError
-from ..options import COLOR_TO_GRAY_CHOICES, TIFF_COMPRESSIONS
+from ..options import COLOR_TO_GRAY_CHOICES, MAX_IMAGE_BYTES, TIFF_COMPRESSIONS
 
 #: Suffixes a directory scan picks up (compare case-insensitively).
 IMAGE_SUFFIXES: tuple[str, ...] = (".png", ".tif", ".tiff", ".npy")
@@ -36,6 +39,10 @@ IMAGE_SUFFIXES: tuple[str, ...] = (".png", ".tif", ".tiff", ".npy")
 #: Largest image accepted, in pixels: a 46340x46340 scan still reads, a
 #: decompression bomb declaring billions of pixels fails before any allocation.
 MAX_PIXELS = 2**31
+
+#: Page directories of a TIFF looked at, at most: a file of more is refused
+#: (only single-page images are labeled) without walking the rest.
+MAX_TIFF_PAGES = 1024
 
 # Pillow's default bomb limit (89 Mpixel) rejects legitimate large-format scans.
 # Ours is checked from the header before Pillow decodes, so Pillow's own check
@@ -65,6 +72,10 @@ _TIFF_LEVEL = 1
 #: faster and smaller, and reads in libtiff >= 4.0.10, GDAL, tifffile and Pillow.
 _TIFF_CODEC = {"deflate": "zlib", "zstd": "zstd"}
 
+#: Written into every label image (PNG tEXt and TIFF Software), within its first bytes:
+#: how a later run tells a label image it may replace from a file it must leave alone.
+LABEL_MARK = b"gccl label image"
+
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _TIFF_MAGICS = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")  # classic and BigTIFF
 _NPY_MAGIC = b"\x93NUMPY"
@@ -80,42 +91,48 @@ def is_image_path(path: str | Path) -> bool:
     return Path(path).suffix.lower() in IMAGE_SUFFIXES
 
 
-def read_image(path: Path, color_to_gray: str | None = None) -> np.ndarray:
+def read_image(
+    path: Path, color_to_gray: str | None = None, max_bytes: int = MAX_IMAGE_BYTES
+) -> np.ndarray:
     """Decode one image file to a 2-D array of displayed intensity.
 
     color_to_gray: None (colour images are an error) or one of
     COLOR_TO_GRAY_CHOICES: a single channel, or ITU-R 601 luma rounded half
     up; the dtype is kept and alpha dropped.
+    max_bytes: the most bytes the pixels may decode to, checked from the
+    header before decoding (see MAX_IMAGE_BYTES).
+    Only a regular file is read (a FIFO or device is refused without
+    blocking), from the one descriptor opened and checked.
     Returns a C-contiguous, native-endian array of a `SUPPORTED_DTYPES` dtype.
     Raises InputError (one line, without the path) for anything unreadable,
-    corrupt, colour without a conversion, 3-D, or of an unsupported dtype;
-    ValueError for a `color_to_gray` outside the choices (a caller bug).
+    corrupt, colour without a conversion, 3-D, too large, or of an unsupported
+    dtype; ValueError for a `color_to_gray` outside the choices (a caller bug).
     """
     if color_to_gray is not None and color_to_gray not in COLOR_TO_GRAY_CHOICES:
         raise ValueError(f"color_to_gray must be one of {COLOR_TO_GRAY_CHOICES}")
-    path = Path(path)
-    head = _read_head(path)
-    if not head:
-        raise InputError("empty file")
-    if head.startswith(_PNG_MAGIC):
-        array, kind = _read_png(path, head)
-    elif head[:4] in _TIFF_MAGICS:
-        array, kind = _read_tiff(path)
-    elif head.startswith(_NPY_MAGIC):
-        array, kind = _read_npy(path), "gray"
-    else:
-        raise InputError("not a PNG, TIFF or NPY image")
+    with _open_regular(Path(path)) as handle:
+        head = _read_head(handle)
+        if not head:
+            raise InputError("empty file")
+        if head.startswith(_PNG_MAGIC):
+            array, kind = _read_png(handle, head, max_bytes)
+        elif head[:4] in _TIFF_MAGICS:
+            array, kind = _read_tiff(handle, max_bytes)
+        elif head.startswith(_NPY_MAGIC):
+            array, kind = _read_npy(handle, max_bytes), "gray"
+        else:
+            raise InputError("not a PNG, TIFF or NPY image")
     if kind != "gray":
         array = _color_to_gray(array, kind, color_to_gray)
     return _as_supported(array)
 
 
 def encode_label_png(labels: np.ndarray) -> bytes:
-    """A (H, W) label array as a 16-bit grayscale PNG.
+    """A (H, W) label array as a 16-bit grayscale PNG, marked with LABEL_MARK.
 
     Raises ValueError for negative labels or labels above 65535 (never wraps).
     """
-    return _png(_checked_labels(labels, 65535).astype(np.uint16, copy=False))
+    return _png(_checked_labels(labels, 65535).astype(np.uint16, copy=False), LABEL_MARK)
 
 
 def encode_label_tiff(labels: np.ndarray, compression: str = "deflate") -> bytes:
@@ -135,6 +152,7 @@ def encode_label_tiff(labels: np.ndarray, compression: str = "deflate") -> bytes
         compression=_TIFF_CODEC[compression],
         compressionargs={"level": _TIFF_LEVEL},
         metadata=None,
+        software=LABEL_MARK.decode(),
     )
     return buffer.getvalue()
 
@@ -159,8 +177,9 @@ def encode_preview_png(values: np.ndarray, labels: np.ndarray) -> bytes:
     return _png(rgb.astype(np.uint8))
 
 
-def _png(array: np.ndarray) -> bytes:
-    """A (H, W) gray or (H, W, 3) RGB uint8/uint16 array as a PNG (see _PNG_LEVEL).
+def _png(array: np.ndarray, software: bytes = b"") -> bytes:
+    """A (H, W) gray or (H, W, 3) RGB uint8/uint16 array as a PNG (see _PNG_LEVEL), with a
+    Software text chunk when `software` is given.
 
     Every row gets filter type 2 ("up": each byte minus the byte above it,
     the first row minus zeros), and the filtered rows are one zlib stream.
@@ -177,6 +196,8 @@ def _png(array: np.ndarray) -> bytes:
     # imagecodecs takes any contiguous buffer (its stubs list only bytes-like types).
     stream = memoryview(imagecodecs.zlibng_encode(filtered, level=_PNG_LEVEL))  # type: ignore[arg-type]
     chunks = [_png_chunk(b"IHDR", header)]
+    if software:
+        chunks.append(_png_chunk(b"tEXt", b"Software\0" + software))
     chunks += [
         _png_chunk(b"IDAT", stream[start : start + _PNG_CHUNK])
         for start in range(0, max(1, len(stream)), _PNG_CHUNK)
@@ -193,19 +214,57 @@ def _png_chunk(kind: bytes, data: bytes | memoryview) -> bytes:
 # --- reading ---------------------------------------------------------------------
 
 
-def _read_head(path: Path) -> bytes:
-    """The first bytes of the file (enough for magic and PNG header); OS errors as InputError."""
+def _open_regular(path: Path) -> BinaryIO:
+    """The file at `path` opened for reading, if it is a regular file; else InputError.
+
+    The open does not block (a FIFO would wait for a writer forever) and the
+    type is checked on the opened descriptor, so a file swapped for a FIFO or
+    a device between a scan and the read is refused too.
+    """
     try:
-        with open(path, "rb") as handle:
-            return handle.read(32)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise InputError("no such file") from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not an image file") from None
     except PermissionError:
         raise InputError("permission denied") from None
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise InputError("is a directory, not an image file")
+        if not stat.S_ISREG(mode):
+            raise InputError(f"not a regular file ({_file_kind(mode)}); only files are read")
+        os.set_blocking(fd, True)
+        raw = io.FileIO(fd, "rb")
+        raw.name = str(path)  # decoders name the file in messages (and tifffile needs a str)
+        return io.BufferedReader(raw)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _file_kind(mode: int) -> str:
+    kinds = {
+        stat.S_ISFIFO: "a FIFO",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISSOCK: "a socket",
+    }
+    return next((name for test, name in kinds.items() if test(mode)), "not a file")
+
+
+def _read_head(handle: BinaryIO) -> bytes:
+    """The first bytes of the file (enough for magic and PNG header); OS errors as InputError.
+
+    The handle is left at the start of the file.
+    """
+    try:
+        head = handle.read(32)
+        handle.seek(0)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}") from None
+    return head
 
 
 @contextmanager
@@ -222,10 +281,16 @@ def _decoding(fmt: str) -> Iterator[None]:
         raise InputError(f"corrupt or truncated {fmt}: {detail}") from None
 
 
-def _check_pixels(height: int, width: int) -> None:
-    """Refuse images beyond MAX_PIXELS before anything is allocated."""
+def _check_size(height: int, width: int, samples: int, sample_bytes: int, max_bytes: int) -> None:
+    """Refuse images beyond MAX_PIXELS or `max_bytes` decoded before anything is allocated."""
     if height * width > MAX_PIXELS:
         raise InputError(f"image too large ({width}x{height}; at most 2**31 pixels)")
+    decoded = height * width * samples * sample_bytes
+    if decoded > max_bytes:
+        raise InputError(
+            f"image too large ({width}x{height}, {samples} sample(s) of {sample_bytes} byte(s): "
+            f"{decoded} bytes decoded; --max-image-bytes is {max_bytes})"
+        )
 
 
 def _not_2d(shape: tuple[int, ...]) -> InputError:
@@ -233,12 +298,17 @@ def _not_2d(shape: tuple[int, ...]) -> InputError:
     return InputError(f"{len(shape)}-D image (shape {shape}); only 2-D images are supported")
 
 
-def _read_png(path: Path, head: bytes) -> tuple[np.ndarray, str]:
+#: Samples per decoded pixel of each PNG colour type (a palette looks up to RGB).
+_PNG_SAMPLES = {0: 1, 2: 3, 3: 3, 4: 2, 6: 4}
+
+
+def _read_png(handle: BinaryIO, head: bytes, max_bytes: int) -> tuple[np.ndarray, str]:
     """Decode a PNG; returns the array and its kind ('gray' or a colour kind)."""
     if len(head) < 26 or head[12:16] != b"IHDR":
         raise InputError("corrupt or truncated PNG: no IHDR header")
     width, height, bit_depth, color_type = struct.unpack(">IIBB", head[16:26])
-    _check_pixels(height, width)
+    samples = _PNG_SAMPLES.get(color_type, 4)
+    _check_size(height, width, samples, 2 if bit_depth == 16 else 1, max_bytes)
     if bit_depth == 16:
         # libpng keeps every bit; Pillow narrows 16-bit colour to 8 bits, and the
         # mode it opens 16-bit gray in ("I" or "I;16") changed across its versions.
@@ -246,8 +316,8 @@ def _read_png(path: Path, head: bytes) -> tuple[np.ndarray, str]:
         if kind is None:
             raise InputError(f"corrupt PNG: 16 bits with colour type {color_type}")
         with _decoding("PNG"):
-            return imagecodecs.png_decode(path.read_bytes()), kind
-    with _decoding("PNG"), Image.open(path) as image:
+            return imagecodecs.png_decode(handle.read()), kind
+    with _decoding("PNG"), Image.open(handle) as image:
         frames = getattr(image, "n_frames", 1)
         if frames > 1:
             raise _not_2d((frames, height, width))
@@ -287,12 +357,11 @@ def _apply_palette(indices: np.ndarray, palette: np.ndarray) -> tuple[np.ndarray
     return table[indices], "color palette"
 
 
-def _read_tiff(path: Path) -> tuple[np.ndarray, str]:
+def _read_tiff(handle: BinaryIO, max_bytes: int) -> tuple[np.ndarray, str]:
     """Decode a single-page TIFF; returns the array and its kind."""
-    with _decoding("TIFF"), tifffile.TiffFile(path) as tiff:
-        size = path.stat().st_size
-        # Reduced-resolution pages are thumbnails or pyramid levels of the image.
-        pages = [page for page in tiff.pages if not page.is_reduced]
+    with _decoding("TIFF"), tifffile.TiffFile(handle) as tiff:
+        size = os.fstat(handle.fileno()).st_size
+        pages = _full_pages(tiff)
         if not pages:  # what a file cut before its image directory looks like
             raise InputError("corrupt or truncated TIFF: no readable image directory")
         page = pages[0]
@@ -300,7 +369,9 @@ def _read_tiff(path: Path) -> tuple[np.ndarray, str]:
             raise _not_2d((len(pages), *page.shape))
         if "Z" in page.axes:
             raise _not_2d(page.shape)
-        _check_pixels(page.imagelength, page.imagewidth)
+        samples = int(np.prod(page.shape)) // max(1, page.imagelength * page.imagewidth)
+        sample_bytes = page.dtype.itemsize if page.dtype is not None else 8
+        _check_size(page.imagelength, page.imagewidth, samples, sample_bytes, max_bytes)
         ends = [o + n for o, n in zip(page.dataoffsets, page.databytecounts, strict=True) if n]
         if max(ends, default=0) > size:
             raise InputError("corrupt or truncated TIFF: image data runs past the end of the file")
@@ -308,6 +379,34 @@ def _read_tiff(path: Path) -> tuple[np.ndarray, str]:
         if page.axes.startswith("S"):  # planar configuration: samples first
             array = np.moveaxis(array, 0, -1)
         return _tiff_displayed(page, array)
+
+
+def _full_pages(tiff: tifffile.TiffFile) -> list[tifffile.TiffPage]:
+    """The pages of `tiff` that are not reduced-resolution ones (thumbnails, pyramid levels).
+
+    The page directories form a chain; one that points back to an earlier one
+    (a loop) is refused, and so is a chain longer than MAX_TIFF_PAGES: walking
+    either to its end would never finish or take minutes and gigabytes.
+    """
+    pages = tiff.pages
+    pages.cache = False  # a page is looked at once; keeping them all is what grows
+    offsets: set[int] = set()
+    full: list[tifffile.TiffPage] = []
+    for index in range(MAX_TIFF_PAGES + 1):
+        try:
+            page = pages[index]
+        except IndexError:
+            return full
+        if index == MAX_TIFF_PAGES:
+            raise InputError(
+                f"TIFF of more than {MAX_TIFF_PAGES} pages; only 2-D images are supported"
+            )
+        if page.offset in offsets:
+            raise InputError("corrupt TIFF: its page directories form a loop")
+        offsets.add(page.offset)
+        if isinstance(page, tifffile.TiffPage) and not page.is_reduced:
+            full.append(page)
+    return full
 
 
 def _tiff_displayed(page: tifffile.TiffPage, array: np.ndarray) -> tuple[np.ndarray, str]:
@@ -334,17 +433,17 @@ def _tiff_displayed(page: tifffile.TiffPage, array: np.ndarray) -> tuple[np.ndar
     raise InputError(f"unsupported TIFF photometric {name} with {samples} sample(s) per pixel")
 
 
-def _read_npy(path: Path) -> np.ndarray:
+def _read_npy(handle: BinaryIO, max_bytes: int) -> np.ndarray:
     """Read a 2-D .npy without pickles; header checked before the data is read."""
     fmt = np.lib.format
-    with _decoding("NPY"), open(path, "rb") as handle:
+    with _decoding("NPY"):
         major, _ = fmt.read_magic(handle)
         read_header = fmt.read_array_header_1_0 if major == 1 else fmt.read_array_header_2_0
         shape, fortran_order, dtype = read_header(handle)
         if len(shape) != 2:
             raise _not_2d(shape)
-        _check_pixels(*shape)
         _supported_dtype(dtype)
+        _check_size(shape[0], shape[1], 1, dtype.itemsize, max_bytes)
         count = shape[0] * shape[1]
         flat = np.fromfile(handle, dtype=dtype, count=count)
         if flat.size != count:

@@ -2,12 +2,17 @@
 
 Each input keeps the path it is read from and the relative path its outputs
 mirror under --out (a file found as <dir>/a/b/img.png under the folder <dir>
-gets outputs in OUT/a/b/; a file named directly gets them in OUT/).
+gets outputs in OUT/a/b/; a file named directly gets them in OUT/). A
+relative path never leaves --out: one that would climb out of its folder
+(`..` after a wildcard) is cut to the file's name. `**` in a pattern does
+not enter linked folders and visits each folder once, so a link pointing
+back up the tree cannot make the expansion endless.
 """
 
 from __future__ import annotations
 
-import glob
+import fnmatch
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -58,7 +63,7 @@ def _expand_one(spec: str, recursive: bool) -> Iterator[InputItem]:
     elif path.exists() or path.is_symlink():
         yield InputItem(path, Path(path.name))
     elif _GLOB_CHARS & set(spec):
-        matches = sorted(glob.glob(spec, recursive=True))
+        matches = sorted(set(_glob(spec)))
         if not matches:
             yield InputItem(path, Path(path.name), "the pattern matches no file")
         base = _glob_base(spec)
@@ -91,10 +96,87 @@ def _glob_base(pattern: str) -> Path:
 
 
 def _relative_to(path: Path, base: Path) -> Path:
+    """Where `path` mirrors under --out: below `base`, `..` folded; else just its name."""
     try:
-        return path.relative_to(base)
+        relative = Path(os.path.normpath(path.relative_to(base)))
     except ValueError:
         return Path(path.name)
+    if relative.is_absolute() or ".." in relative.parts:
+        return Path(path.name)
+    return relative
+
+
+def _glob(pattern: str) -> list[str]:
+    """The paths `pattern` matches, as glob.glob(pattern, recursive=True) finds them, except
+    that `**` does not descend into linked folders nor visit a folder twice."""
+    parts = [part for part in pattern.split("/") if part]
+    current = ["/" if pattern.startswith("/") else ""]
+    for index, part in enumerate(parts):
+        last = index == len(parts) - 1 and not pattern.endswith("/")  # "dir/" names folders
+        found: list[str] = []
+        for base in current:
+            if part == "**":
+                found.extend(_walk(base, files=last))
+            elif _GLOB_CHARS & set(part):
+                found.extend(_matching(base, part, folders_only=not last))
+            else:
+                candidate = os.path.join(base, part)
+                if os.path.lexists(candidate) if last else os.path.isdir(candidate):
+                    found.append(candidate)
+        current = found
+    return [path for path in current if path]
+
+
+def _matching(folder: str, part: str, folders_only: bool) -> Iterator[str]:
+    """The entries of `folder` whose names match the wildcard `part` (hidden ones only when
+    `part` starts with a dot, as in glob)."""
+    try:
+        entries = list(os.scandir(folder or "."))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name.startswith(".") and not part.startswith("."):
+            continue
+        if fnmatch.fnmatchcase(entry.name, part):
+            try:
+                if folders_only and not entry.is_dir():
+                    continue
+            except OSError:
+                continue
+            yield os.path.join(folder, entry.name)
+
+
+def _walk(base: str, files: bool) -> Iterator[str]:
+    """`base` and every folder below it (and every file with `files`), hidden ones left out.
+
+    Linked folders are not entered, and a folder reached twice (a bind mount
+    of its own parent) is visited once.
+    """
+    seen: set[tuple[int, int]] = set()
+    stack = [base]
+    while stack:
+        folder = stack.pop()
+        try:
+            info = os.stat(folder or ".")
+            entries = list(os.scandir(folder or "."))
+        except OSError:
+            continue
+        if (info.st_dev, info.st_ino) in seen:
+            continue
+        seen.add((info.st_dev, info.st_ino))
+        yield folder
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            path = os.path.join(folder, entry.name)
+            try:
+                is_folder = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_folder:
+                stack.append(path)
+            elif files:
+                yield path
 
 
 def scanned_folders(specs: Iterable[str]) -> list[Path]:

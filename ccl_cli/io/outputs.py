@@ -1,30 +1,41 @@
-"""Where outputs go and how they are written: whole or not at all, one run at a time.
+"""Where outputs go and how they are written: whole, only inside --out, one run at a time.
 
-Every file is written to a hidden temporary name in its own folder, flushed to
+Every file is written to a hidden temporary in its own folder, flushed to
 disk and renamed into place, so a run killed at any moment (SIGKILL included)
-leaves either the old file, the new file, or a temporary that the next run
-removes. A lock file in --out keeps two runs from writing into it at once;
-the lock is an flock, which the kernel drops when its holder dies, so a
-crashed run's successor takes over without manual clean-up. The lock file
-itself stays (removing it would let a third run lock a fresh file while a
-second still holds the old one).
+leaves either the old file, the new file, or a temporary that a later run
+removes. Nothing is written outside --out whatever the inputs are called:
+every file is made relative to the opened --out folder (OutDir), each
+folder on the way opened without following links, the file created new
+(O_EXCL, O_NOFOLLOW), and a path that would leave --out, or a link met in
+the tree, refuses that write with one line. Clean-up removes only what this
+tool made: temporaries (their name says so) whose writer is gone, and label
+images carrying the caller's mark.
+
+A lock file in --out keeps two runs from writing into it at once; the lock
+is an flock, which the kernel drops when its holder dies, so a crashed run's
+successor takes over without manual clean-up. The lock file itself stays
+(removing it would let a third run lock a fresh file while a second still
+holds the old one).
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import fcntl
 import io
 import os
+import re
+import secrets
 import socket
+import stat
 import time
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
-from ..errors import UsageError
+from ..errors import InputError, UsageError
 
 LOCK_NAME = ".gccl.lock"
 SUMMARY_NAME = "summary.csv"
@@ -39,7 +50,22 @@ SUMMARY_COLUMNS = (
     "message",
     "seconds",
 )
-_TEMP_MARK = ".gccl-tmp-"
+#: Names of temporaries: this prefix, the writer's pid, a random part. Short and of a
+#: fixed length, so that a temporary fits wherever its file's name does (NAME_MAX).
+TEMP_PREFIX = ".gccl-tmp-"
+#: A temporary whose writer's pid is alive is left alone for this long (the pid may
+#: belong to another host's worker on shared storage, or have been reused).
+_TEMP_GRACE_SECONDS = 600.0
+_TEMP_PATTERN = re.compile(re.escape(TEMP_PREFIX) + r"(\d+)-[0-9a-f]{8}")
+#: Bytes at the start of a file searched for a removal mark (see OutDir.remove_marked).
+_MARK_WINDOW = 1 << 16
+_LOCK_MARK = "pid "
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+#: A file's identity: (st_dev, st_ino); the same file under any name or link.
+Identity = tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -56,6 +82,10 @@ class OutputPaths:
         """The label image path for the chosen format."""
         return self.labels_tif if tiff else self.labels_png
 
+    def all(self) -> tuple[Path, ...]:
+        """Every file the input may produce."""
+        return (self.labels_png, self.labels_tif, self.stats, self.preview, self.polygons)
+
     def complete(self, preview: bool, polygons: bool = False) -> bool:
         """Whether a previous run finished this input (for --skip-existing)."""
         has_labels = self.labels_png.exists() or self.labels_tif.exists()
@@ -65,6 +95,17 @@ class OutputPaths:
             and (not preview or self.preview.exists())
             and (not polygons or self.polygons.exists())
         )
+
+    def first_of(self, identities: set[Identity]) -> Path | None:
+        """The first of these files that is one of `identities` (a run's inputs), if any."""
+        for path in self.all():
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if (info.st_dev, info.st_ino) in identities:
+                return path
+        return None
 
 
 def output_paths(out: Path, relative: Path) -> OutputPaths:
@@ -79,72 +120,320 @@ def output_paths(out: Path, relative: Path) -> OutputPaths:
     )
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that readers only ever see the whole file."""
-    if not path.parent.is_dir():  # a stat: mkdir would lock the parent folder every time
-        path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}{_TEMP_MARK}{uuid.uuid4().hex[:12]}")
+def identities(paths: Iterable[Path]) -> set[Identity]:
+    """The identities of `paths` and of what their links point to (missing ones left out)."""
+    found: set[Identity] = set()
+    for path in paths:
+        for follow in (False, True):
+            try:
+                info = os.stat(path, follow_symlinks=follow)
+            except (OSError, ValueError):
+                continue
+            found.add((info.st_dev, info.st_ino))
+    return found
+
+
+class OutDir:
+    """The --out folder, opened once: every file written or removed under it goes through here.
+
+    Paths are given as `root / relative` (as output_paths makes them); each
+    is checked to stay inside, and reached from the opened folder one
+    component at a time without following links.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            # --out itself is the user's choice and may be a link; what lies below is not.
+            self.fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as error:
+            raise UsageError(
+                f"cannot write into --out {root} ({error.strerror or error})"
+            ) from None
+
+    def close(self) -> None:
+        """Release the folder's descriptor."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> OutDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def write(self, path: Path, data: bytes) -> None:
+        """Write `data` to `path` so that readers only ever see the whole file.
+
+        Raises InputError when `path` leaves --out, when a folder on the way
+        or `path` itself is a link or not a regular file (nothing is replaced).
+        """
+        folder, name = self._folder(path, create=True)
+        try:
+            self._check_replaceable(folder, name, path)
+            temp = f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+            fd = os.open(temp, _NEW_FLAGS, 0o666, dir_fd=folder)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # held while written: clean-up leaves it alone
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+                os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            except BaseException:
+                _unlink(temp, folder)
+                raise
+            finally:
+                os.close(fd)
+        finally:
+            os.close(folder)
+
+    def remove_marked(self, path: Path, mark: bytes) -> bool:
+        """Remove `path` if it is a regular file whose first bytes hold `mark` (a file this
+        tool wrote); True if removed. Anything else, links included, stays."""
+        try:
+            folder, name = self._folder(path, create=False)
+        except (InputError, FileNotFoundError):
+            return False
+        try:
+            fd = os.open(
+                name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder
+            )
+        except OSError:
+            os.close(folder)
+            return False
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or mark not in os.pread(fd, _MARK_WINDOW, 0):
+                return False
+            return _unlink_same(name, folder, info)
+        finally:
+            os.close(fd)
+            os.close(folder)
+
+    def remove_temporaries(self) -> int:
+        """Delete temporaries whose writer is gone (killed mid-write); returns how many.
+
+        A temporary is its writer's while the writer holds an flock on it (the
+        kernel drops it when the writer dies). Another run's live temporaries
+        (a run into a sub-folder, or one sharing a folder of this tree) are
+        left alone, and so is anything not named as a temporary. Links are
+        not followed.
+        """
+        removed = 0
+        for _, _, names, folder in os.fwalk(".", dir_fd=self.fd, follow_symlinks=False):
+            for name in names:
+                writer = _TEMP_PATTERN.fullmatch(name)
+                if writer and _remove_abandoned(name, folder, int(writer.group(1))):
+                    removed += 1
+        return removed
+
+    def check_summary(self, inputs: set[Identity]) -> Path:
+        """The summary's path, refused (UsageError) when something there must not be replaced:
+        one of the inputs, a link, a folder."""
+        path = self.root / SUMMARY_NAME
+        try:
+            info = os.stat(SUMMARY_NAME, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return path
+        if (info.st_dev, info.st_ino) in inputs:
+            raise UsageError(f"{path} is one of the inputs; choose another --out")
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"{path} is {_kind(info.st_mode)}, not a file gccl wrote; move it")
+        return path
+
+    def _folder(self, path: Path, create: bool) -> tuple[int, str]:
+        """A descriptor of `path`'s folder (the caller closes it) and its name there."""
+        try:
+            relative = path.relative_to(self.root)
+        except ValueError:
+            raise InputError(f"{path} is outside --out {self.root}; not written") from None
+        parts = relative.parts
+        if not parts or relative.is_absolute() or any(part in ("..", ".") for part in parts):
+            raise InputError(f"{path} would leave --out {self.root}; not written")
+        fd = os.dup(self.fd)
+        try:
+            for index, part in enumerate(parts[:-1]):
+                fd = self._enter(fd, part, create, self.root.joinpath(*parts[: index + 1]))
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, parts[-1]
+
+    @staticmethod
+    def _enter(fd: int, part: str, create: bool, shown: Path) -> int:
+        """The sub-folder `part` of folder `fd` (which is closed), made when missing."""
+        try:
+            try:
+                inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, dir_fd=fd)
+                inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                info = os.stat(part, dir_fd=fd, follow_symlinks=False)
+                raise InputError(
+                    f"{shown} is {_kind(info.st_mode)} inside --out; gccl writes only into "
+                    "real folders there"
+                ) from None
+            raise
+        finally:
+            os.close(fd)
+        return inner
+
+    @staticmethod
+    def _check_replaceable(folder: int, name: str, path: Path) -> None:
+        try:
+            info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"{path} is {_kind(info.st_mode)}; not replaced")
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a link"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "not a regular file"
+
+
+def _unlink(name: str, folder: int) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(name, dir_fd=folder)
+
+
+def _unlink_same(name: str, folder: int, info: os.stat_result) -> bool:
+    """Unlink `name` if it still is the file `info` describes."""
     try:
-        with open(temp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+        now = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+        return False
+    _unlink(name, folder)
+    return True
+
+
+def _remove_abandoned(name: str, folder: int, pid: int) -> bool:
+    """Remove the temporary `name` of `folder` if its writer is gone; True if removed."""
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder
+        )
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # its writer is at work
+        if _alive(pid) and time.time() - info.st_mtime < _TEMP_GRACE_SECONDS:
+            return False  # made a moment ago, its writer about to lock it
+        return _unlink_same(name, folder, info)
+    finally:
+        os.close(fd)
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` is a live process here (True when unsure)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through an OutDir of its folder (see OutDir.write)."""
+    with OutDir(path.parent) as folder:
+        folder.write(path, data)
 
 
 def remove_stale_temporaries(out: Path) -> int:
     """Delete temporaries a killed run left under `out`; returns how many."""
-    removed = 0
-    for temp in out.rglob(f".*{_TEMP_MARK}*"):
-        if temp.is_file():
-            temp.unlink(missing_ok=True)
-            removed += 1
-    return removed
+    if not out.is_dir():
+        return 0
+    with OutDir(out) as folder:
+        return folder.remove_temporaries()
 
 
 class OutputLock:
-    """An exclusive hold on an --out folder for the life of a run."""
+    """An exclusive hold on an --out folder for the life of a run.
+
+    The lock file is opened without following a link and must be a regular
+    file holding nothing but a gccl lock line: a link planted there, or a
+    file of the user's by that name, is refused rather than overwritten.
+    """
 
     def __init__(self, out: Path) -> None:
         self.path = out / LOCK_NAME
-        self._handle: IO[str] | None = None
+        self._fd: int | None = None
 
     def __enter__(self) -> OutputLock:
+        out = self.path.parent
+        with OutDir(out) as folder:
+            try:
+                fd = os.open(
+                    LOCK_NAME,
+                    os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                    0o666,
+                    dir_fd=folder.fd,
+                )
+            except OSError as error:
+                if error.errno == errno.ELOOP:
+                    raise UsageError(
+                        f"{self.path} is a link; remove it (gccl never follows it)"
+                    ) from None
+                raise UsageError(
+                    f"cannot write into --out {out} ({error.strerror or error})"
+                ) from None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            handle = open(self.path, "a+", encoding="utf-8")
-        except OSError as error:
-            raise UsageError(
-                f"cannot write into --out {self.path.parent} ({error.strerror or error})"
-            ) from None
+            self._take(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return self
+
+    def _take(self, fd: int) -> None:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"{self.path} is {_kind(info.st_mode)}; remove it")
+        content = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+        if content and not content.startswith(_LOCK_MARK):
+            raise UsageError(f"{self.path} is not a gccl lock file; move it")
         try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            handle.close()
+            holder = content.strip() or "another process"
             raise UsageError(
                 f"{self.path.parent} is in use by a running gccl ({holder}); "
                 "wait for it to finish or choose another --out"
             ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(
-            f"pid {os.getpid()} on {socket.gethostname()} since "
+        line = (
+            f"{_LOCK_MARK}{os.getpid()} on {socket.gethostname()} since "
             f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n"
         )
-        handle.flush()
-        self._handle = handle
-        return self
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, line.encode("utf-8"), 0)
 
     def __exit__(self, *exc: object) -> None:
-        if self._handle is not None:
-            fcntl.flock(self._handle.fileno(), fcntl.LOCK_UN)
-            self._handle.close()
-            self._handle = None
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
 
 
 def summary_csv(rows: Iterable[Sequence[object]]) -> bytes:

@@ -14,6 +14,7 @@ import struct
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import imagecodecs
 import numpy as np
@@ -488,11 +489,16 @@ def test_os_errors_are_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     (tmp_path / "b.png").symlink_to(tmp_path / "a.png")
     raises_one_line(tmp_path / "a.png", r"^cannot read: Too many levels of symbolic links$")
 
-    def forbidden(*args: object, **kwargs: object) -> None:
-        raise PermissionError(13, "Permission denied")
+    path = save_npy(tmp_path / "a.npy", noisy())
+    real_open = os.open
 
-    monkeypatch.setattr(images, "open", forbidden, raising=False)  # as root, chmod 0 reads
-    raises_one_line(save_npy(tmp_path / "a.npy", noisy()), r"^permission denied$")
+    def forbidden(name: object, *args: Any, **kwargs: Any) -> int:
+        if name == path:
+            raise PermissionError(13, "Permission denied")
+        return real_open(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", forbidden)  # as root, chmod 0 reads
+    raises_one_line(path, r"^permission denied$")
 
 
 def test_tiff_library_logs_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -100,11 +100,17 @@ def test_atomic_write_replaces_whole_and_leaves_no_temporary(tmp_path: Path) -> 
 
 
 def test_stale_temporaries_are_removed(tmp_path: Path) -> None:
-    stale = touch(tmp_path / "a" / ".img.labels.png.gccl-tmp-0123456789ab")
-    keep = touch(tmp_path / "a" / "img.labels.png")
+    writer = subprocess.Popen([sys.executable, "-c", "pass"])
+    writer.wait()  # its pid is now that of no process
+    stale = touch(tmp_path / "a" / f".gccl-tmp-{writer.pid}-0123abcd")
+    keep = [
+        touch(tmp_path / "a" / "img.labels.png"),
+        touch(tmp_path / "a" / ".gccl-tmp-notes"),  # not a name gccl makes
+        touch(tmp_path / "a" / f".gccl-tmp-{os.getpid()}-0123abcd"),  # a live writer's
+    ]
     assert remove_stale_temporaries(tmp_path) == 1
     assert not stale.exists()
-    assert keep.exists()
+    assert all(path.exists() for path in keep)
 
 
 def test_second_lock_is_refused(tmp_path: Path) -> None:

@@ -1,0 +1,310 @@
+"""What gccl must never do, whatever the inputs, the --out tree or the config look like.
+
+Nothing is written outside --out, no input is replaced or removed, no input or
+peer hangs or exhausts a run. Each test builds its attack in tmp_path and
+drives the command line in a subprocess (`python -m ccl_cli`), under a
+timeout, so that a run that would hang fails the test instead.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+#: Generous: a run that needs this long has hung (a good one takes a second or two).
+TIMEOUT = 120
+
+
+def gccl(
+    *args: str, cwd: Path, stdin: str | None = None, timeout: float = TIMEOUT
+) -> subprocess.CompletedProcess[str]:
+    """`gccl label ARGS --quiet --device cpu` in `cwd`."""
+    return subprocess.run(
+        [sys.executable, "-m", "ccl_cli", "label", *args, "--quiet", "--device", "cpu"],
+        cwd=cwd,
+        input=stdin or "",
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def mask(path: Path, size: int = 12, seed: int = 0) -> Path:
+    """A small random 8-bit mask PNG."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    Image.fromarray(((rng.random((size, size)) < 0.4) * 255).astype(np.uint8)).save(path)
+    return path
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every file below `root` (links as their target's name), by relative path."""
+    found: dict[str, bytes] = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_symlink():
+            found[str(path.relative_to(root))] = os.readlink(path).encode()
+        elif path.is_file():
+            found[str(path.relative_to(root))] = path.read_bytes()
+    return found
+
+
+def summary(out: Path) -> dict[str, dict[str, str]]:
+    with open(out / "summary.csv", newline="") as handle:
+        return {row["path"]: row for row in csv.DictReader(handle)}
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    """The run's only stderr line (a usage error: no traceback)."""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+# --- nothing written outside --out -------------------------------------------------
+
+
+@pytest.mark.parametrize("from_stdin", [True, False])
+def test_dotdot_after_a_wildcard_stays_inside_out(tmp_path: Path, from_stdin: bool) -> None:
+    mask(tmp_path / "in3" / "a" / "x.png")
+    mask(tmp_path / "victim2" / "v.png", seed=1)
+    (tmp_path / "victim2" / "v.stats.csv").write_text("precious\n")
+    before = tree(tmp_path / "victim2")
+    pattern = "in3/*/../../victim2/*.png"
+    if from_stdin:
+        result = gccl("-", "--out", "o16", cwd=tmp_path, stdin=pattern + "\n")
+    else:
+        result = gccl(pattern, "--out", "o16", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert tree(tmp_path / "victim2") == before
+    assert (tmp_path / "o16" / "v.labels.png").is_file()
+    assert (tmp_path / "o16" / "v.stats.csv").is_file()
+
+
+def test_a_linked_lock_file_is_refused_and_its_target_kept(tmp_path: Path) -> None:
+    mask(tmp_path / "in1" / "a.png")
+    precious = tmp_path / "victim" / "precious.txt"
+    precious.parent.mkdir()
+    precious.write_text("precious\n")
+    (tmp_path / "lockout").mkdir()
+    (tmp_path / "lockout" / ".gccl.lock").symlink_to(precious)
+    result = gccl("in1", "--out", "lockout", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "is a link" in one_line_error(result)
+    assert precious.read_text() == "precious\n"
+    assert not (tmp_path / "lockout" / "summary.csv").exists()
+
+
+def test_a_lock_file_gccl_did_not_write_is_left_alone(tmp_path: Path) -> None:
+    mask(tmp_path / "in1" / "a.png")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / ".gccl.lock").write_text("my notes\n")
+    result = gccl("in1", "--out", "out", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "not a gccl lock file" in one_line_error(result)
+    assert (tmp_path / "out" / ".gccl.lock").read_text() == "my notes\n"
+
+
+# --- inputs that hang or exhaust a run ---------------------------------------------
+
+
+def tiff_chain(path: Path, next_offsets: list[int | None]) -> Path:
+    """A classic little-endian TIFF of 1x1 uint8 pages whose page directories link as
+    `next_offsets` says: an index into the pages, or None for the end."""
+    tags = [(256, 1), (257, 1), (258, 8), (259, 1), (262, 1), (273, 8), (277, 1), (278, 1)]
+    size = 2 + 12 * (len(tags) + 1) + 4
+    first = 10  # header (8), the one pixel (at 8), a pad byte
+    entries = b""
+    for target in next_offsets:
+        entry = struct.pack("<H", len(tags) + 1)
+        for tag, value in tags:
+            entry += struct.pack("<HHII", tag, 4, 1, value)
+        entry += struct.pack("<HHII", 279, 4, 1, 1)
+        entry += struct.pack("<I", 0 if target is None else first + target * size)
+        entries += entry
+    path.write_bytes(b"II*\x00" + struct.pack("<I", first) + b"\x00\x00" + entries)
+    return path
+
+
+@pytest.mark.parametrize(
+    "links", [[0], [1, 0], [1, 1], [1, 2, 1]], ids=["self", "pair", "second-self", "back"]
+)
+def test_tiff_page_loops_fail_quickly(tmp_path: Path, links: list[int | None]) -> None:
+    (tmp_path / "in").mkdir()
+    tiff_chain(tmp_path / "in" / "loop.tif", links)
+    mask(tmp_path / "in" / "good.png")
+    result = gccl("in", "--out", "out", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    rows = summary(tmp_path / "out")
+    assert rows["in/loop.tif"]["status"] == "failed"
+    assert "loop" in rows["in/loop.tif"]["message"]
+    assert rows["in/good.png"]["status"] == "ok"
+
+
+def test_a_tiff_of_thousands_of_pages_is_refused_without_walking_them(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    pages = 5000
+    tiff_chain(tmp_path / "in" / "pages.tif", [*range(1, pages), None])
+    result = gccl("in", "--out", "out", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    message = summary(tmp_path / "out")["in/pages.tif"]["message"]
+    assert "more than 1024 pages" in message
+
+
+@pytest.fixture
+def fifo(tmp_path: Path) -> Iterator[Path]:
+    """A FIFO named like an image, that nothing ever writes to."""
+    (tmp_path / "in").mkdir()
+    path = tmp_path / "in" / "pipe.png"
+    os.mkfifo(path)
+    yield path
+
+
+@pytest.mark.parametrize("given", ["glob", "stdin", "path"])
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path, fifo: Path, given: str) -> None:
+    mask(tmp_path / "in" / "good.png")
+    if given == "glob":
+        result = gccl("in/*.png", "--out", "out", cwd=tmp_path)
+    elif given == "stdin":
+        result = gccl("-", "--out", "out", cwd=tmp_path, stdin="in/pipe.png\nin/good.png\n")
+    else:
+        result = gccl("in/pipe.png", "in/good.png", "--out", "out", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    rows = summary(tmp_path / "out")
+    assert rows["in/pipe.png"]["status"] == "failed"
+    assert "not a regular file (a FIFO)" in rows["in/pipe.png"]["message"]
+    assert rows["in/good.png"]["status"] == "ok"
+
+
+def test_double_star_does_not_follow_link_loops(tmp_path: Path) -> None:
+    mask(tmp_path / "d" / "a.png")
+    mask(tmp_path / "d" / "sub" / "b.png", seed=1)
+    (tmp_path / "d" / "sub" / "up").symlink_to("..")  # d/sub/up -> d
+    (tmp_path / "d" / "back").symlink_to("sub")  # a second loop: d/back/up -> d
+    result = gccl("d/**/*.png", "--out", "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert set(summary(tmp_path / "out")) == {"d/a.png", "d/sub/b.png"}
+
+
+# --- configuration -----------------------------------------------------------------
+
+
+def config_error(tmp_path: Path, content: bytes) -> str:
+    """The one error line `gccl label` gives for a config file of `content` (exit 2)."""
+    mask(tmp_path / "in" / "a.png")
+    (tmp_path / "c.yaml").write_bytes(content)
+    result = gccl("in", "--out", "out", "--config", "c.yaml", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert not (tmp_path / "out").exists()
+    return one_line_error(result)
+
+
+def test_config_aliases_are_refused(tmp_path: Path) -> None:
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    for a, b in zip("abcde", "bcdef", strict=True):
+        levels.append(f"{b}: &{b} [{', '.join(['*' + a] * 9)}]")
+    content = "\n".join(levels) + "\nmin-area: *f\n"
+    assert "aliases (*name) are not allowed" in config_error(tmp_path, content.encode())
+
+
+def test_an_oversized_config_is_refused(tmp_path: Path) -> None:
+    content = b"# " + b"x" * (1 << 20) + b"\nmin-area: 2\n"
+    assert "at most 1048576 bytes" in config_error(tmp_path, content)
+
+
+def test_a_config_that_is_not_utf8_is_exit_2(tmp_path: Path) -> None:
+    assert "not UTF-8" in config_error(tmp_path, b"min-area: 2\n# caf\xe9\n")
+
+
+@pytest.mark.parametrize("second", ["min-area", "min_area"])
+def test_a_key_given_twice_is_exit_2(tmp_path: Path, second: str) -> None:
+    content = f"min-area: 1\ntau: 3\n{second}: 2\n".encode()
+    assert "given twice" in config_error(tmp_path, content)
+
+
+# --- --scheduler -------------------------------------------------------------------
+
+
+@pytest.fixture
+def peer() -> Iterator[tuple[socket.socket, list[bytes]]]:
+    """A listening socket on localhost; what it sends on accepting goes in the list."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    greeting: list[bytes] = []
+    accepted: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+            if greeting:
+                conn.sendall(greeting[0])
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server, greeting
+    server.close()
+    for conn in accepted:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    "greeting, reason",
+    [
+        (b"", "no Dask scheduler answered within 10 s"),
+        (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", "not a Dask scheduler"),
+    ],
+    ids=["silent", "http"],
+)
+def test_a_peer_that_is_not_a_scheduler_is_one_line_exit_2(
+    tmp_path: Path, peer: tuple[socket.socket, list[bytes]], greeting: bytes, reason: str
+) -> None:
+    pytest.importorskip("distributed")
+    server, said = peer
+    if greeting:
+        said.append(greeting)
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    mask(tmp_path / "in" / "a.png")
+    result = gccl("in", "--out", "out", "--scheduler", address, cwd=tmp_path, timeout=60)
+    assert result.returncode == 2
+    assert f"--scheduler {address}: {reason}" in one_line_error(result)
+
+
+# --- smaller -----------------------------------------------------------------------
+
+
+def test_names_up_to_name_max_are_labeled(tmp_path: Path) -> None:
+    name = "n" * (255 - len(".polygons.geojson")) + ".png"  # its longest output fits exactly
+    mask(tmp_path / "in" / name)
+    result = gccl("in", "--out", "out", "--preview", "--polygons", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert summary(tmp_path / "out")[f"in/{name}"]["status"] == "ok"
+
+
+def png_header_only(path: Path, width: int, height: int, color_type: int, depth: int) -> Path:
+    """A PNG that declares width x height pixels and holds one empty deflate stream."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(data, zlib.crc32(kind))
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", width, height, depth, color_type, 0, 0, 0)
+    body = chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + body)
+    return path
