@@ -30,11 +30,13 @@ from ..io.outputs import (
     LOCK_NAME,
     SUMMARY_NAME,
     OutputLock,
+    OutputPaths,
     atomic_write,
     output_paths,
     remove_stale_temporaries,
     summary_csv,
 )
+from .freshness import RUN_RECORD_NAME, RunRecord
 from .local import LocalRun, usable_cores
 from .records import Admitted, FailFast, Outcomes, Record, Reporter, RunReport, Stop
 from .sources import Arrival, ListSource, Source
@@ -99,10 +101,12 @@ def run_label(
     out = checked_out(settings)
     source: Source
     if "-" in specs and streams(settings):
-        source = StdinSource(specs, settings.recursive, settings.batch_window / 1000, stdin)
+        source = StdinSource(specs, settings, settings.batch_window / 1000, stdin)
     else:
-        items = expand(specs, settings.recursive, stdin)
-        if not items:
+        items = expand(
+            specs, settings.recursive, stdin, settings.null_separated, settings.relative_to
+        )
+        if all(item.empty for item in items):
             reporter.notice(NO_IMAGES)
         source = ListSource(items)
     check_out_location(out, specs, settings.recursive)
@@ -138,7 +142,7 @@ def run_source(source: Source, settings: Settings, reporter: Reporter) -> RunRep
         if made_out:
             _remove_unused(out)
         raise
-    if source.total is None and not records:
+    if source.total is None and all(record.item.empty for record in records):
         reporter.notice(NO_IMAGES)
     report.seconds = time.perf_counter() - started
     return report
@@ -159,8 +163,11 @@ def _run(
         removed = remove_stale_temporaries(out)
         if removed:
             reporter.notice(f"removed {removed} partial file(s) left by an interrupted run")
+        run_record = RunRecord(out, settings)
+        run_record.write(_backend_name(engine, settings), finished=False)
         reporter.start(source.total)
         outcomes = Outcomes(reporter, settings.fail_fast)
+        admitted: dict[int, OutputPaths] = {}
         live = _LiveSummary(out / SUMMARY_NAME, records, reporter) if source.live else None
 
         def tick() -> None:
@@ -171,7 +178,7 @@ def _run(
         try:
             with closing(source.items(tick)) as items:
                 engine.label(
-                    _admitted(items, records, settings, outcomes, stop.check),
+                    _admitted(items, records, settings, outcomes, stop.check, run_record, admitted),
                     settings,
                     outcomes,
                     stop.check,
@@ -187,6 +194,17 @@ def _run(
                 record.message = (
                     "interrupted" if report.interrupted else "stopped after a failure (--fail-fast)"
                 )
+        # No earlier result may sit next to a failed row (nor may another input's go).
+        kept = {
+            admitted[id(record)].labels_png
+            for record in records
+            if record.status != "failed" and id(record) in admitted
+        }
+        for record in records:
+            paths = admitted.get(id(record))
+            if record.status == "failed" and paths is not None and paths.labels_png not in kept:
+                run_record.remove_earlier(paths)
+        run_record.write(_backend_name(engine, settings), finished=True)
         report.summary = out / SUMMARY_NAME
         try:
             atomic_write(report.summary, summary_csv(record.row() for record in records))
@@ -194,10 +212,19 @@ def _run(
             raise UsageError(f"cannot write {report.summary} ({error.strerror or error})") from None
 
 
+def _backend_name(engine: Engine, settings: Settings) -> str:
+    """What labels, for the run record: cpu or cuda, else the engine that picks per worker."""
+    if isinstance(engine, _Local):
+        return engine.backend.name
+    kind = "dask cluster" if settings.scheduler else "worker processes"
+    return f"{kind}, --device {settings.device}"
+
+
 def _remove_unused(out: Path) -> None:
-    """Remove an --out folder this run made, if it holds nothing but the lock file."""
-    if out.is_dir() and {path.name for path in out.iterdir()} <= {LOCK_NAME}:
+    """Remove an --out folder this run made, if it holds nothing but the lock and run record."""
+    if out.is_dir() and {path.name for path in out.iterdir()} <= {LOCK_NAME, RUN_RECORD_NAME}:
         (out / LOCK_NAME).unlink(missing_ok=True)
+        (out / RUN_RECORD_NAME).unlink(missing_ok=True)
         out.rmdir()
 
 
@@ -232,11 +259,15 @@ def _admitted(
     settings: Settings,
     outcomes: Outcomes,
     check_stop: Callable[[], None],
+    run_record: RunRecord,
+    admitted: dict[int, OutputPaths],
 ) -> Iterator[Admitted | None]:
     """The records of `items` (appended to `records`) that need work, with their outputs;
     the others are finished here. A source's pauses (None) pass through.
 
     Lazy, so that a local run starts decoding before the last input is admitted.
+    `admitted` gets the outputs of each record that may write (or had) them,
+    by the record's id: the ones a failure clears.
     """
     assert settings.out is not None
     claimed: dict[Path, str] = {}
@@ -247,17 +278,30 @@ def _admitted(
         check_stop()
         record = Record(item)
         records.append(record)
-        paths = output_paths(settings.out, record.item.relative)
-        if record.item.problem:
-            outcomes.fail(record, record.item.problem)
+        if item.empty or item.duplicate:
+            record.status = "no-images" if item.empty else "skipped"
+            record.message = item.empty or f"listed again (labeled once, as {item.duplicate})"
+            outcomes.finished(record)
             continue
-        first = claimed.setdefault(paths.labels_png, record.item.display)
-        if first != record.item.display:
-            outcomes.fail(record, f"its outputs would overwrite those of {first}")
+        paths = output_paths(settings.out, item.relative)
+        if item.problem:
+            if not item.path.is_dir():  # an unreadable folder has no outputs
+                admitted[id(record)] = paths
+            outcomes.fail(record, item.problem)
             continue
-        if settings.skip_existing and paths.complete(settings.preview, settings.polygons):
+        first = claimed.setdefault(paths.labels_png, item.display)
+        if first != item.display:
+            hint = "" if settings.relative_to else " (--relative-to keeps their folders apart)"
+            outcomes.fail(record, f"its outputs would overwrite those of {first}{hint}")
+            continue
+        admitted[id(record)] = paths
+        if (
+            settings.skip_existing
+            and paths.complete(settings.preview, settings.polygons)
+            and run_record.current(item, paths)
+        ):
             record.status = "skipped"
-            record.message = "outputs exist (--skip-existing)"
+            record.message = "outputs are current (--skip-existing)"
             outcomes.finished(record)
             continue
         yield record, paths
