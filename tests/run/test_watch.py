@@ -27,6 +27,7 @@ from cli_helpers import WAIT_SECONDS
 from label_files import read_label_image
 from PIL import Image
 
+from ccl_cli.errors import EXIT_BUSY
 from ccl_cli.io.outputs import LOCK_NAME
 
 EIGHT = np.ones((3, 3), bool)
@@ -177,7 +178,7 @@ def test_restart_redoes_nothing_and_summary_is_kept_true(folder: Path, tmp_path:
             [sys.executable, "-m", "ccl_cli", "label", str(folder), "--out", str(out), "-q"],
             capture_output=True, text=True, timeout=WAIT_SECONDS,
         )  # fmt: skip
-        assert busy.returncode == 2 and "in use by a running gccl" in busy.stderr
+        assert busy.returncode == EXIT_BUSY and "in use by a running gccl" in busy.stderr
         code, _ = watch.stop(signal.SIGINT)
     finally:
         watch.kill()
