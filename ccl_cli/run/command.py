@@ -29,10 +29,13 @@ from ..io.inputs import check_out_location, expand
 from ..io.outputs import (
     LOCK_NAME,
     SUMMARY_NAME,
+    Identity,
+    OutDir,
     OutputLock,
+    OutputPaths,
     atomic_write,
+    identities,
     output_paths,
-    remove_stale_temporaries,
     summary_csv,
 )
 from .local import LocalRun, usable_cores
@@ -161,7 +164,11 @@ def _run(
     out = settings.out
     records = report.records
     with closing(engine), OutputLock(out), _StopRequests() as stop:
-        removed = remove_stale_temporaries(out)
+        found = source.found if isinstance(source, ListSource) else []
+        inputs = identities(item.path for item in found)
+        with OutDir(out) as folder:
+            folder.check_summary(inputs)
+            removed = folder.remove_temporaries()
         if removed:
             reporter.notice(f"removed {removed} partial file(s) left by an interrupted run")
         reporter.start(source.total)
@@ -176,7 +183,7 @@ def _run(
         try:
             with closing(source.items(tick)) as items:
                 engine.label(
-                    _admitted(items, records, settings, outcomes, stop.check),
+                    _admitted(items, records, settings, outcomes, stop.check, inputs),
                     settings,
                     outcomes,
                     stop.check,
@@ -237,10 +244,14 @@ def _admitted(
     settings: Settings,
     outcomes: Outcomes,
     check_stop: Callable[[], None],
+    inputs: set[Identity],
 ) -> Iterator[Admitted | None]:
     """The records of `items` (appended to `records`) that need work, with their outputs;
     the others are finished here. A source's pauses (None) pass through.
 
+    An input whose outputs would replace one of the run's `inputs` (the files
+    found at the start, and every input that arrived since) fails, and so
+    does one whose outputs would take the summary's or the lock's name.
     Lazy, so that a local run starts decoding before the last input is admitted.
     """
     assert settings.out is not None
@@ -256,6 +267,11 @@ def _admitted(
         if record.item.problem:
             outcomes.fail(record, record.item.problem)
             continue
+        inputs |= identities([item.path])
+        taken = _input_among(paths, inputs) or _reserved(record.item.relative)
+        if taken:
+            outcomes.fail(record, taken)
+            continue
         first = claimed.setdefault(paths.labels_png, record.item.display)
         if first != record.item.display:
             outcomes.fail(record, f"its outputs would overwrite those of {first}")
@@ -266,6 +282,20 @@ def _admitted(
             outcomes.finished(record)
             continue
         yield record, paths
+
+
+def _input_among(paths: OutputPaths, inputs: set[Identity]) -> str:
+    """Why `paths` may not be written: one of them is an input ("" when none is)."""
+    taken = paths.first_of(inputs)
+    return f"its output {taken} is one of the inputs; not replaced" if taken else ""
+
+
+def _reserved(relative: Path) -> str:
+    """Why outputs mirrored at `relative` may not be written: their folder would take the
+    name of the run's summary or lock ("" when it would not)."""
+    if len(relative.parts) > 1 and relative.parts[0] in (SUMMARY_NAME, LOCK_NAME):
+        return f"its outputs would go into a folder named {relative.parts[0]} in --out"
+    return ""
 
 
 class _LiveSummary:
