@@ -75,10 +75,15 @@ class _ImagesPerSecond(ProgressColumn):
 
 
 class ConsoleReporter:
-    """Progress and messages on stderr; with --json one object per input on stdout."""
+    """Progress and messages on stderr; with --json one object per input on stdout.
+
+    --quiet leaves only the errors: no progress, no notices (the closing line is
+    the caller's to leave out).
+    """
 
     def __init__(self, quiet: bool, as_json: bool) -> None:
         self.as_json = as_json
+        self.quiet = quiet
         self.progress = Progress(
             TextColumn("labeling"),
             BarColumn(),
@@ -109,7 +114,8 @@ class ConsoleReporter:
             self.progress.advance(self.task)
 
     def notice(self, message: str) -> None:
-        self.progress.console.print(Text(f"gccl: {message}", style="yellow"))
+        if not self.quiet:
+            self.progress.console.print(Text(f"gccl: {message}", style="yellow"))
 
     def stop(self, abandoned: bool = False) -> None:
         """End the progress display; an abandoned run (exit 2) leaves no bar behind."""
@@ -128,6 +134,9 @@ def _closing_line(report: RunReport) -> str:
     not_run = report.count("not-run")
     if not_run:
         parts.append(f"{not_run} not run")
+    empty = report.count("no-images")
+    if empty:
+        parts.append(f"{empty} folder(s) without images")
     return f"{', '.join(parts)} in {report.seconds:.2f} s; summary: {report.summary}"
 
 
@@ -211,13 +220,14 @@ def label_command(inputs: list[str], config: list[Path] | None = None, **flags: 
     except GcclError as error:
         if reporter is not None:  # before the message, so that it is the last line
             reporter.stop(abandoned=True)
-        raise _fail(str(error)) from None
+        raise _fail(str(error), error.exit_code) from None
     except KeyboardInterrupt:
         raise _fail("interrupted", EXIT_INTERRUPTED) from None
     finally:
         if reporter is not None:
             reporter.stop()
-    stderr.print(Text(f"gccl: {_closing_line(report)}"))
+    if not settings.quiet:
+        stderr.print(Text(f"gccl: {_closing_line(report)}"))
     raise typer.Exit(exit_code(report))
 
 

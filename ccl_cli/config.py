@@ -32,6 +32,8 @@ class Settings:
 
     out: Path | None = None
     recursive: bool = False
+    relative_to: Path | None = None
+    null_separated: bool = False
     background: int | float | None = 0
     invert: bool = False
     threshold: int | float | None = None
@@ -50,6 +52,7 @@ class Settings:
     polygons: bool = False
     skip_existing: bool = False
     fail_fast: bool = False
+    fsync: bool = True
     batch_size: int | str = "auto"
     device: str = "auto"
     devices: str | None = None

@@ -1,6 +1,6 @@
 """The two kinds of failure gccl knows, and the exit codes they map to.
 
-`UsageError` aborts the run (exit 2); `InputError` fails one input and the run
+`UsageError` aborts the run (exit 2; `OutputBusy` 4); `InputError` fails one input and the run
 goes on (exit 1 at the end). Only the CLI edge turns them into messages.
 """
 
@@ -9,11 +9,18 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_SOME_FAILED = 1
 EXIT_USAGE = 2
+#: The inputs held nothing to label (no image named or found).
+EXIT_NO_INPUTS = 3
+#: Another gccl run holds the --out folder.
+EXIT_BUSY = 4
 EXIT_INTERRUPTED = 130
 
 
 class GcclError(Exception):
     """Base of every error gccl reports to the user as one line."""
+
+    #: The exit code of a run this error ends.
+    exit_code = EXIT_USAGE
 
 
 class UsageError(GcclError):
@@ -22,6 +29,12 @@ class UsageError(GcclError):
 
 class InputError(GcclError):
     """One input cannot be labeled (unreadable, corrupt, unsupported); the others go on."""
+
+
+class OutputBusy(UsageError):
+    """Another run holds the --out folder's lock."""
+
+    exit_code = EXIT_BUSY
 
 
 class BackendUnavailable(UsageError):

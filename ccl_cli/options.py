@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .contract.stages import MAX_SMOOTH_RADIUS, SMOOTH_KINDS
+from .contract.stages import MAX_MORPHOLOGY_STEPS, MAX_SMOOTH_RADIUS, SMOOTH_KINDS
 
 #: How RGB/RGBA inputs become gray (--color-to-gray); io/images.py implements them.
 COLOR_TO_GRAY_CHOICES: tuple[str, ...] = ("luma", "red", "green", "blue")
@@ -90,6 +90,18 @@ def _int_at_least(minimum: int) -> Callable[[Any], int]:
         return number
 
     return check
+
+
+def _steps(value: Any) -> int:
+    """A morphology count: 0..MAX_MORPHOLOGY_STEPS (each step is a pass over the image)."""
+    number = _int_at_least(0)(value)
+    if number > MAX_MORPHOLOGY_STEPS:
+        raise ValueError(
+            f"at most {MAX_MORPHOLOGY_STEPS} (each step is a pass over every image, and "
+            f"{MAX_MORPHOLOGY_STEPS} steps already cross a {2 * MAX_MORPHOLOGY_STEPS}-pixel "
+            f"image), got {value!r}"
+        )
+    return number
 
 
 def _choice(*allowed: str) -> Callable[[Any], str]:
@@ -211,6 +223,22 @@ OPTIONS: tuple[Option, ...] = (
     Option("out", None, "DIR", "Folder for the outputs (required).", _optional(_path), "-o"),
     Option("recursive", False, "", "Descend into sub-folders of folder inputs.", _flag, "-r"),
     Option(
+        "relative_to",
+        None,
+        "ROOT",
+        "Outputs mirror each input's path below ROOT (files named or on stdin included); "
+        "an input outside ROOT fails.",
+        _optional(_path),
+    ),
+    Option(
+        "null_separated",
+        False,
+        "",
+        "The paths on stdin (-) are NUL-separated, as find -print0 writes them.",
+        _flag,
+        "-0",
+    ),
+    Option(
         "background",
         0,
         "V",
@@ -254,13 +282,11 @@ OPTIONS: tuple[Option, ...] = (
         "N",
         "Erode the foreground mask N times before labeling (3x3 square, a cross with "
         "--connectivity 4; the border counts as background).",
-        _int_at_least(0),
+        _steps,
     ),
-    Option("dilate", 0, "N", "Dilate the foreground mask N times.", _int_at_least(0)),
-    Option("open", 0, "N", "Open the mask: erode N times, then dilate N times.", _int_at_least(0)),
-    Option(
-        "close", 0, "N", "Close the mask: dilate N times, then erode N times.", _int_at_least(0)
-    ),
+    Option("dilate", 0, "N", "Dilate the foreground mask N times.", _steps),
+    Option("open", 0, "N", "Open the mask: erode N times, then dilate N times.", _steps),
+    Option("close", 0, "N", "Close the mask: dilate N times, then erode N times.", _steps),
     Option(
         "smooth",
         None,
@@ -302,10 +328,19 @@ OPTIONS: tuple[Option, ...] = (
         "skip_existing",
         False,
         "",
-        "Skip inputs whose outputs are all present (resume a stopped run).",
+        "Skip inputs whose outputs are present and current: made with these options, after "
+        "the input last changed.",
         _flag,
     ),
     Option("fail_fast", False, "", "Stop at the first failed input.", _flag),
+    Option(
+        "fsync",
+        True,
+        "",
+        "Flush each output to disk before renaming it into place (--no-fsync: faster on "
+        "slow disks, but a power cut may leave empty or old outputs).",
+        _flag,
+    ),
     Option(
         "batch_size",
         "auto",

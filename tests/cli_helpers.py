@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from ccl_cli.cli import app
 from ccl_cli.io.outputs import LOCK_NAME
+from ccl_cli.run.freshness import RUN_RECORD_NAME
 
 #: Generous: a 2-core CI machine starting worker processes can be slow.
 WAIT_SECONDS = 60
@@ -48,12 +49,16 @@ def make_inputs(root: Path, count: int, size: int) -> None:
 
 
 def files(out: Path) -> dict[str, bytes]:
-    """Every file under `out` but the lock (which names its holder), summary without seconds."""
+    """Every file under `out` but the lock (which names its holder), summary without seconds,
+    the run record's version and options (not its times and engine)."""
     found = {}
     for path in sorted(out.rglob("*")):
         if path.is_file() and path.name != LOCK_NAME:
             found[str(path.relative_to(out))] = path.read_bytes()
     found["summary.csv"] = summary_without_seconds(out).encode()
+    if RUN_RECORD_NAME in found:
+        record = json.loads(found[RUN_RECORD_NAME])
+        found[RUN_RECORD_NAME] = json.dumps([record["version"], record["options"]]).encode()
     return found
 
 

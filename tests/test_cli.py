@@ -302,7 +302,7 @@ def test_busy_out_is_refused(runner: CliRunner, folder: Path, tmp_path: Path):
     out = tmp_path / "out"
     with OutputLock(out):
         result = gccl(runner, str(folder), "--out", str(out))
-    assert result.exit_code == 2
+    assert result.exit_code == 4
     assert "in use by a running gccl" in result.stderr
     assert not (out / "summary.csv").exists()
 
@@ -410,9 +410,12 @@ def test_cuda_request_without_cuda_is_a_clear_error(runner: CliRunner, folder: P
     result = gccl(runner, str(folder), "--out", str(tmp_path / "o"), "--device", "cuda")
     assert result.exit_code == 2
     assert "--device cuda" in result.stderr
-    auto = gccl(runner, str(folder), "--out", str(tmp_path / "o"), "--device", "auto")
+    auto = gccl(runner, str(folder), "-o", str(tmp_path / "o"), "--device", "auto", "--no-quiet")
     assert auto.exit_code == 0
-    assert "labeling on the CPU" in auto.stderr
+    # A CPU installation (no CuPy) labels on the CPU without a word; a broken GPU says why.
+    assert ("labeling on the CPU" in auto.stderr) == (cuda_status().cupy_version is not None)
+    quiet = gccl(runner, str(folder), "-o", str(tmp_path / "o"), "--device", "auto")
+    assert quiet.exit_code == 0 and quiet.stderr == ""
 
 
 def test_time_is_reported(folder: Path, tmp_path: Path):
@@ -432,10 +435,12 @@ def test_unusable_out_is_a_usage_error(runner: CliRunner, folder: Path, tmp_path
     assert "Traceback" not in result.output
 
 
-def test_empty_folder_says_so_and_succeeds(runner: CliRunner, tmp_path: Path):
+def test_empty_folder_says_so_and_exits_3(runner: CliRunner, tmp_path: Path):
     (tmp_path / "empty").mkdir()
     out = tmp_path / "out"
-    result = gccl(runner, str(tmp_path / "empty"), "--out", str(out), "--device", "cpu")
-    assert result.exit_code == 0
-    assert "no images found" in result.stderr
-    assert (out / "summary.csv").read_text().count("\n") == 1
+    result = gccl(runner, str(tmp_path / "empty"), "-o", str(out), "--device", "cpu")
+    assert result.exit_code == 3
+    rows = list(csv.DictReader((out / "summary.csv").open()))
+    assert [(row["status"], row["message"]) for row in rows] == [
+        ("no-images", "no images in this folder")
+    ]

@@ -24,7 +24,8 @@ def make_backend(
     """The backend for --device auto|cpu|cuda|cuda:N, or for --devices all|0,1,...
 
     auto takes CUDA when a device is usable and otherwise the CPU backend,
-    saying why through `notice`; an explicit cuda that cannot be used raises
+    saying why through `notice` where CuPy is installed (without it, the CPU
+    is what the installation is for); an explicit cuda that cannot be used raises
     BackendUnavailable. --devices spreads batches over those GPUs. CUDA modules
     are imported only when CUDA is asked for.
 
@@ -52,7 +53,8 @@ def make_backend(
     if device == "auto":
         if status.usable:
             return CudaBackend(0)
-        notice(f"no usable CUDA device ({status.reason}); labeling on the CPU")
+        if status.cupy_version is not None:  # CuPy is there, so a GPU was meant to work
+            notice(f"no usable CUDA device ({status.reason}); labeling on the CPU")
         return CpuBackend(threads)
     index = int(device.partition(":")[2] or 0)
     if not status.usable:

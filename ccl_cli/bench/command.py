@@ -178,6 +178,8 @@ def _cases(inputs: Sequence[str], options: Options) -> list[Case]:
 
     images = []
     for item in expand(inputs, recursive=False):
+        if item.empty or item.duplicate:
+            continue
         if item.problem:
             raise UsageError(f"{item.display}: {item.problem}")
         try:

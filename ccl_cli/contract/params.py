@@ -83,6 +83,28 @@ def dtype_max(dtype: np.dtype) -> int:
     return int(np.iinfo(dtype).max)
 
 
+def background_problem(dtype: np.dtype, params: LabelParams) -> str | None:
+    """Why the background test cannot work on images of `dtype`, or None.
+
+    A background that no value of an integer dtype can take (70000 for
+    uint16, 0.5 for any integer type) would make every pixel foreground.
+    """
+    dtype = np.dtype(dtype)
+    background = params.background
+    if background is None or params.threshold is not None or dtype.kind == "f":
+        return None
+    low, high = (0, 1) if dtype.kind == "b" else (np.iinfo(dtype).min, np.iinfo(dtype).max)
+    if params.invert:  # the test sees max - v
+        low, high = dtype_max(dtype) - high, dtype_max(dtype) - low
+    if float(background).is_integer() and low <= background <= high:
+        return None
+    after = " after --invert" if params.invert else ""
+    return (
+        f"--background {background} is not a {dtype.name} value ({low}..{high}{after}): "
+        "every pixel would be foreground"
+    )
+
+
 def foreground_mask(values: Any, params: LabelParams, xp: Any = np) -> Any:
     """Boolean mask of the pixels that take part in labeling. NaN never does.
 

@@ -30,6 +30,9 @@ from .params import LabelParams, foreground_mask
 #: The order in which combined morphology options apply.
 MORPHOLOGY_ORDER = ("open", "close", "erode", "dilate")
 SMOOTH_KINDS = ("box", "binomial")
+#: Most steps of one morphology option (--erode N etc.): every step is a pass over the
+#: image, and 1000 already erode or dilate across a 2000-pixel image.
+MAX_MORPHOLOGY_STEPS = 1000
 #: Largest smoothing radius: binomial weights then sum to 4**14 = 2**28, so an
 #: integer weighted sum (|v| < 2**32) stays below 2**60 and fits int64.
 MAX_SMOOTH_RADIUS = 7

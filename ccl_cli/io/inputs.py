@@ -2,11 +2,16 @@
 
 Each input keeps the path it is read from and the relative path its outputs
 mirror under --out (a file found as <dir>/a/b/img.png under the folder <dir>
-gets outputs in OUT/a/b/; a file named directly gets them in OUT/). A
-relative path never leaves --out: one that would climb out of its folder
-(`..` after a wildcard) is cut to the file's name. `**` in a pattern does
-not enter linked folders and visits each folder once, so a link pointing
-back up the tree cannot make the expansion endless.
+gets outputs in OUT/a/b/; a file named directly or on stdin gets them in
+OUT/, or below ROOT's mirror with --relative-to ROOT). A relative path never
+leaves --out: one that would climb out of its folder (`..` after a wildcard)
+is cut to the file's name, and with --relative-to an input outside ROOT
+fails. `**` in a pattern does not enter linked folders and visits each
+folder once, so a link pointing back up the tree cannot make the expansion
+endless. Every input named or found ends as a summary row: a file that
+cannot be had (missing, a link to nothing, an unreadable folder) fails with
+the reason, a named folder without images gets a row saying so, and a path
+listed twice is labeled once.
 """
 
 from __future__ import annotations
@@ -15,9 +20,9 @@ import fnmatch
 import os
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TextIO
+from typing import IO, Any
 
 from ..errors import UsageError
 from .images import is_image_path
@@ -27,11 +32,18 @@ _GLOB_CHARS = set("*?[")
 
 @dataclass(frozen=True)
 class InputItem:
-    """One input: where to read it, where its outputs go, or why it cannot be had."""
+    """One input: where to read it, where its outputs go, or why it cannot be had.
+
+    problem: why the input fails without being read. empty: why a named folder
+    gave no image (its row says so). duplicate: the input listed first under
+    the same path (this one is not labeled again).
+    """
 
     path: Path
     relative: Path
     problem: str | None = None
+    empty: str | None = None
+    duplicate: str | None = None
 
     @property
     def display(self) -> str:
@@ -39,29 +51,81 @@ class InputItem:
         return str(self.path)
 
 
-def expand(specs: Iterable[str], recursive: bool, stdin: TextIO | None = None) -> list[InputItem]:
-    """The inputs named by the command-line arguments, in a stable order."""
+def expand(
+    specs: Iterable[str],
+    recursive: bool,
+    stdin: IO[Any] | None = None,
+    null: bool = False,
+    relative_to: Path | None = None,
+) -> list[InputItem]:
+    """The inputs named by the command-line arguments, in a stable order.
+
+    `-` reads paths from `stdin`, one a line (only the line end, \\n or \\r\\n,
+    is taken off: spaces belong to the name), or NUL-separated with `null`
+    (find -print0). `relative_to`: outputs mirror each input's path below it.
+    """
     items: list[InputItem] = []
     for spec in specs:
         if spec == "-":
-            lines = (stdin or sys.stdin).read().splitlines()
-            items.extend(
-                item
-                for line in lines
-                if line.strip()
-                for item in _expand_one(line.strip(), recursive)
-            )
+            for name in read_names(stdin or sys.stdin, null):
+                items.extend(_expand_one(name, recursive))
         else:
             items.extend(_expand_one(spec, recursive))
-    return items
+    return Listing(relative_to).add(items)
+
+
+def read_names(stream: IO[Any], null: bool) -> list[str]:
+    """The paths on `stream`: NUL-separated with `null`, else one a line; empty ones dropped."""
+    return [name for name in iter_names(stream, null) if name]
+
+
+def iter_names(stream: IO[Any], null: bool) -> Iterator[str]:
+    """The paths on `stream` as they arrive (see `expand`), empty ones included.
+
+    Bytes are split first and each name decoded as the file system does
+    (undecodable bytes kept as surrogates), so any name reaches its file.
+    """
+    source = getattr(stream, "buffer", stream)
+    read = getattr(source, "read1", source.readline)
+    pending: Any = None
+    while True:
+        data = read(65536)
+        if not data:
+            break
+        pending = data if pending is None else pending + data
+        separator: Any = (
+            ("\0" if null else "\n") if isinstance(data, str) else (b"\0" if null else b"\n")
+        )
+        *names, pending = pending.split(separator)
+        yield from (_name(name, null) for name in names)
+    if pending:
+        yield _name(pending, null)
+
+
+def _name(raw: str | bytes, null: bool) -> str:
+    """One name as text; a line loses the \\r of a \\r\\n end."""
+    text = os.fsdecode(raw) if isinstance(raw, bytes) else raw
+    return text if null or not text.endswith("\r") else text[:-1]
+
+
+def expand_name(name: str, recursive: bool) -> list[InputItem]:
+    """The inputs one name from stdin stands for (a file, folder or glob pattern)."""
+    return list(_expand_one(name, recursive))
 
 
 def _expand_one(spec: str, recursive: bool) -> Iterator[InputItem]:
+    if "\0" in spec:
+        name = Path(spec.replace("\0", "?"))
+        yield InputItem(
+            Path(spec), Path(name.name), "the name holds a NUL byte (for find -print0, use -0)"
+        )
+        return
     path = Path(spec)
     if path.is_dir():
         yield from _scan(path, recursive)
     elif path.exists() or path.is_symlink():
-        yield InputItem(path, Path(path.name))
+        problem = None if path.exists() else "a link to a file that does not exist"
+        yield InputItem(path, Path(path.name), problem)
     elif _GLOB_CHARS & set(spec):
         matches = sorted(set(_glob(spec)))
         if not matches:
@@ -78,11 +142,93 @@ def _expand_one(spec: str, recursive: bool) -> Iterator[InputItem]:
 
 
 def _scan(folder: Path, recursive: bool) -> Iterator[InputItem]:
-    candidates = folder.rglob("*") if recursive else folder.iterdir()
-    for path in sorted(candidates):
-        hidden = any(part.startswith(".") for part in path.relative_to(folder).parts)
-        if not hidden and is_image_path(path) and path.is_file():
-            yield InputItem(path, path.relative_to(folder))
+    """The images of a named folder (and below it with `recursive`), sorted by path; a
+    folder that gives none is one item saying so."""
+    not_scanned: list[Path] = []
+    found = False
+    for item in _scan_folder(folder, folder, recursive, not_scanned):
+        found = True
+        yield item
+    if not found:
+        hint = ""
+        if not_scanned:
+            hint = f"; its {len(not_scanned)} sub-folder(s) are scanned with --recursive"
+        yield InputItem(folder, Path(folder.name), empty=f"no images in this folder{hint}")
+
+
+def _scan_folder(
+    root: Path, folder: Path, recursive: bool, not_scanned: list[Path]
+) -> Iterator[InputItem]:
+    """Images below `root`, depth first in name order (the order of sorted paths).
+
+    Hidden entries are skipped and linked folders not entered; an unreadable
+    folder, a link to nothing and anything else named like an image that is
+    not a file each become an item that fails with the reason.
+    """
+    relative = folder.relative_to(root) if folder != root else Path(folder.name)
+    try:
+        with os.scandir(folder) as scan:
+            entries = sorted(scan, key=lambda entry: entry.name)
+    except OSError as error:
+        reason = error.strerror or str(error)
+        yield InputItem(folder, relative, f"cannot read the folder ({reason})")
+        return
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        path = folder / entry.name
+        try:
+            is_folder = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            is_folder = False
+        if is_folder:
+            if recursive:
+                yield from _scan_folder(root, path, recursive, not_scanned)
+            else:
+                not_scanned.append(path)
+            continue
+        if not is_image_path(entry.name):
+            continue
+        try:
+            is_file = entry.is_file()
+        except OSError:
+            is_file = False
+        problem = None
+        if not is_file:
+            problem = (
+                "a link to a file that does not exist"
+                if entry.is_symlink() and not os.path.exists(path)
+                else "not a file"
+            )
+        if is_file or not entry.is_dir():  # a link to a folder is not an image
+            yield InputItem(path, path.relative_to(root), problem)
+
+
+class Listing:
+    """Inputs as a run lists them: each path after its first listing marked a duplicate of
+    it, and with `relative_to`, outputs mirroring each input's path below that folder."""
+
+    def __init__(self, relative_to: Path | None = None) -> None:
+        self.relative_to = relative_to
+        self.first: dict[str, str] = {}
+
+    def add(self, items: Iterable[InputItem]) -> list[InputItem]:
+        """`items` as listed after the ones added before."""
+        return [self._listed(item) for item in items]
+
+    def _listed(self, item: InputItem) -> InputItem:
+        if item.problem or item.empty:
+            return item
+        target = os.path.normpath(os.path.abspath(item.path))
+        if target in self.first:
+            return replace(item, duplicate=self.first[target])
+        self.first[target] = item.display
+        if self.relative_to is None:
+            return item
+        relative = os.path.relpath(target, os.path.normpath(os.path.abspath(self.relative_to)))
+        if relative == os.curdir or relative.split(os.sep)[0] == os.pardir:
+            return replace(item, problem=f"not below --relative-to {self.relative_to}")
+        return replace(item, relative=Path(relative))
 
 
 def _glob_base(pattern: str) -> Path:

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputError, UsageError
+from ..errors import InputError, OutputBusy, UsageError
 
 LOCK_NAME = ".gccl.lock"
 SUMMARY_NAME = "summary.csv"
@@ -164,8 +164,12 @@ class OutDir:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def write(self, path: Path, data: bytes) -> None:
+    def write(self, path: Path, data: bytes, durable: bool = True) -> None:
         """Write `data` to `path` so that readers only ever see the whole file.
+
+        durable: flush it to disk before the rename (--fsync); without, a power
+        cut soon after may leave an empty or an older file, never a partial one
+        in a running system.
 
         Raises InputError when `path` leaves --out, when a folder on the way
         or `path` itself is a link or not a regular file (nothing is replaced).
@@ -180,7 +184,8 @@ class OutDir:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
-                os.fsync(fd)
+                if durable:
+                    os.fsync(fd)
                 os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
             except BaseException:
                 _unlink(temp, folder)
@@ -351,10 +356,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
     """Write `data` to `path` through an OutDir of its folder (see OutDir.write)."""
     with OutDir(path.parent) as folder:
-        folder.write(path, data)
+        folder.write(path, data, durable)
 
 
 def remove_stale_temporaries(out: Path) -> int:
@@ -414,7 +419,7 @@ class OutputLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = content.strip() or "another process"
-            raise UsageError(
+            raise OutputBusy(
                 f"{self.path.parent} is in use by a running gccl ({holder}); "
                 "wait for it to finish or choose another --out"
             ) from None

@@ -38,6 +38,7 @@ from ..io.outputs import (
     output_paths,
     summary_csv,
 )
+from .freshness import RUN_RECORD_NAME, RunRecord
 from .local import LocalRun, usable_cores
 from .records import Admitted, FailFast, Outcomes, Record, Reporter, RunReport, Stop
 from .sources import DEFAULT_BATCH_WINDOW_MS, Arrival, ListSource, Source
@@ -102,10 +103,12 @@ def run_label(
     out = checked_out(settings)
     source: Source
     if "-" in specs and streams(settings):
-        source = StdinSource(specs, settings.recursive, _batch_window(settings), stdin)
+        source = StdinSource(specs, settings, _batch_window(settings), stdin)
     else:
-        items = expand(specs, settings.recursive, stdin)
-        if not items:
+        items = expand(
+            specs, settings.recursive, stdin, settings.null_separated, settings.relative_to
+        )
+        if all(item.empty for item in items):
             reporter.notice(NO_IMAGES)
         source = ListSource(items)
     check_out_location(out, specs, settings.recursive)
@@ -146,7 +149,7 @@ def run_source(source: Source, settings: Settings, reporter: Reporter) -> RunRep
         if made_out:
             _remove_unused(out)
         raise
-    if source.total is None and not records:
+    if source.total is None and all(record.item.empty for record in records):
         reporter.notice(NO_IMAGES)
     report.seconds = time.perf_counter() - started
     return report
@@ -171,8 +174,11 @@ def _run(
             removed = folder.remove_temporaries()
         if removed:
             reporter.notice(f"removed {removed} partial file(s) left by an interrupted run")
+        run_record = RunRecord(out, settings)
+        run_record.write(_backend_name(engine, settings), finished=False)
         reporter.start(source.total)
         outcomes = Outcomes(reporter, settings.fail_fast)
+        admitted: dict[int, OutputPaths] = {}
         live = _LiveSummary(out / SUMMARY_NAME, records, reporter) if source.live else None
 
         def tick() -> None:
@@ -183,7 +189,9 @@ def _run(
         try:
             with closing(source.items(tick)) as items:
                 engine.label(
-                    _admitted(items, records, settings, outcomes, stop.check, inputs),
+                    _admitted(
+                        items, records, settings, outcomes, stop.check, run_record, admitted, inputs
+                    ),
                     settings,
                     outcomes,
                     stop.check,
@@ -199,6 +207,17 @@ def _run(
                 record.message = (
                     "interrupted" if report.interrupted else "stopped after a failure (--fail-fast)"
                 )
+        # No earlier result may sit next to a failed row (nor may another input's go).
+        kept = {
+            admitted[id(record)].labels_png
+            for record in records
+            if record.status != "failed" and id(record) in admitted
+        }
+        for record in records:
+            paths = admitted.get(id(record))
+            if record.status == "failed" and paths is not None and paths.labels_png not in kept:
+                run_record.remove_earlier(paths)
+        run_record.write(_backend_name(engine, settings), finished=True)
         report.summary = out / SUMMARY_NAME
         try:
             atomic_write(report.summary, summary_csv(record.row() for record in records))
@@ -206,10 +225,19 @@ def _run(
             raise UsageError(f"cannot write {report.summary} ({error.strerror or error})") from None
 
 
+def _backend_name(engine: Engine, settings: Settings) -> str:
+    """What labels, for the run record: cpu or cuda, else the engine that picks per worker."""
+    if isinstance(engine, _Local):
+        return engine.backend.name
+    kind = "dask cluster" if settings.scheduler else "worker processes"
+    return f"{kind}, --device {settings.device}"
+
+
 def _remove_unused(out: Path) -> None:
-    """Remove an --out folder this run made, if it holds nothing but the lock file."""
-    if out.is_dir() and {path.name for path in out.iterdir()} <= {LOCK_NAME}:
+    """Remove an --out folder this run made, if it holds nothing but the lock and run record."""
+    if out.is_dir() and {path.name for path in out.iterdir()} <= {LOCK_NAME, RUN_RECORD_NAME}:
         (out / LOCK_NAME).unlink(missing_ok=True)
+        (out / RUN_RECORD_NAME).unlink(missing_ok=True)
         out.rmdir()
 
 
@@ -244,6 +272,8 @@ def _admitted(
     settings: Settings,
     outcomes: Outcomes,
     check_stop: Callable[[], None],
+    run_record: RunRecord,
+    admitted: dict[int, OutputPaths],
     inputs: set[Identity],
 ) -> Iterator[Admitted | None]:
     """The records of `items` (appended to `records`) that need work, with their outputs;
@@ -251,8 +281,12 @@ def _admitted(
 
     An input whose outputs would replace one of the run's `inputs` (the files
     found at the start, and every input that arrived since) fails, and so
-    does one whose outputs would take the summary's or the lock's name.
+    does one whose outputs would take the summary's or the lock's name; their
+    outputs are never cleared.
+
     Lazy, so that a local run starts decoding before the last input is admitted.
+    `admitted` gets the outputs of each record that may write (or had) them,
+    by the record's id: the ones a failure clears.
     """
     assert settings.out is not None
     claimed: dict[Path, str] = {}
@@ -263,22 +297,35 @@ def _admitted(
         check_stop()
         record = Record(item)
         records.append(record)
-        paths = output_paths(settings.out, record.item.relative)
-        if record.item.problem:
-            outcomes.fail(record, record.item.problem)
+        if item.empty or item.duplicate:
+            record.status = "no-images" if item.empty else "skipped"
+            record.message = item.empty or f"listed again (labeled once, as {item.duplicate})"
+            outcomes.finished(record)
             continue
+        paths = output_paths(settings.out, item.relative)
         inputs |= identities([item.path])
-        taken = _input_among(paths, inputs) or _reserved(record.item.relative)
+        taken = _input_among(paths, inputs) or _reserved(item.relative)
         if taken:
             outcomes.fail(record, taken)
             continue
-        first = claimed.setdefault(paths.labels_png, record.item.display)
-        if first != record.item.display:
-            outcomes.fail(record, f"its outputs would overwrite those of {first}")
+        if item.problem:
+            if not item.path.is_dir():  # an unreadable folder has no outputs
+                admitted[id(record)] = paths
+            outcomes.fail(record, item.problem)
             continue
-        if settings.skip_existing and paths.complete(settings.preview, settings.polygons):
+        first = claimed.setdefault(paths.labels_png, item.display)
+        if first != item.display:
+            hint = "" if settings.relative_to else " (--relative-to keeps their folders apart)"
+            outcomes.fail(record, f"its outputs would overwrite those of {first}{hint}")
+            continue
+        admitted[id(record)] = paths
+        if (
+            settings.skip_existing
+            and paths.complete(settings.preview, settings.polygons)
+            and run_record.current(item, paths)
+        ):
             record.status = "skipped"
-            record.message = "outputs exist (--skip-existing)"
+            record.message = "outputs are current (--skip-existing)"
             outcomes.finished(record)
             continue
         yield record, paths

@@ -31,7 +31,7 @@ import numpy as np
 from ..backends.base import Backend, BatchResult
 from ..config import Settings
 from ..contract.outlines import Outlines, geojson
-from ..contract.params import LabelParams
+from ..contract.params import LabelParams, background_problem
 from ..contract.stats import StatsTable
 from ..errors import (
     GcclError,
@@ -198,6 +198,10 @@ class LocalRun:
             return
         height, width = values.shape
         record.width, record.height, record.dtype = width, height, str(values.dtype)
+        problem = background_problem(values.dtype, self.params)
+        if problem:
+            self.outcomes.fail(record, problem)
+            return
         key = (values.shape, str(values.dtype))
         group = self.groups.setdefault(key, [])
         group.append(_Decoded(record, paths, values, seconds))
@@ -332,17 +336,17 @@ def _write(
         if tiff
         else images.encode_label_png(labels)
     )
-    out.write(label_path, encoded)
+    out.write(label_path, encoded, settings.fsync)
     stale = paths.labels(not tiff)  # from an earlier run with the other format
     if stale.exists():  # a stat: unlink would lock the folder even when there is nothing
         out.remove_marked(stale, images.LABEL_MARK)
     outputs = {"labels": str(label_path)}
     if settings.preview:
-        out.write(paths.preview, images.encode_preview_png(decoded.values, labels))
+        out.write(paths.preview, images.encode_preview_png(decoded.values, labels), settings.fsync)
         outputs["preview"] = str(paths.preview)
     if outlines is not None:
-        out.write(paths.polygons, geojson(outlines))
+        out.write(paths.polygons, geojson(outlines), settings.fsync)
         outputs["polygons"] = str(paths.polygons)
-    out.write(paths.stats, stats_csv(table).encode("utf-8"))
+    out.write(paths.stats, stats_csv(table).encode("utf-8"), settings.fsync)
     outputs["stats"] = str(paths.stats)
     return outputs, time.perf_counter() - started

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from ..errors import (
     EXIT_INTERRUPTED,
+    EXIT_NO_INPUTS,
     EXIT_OK,
     EXIT_SOME_FAILED,
 )
@@ -35,16 +36,16 @@ class Record:
     backend: str = ""
 
     def row(self) -> list[object]:
-        """The summary.csv row."""
+        """The summary.csv row (a NUL in a name, which no file can hold, written as \\0)."""
         return [
-            self.item.display,
+            self.item.display.replace("\0", "\\0"),
             "" if self.width is None else self.width,
             "" if self.height is None else self.height,
             self.dtype,
             "" if self.components is None else self.components,
             "" if self.kept is None else self.kept,
             self.status,
-            self.message,
+            self.message.replace("\0", "\\0"),
             f"{self.seconds:.4f}",
         ]
 
@@ -125,7 +126,11 @@ class Outcomes:
 
 
 def exit_code(report: RunReport) -> int:
-    """0 all done, 1 some failed, 130 interrupted (README.md, "Exit codes")."""
+    """0 all done, 1 some failed, 3 nothing to label, 130 interrupted (README.md, "Exit codes")."""
     if report.interrupted:
         return EXIT_INTERRUPTED
-    return EXIT_SOME_FAILED if report.count("failed") else EXIT_OK
+    if report.count("failed"):
+        return EXIT_SOME_FAILED
+    if report.count("no-images") == len(report.records):  # none at all, or only empty folders
+        return EXIT_NO_INPUTS
+    return EXIT_OK

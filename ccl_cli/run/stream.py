@@ -16,9 +16,10 @@ import threading
 from collections.abc import Callable, Generator, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TextIO
+from typing import IO, Any
 
-from ..io.inputs import InputItem, expand
+from ..config import Settings
+from ..io.inputs import InputItem, Listing, expand, expand_name, iter_names
 from .sources import Arrival, windowed
 
 
@@ -31,12 +32,14 @@ class StdinSource:
     def __init__(
         self,
         specs: Sequence[str],
-        recursive: bool,
+        settings: Settings,
         window_seconds: float,
-        stdin: TextIO | None = None,
+        stdin: IO[Any] | None = None,
     ) -> None:
         self.specs = list(specs)
-        self.recursive = recursive
+        self.recursive = settings.recursive
+        self.null = settings.null_separated
+        self.listing = Listing(settings.relative_to)  # over the arguments and every line
         self.window_seconds = window_seconds
         self.stdin = stdin or sys.stdin
 
@@ -49,39 +52,42 @@ class StdinSource:
         lines: _Lines | None = None
         for spec in self.specs:
             if spec != "-":
-                yield from expand([spec], self.recursive)
+                yield from self.listing.add(expand([spec], self.recursive))
                 continue
             yield None  # what came before is finished before the stream starts
-            lines = lines or _Lines(self.stdin)
+            lines = lines or _Lines(self.stdin, self.null)
             yield from windowed(partial(self._take, lines), self.window_seconds, tick)
 
     def _take(self, lines: _Lines, timeout: float) -> list[InputItem] | None:
         got = lines.take(timeout)
         if got is None:
             return None
-        return [item for line in got for item in _expand_line(line, self.recursive)]
+        return self.listing.add(item for line in got for item in _expand_line(line, self.recursive))
 
 
 def _expand_line(line: str, recursive: bool) -> list[InputItem]:
     """The inputs one line names (a line `-` is a file of that name, not stdin again)."""
     if line == "-":
         return [InputItem(Path(line), Path(line), "no such file or directory")]
-    return expand([line], recursive)
+    return expand_name(line, recursive)
 
 
 class _Lines:
-    """The non-blank lines of a text stream, read by a daemon thread as they come."""
+    """The non-empty names of a stream (lines, or NUL-separated with `null`; inputs.py's
+    expand says what a name keeps), read by a daemon thread as they come."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: IO[Any], null: bool) -> None:
         self.queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self.ended = False
-        threading.Thread(target=self._read, args=(stream,), name="gccl-stdin", daemon=True).start()
+        threading.Thread(
+            target=self._read, args=(stream, null), name="gccl-stdin", daemon=True
+        ).start()
 
-    def _read(self, stream: TextIO) -> None:
+    def _read(self, stream: IO[Any], null: bool) -> None:
         try:
-            for line in iter(stream.readline, ""):
-                if line.strip():
-                    self.queue.put(line.strip())
+            for name in iter_names(stream, null):
+                if name:
+                    self.queue.put(name)
         finally:
             self.queue.put(None)
 

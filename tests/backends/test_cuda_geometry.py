@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
 from ccl_cli.backends.cuda import loader
-from ccl_cli.backends.cuda.loader import CUDA_DIR, GEOMETRY, GEOMETRY_HEADER, read_defines
+from ccl_cli.backends.cuda.loader import CUDA_DIR, GEOMETRY, GEOMETRY_HEADER, LAYOUT, read_defines
 from ccl_cli.contract.stages import MAX_SMOOTH_RADIUS
+from ccl_cli.contract.stats import StatsTable
 
 HOST_DIR = Path(loader.__file__).parent
 #: Integer constants of the host modules that are the host's own choices, not the
@@ -29,13 +31,6 @@ HOST_ONLY = {
     "_MAX_IMAGE_PIXELS",
     "_SMOOTH_MAX_ROWS",  # a runtime argument of the strip kernels
     "_INT32_LIMIT",
-    "_FG_BACKGROUND",  # foreground.cuh's rule kinds, stats.cu's layout: not geometry
-    "_FG_ALL",
-    "_FG_ABOVE",
-    "_FG_BELOW",
-    "_FIELDS",
-    "AREA",
-    "_TABLE_COLUMNS",
 }
 
 
@@ -49,6 +44,21 @@ def test_read_defines_evaluates_expressions_of_earlier_names() -> None:
         "#define GCCL_D (1 << 4)\n"
     )
     assert read_defines(text, "h.cuh") == {"GCCL_A": 32, "GCCL_B": 65, "GCCL_C": 15, "GCCL_D": 16}
+
+
+def test_read_defines_of_given_names_skips_the_other_macros_and_needs_each() -> None:
+    text = "#define GCCL_KERNEL(T) void f(T)\n#define GCCL_A 3\n#define GCCL_CODE {1, 2}\n"
+    assert read_defines(text, "k.cu", ("GCCL_A",)) == {"GCCL_A": 3}
+    with pytest.raises(ValueError, match=r"^k\.cu: no #define of GCCL_B$"):
+        read_defines(text, "k.cu", ("GCCL_A", "GCCL_B"))
+
+
+def test_the_table_layout_matches_the_statistics_table() -> None:
+    columns = [f for f in fields(StatsTable) if f.name != "integer_values"]
+    assert len(columns) == LAYOUT["GCCL_TABLE_COLUMNS"]
+    assert LAYOUT["GCCL_F_AREA"] < LAYOUT["GCCL_STATS_FIELDS"]
+    kinds = [LAYOUT[f"GCCL_FG_{kind}"] for kind in ("BACKGROUND", "ALL", "ABOVE", "BELOW")]
+    assert len(set(kinds)) == 4
 
 
 @pytest.mark.parametrize(
@@ -134,3 +144,5 @@ def test_host_constants_come_from_the_header(module: str) -> None:
         assert not literals, f"{module}: {name} = {ast.unparse(value)} holds numbers {literals}"
     read = re.findall(r'GEOMETRY\["(\w+)"\]', path.read_text())
     assert set(read) <= set(GEOMETRY), f"{module} reads names geometry.cuh lacks"
+    read = re.findall(r'LAYOUT\["(\w+)"\]', path.read_text())
+    assert set(read) <= set(LAYOUT), f"{module} reads layout names the kernels lack"

@@ -71,8 +71,8 @@ def test_end_of_input_ends_the_run_with_nothing_read(tmp_path: Path):
          "--device", "cpu", "--quiet"],
         input="", capture_output=True, text=True, timeout=WAIT_SECONDS,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert "no images found" in done.stderr
+    assert done.returncode == 3, done.stderr  # nothing to label
+    assert done.stderr == ""  # --quiet: not even the notice
     assert (tmp_path / "out" / "summary.csv").read_text().count("\n") == 1
 
 

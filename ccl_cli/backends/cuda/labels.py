@@ -14,7 +14,15 @@ import numpy as np
 
 from ...contract.params import LabelParams, dtype_max
 from ...contract.stats import StatsTable
-from .loader import CHUNK, CHUNK_THREADS, GEOMETRY, KERNEL_SUFFIX, device_kernels, import_cupy
+from .loader import (
+    CHUNK,
+    CHUNK_THREADS,
+    GEOMETRY,
+    KERNEL_SUFFIX,
+    LAYOUT,
+    device_kernels,
+    import_cupy,
+)
 
 _B8_TILE = (GEOMETRY["GCCL_B8_TILE_W"], GEOMETRY["GCCL_B8_TILE_H"])  # pixels per CUDA block
 _B8_THREADS = (GEOMETRY["GCCL_B8_TBW"], GEOMETRY["GCCL_B8_TBH"])
@@ -24,10 +32,11 @@ _MAX_GRID = 2**31 - 1
 _MAX_IMAGE_PIXELS = 2**31 - 1  # labels and ranks share a u32 with a flag bit
 
 # foreground.cuh rule kinds, stats.cu fields (the area's index) and table columns.
-_FG_BACKGROUND, _FG_ALL, _FG_ABOVE, _FG_BELOW = 0, 1, 2, 3
-_FIELDS = 12
-AREA = 0
-_TABLE_COLUMNS = 10
+_FG_BACKGROUND, _FG_ALL = LAYOUT["GCCL_FG_BACKGROUND"], LAYOUT["GCCL_FG_ALL"]
+_FG_ABOVE, _FG_BELOW = LAYOUT["GCCL_FG_ABOVE"], LAYOUT["GCCL_FG_BELOW"]
+_FIELDS = LAYOUT["GCCL_STATS_FIELDS"]
+AREA = LAYOUT["GCCL_F_AREA"]
+_TABLE_COLUMNS = LAYOUT["GCCL_TABLE_COLUMNS"]
 
 
 def dense_labels(values: Any, params: LabelParams, out: Any) -> Any:

@@ -52,8 +52,10 @@ _OPERATORS: dict[type, Callable[[int, int], int]] = {
 }
 
 
-def read_defines(text: str, source: str) -> dict[str, int]:
-    """The `#define NAME VALUE` lines of a header as {NAME: value}.
+def read_defines(text: str, source: str, names: tuple[str, ...] | None = None) -> dict[str, int]:
+    """The `#define NAME VALUE` lines of a header as {NAME: value}; only those of
+    `names` where given (a kernel file's other macros are code), each of which
+    must be there.
 
     A value is an integer expression of numbers (C suffixes u, l allowed),
     names defined above it, + - * / << and parentheses; anything else raises
@@ -62,7 +64,7 @@ def read_defines(text: str, source: str) -> dict[str, int]:
     defines: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), 1):
         match = _DEFINE.match(line.strip())
-        if match is None:
+        if match is None or (names is not None and match.group(1) not in names):
             continue
         name, value = match.group(1), match.group(2).split("//")[0].strip()
         try:
@@ -72,6 +74,9 @@ def read_defines(text: str, source: str) -> dict[str, int]:
             defines[name] = _evaluate(tree.body, defines)
         except (SyntaxError, ValueError, KeyError) as exc:
             raise ValueError(f"{source}:{number}: cannot read {line.strip()!r} ({exc})") from exc
+    missing = [name for name in names or () if name not in defines]
+    if missing:
+        raise ValueError(f"{source}: no #define of {', '.join(missing)}")
     return defines
 
 
@@ -91,6 +96,20 @@ def _evaluate(node: ast.expr, names: dict[str, int]) -> int:
 GEOMETRY = read_defines(GEOMETRY_HEADER.read_text(), GEOMETRY_HEADER.name)
 CHUNK = GEOMETRY["GCCL_CHUNK"]  # pixels per block of the raster-order kernels
 CHUNK_THREADS = GEOMETRY["GCCL_CHUNK_THREADS"]
+#: The kernels' argument and table layout: foreground.cuh's rule kinds, stats.cu's
+#: aggregate rows (their count, the area's row) and statistics table columns.
+LAYOUT = {
+    **read_defines(
+        (CUDA_DIR / "foreground.cuh").read_text(),
+        "foreground.cuh",
+        ("GCCL_FG_BACKGROUND", "GCCL_FG_ALL", "GCCL_FG_ABOVE", "GCCL_FG_BELOW"),
+    ),
+    **read_defines(
+        (CUDA_DIR / "stats.cu").read_text(),
+        "stats.cu",
+        ("GCCL_STATS_FIELDS", "GCCL_F_AREA", "GCCL_TABLE_COLUMNS"),
+    ),
+}
 
 #: The kernel name suffix of each supported dtype (dtypes.cuh).
 KERNEL_SUFFIX = {
