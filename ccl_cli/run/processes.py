@@ -59,7 +59,7 @@ RETRIES = 2
 #: Seconds closing waits for the workers to end before it kills them.
 CLOSE_SECONDS = 5.0
 #: How often a worker checks that its client is alive, in seconds.
-_WATCH_SECONDS = 0.5
+_WATCH_SECONDS = 0.1
 #: prctl(2)'s option that sends a signal on the parent's death (Linux).
 _PR_SET_PDEATHSIG = 1
 #: Cores per process --processes auto gives (each process runs that many threads).
