@@ -183,7 +183,7 @@ def _cases(inputs: Sequence[str], options: Options) -> list[Case]:
         if item.problem:
             raise UsageError(f"{item.display}: {item.problem}")
         try:
-            images.append((item.display, read_image(item.path)))
+            images.append((item.display, read_image(item.path, page=item.page)))
         except InputError as error:
             raise UsageError(f"{item.display}: {error}") from None
     if not images:

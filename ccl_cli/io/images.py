@@ -41,7 +41,8 @@ IMAGE_SUFFIXES: tuple[str, ...] = (".png", ".tif", ".tiff", ".npy")
 MAX_PIXELS = 2**31
 
 #: Page directories of a TIFF looked at, at most: a file of more is refused
-#: (only single-page images are labeled) without walking the rest.
+#: without walking the rest (the pages of a shorter one are each labeled as an
+#: image of its own: image_pages).
 MAX_TIFF_PAGES = 1024
 
 # Pillow's default bomb limit (89 Mpixel) rejects legitimate large-format scans.
@@ -92,9 +93,13 @@ def is_image_path(path: str | Path) -> bool:
 
 
 def read_image(
-    path: Path, color_to_gray: str | None = None, max_bytes: int = MAX_IMAGE_BYTES
+    path: Path,
+    color_to_gray: str | None = None,
+    max_bytes: int = MAX_IMAGE_BYTES,
+    page: int | None = None,
 ) -> np.ndarray:
-    """Decode one image file to a 2-D array of displayed intensity.
+    """Decode one image file, or page `page` (from 0) of a multi-page TIFF (image_pages),
+    to a 2-D array of displayed intensity.
 
     color_to_gray: None (colour images are an error) or one of
     COLOR_TO_GRAY_CHOICES: a single channel, or ITU-R 601 luma rounded half
@@ -117,7 +122,9 @@ def read_image(
         if head.startswith(_PNG_MAGIC):
             array, kind = _read_png(handle, head, max_bytes)
         elif head[:4] in _TIFF_MAGICS:
-            array, kind = _read_tiff(handle, max_bytes)
+            array, kind = _read_tiff(handle, max_bytes, page)
+        elif page:
+            raise InputError(f"no page {page + 1}: not a TIFF")
         elif head.startswith(_NPY_MAGIC):
             array, kind = _read_npy(handle, max_bytes), "gray"
         else:
@@ -295,7 +302,10 @@ def _check_size(height: int, width: int, samples: int, sample_bytes: int, max_by
 
 def _not_2d(shape: tuple[int, ...]) -> InputError:
     shape = tuple(int(n) for n in shape)
-    return InputError(f"{len(shape)}-D image (shape {shape}); only 2-D images are supported")
+    return InputError(
+        f"{len(shape)}-D image (shape {shape}); only 2-D images are labeled: save each slice "
+        "as a 2-D file of its own, or as the pages of a multi-page TIFF"
+    )
 
 
 #: Samples per decoded pixel of each PNG colour type (a palette looks up to RGB).
@@ -357,16 +367,37 @@ def _apply_palette(indices: np.ndarray, palette: np.ndarray) -> tuple[np.ndarray
     return table[indices], "color palette"
 
 
-def _read_tiff(handle: BinaryIO, max_bytes: int) -> tuple[np.ndarray, str]:
-    """Decode a single-page TIFF; returns the array and its kind."""
+def image_pages(path: Path) -> int:
+    """How many images `path` holds: the pages of a multi-page TIFF (a fax, a scanned
+    document), each labeled as an image of its own; 1 for anything else, and for a
+    file that does not read (reading it then says why)."""
+    try:
+        with _open_regular(Path(path)) as handle:
+            if _read_head(handle)[:4] not in _TIFF_MAGICS:
+                return 1
+            with tifffile.TiffFile(handle) as tiff:
+                return max(1, len(_full_pages(tiff)))
+    except Exception:  # every problem is the reader's to report
+        return 1
+
+
+def _read_tiff(
+    handle: BinaryIO, max_bytes: int, index: int | None = None
+) -> tuple[np.ndarray, str]:
+    """Decode a single-page TIFF, or page `index` of a multi-page one (image_pages);
+    returns the array and its kind."""
     with _decoding("TIFF"), tifffile.TiffFile(handle) as tiff:
         size = os.fstat(handle.fileno()).st_size
         pages = _full_pages(tiff)
         if not pages:  # what a file cut before its image directory looks like
             raise InputError("corrupt or truncated TIFF: no readable image directory")
-        page = pages[0]
-        if len(pages) > 1:
-            raise _not_2d((len(pages), *page.shape))
+        if index is None and len(pages) > 1:
+            raise InputError(
+                f"{len(pages)} pages; gccl label labels each page as an image of its own"
+            )
+        if index is not None and index >= len(pages):
+            raise InputError(f"no page {index + 1} (the file has {len(pages)})")
+        page = pages[index or 0]
         if "Z" in page.axes:
             raise _not_2d(page.shape)
         samples = int(np.prod(page.shape)) // max(1, page.imagelength * page.imagewidth)
@@ -399,7 +430,7 @@ def _full_pages(tiff: tifffile.TiffFile) -> list[tifffile.TiffPage]:
             return full
         if index == MAX_TIFF_PAGES:
             raise InputError(
-                f"TIFF of more than {MAX_TIFF_PAGES} pages; only 2-D images are supported"
+                f"TIFF of more than {MAX_TIFF_PAGES} pages; split it into files of fewer"
             )
         if page.offset in offsets:
             raise InputError("corrupt TIFF: its page directories form a loop")

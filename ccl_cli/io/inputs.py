@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import UsageError
-from .images import is_image_path
+from .images import image_pages, is_image_path
 
 _GLOB_CHARS = set("*?[")
 
@@ -36,7 +36,8 @@ class InputItem:
 
     problem: why the input fails without being read. empty: why a named folder
     gave no image (its row says so). duplicate: the input listed first under
-    the same path (this one is not labeled again).
+    the same path (this one is not labeled again). page: which page (from 0) of a
+    multi-page TIFF this input is, each labeled as an image of its own.
     """
 
     path: Path
@@ -44,11 +45,12 @@ class InputItem:
     problem: str | None = None
     empty: str | None = None
     duplicate: str | None = None
+    page: int | None = None
 
     @property
     def display(self) -> str:
-        """The path as the user gave or the scan found it (for messages and the summary)."""
-        return str(self.path)
+        """The path as the user gave or the scan found it, and the page (for messages)."""
+        return str(self.path) if self.page is None else f"{self.path} (page {self.page + 1})"
 
 
 def expand(
@@ -114,6 +116,32 @@ def expand_name(name: str, recursive: bool) -> list[InputItem]:
 
 
 def _expand_one(spec: str, recursive: bool) -> Iterator[InputItem]:
+    for item in _expand_spec(spec, recursive):
+        yield from _pages(item)
+
+
+def _pages(item: InputItem) -> Iterator[InputItem]:
+    """`item`, or one item per page of a multi-page TIFF: page N of a.tif has the outputs
+    of a.pNNNN.tif (a.p0001.labels.png, ...)."""
+    if item.problem or item.empty or item.path.suffix.lower() in (".png", ".npy"):
+        yield item
+        return
+    count = image_pages(item.path)
+    if count == 1:
+        yield item
+        return
+    for page in range(count):
+        yield replace(item, page=page, relative=_page_name(item.relative, page))
+
+
+def _page_name(relative: Path, page: int | None) -> Path:
+    """Where page `page` of the file at `relative` mirrors (the file itself for None)."""
+    if page is None:
+        return relative
+    return relative.with_name(f"{relative.stem}.p{page + 1:04d}{relative.suffix}")
+
+
+def _expand_spec(spec: str, recursive: bool) -> Iterator[InputItem]:
     if "\0" in spec:
         name = Path(spec.replace("\0", "?"))
         yield InputItem(
@@ -210,7 +238,7 @@ class Listing:
 
     def __init__(self, relative_to: Path | None = None) -> None:
         self.relative_to = relative_to
-        self.first: dict[str, str] = {}
+        self.first: dict[tuple[str, int | None], str] = {}
 
     def add(self, items: Iterable[InputItem]) -> list[InputItem]:
         """`items` as listed after the ones added before."""
@@ -220,15 +248,15 @@ class Listing:
         if item.problem or item.empty:
             return item
         target = os.path.normpath(os.path.abspath(item.path))
-        if target in self.first:
-            return replace(item, duplicate=self.first[target])
-        self.first[target] = item.display
+        if (target, item.page) in self.first:
+            return replace(item, duplicate=self.first[target, item.page])
+        self.first[target, item.page] = item.display
         if self.relative_to is None:
             return item
         relative = os.path.relpath(target, os.path.normpath(os.path.abspath(self.relative_to)))
         if relative == os.curdir or relative.split(os.sep)[0] == os.pardir:
             return replace(item, problem=f"not below --relative-to {self.relative_to}")
-        return replace(item, relative=Path(relative))
+        return replace(item, relative=_page_name(Path(relative), item.page))
 
 
 def _glob_base(pattern: str) -> Path:

@@ -41,6 +41,7 @@ LOCK_NAME = ".gccl.lock"
 SUMMARY_NAME = "summary.csv"
 SUMMARY_COLUMNS = (
     "path",
+    "page",
     "width",
     "height",
     "dtype",

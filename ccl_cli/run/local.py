@@ -304,7 +304,9 @@ class LocalRun:
 def _read(item: InputItem, settings: Settings) -> tuple[np.ndarray, float]:
     """Decode one input (in a worker thread); returns the image and the seconds it took."""
     started = time.perf_counter()
-    values = images.read_image(item.path, settings.color_to_gray, settings.max_image_bytes)
+    values = images.read_image(
+        item.path, settings.color_to_gray, settings.max_image_bytes, page=item.page
+    )
     return values, time.perf_counter() - started
 
 

@@ -38,7 +38,8 @@ class Record:
     def row(self) -> list[object]:
         """The summary.csv row (a NUL in a name, which no file can hold, written as \\0)."""
         return [
-            self.item.display.replace("\0", "\\0"),
+            str(self.item.path).replace("\0", "\\0"),
+            "" if self.item.page is None else self.item.page + 1,
             "" if self.width is None else self.width,
             "" if self.height is None else self.height,
             self.dtype,
@@ -52,7 +53,8 @@ class Record:
     def as_json(self) -> dict[str, Any]:
         """The --json object."""
         return {
-            "path": self.item.display,
+            "path": str(self.item.path),
+            "page": None if self.item.page is None else self.item.page + 1,
             "status": self.status,
             "message": self.message,
             "width": self.width,

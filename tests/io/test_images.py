@@ -176,7 +176,9 @@ def test_png_16_bit_rgb_keeps_every_bit(tmp_path: Path) -> None:
 def test_png_animation_is_3d(tmp_path: Path) -> None:
     frames = [Image.fromarray(np.full((4, 5), v, np.uint8)) for v in (10, 200)]
     path = save_pil(tmp_path / "anim.png", frames[0], save_all=True, append_images=frames[1:])
-    raises_one_line(path, r"^3-D image \(shape \(2, 4, 5\)\); only 2-D images are supported$")
+    raises_one_line(
+        path, r"^3-D image \(shape \(2, 4, 5\)\); only 2-D images are labeled: save each slice "
+    )
 
 
 def test_png_dimension_bomb_fails_before_decoding(tmp_path: Path) -> None:
@@ -310,11 +312,13 @@ def test_tiff_float_rgb_luma_in_float64(tmp_path: Path) -> None:
     np.testing.assert_array_equal(result, expected)
 
 
-def test_tiff_multi_page_is_3d(tmp_path: Path) -> None:
+def test_tiff_multi_page_is_read_a_page_at_a_time(tmp_path: Path) -> None:
     path = save_tiff(
         tmp_path / "stack.tif", np.zeros((2, 4, 5), np.uint8), photometric="minisblack"
     )
-    raises_one_line(path, r"^3-D image \(shape \(2, 4, 5\)\); only 2-D images are supported$")
+    raises_one_line(path, r"^2 pages; gccl label labels each page as an image of its own$")
+    assert images.image_pages(path) == 2
+    assert images.read_image(path, page=1).shape == (4, 5)
 
 
 def test_tiff_thumbnail_page_is_not_a_second_image(tmp_path: Path) -> None:
