@@ -29,17 +29,19 @@ from ..io.inputs import check_out_location, expand
 from ..io.outputs import (
     LOCK_NAME,
     SUMMARY_NAME,
+    Identity,
+    OutDir,
     OutputLock,
     OutputPaths,
     atomic_write,
+    identities,
     output_paths,
-    remove_stale_temporaries,
     summary_csv,
 )
 from .freshness import RUN_RECORD_NAME, RunRecord
 from .local import LocalRun, usable_cores
 from .records import Admitted, FailFast, Outcomes, Record, Reporter, RunReport, Stop
-from .sources import DEFAULT_BATCH_WINDOW_MS, Arrival, ListSource, Source
+from .sources import Arrival, ListSource, Source
 from .stream import StdinSource
 
 NO_IMAGES = "no images found in the inputs (.png, .tif, .tiff, .npy)"
@@ -101,7 +103,7 @@ def run_label(
     out = checked_out(settings)
     source: Source
     if "-" in specs and streams(settings):
-        source = StdinSource(specs, settings, _batch_window(settings), stdin)
+        source = StdinSource(specs, settings, settings.batch_window / 1000, stdin)
     else:
         items = expand(
             specs, settings.recursive, stdin, settings.null_separated, settings.relative_to
@@ -111,11 +113,6 @@ def run_label(
         source = ListSource(items)
     check_out_location(out, specs, settings.recursive)
     return run_source(source, settings, reporter)
-
-
-def _batch_window(settings: Settings) -> float:
-    """--batch-window in seconds."""
-    return float(getattr(settings, "batch_window", DEFAULT_BATCH_WINDOW_MS)) / 1000
 
 
 def checked_out(settings: Settings) -> Path:
@@ -165,7 +162,11 @@ def _run(
     out = settings.out
     records = report.records
     with closing(engine), OutputLock(out), _StopRequests() as stop:
-        removed = remove_stale_temporaries(out)
+        found = source.found if isinstance(source, ListSource) else []
+        inputs = identities(item.path for item in found)
+        with OutDir(out) as folder:
+            folder.check_summary(inputs)
+            removed = folder.remove_temporaries()
         if removed:
             reporter.notice(f"removed {removed} partial file(s) left by an interrupted run")
         run_record = RunRecord(out, settings)
@@ -183,7 +184,9 @@ def _run(
         try:
             with closing(source.items(tick)) as items:
                 engine.label(
-                    _admitted(items, records, settings, outcomes, stop.check, run_record, admitted),
+                    _admitted(
+                        items, records, settings, outcomes, stop.check, run_record, admitted, inputs
+                    ),
                     settings,
                     outcomes,
                     stop.check,
@@ -266,9 +269,15 @@ def _admitted(
     check_stop: Callable[[], None],
     run_record: RunRecord,
     admitted: dict[int, OutputPaths],
+    inputs: set[Identity],
 ) -> Iterator[Admitted | None]:
     """The records of `items` (appended to `records`) that need work, with their outputs;
     the others are finished here. A source's pauses (None) pass through.
+
+    An input whose outputs would replace one of the run's `inputs` (the files
+    found at the start, and every input that arrived since) fails, and so
+    does one whose outputs would take the summary's or the lock's name; their
+    outputs are never cleared.
 
     Lazy, so that a local run starts decoding before the last input is admitted.
     `admitted` gets the outputs of each record that may write (or had) them,
@@ -289,6 +298,11 @@ def _admitted(
             outcomes.finished(record)
             continue
         paths = output_paths(settings.out, item.relative)
+        inputs |= identities([item.path])
+        taken = _input_among(paths, inputs) or _reserved(item.relative)
+        if taken:
+            outcomes.fail(record, taken)
+            continue
         if item.problem:
             if not item.path.is_dir():  # an unreadable folder has no outputs
                 admitted[id(record)] = paths
@@ -310,6 +324,20 @@ def _admitted(
             outcomes.finished(record)
             continue
         yield record, paths
+
+
+def _input_among(paths: OutputPaths, inputs: set[Identity]) -> str:
+    """Why `paths` may not be written: one of them is an input ("" when none is)."""
+    taken = paths.first_of(inputs)
+    return f"its output {taken} is one of the inputs; not replaced" if taken else ""
+
+
+def _reserved(relative: Path) -> str:
+    """Why outputs mirrored at `relative` may not be written: their folder would take the
+    name of the run's summary or lock ("" when it would not)."""
+    if len(relative.parts) > 1 and relative.parts[0] in (SUMMARY_NAME, LOCK_NAME):
+        return f"its outputs would go into a folder named {relative.parts[0]} in --out"
+    return ""
 
 
 class _LiveSummary:
