@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .params import LabelParams, foreground_mask
+from .params import LabelParams
 
 #: The order in which combined morphology options apply.
 MORPHOLOGY_ORDER = ("open", "close", "erode", "dilate")
@@ -48,6 +48,22 @@ class StageOps(Protocol):
     def smooth(self, values: Any, mask: Any, weights: tuple[int, ...]) -> Any:
         """float64 image: the normalized convolution of `values` over `mask` (see
         `smooth_numpy`) on the mask, NaN off it."""
+        ...
+
+    def foreground(self, values: Any, params: LabelParams) -> Any:
+        """The bool foreground mask of `values` (params.foreground_mask)."""
+        ...
+
+    def clear_nan(self, mask: Any, values: Any) -> Any:
+        """`mask` without the NaN pixels of the float `values` (in place)."""
+        ...
+
+    def masked_float64(self, numbers: Any, mask: Any) -> Any:
+        """float64 image: `numbers` on `mask`, NaN off it."""
+        ...
+
+    def fill_added(self, values: Any, readings: Any, mask: Any, radius: int) -> Any:
+        """`values` with the pixels of `mask` that are not `readings` filled (fill_added)."""
         ...
 
 
@@ -152,21 +168,21 @@ def label_input(
     if not has_stages(params):
         return values, params, values
     dtype = np.dtype(values.dtype)
-    foreground = foreground_mask(values, params, xp)
+    foreground = ops.foreground(values, params)
     mask = foreground
     for op, iterations in primitive_steps(params.morphology):
         mask = ops.morph(mask, op, iterations, params.connectivity)
     if dtype.kind == "f":
-        mask &= ~xp.isnan(values)  # dilation never makes NaN foreground
+        mask = ops.clear_nan(mask, values)  # dilation never makes NaN foreground
     plain = LabelParams(connectivity=params.connectivity, min_area=params.min_area)
     if params.tau is None:
         return xp.ascontiguousarray(mask.view(xp.uint8)), plain, values
     numbers = values.view(xp.uint8) if dtype.kind == "b" else values
     radius = dilation_steps(params.morphology)
     if radius:
-        numbers = fill_added(numbers, foreground, mask & ~foreground, radius, xp)
+        numbers = ops.fill_added(numbers, foreground, mask, radius)
     if params.smooth is None:
-        image = xp.where(mask, numbers.astype(xp.float64), xp.nan)
+        image = ops.masked_float64(numbers, mask)
     else:
         image = ops.smooth(numbers, mask, smooth_weights(*params.smooth))
     read = numbers.view(xp.bool_) if dtype.kind == "b" else numbers

@@ -31,6 +31,9 @@ HOST_ONLY = {
     "_MAX_IMAGE_PIXELS",
     "_SMOOTH_MAX_ROWS",  # a runtime argument of the strip kernels
     "_INT32_LIMIT",
+    "MAX_PART_PIXELS",  # label offsets are u32
+    "_THREADS",  # arrays.cu's grid-stride kernels take any block and grid size
+    "_MAX_BLOCKS",
 }
 
 

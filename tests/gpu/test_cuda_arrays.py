@@ -99,22 +99,6 @@ def test_cuda_array_interface_and_dlpack_objects():
         assert_results_equal(got, want)
 
 
-def test_torch_tensors_including_strided():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch without CUDA")
-    batch = sample((2, 90, 140), np.int16, seed=9)
-    tensor = torch.as_tensor(batch, device="cuda")
-    labels, tables = api.label(tensor, tau=1)
-    want_labels, want_tables = api.label(batch, tau=1, device="cpu")
-    np.testing.assert_array_equal(to_host(labels), want_labels)
-    assert all(a.equals(b) for a, b in zip(tables, want_tables, strict=True))
-    strided = tensor[:, ::2, 1::3]
-    labels, _ = api.label(strided, connectivity=4)
-    want, _ = api.label(np.ascontiguousarray(batch[:, ::2, 1::3]), connectivity=4, device="cpu")
-    np.testing.assert_array_equal(to_host(labels), want)
-
-
 def test_api_single_images_and_devices():
     import cupy
 

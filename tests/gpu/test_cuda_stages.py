@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ccl_cli.backends.cpu.stages import morph_numpy, smooth_numpy
+from ccl_cli.backends.cuda import arrays as cuda_arrays
 from ccl_cli.backends.cuda.stages import morph_launch, smooth_launch
 from ccl_cli.contract.params import SUPPORTED_DTYPES, LabelParams, foreground_mask
 from ccl_cli.contract.stages import fill_added, smooth_weights
@@ -369,11 +370,10 @@ def test_tau_fill_of_added_pixels_matches_numpy(dtype, radius):
         batch = batch_of(rng, dtype, shape)
         values = batch.view(np.uint8) if dtype.kind == "b" else batch
         readings = foreground_mask(batch, LabelParams())
-        added = morph_numpy(readings, "dilate", radius, 8) & ~readings
-        want = fill_added(values, readings, added, radius, np)
-        got = fill_added(
-            cupy.asarray(values), cupy.asarray(readings), cupy.asarray(added), radius, cupy
-        ).get()
+        mask = morph_numpy(readings, "dilate", radius, 8)
+        want = fill_added(values, readings, mask & ~readings, radius, np)
+        device = [cupy.asarray(np.ascontiguousarray(a)) for a in (values, readings, mask)]
+        got = cuda_arrays.fill_added(*device, radius).get()  # the kernel the stages run
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(_bits(got), _bits(want))
 

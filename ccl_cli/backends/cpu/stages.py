@@ -5,15 +5,33 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...contract.params import LabelParams, foreground_mask
+from ...contract.stages import fill_added
+
 
 class NumpyStages:
-    """The CPU's StageOps: numpy on shifted slices."""
+    """The CPU's StageOps: numpy (morphology on shifted slices)."""
 
     def morph(self, mask: np.ndarray, op: str, iterations: int, connectivity: int) -> np.ndarray:
         return morph_numpy(mask, op, iterations, connectivity)
 
     def smooth(self, values: np.ndarray, mask: np.ndarray, weights: tuple[int, ...]) -> np.ndarray:
         return smooth_numpy(values, mask, weights)
+
+    def foreground(self, values: np.ndarray, params: LabelParams) -> np.ndarray:
+        return foreground_mask(values, params)
+
+    def clear_nan(self, mask: np.ndarray, values: np.ndarray) -> np.ndarray:
+        mask &= ~np.isnan(values)
+        return mask
+
+    def masked_float64(self, numbers: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return np.where(mask, numbers.astype(np.float64), np.nan)
+
+    def fill_added(
+        self, values: np.ndarray, readings: np.ndarray, mask: np.ndarray, radius: int
+    ) -> np.ndarray:
+        return fill_added(values, readings, mask & ~readings, radius, np)
 
 
 def morph_numpy(mask: np.ndarray, op: str, iterations: int, connectivity: int) -> np.ndarray:

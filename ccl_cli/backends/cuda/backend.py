@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ...contract.outlines import Outlines
-from ...contract.params import LabelParams, canonical_bools
+from ...contract.params import LabelParams
 from ...contract.stats import empty_table
 from ...errors import BackendUnavailable
 from ..base import (
@@ -53,6 +53,7 @@ from ..base import (
     split_bounds,
 )
 from ..steps import interleaved
+from .arrays import contiguous, narrowed
 from .labels import (
     check_batch,
     dense_labels,
@@ -441,7 +442,7 @@ class _Job:
             if after is not None:
                 self.stream.wait_event(after)
             check_batch(self.values)
-            self.values = canonical_bools(cupy.ascontiguousarray(self.values), cupy)
+            self.values = contiguous(self.values)
             image, label_params, self.values = label_input(
                 self.values, self.params, cupy, CudaStages()
             )
@@ -467,10 +468,10 @@ class _Job:
             self.kept_base = self.offsets
             if kept is not None:
                 self.kept_base = pinned_empty(self.offsets.shape, np.dtype(np.uint32))
-                kept[2].get(stream=self.stream, out=self.kept_base, blocking=False)
+                kept.base.get(stream=self.stream, out=self.kept_base, blocking=False)
             self.tabled = self.copied = _record(cupy, self.stream)
             if self.host is not None:
-                labels = self.out.astype(cupy.uint16) if self.host.narrow else self.out
+                labels = narrowed(self.out) if self.host.narrow else self.out
                 labels.get(stream=self.stream, out=self.host.array, blocking=False)
                 self.copied = _record(cupy, self.stream)
 

@@ -8,12 +8,13 @@ device arrays.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from ...contract.params import LabelParams, dtype_max
+from ...contract.params import LabelParams
 from ...contract.stats import StatsTable
+from .arrays import keep_area, rule_args
 from .loader import (
     CHUNK,
     CHUNK_THREADS,
@@ -31,18 +32,17 @@ _SCAN_THREADS = GEOMETRY["GCCL_SCAN_THREADS"]
 _MAX_GRID = 2**31 - 1
 _MAX_IMAGE_PIXELS = 2**31 - 1  # labels and ranks share a u32 with a flag bit
 
-# foreground.cuh rule kinds, stats.cu fields (the area's index) and table columns.
-_FG_BACKGROUND, _FG_ALL = LAYOUT["GCCL_FG_BACKGROUND"], LAYOUT["GCCL_FG_ALL"]
-_FG_ABOVE, _FG_BELOW = LAYOUT["GCCL_FG_ABOVE"], LAYOUT["GCCL_FG_BELOW"]
+# stats.cu fields (the area's index) and table columns.
 _FIELDS = LAYOUT["GCCL_STATS_FIELDS"]
 AREA = LAYOUT["GCCL_F_AREA"]
-_TABLE_COLUMNS = LAYOUT["GCCL_TABLE_COLUMNS"]
+TABLE_COLUMNS = LAYOUT["GCCL_TABLE_COLUMNS"]
 
 
-def dense_labels(values: Any, params: LabelParams, out: Any) -> Any:
+def dense_labels(values: Any, params: LabelParams, out: Any, components: Any = None) -> Any:
     """Kernels 1-2 only: dense raster-order labels of a contiguous CuPy batch into `out`.
 
-    Returns the device array of K per image. The benchmark times this alone.
+    Returns the device array of K per image (`components`, a contiguous u32 (N,)
+    array, where given). The benchmark times this alone.
     """
     check_batch(values)
     kernels = device_kernels(values.device.id)
@@ -50,7 +50,7 @@ def dense_labels(values: Any, params: LabelParams, out: Any) -> Any:
     n, height, width = values.shape
     pixels = height * width
     labels = cupy.empty((n, pixels), cupy.uint32)
-    rule = _rule_args(params, np.dtype(values.dtype))
+    rule = rule_args(params, np.dtype(values.dtype))
     suffix = KERNEL_SUFFIX[np.dtype(values.dtype)]
     storage = values.view(cupy.uint8) if values.dtype == np.bool_ else values
     geometry = (np.uint32(height), np.uint32(width))
@@ -83,7 +83,8 @@ def dense_labels(values: Any, params: LabelParams, out: Any) -> Any:
     chunks = -(-pixels // CHUNK)
     counts = cupy.empty(n * chunks, cupy.uint32)
     offsets = cupy.empty(n * chunks, cupy.uint32)
-    components = cupy.empty(n, cupy.uint32)
+    if components is None:
+        components = cupy.empty(n, cupy.uint32)
     chunk_args = (np.uint32(pixels), np.uint32(chunks))
     kernels.launch("gccl_finalize", n * chunks, (CHUNK_THREADS,), (labels, *chunk_args, counts))
     kernels.launch(
@@ -100,7 +101,7 @@ def dense_labels(values: Any, params: LabelParams, out: Any) -> Any:
 
 def filtered_table(
     values: Any, out: Any, label_base: Any, total: int, min_area: int
-) -> tuple[Any, tuple[Any, ...] | None]:
+) -> tuple[Any, Kept | None]:
     """The statistics table of the labeled batch `out` (stats_table) after min-area
     filtering, which renumbers `out` (remove_small), and remove_small's result.
     label_base: label_offsets'; total: its last entry, on the host."""
@@ -145,13 +146,20 @@ def aggregate(values: Any, out: Any, label_base: Any, total: int) -> Any:
     return agg
 
 
-def remove_small(out: Any, min_area: int, label_base: Any, agg: Any) -> tuple[Any, ...] | None:
-    """Min-area filtering: `out`'s labels with area >= min_area renumbered 1..K'
-    per image in label order, the others 0 (min_area.cu).
+class Kept(NamedTuple):
+    """What min-area filtering (remove_small) leaves, on the device: whether each
+    label stays (u32 0/1), its rank among its image's kept labels, the kept
+    labels' offsets per image (label_offsets of `counts`) and K' per image."""
 
-    Returns (keep, rank, kept_base): whether each label stays (u32 0/1), its
-    rank among its image's kept labels, and the kept labels' offsets per
-    image (label_offsets of their counts); None when nothing is filtered.
+    keep: Any
+    rank: Any
+    base: Any
+    counts: Any
+
+
+def remove_small(out: Any, min_area: int, label_base: Any, agg: Any) -> Kept | None:
+    """Min-area filtering: `out`'s labels with area >= min_area renumbered 1..K'
+    per image in label order, the others 0 (min_area.cu). None when nothing is filtered.
     """
     total = agg.shape[1]
     if min_area == 0 or total == 0:
@@ -160,7 +168,7 @@ def remove_small(out: Any, min_area: int, label_base: Any, agg: Any) -> tuple[An
     n, height, width = out.shape
     kernels = device_kernels(out.device.id)
     keep = cupy.empty(total, cupy.uint32)
-    cupy.greater_equal(agg[AREA], min_area, out=keep)
+    keep_area(agg[AREA], min_area, keep)
     rank, counts = cupy.empty(total, cupy.uint32), cupy.empty(n, cupy.uint32)
     scan_args = (keep, rank, label_base, np.uint64(0), counts)
     kernels.launch("gccl_segmented_scan", n, (_SCAN_THREADS,), scan_args)
@@ -169,23 +177,27 @@ def remove_small(out: Any, min_area: int, label_base: Any, agg: Any) -> tuple[An
     kernels.launch(
         "gccl_min_area_remap", n * chunks, (CHUNK_THREADS,), (*remap_args, np.uint64(min_area))
     )
-    return keep, rank, label_offsets(counts)
+    return Kept(keep, rank, label_offsets(counts), counts)
 
 
-def stats_table(agg: Any, label_base: Any, kept: tuple[Any, ...] | None, floats: bool) -> Any:
+def stats_table(
+    agg: Any, label_base: Any, kept: Kept | None, floats: bool, table: Any = None
+) -> Any:
     """The kept labels' statistics table from the aggregates (stats.cu's
-    gccl_stats_table): a (_TABLE_COLUMNS, total) device u64 array whose first
+    gccl_stats_table): a (TABLE_COLUMNS, total) device u64 array whose first
     K' columns are the kept labels' rows, image after image (_table_view reads it).
 
     kept: remove_small's result (None: every label is kept); floats: whether
-    the values are floating point (their mean rule differs).
+    the values are floating point (their mean rule differs); table: a contiguous
+    (TABLE_COLUMNS, total) 8-byte array to write (None: a new one).
     """
     cupy = import_cupy()
     total = agg.shape[1]
-    table = cupy.empty((_TABLE_COLUMNS, total), cupy.uint64)
+    if table is None:
+        table = cupy.empty((TABLE_COLUMNS, total), cupy.uint64)
     if total:
         null = np.uint64(0)
-        keep, rank, kept_base = kept if kept is not None else (null, null, null)
+        keep, rank, kept_base = (kept.keep, kept.rank, kept.base) if kept else (null, null, null)
         images = np.uint32(len(label_base) - 1)
         args = (agg, np.uint64(total), keep, rank, label_base, kept_base, images, np.int32(floats))
         grid = min(-(-total // CHUNK_THREADS), 4096)
@@ -200,22 +212,9 @@ def table_view(words: np.ndarray, rows: int, integer: bool) -> StatsTable:
     stats_table's words, copied to the host (no copy, no arithmetic)."""
     area, x, y, width, height = (words[c, :rows].view(np.int64) for c in range(5))
     centroid_x, centroid_y, mean, low, high = (
-        words[c, :rows].view(np.float64) for c in range(5, _TABLE_COLUMNS)
+        words[c, :rows].view(np.float64) for c in range(5, TABLE_COLUMNS)
     )
     return StatsTable(area, x, y, width, height, centroid_x, centroid_y, mean, low, high, integer)
-
-
-def _rule_args(params: LabelParams, dtype: np.dtype) -> tuple[Any, ...]:
-    """foreground.cuh's ForegroundRule as kernel arguments."""
-    value = 0.0
-    if params.threshold is not None:
-        kind, value = (_FG_BELOW if params.invert else _FG_ABOVE), float(params.threshold)
-    elif params.background is None:
-        kind = _FG_ALL
-    else:
-        kind, value = _FG_BACKGROUND, float(params.background)
-    invert_max = 0.0 if dtype.kind == "f" else float(dtype_max(dtype))
-    return (np.int32(kind), np.float64(value), np.int32(params.invert), np.float64(invert_max))
 
 
 def _tau_args(params: LabelParams) -> tuple[Any, ...]:

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from ...contract.params import LabelParams
+from . import arrays
 from .loader import GEOMETRY, KERNEL_SUFFIX, device_kernels, import_cupy
 
 #: A kernel launch: (name, blocks, threads per block, arguments).
@@ -38,7 +40,19 @@ _INT32_LIMIT = 2**31
 
 
 class CudaStages:
-    """Morphology and smoothing kernels for ccl_cli.contract.stages.label_input."""
+    """Morphology, smoothing and mask kernels for ccl_cli.contract.stages.label_input."""
+
+    def foreground(self, values: Any, params: LabelParams) -> Any:
+        return arrays.foreground(values, params)
+
+    def clear_nan(self, mask: Any, values: Any) -> Any:
+        return arrays.clear_nan(mask, values)
+
+    def masked_float64(self, numbers: Any, mask: Any) -> Any:
+        return arrays.masked_float64(numbers, mask)
+
+    def fill_added(self, values: Any, readings: Any, mask: Any, radius: int) -> Any:
+        return arrays.fill_added(values, readings, mask, radius)
 
     def morph(self, mask: Any, op: str, iterations: int, connectivity: int) -> Any:
         """`mask` eroded or dilated `iterations` times: one launch per

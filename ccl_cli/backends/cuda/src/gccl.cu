@@ -1,4 +1,5 @@
 // The one translation unit the fatbin (and the NVRTC fallback) is built from.
+#include "arrays.cu"
 #include "block8.cu"
 #include "border.cu"
 #include "min_area.cu"

@@ -1,0 +1,242 @@
+"""Labeling a batch that is already on the device, on the current stream, for the Python API.
+
+Labels only: every kernel is queued on the current stream and nothing waits, so
+the caller goes on queuing work (label_counts). With min-area filtering the
+areas are sized by the number of labels, so the host waits once for it. With
+statistics (label_table) the host waits for the number of labels (it sizes the
+table), and with min-area filtering once more, for the number of kept labels
+(it sizes the columns); the table itself stays on the device.
+
+Outputs are written into arrays the caller allocates (`empty`), so that they can
+belong to another framework (ccl_cli/backends/cuda/frameworks.py); temporaries
+come from CuPy's memory pool. No stream or event is made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+
+from ...contract.params import LabelParams
+from ...contract.stats import StatsTable
+from .arrays import contiguous
+from .labels import (
+    TABLE_COLUMNS,
+    aggregate,
+    check_batch,
+    dense_labels,
+    label_offsets,
+    remove_small,
+    stats_table,
+    table_view,
+)
+from .loader import import_cupy
+
+#: Pixels of one part of a batch labeled with statistics: label offsets are 32-bit.
+MAX_PART_PIXELS = 2**32 - 1
+#: (shape, CuPy dtype) -> (array for the caller, its CuPy view).
+Allocator = Callable[[tuple[int, ...], Any], tuple[Any, Any]]
+
+
+def cupy_empty(shape: tuple[int, ...], dtype: Any) -> tuple[Any, Any]:
+    """An Allocator of CuPy arrays (from CuPy's memory pool)."""
+    array = import_cupy().empty(shape, dtype)
+    return array, array
+
+
+@dataclass
+class DeviceTable:
+    """The statistics of a labeled batch on the device: row r describes one kept
+    component, images one after the other, labels in order within an image.
+
+    Columns as in StatsTable (area, x, y, width, height int64; centroid_x,
+    centroid_y, mean, min, max float64), each a device array of all rows of
+    the batch; `offsets`: image i's rows are offsets[i]:offsets[i + 1] (a device
+    array of N + 1 int64); `starts`, the same offsets on the host.
+    """
+
+    area: Any
+    x: Any
+    y: Any
+    width: Any
+    height: Any
+    centroid_x: Any
+    centroid_y: Any
+    mean: Any
+    min: Any
+    max: Any
+    offsets: Any
+    starts: tuple[int, ...]
+    integer_values: bool
+    words: Any  # the CuPy (TABLE_COLUMNS, >= rows) words behind the columns
+
+    def __len__(self) -> int:
+        return self.starts[-1]
+
+    @property
+    def images(self) -> int:
+        """How many images the table describes."""
+        return len(self.starts) - 1
+
+    def rows(self, image: int) -> slice:
+        """The rows of image `image`."""
+        return slice(self.starts[image], self.starts[image + 1])
+
+    def to_numpy(self) -> list[StatsTable]:
+        """One host StatsTable per image (one copy from the device)."""
+        words = self.words.get()
+        table = table_view(words, len(self), self.integer_values)
+        return [table.take(self.rows(i)).copy() for i in range(self.images)]
+
+
+@dataclass
+class _Part:
+    """The table of consecutive images of a batch: its CuPy words (TABLE_COLUMNS, rows)
+    and each image's first row, then the end, on the host."""
+
+    words: Any
+    starts: np.ndarray
+
+
+def label_counts(values: Any, params: LabelParams, out: Any, counts: Any) -> bool:
+    """Dense labels of the CuPy batch `values` (N, H, W) into `out` (contiguous u32,
+    same shape) and K' per image into `counts` (contiguous u32 (N,)), on the current
+    stream. Returns whether the host waited (only with min-area filtering)."""
+    check_batch(values)
+    values = contiguous(values)
+    if values.size == 0:
+        _memset_zero(counts)  # empty images leave no kernel to write them
+        return False
+    if params.min_area == 0:
+        _labels(values, params, out, counts)
+        return False
+    for lo, hi in _parts(values.shape):
+        components, read = _labels(values[lo:hi], params, out[lo:hi])
+        label_base = label_offsets(components)
+        total = int(label_base[-1:].get()[0])
+        agg = aggregate(read, out[lo:hi], label_base, total)
+        kept = remove_small(out[lo:hi], params.min_area, label_base, agg)
+        if kept is None:
+            _memset_zero(counts[lo:hi])
+        else:
+            _copy(counts[lo:hi], kept.counts)
+    return True
+
+
+def label_table(
+    values: Any, params: LabelParams, out: Any, empty: Allocator = cupy_empty
+) -> tuple[DeviceTable, Any]:
+    """Dense labels of the CuPy batch `values` into `out` and their statistics on the
+    device (module docstring: the host waits once or twice). Returns the DeviceTable
+    (columns allocated with `empty`) and K' per image, a device u32 array (`empty`)."""
+    check_batch(values)
+    values = contiguous(values)
+    floats = np.dtype(values.dtype).kind == "f"
+    bounds = _parts(values.shape)
+    if len(bounds) == 1:
+        native, part = _part_table(values, params, out, floats, empty)
+        starts = part.starts
+    else:  # each part's table on its own, then copied into one
+        parts = [_part_table(values[a:b], params, out[a:b], floats)[1] for a, b in bounds]
+        starts = _joined_starts([part.starts for part in parts])
+        native, words = empty((TABLE_COLUMNS, int(starts[-1])), np.int64)
+        position = 0
+        for part in parts:
+            size = int(part.starts[-1])
+            for column in range(TABLE_COLUMNS):
+                _copy(words[column, position : position + size], part.words[column, :size])
+            position += size
+    rows = int(starts[-1])
+    offsets_native, offsets = empty((len(starts),), np.int64)
+    offsets.set(starts)
+    counts_native, counts = empty((values.shape[0],), np.uint32)
+    counts.set(np.diff(starts).astype(np.uint32))
+    columns = [native[c, :rows] for c in range(5)]
+    columns += [_as_float64(native[c, :rows]) for c in range(5, TABLE_COLUMNS)]
+    words = _cupy_words(native)
+    starts_tuple = tuple(starts.tolist())
+    table = DeviceTable(*columns, offsets_native, starts_tuple, not floats, words)  # type: ignore[call-arg]
+    return table, counts_native
+
+
+def _part_table(
+    values: Any, params: LabelParams, out: Any, floats: bool, empty: Allocator = cupy_empty
+) -> tuple[Any, _Part]:
+    """The statistics of a part of a batch (under MAX_PART_PIXELS), waiting for its
+    counts: the table as allocated with `empty` (int64 words) and as a _Part."""
+    n = values.shape[0]
+    if values.size == 0:
+        native, words = empty((TABLE_COLUMNS, 0), np.int64)
+        return native, _Part(words.view(np.uint64), np.zeros(n + 1, np.int64))
+    components, read = _labels(values, params, out)
+    label_base = label_offsets(components)
+    host_base = label_base.get().astype(np.int64)
+    total = int(host_base[-1])
+    native, words = empty((TABLE_COLUMNS, total), np.int64)
+    words = words.view(np.uint64)
+    agg = aggregate(read, out, label_base, total)
+    kept = remove_small(out, params.min_area, label_base, agg)
+    stats_table(agg, label_base, kept, floats, words)
+    starts = host_base if kept is None else kept.base.get().astype(np.int64)
+    return native, _Part(words, starts)
+
+
+def _labels(values: Any, params: LabelParams, out: Any, components: Any = None) -> Any:
+    """Kernels 1-2 after the stages on a contiguous batch: K per image (device u32,
+    into `components` where given) and the values the statistics read (label_input's)."""
+    from ...contract.stages import label_input
+    from .stages import CudaStages
+
+    image, label_params, read = label_input(values, params, import_cupy(), CudaStages())
+    return dense_labels(image, label_params, out, components), read
+
+
+def _parts(shape: Sequence[int]) -> list[tuple[int, int]]:
+    """[lo, hi) runs of whole images of at most MAX_PART_PIXELS each (at least one image)."""
+    n, height, width = shape
+    per_part = max(1, MAX_PART_PIXELS // max(1, height * width))
+    bounds = [*range(0, n, per_part), n]
+    return list(pairwise(bounds)) if n else [(0, 0)]
+
+
+def _joined_starts(parts: list[np.ndarray]) -> np.ndarray:
+    """The row offsets of consecutive parts' images as one array (N + 1)."""
+    joined, shift = [np.zeros(1, np.int64)], 0
+    for starts in parts:
+        joined.append(starts[1:] + shift)
+        shift += int(starts[-1])
+    return np.concatenate(joined)
+
+
+def _copy(target: Any, source: Any) -> None:
+    """Copy the contiguous device array `source` into `target` on the current stream."""
+    if source.nbytes:
+        stream = import_cupy().cuda.get_current_stream()
+        target.data.copy_from_device_async(source.data, source.nbytes, stream)
+
+
+def _memset_zero(target: Any) -> None:
+    if target.nbytes:
+        target.data.memset_async(0, target.nbytes, import_cupy().cuda.get_current_stream())
+
+
+def _cupy_words(native: Any) -> Any:
+    """The u64 CuPy view of a table allocated as int64 (CuPy or PyTorch)."""
+    if hasattr(native, "data_ptr"):
+        from .frameworks import cupy_view
+
+        native = cupy_view(native)
+    return native.view(np.uint64)
+
+
+def _as_float64(column: Any) -> Any:
+    """An 8-byte column's bits read as float64 (CuPy and PyTorch alike)."""
+    if hasattr(column, "data_ptr"):
+        import torch
+
+        return column.view(torch.float64)
+    return column.view(np.float64)
