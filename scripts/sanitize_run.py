@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A small batch through every gccl kernel, for compute-sanitizer (memcheck, racecheck).
+"""A small batch through every gccl kernel and the Python API on device arrays, for
+compute-sanitizer (memcheck, racecheck).
 
     compute-sanitizer --tool memcheck python3 scripts/sanitize_run.py [--stages]
 
@@ -50,6 +51,44 @@ CASES = [
 ]
 
 
+#: Keyword sets for ccl_cli.Labeler on device arrays: the API's own kernels (strided
+#: copies, bools stored as 255, the min-area keep mask, the tau-mode fill of pixels
+#: that morphology adds) and its table of device columns.
+API_CASES = [
+    (np.uint8, {}),
+    (np.bool_, {"connectivity": 4, "min_area": 3}),
+    (np.uint16, {"tau": 2, "min_area": 4}),
+    (np.uint16, {"tau": 2, "close": 1, "min_area": 2}),
+    (np.float64, {"threshold": 0.1, "connectivity": 4}),
+]
+
+
+def api_failures(rng: np.random.Generator) -> int:
+    """Run API_CASES with statistics and without, on a strided device view; count mismatches."""
+    import ccl_cli
+
+    failures = 0
+    for dtype, options in API_CASES:
+        values = (rng.integers(0, 4, (3, 97, 266)) * (rng.random((3, 97, 266)) < 0.6)).astype(dtype)
+        view = values[:, :, ::2]  # strided: the API copies it contiguous on the device
+        device = cupy.asarray(values)[:, :, ::2]
+        if dtype == np.bool_:  # bools stored as 255, as some producers write them
+            device = (cupy.asarray(values).view(cupy.uint8) * 255).view(cupy.bool_)[:, :, ::2]
+        want_labels, want_tables = ccl_cli.label(
+            np.ascontiguousarray(view), device="cpu", **options
+        )
+        labels, table = ccl_cli.label(device, **options)
+        same = np.array_equal(labels.get(), want_labels) and all(
+            a.equals(b) for a, b in zip(table.to_numpy(), want_tables, strict=True)
+        )
+        only, counts = ccl_cli.label(device, stats=False, **options)
+        same &= np.array_equal(only.get(), want_labels)
+        same &= counts.get().tolist() == [len(t) for t in want_tables]
+        failures += not same
+        print(f"{'ok' if same else 'MISMATCH'}: api {np.dtype(dtype)} {options}")
+    return failures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -81,8 +120,10 @@ def main() -> int:
             )
             failures += not same
             print(f"{'ok' if same else 'MISMATCH'}: {np.dtype(dtype)} {params}")
+    failures += api_failures(rng)
     cupy.cuda.runtime.deviceSynchronize()
-    print(f"sanitize_run: {len(cases) * 2 - failures}/{len(cases) * 2} cases match the CPU")
+    total = len(cases) * 2 + len(API_CASES)
+    print(f"sanitize_run: {total - failures}/{total} cases match the CPU")
     return 1 if failures else 0
 
 

@@ -308,3 +308,321 @@ def png_header_only(path: Path, width: int, height: int, color_type: int, depth:
     body = chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
     path.write_bytes(b"\x89PNG\r\n\x1a\n" + body)
     return path
+
+
+def test_links_inside_out_are_refused(tmp_path: Path) -> None:
+    mask(tmp_path / "in" / "sub" / "a.png")
+    mask(tmp_path / "in" / "b.png", seed=1)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("precious\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "sub").symlink_to(victim)  # a linked folder
+    (tmp_path / "out" / "b.labels.png").symlink_to(victim / "precious.txt")  # a linked file
+    result = gccl("in", "-r", "--out", "out", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    rows = summary(tmp_path / "out")
+    assert "out/sub is a link inside --out" in rows["in/sub/a.png"]["message"]
+    assert "out/b.labels.png is a link; not replaced" in rows["in/b.png"]["message"]
+    assert tree(victim) == {"precious.txt": b"precious\n"}
+    assert (tmp_path / "out" / "b.labels.png").is_symlink()
+
+
+def test_out_among_the_inputs_never_replaces_or_removes_one(tmp_path: Path) -> None:
+    folder = tmp_path / "in4"
+    mask(folder / "x.png")
+    mask(folder / "x.labels.tif", seed=1)  # a PNG named like a label TIFF: an input
+    (folder / "x.stats.csv").write_text("the user's own\n")
+    before = tree(folder)
+    listing = "".join(f"{path}\n" for path in sorted(folder.iterdir()))  # find in4 -type f
+    result = gccl("-", "--out", "in4", cwd=tmp_path, stdin=listing)
+    assert result.returncode == 1, result.stderr
+    after = tree(folder)
+    assert {name: after[name] for name in before} == before
+    rows = summary(folder)
+    assert "is one of the inputs; not replaced" in rows[str(folder / "x.png")]["message"]
+
+
+def test_a_glob_into_its_own_folder_never_replaces_an_input(tmp_path: Path) -> None:
+    mask(tmp_path / "in2" / "a.png")
+    mask(tmp_path / "in2" / "a.labels.png", seed=1)  # listed by the glob: an input
+    before = (tmp_path / "in2" / "a.labels.png").read_bytes()
+    result = gccl("in2/*.png", "--out", "in2", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert (tmp_path / "in2" / "a.labels.png").read_bytes() == before
+    rows = summary(tmp_path / "in2")
+    assert "in2/a.labels.png is one of the inputs" in rows["in2/a.png"]["message"]
+    assert rows["in2/a.labels.png"]["status"] == "ok"
+
+
+def test_a_stale_label_image_is_removed_only_if_gccl_wrote_it(tmp_path: Path) -> None:
+    mask(tmp_path / "in" / "x.png")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "x.labels.tif").write_bytes(b"the user's own file")
+    assert gccl("in", "--out", "out", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "out" / "x.labels.tif").read_bytes() == b"the user's own file"
+    assert (tmp_path / "out" / "x.labels.png").is_file()
+    (tmp_path / "out" / "x.labels.tif").unlink()
+    assert gccl("in", "--out", "out", "--label-format", "tiff", cwd=tmp_path).returncode == 0
+    assert not (tmp_path / "out" / "x.labels.png").exists()  # gccl's own: replaced
+    assert gccl("in", "--out", "out", cwd=tmp_path).returncode == 0
+    assert not (tmp_path / "out" / "x.labels.tif").exists()
+
+
+#: Runs gccl with os.fsync held until a file appears: argv = ready, go, gccl's arguments.
+HELD_WRITE = """
+import os, sys, time
+real = os.fsync
+ready, go = sys.argv[1], sys.argv[2]
+def held(fd):
+    open(ready, "w").close()
+    while not os.path.exists(go):
+        time.sleep(0.02)
+    real(fd)
+os.fsync = held
+sys.argv = ["gccl", *sys.argv[3:]]
+from ccl_cli.cli import main
+main()
+"""
+
+
+def wait_for(path: Path, process: subprocess.Popen[str]) -> None:
+    for _ in range(TIMEOUT * 50):
+        if path.exists() or process.poll() is not None:
+            break
+        threading.Event().wait(0.02)
+    assert path.exists(), process.communicate(timeout=TIMEOUT)
+
+
+def test_a_run_into_a_parent_folder_leaves_a_live_runs_temporaries(tmp_path: Path) -> None:
+    mask(tmp_path / "in_a" / "a.png")
+    mask(tmp_path / "in_b" / "b.png", seed=1)
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    args = ["label", "in_a", "--out", "out/sub", "--quiet", "--device", "cpu"]
+    live = subprocess.Popen(
+        [sys.executable, "-c", HELD_WRITE, str(ready), str(go), *args],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(ready, live)
+        temporaries = [p for p in (tmp_path / "out" / "sub").iterdir() if "gccl-tmp" in p.name]
+        assert temporaries
+        assert gccl("in_b", "--out", "out", cwd=tmp_path).returncode == 0
+        assert all(path.exists() for path in temporaries)
+    finally:
+        go.touch()
+        _, stderr = live.communicate(timeout=TIMEOUT)
+    assert live.returncode == 0, stderr
+    assert summary(tmp_path / "out" / "sub")["in_a/a.png"]["status"] == "ok"
+    assert not [p for p in (tmp_path / "out").rglob("*") if "gccl-tmp" in p.name]
+
+
+#: Runs gccl with PIL's Image.open never returning for files named *hang*: argv = ready,
+#: gccl's arguments.
+HUNG_DECODE = """
+import os, sys, threading
+from PIL import Image
+real = Image.open
+ready = sys.argv[1]
+def hung(fp, *args, **kwargs):
+    if "hang" in os.path.basename(str(getattr(fp, "name", fp))):
+        open(ready, "w").close()
+        threading.Event().wait()
+    return real(fp, *args, **kwargs)
+Image.open = hung
+sys.argv = ["gccl", *sys.argv[2:]]
+from ccl_cli.cli import main
+main()
+"""
+
+
+def test_sigterm_stops_a_run_whose_decode_never_returns(tmp_path: Path) -> None:
+    for i in range(3):
+        mask(tmp_path / "in" / f"a{i}.png", seed=i)
+    mask(tmp_path / "in" / "b_hang.png")
+    ready = tmp_path / "ready"
+    args = ["label", "in", "--out", "out", "--quiet", "--device", "cpu", "--workers", "2"]
+    run = subprocess.Popen(
+        [sys.executable, "-c", HUNG_DECODE, str(ready), *args],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(ready, run)
+        run.terminate()
+        _, stderr = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    assert run.returncode == 130, stderr
+    rows = summary(tmp_path / "out")
+    assert rows["in/b_hang.png"]["status"] == "not-run"
+    assert not [p for p in (tmp_path / "out").iterdir() if "gccl-tmp" in p.name]
+
+
+#: Runs gccl with numpy.stack raising MemoryError for batches of more than one image.
+NO_MEMORY_FOR_BATCHES = """
+import sys
+import numpy as np
+real = np.stack
+def short(arrays, *args, **kwargs):
+    if "out" in kwargs and len(arrays) > 1:
+        raise MemoryError("no room for a batch")
+    return real(arrays, *args, **kwargs)
+np.stack = short
+sys.argv = ["gccl", *sys.argv[1:]]
+from ccl_cli.cli import main
+main()
+"""
+
+
+def test_a_batch_without_memory_is_labeled_one_image_at_a_time(tmp_path: Path) -> None:
+    for i in range(4):
+        mask(tmp_path / "in" / f"a{i}.png", seed=i)
+    args = ["label", "in", "--out", "out", "--quiet", "--device", "cpu", "--batch-size", "4"]
+    result = subprocess.run(
+        [sys.executable, "-c", NO_MEMORY_FOR_BATCHES, *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 0, result.stderr
+    assert {row["status"] for row in summary(tmp_path / "out").values()} == {"ok"}
+
+
+def test_an_input_folder_named_summary_csv_fails_alone(tmp_path: Path) -> None:
+    mask(tmp_path / "in" / "summary.csv" / "a.png")
+    mask(tmp_path / "in" / "b.png", seed=1)
+    result = gccl("in", "-r", "--out", "out", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    rows = summary(tmp_path / "out")
+    assert "folder named summary.csv" in rows["in/summary.csv/a.png"]["message"]
+    assert rows["in/b.png"]["status"] == "ok"
+
+
+def test_a_summary_path_that_is_a_folder_is_refused_before_writing(tmp_path: Path) -> None:
+    mask(tmp_path / "in" / "b.png")
+    (tmp_path / "out" / "summary.csv").mkdir(parents=True)
+    result = gccl("in", "--out", "out", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "summary.csv is a folder" in one_line_error(result)
+    assert not (tmp_path / "out" / "b.labels.png").exists()
+
+
+def big_tiff_header(path: Path, side: int) -> Path:
+    """A float64 TIFF that declares side x side pixels and holds eight bytes of them."""
+    tags = [(256, side), (257, side), (258, 64), (259, 1), (262, 1), (273, 8)]
+    tags += [(277, 1), (278, side), (279, 8), (339, 3)]
+    entries = struct.pack("<H", len(tags))
+    entries += b"".join(struct.pack("<HHII", tag, 4, 1, value) for tag, value in tags)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"II*\x00" + struct.pack("<I", 16) + b"\0" * 8 + entries + b"\0" * 4)
+    return path
+
+
+def npy_header(path: Path, shape: tuple[int, int], dtype: str) -> Path:
+    with open(path, "wb") as handle:
+        header = {"descr": np.dtype(dtype).str, "fortran_order": False, "shape": shape}
+        np.lib.format.write_array_header_1_0(handle, header)
+        handle.write(b"\0" * 64)
+    return path
+
+
+def test_decompression_bombs_are_refused_from_their_header(tmp_path: Path) -> None:
+    png_header_only(tmp_path / "in" / "rgb.png", 30000, 30000, 2, 8)  # 2.7 GB decoded
+    big_tiff_header(tmp_path / "in" / "float.tif", 16384)  # 2.1 GB decoded
+    npy_header(tmp_path / "in" / "wide.npy", (20000, 20000), "<f8")  # 3.2 GB decoded
+    mask(tmp_path / "in" / "small.png")
+    result = gccl("in", "--out", "out", "--max-image-bytes", "1G", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    rows = summary(tmp_path / "out")
+    for name in ("rgb.png", "float.tif", "wide.npy"):
+        assert "--max-image-bytes is 1073741824" in rows[f"in/{name}"]["message"], name
+    assert rows["in/small.png"]["status"] == "ok"
+
+
+def test_the_default_byte_limit_refuses_a_bomb_below_the_pixel_limit(tmp_path: Path) -> None:
+    png_header_only(tmp_path / "in" / "rgba.png", 46340, 46340, 6, 8)  # 8.6 GB decoded
+    result = gccl("in", "--out", "out", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "--max-image-bytes is 4294967296" in summary(tmp_path / "out")["in/rgba.png"]["message"]
+
+
+def descendants(pid: int) -> set[int]:
+    """The live processes below `pid` (zombies count as gone)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: set[int] = set()
+    stack = [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.add(child)
+            stack.append(child)
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    """Those of `pids` that are still running (not gone, not zombies)."""
+    running = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            running.add(pid)
+    return running
+
+
+def until_gone(pids: set[int]) -> set[int]:
+    """Wait (up to TIMEOUT) for `pids` to end; those still running."""
+    for _ in range(TIMEOUT * 10):
+        if not alive(pids):
+            break
+        threading.Event().wait(0.1)
+    return alive(pids)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_workers_die_with_a_killed_client_and_write_nothing_after(tmp_path: Path) -> None:
+    for i in range(60):
+        mask(tmp_path / "in" / f"img{i:02}.png", size=400, seed=i)
+    args = ["in", "--out", "out", "--processes", "2", "--workers", "1", "--batch-size", "1"]
+    client = subprocess.Popen(
+        [sys.executable, "-m", "ccl_cli", "label", *args, "--quiet", "--device", "cpu"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    out = tmp_path / "out"
+    workers: set[int] = set()
+    try:
+        for _ in range(TIMEOUT * 50):
+            workers |= descendants(client.pid)
+            if (out.exists() and any(out.glob("*.stats.csv"))) or client.poll() is not None:
+                break
+            threading.Event().wait(0.02)
+        workers |= descendants(client.pid)
+        client.kill()
+        client.wait()
+        at_kill = len(list(out.glob("*.stats.csv")))
+        assert 0 < at_kill < 60
+        assert len(workers) >= 3  # the fork server and two workers
+        assert until_gone(workers) == set()
+    finally:
+        for pid in alive(workers):
+            os.kill(pid, 9)
+    # The workers end within a fraction of a second: a few writes under way may still land.
+    assert len(list(out.glob("*.stats.csv"))) <= at_kill + 8

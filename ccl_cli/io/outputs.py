@@ -260,12 +260,8 @@ class OutDir:
         if not parts or relative.is_absolute() or any(part in ("..", ".") for part in parts):
             raise InputError(f"{path} would leave --out {self.root}; not written")
         fd = os.dup(self.fd)
-        try:
-            for index, part in enumerate(parts[:-1]):
-                fd = self._enter(fd, part, create, self.root.joinpath(*parts[: index + 1]))
-        except BaseException:
-            os.close(fd)
-            raise
+        for index, part in enumerate(parts[:-1]):  # each step closes the folder it leaves
+            fd = self._enter(fd, part, create, self.root.joinpath(*parts[: index + 1]))
         return fd, parts[-1]
 
     @staticmethod

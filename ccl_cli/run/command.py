@@ -29,11 +29,13 @@ from ..io.inputs import check_out_location, expand
 from ..io.outputs import (
     LOCK_NAME,
     SUMMARY_NAME,
+    Identity,
+    OutDir,
     OutputLock,
     OutputPaths,
     atomic_write,
+    identities,
     output_paths,
-    remove_stale_temporaries,
     summary_csv,
 )
 from .freshness import RUN_RECORD_NAME, RunRecord
@@ -165,7 +167,11 @@ def _run(
     out = settings.out
     records = report.records
     with closing(engine), OutputLock(out), _StopRequests() as stop:
-        removed = remove_stale_temporaries(out)
+        found = source.found if isinstance(source, ListSource) else []
+        inputs = identities(item.path for item in found)
+        with OutDir(out) as folder:
+            folder.check_summary(inputs)
+            removed = folder.remove_temporaries()
         if removed:
             reporter.notice(f"removed {removed} partial file(s) left by an interrupted run")
         run_record = RunRecord(out, settings)
@@ -183,7 +189,9 @@ def _run(
         try:
             with closing(source.items(tick)) as items:
                 engine.label(
-                    _admitted(items, records, settings, outcomes, stop.check, run_record, admitted),
+                    _admitted(
+                        items, records, settings, outcomes, stop.check, run_record, admitted, inputs
+                    ),
                     settings,
                     outcomes,
                     stop.check,
@@ -266,9 +274,15 @@ def _admitted(
     check_stop: Callable[[], None],
     run_record: RunRecord,
     admitted: dict[int, OutputPaths],
+    inputs: set[Identity],
 ) -> Iterator[Admitted | None]:
     """The records of `items` (appended to `records`) that need work, with their outputs;
     the others are finished here. A source's pauses (None) pass through.
+
+    An input whose outputs would replace one of the run's `inputs` (the files
+    found at the start, and every input that arrived since) fails, and so
+    does one whose outputs would take the summary's or the lock's name; their
+    outputs are never cleared.
 
     Lazy, so that a local run starts decoding before the last input is admitted.
     `admitted` gets the outputs of each record that may write (or had) them,
@@ -289,6 +303,11 @@ def _admitted(
             outcomes.finished(record)
             continue
         paths = output_paths(settings.out, item.relative)
+        inputs |= identities([item.path])
+        taken = _input_among(paths, inputs) or _reserved(item.relative)
+        if taken:
+            outcomes.fail(record, taken)
+            continue
         if item.problem:
             if not item.path.is_dir():  # an unreadable folder has no outputs
                 admitted[id(record)] = paths
@@ -310,6 +329,20 @@ def _admitted(
             outcomes.finished(record)
             continue
         yield record, paths
+
+
+def _input_among(paths: OutputPaths, inputs: set[Identity]) -> str:
+    """Why `paths` may not be written: one of them is an input ("" when none is)."""
+    taken = paths.first_of(inputs)
+    return f"its output {taken} is one of the inputs; not replaced" if taken else ""
+
+
+def _reserved(relative: Path) -> str:
+    """Why outputs mirrored at `relative` may not be written: their folder would take the
+    name of the run's summary or lock ("" when it would not)."""
+    if len(relative.parts) > 1 and relative.parts[0] in (SUMMARY_NAME, LOCK_NAME):
+        return f"its outputs would go into a folder named {relative.parts[0]} in --out"
+    return ""
 
 
 class _LiveSummary:

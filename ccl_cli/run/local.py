@@ -4,20 +4,31 @@ Decoding and encoding run in a thread pool (the codecs release the GIL);
 decoded images wait in groups of one shape and dtype until a group fills a
 batch, which the backend labels in one call. Worker processes and Dask tasks
 run this same code on their share of the inputs.
+
+The threads are daemons and every wait on them also watches for a stop
+request: Ctrl-C or SIGTERM ends the run within POLL_SECONDS even when a
+decode never returns (a stalled network file system); what is in flight is
+abandoned (writes get STOP_GRACE_SECONDS to finish). A batch the backend
+cannot fit in memory (MemoryError) is labeled again one image at a time
+before its images fail. Every file goes through one OutDir (io/outputs.py):
+nothing is written outside --out or through a link there.
 """
 
 from __future__ import annotations
 
 import os
+import queue
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ..backends.base import Backend
+from ..backends.base import Backend, BatchResult
 from ..config import Settings
 from ..contract.outlines import Outlines, geojson
 from ..contract.params import LabelParams, background_problem
@@ -29,15 +40,16 @@ from ..errors import (
 from ..io import images
 from ..io.csv_text import stats_csv
 from ..io.inputs import InputItem
-from ..io.outputs import (
-    OutputPaths,
-    atomic_write,
-)
+from ..io.outputs import OutDir, OutputPaths
 from .records import Admitted, Outcomes, Record, Reporter, Stop
 
 PNG_LABEL_LIMIT = 65535
 #: Cap on images per batch when --batch-size is auto.
 AUTO_BATCH_LIMIT = 256
+#: How often a wait on the threads looks for a stop request, in seconds.
+POLL_SECONDS = 0.1
+#: How long a stopping run lets the writes in flight finish, in seconds.
+STOP_GRACE_SECONDS = 2.0
 
 
 @dataclass
@@ -66,6 +78,45 @@ def label_admitted(
     LocalRun(settings, backend, Outcomes(reporter, fail_fast=False), workers, lambda: None).work(
         admitted
     )
+
+
+class _Threads:
+    """A pool of daemon threads: a run that stops abandons a task that never ends
+    (concurrent.futures' pool would wait for it at exit)."""
+
+    def __init__(self, count: int) -> None:
+        self.tasks: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.count = count
+        for _ in range(count):
+            threading.Thread(target=self._serve, daemon=True, name="gccl-io").start()
+
+    def submit(self, function: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self.tasks.put((future, function, args))
+        return future
+
+    def _serve(self) -> None:
+        while (task := self.tasks.get()) is not None:
+            future, function, args = task
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(function(*args))
+            except BaseException as error:
+                future.set_exception(error)
+
+    def close(self) -> None:
+        """Let the threads end once their current task does (without waiting for them)."""
+        for _ in range(self.count):
+            self.tasks.put(None)
+
+
+def _result(future: Future[Any], check_stop: Callable[[], None]) -> Any:
+    """The future's result, checking for a stop request every POLL_SECONDS while waiting."""
+    while True:
+        check_stop()
+        if wait([future], timeout=POLL_SECONDS).done:
+            return future.result()
 
 
 class LocalRun:
@@ -98,23 +149,29 @@ class LocalRun:
         before the next one is taken.
         """
         reads: deque[tuple[Record, OutputPaths, Future[tuple[np.ndarray, float]]]] = deque()
-        with ThreadPoolExecutor(self.workers) as pool:
-            self.pool = pool
-            try:
-                for entry in admitted:
-                    if entry is None:
-                        self._finish(reads)
-                        continue
-                    record, paths = entry
-                    reads.append((record, paths, pool.submit(_read, record.item, self.settings)))
-                    while len(reads) > 2 * self.workers:
-                        self._take_read(*reads.popleft())
-                self._finish(reads)
-            finally:
-                for _, _, read in reads:
-                    read.cancel()
-                for _, write, _ in self.writes:
-                    write.cancel()
+        assert self.settings.out is not None
+        self.pool = pool = _Threads(self.workers)
+        try:
+            with OutDir(self.settings.out) as self.out:
+                try:
+                    for entry in admitted:
+                        if entry is None:
+                            self._finish(reads)
+                            continue
+                        record, paths = entry
+                        read = pool.submit(_read, record.item, self.settings)
+                        reads.append((record, paths, read))
+                        while len(reads) > 2 * self.workers:
+                            self._take_read(*reads.popleft())
+                    self._finish(reads)
+                finally:
+                    for _, _, read in reads:
+                        read.cancel()
+                    for _, write, _ in self.writes:
+                        write.cancel()
+                    wait([write for _, write, _ in self.writes], timeout=STOP_GRACE_SECONDS)
+        finally:
+            pool.close()
 
     def _finish(
         self, reads: deque[tuple[Record, OutputPaths, Future[tuple[np.ndarray, float]]]]
@@ -129,9 +186,8 @@ class LocalRun:
     def _take_read(
         self, record: Record, paths: OutputPaths, future: Future[tuple[np.ndarray, float]]
     ) -> None:
-        self.check_stop()
         try:
-            values, seconds = future.result()
+            values, seconds = _result(future, self.check_stop)
         except GcclError as error:
             self.outcomes.fail(record, str(error))
             return
@@ -171,21 +227,28 @@ class LocalRun:
         """Label one group as a batch and queue its outputs for writing."""
         group = self.groups.pop(key)
         self.pending_bytes -= sum(decoded.values.nbytes for decoded in group)
+        self._label(group, key)
+
+    def _label(self, group: list[_Decoded], key: tuple[tuple[int, ...], str]) -> None:
+        """Label `group` in one batch; one image at a time if the batch does not fit memory."""
         started = time.perf_counter()
         try:
-            batch = self.backend.empty_batch((len(group), *key[0]), group[0].values.dtype)
-            np.stack([d.values for d in group], out=batch)
-            # uint16 labels, ready for the 16-bit PNG (an image with more
-            # components than that holds comes back as uint32; backends.base).
-            narrow = self.settings.label_format != "tiff"
-            result = self.backend.label(batch, self.params, narrow=narrow)
+            result = self._batch_result(group, key)
         except (KeyboardInterrupt, Stop):
             raise
+        except MemoryError:  # the batch is freed with its frame once this block ends
+            result = None
         except Exception as error:
             for decoded in group:
                 self.outcomes.fail(
                     decoded.record, f"labeling failed ({type(error).__name__}: {error})"
                 )
+            return
+        if result is None:
+            if len(group) == 1:
+                self.outcomes.fail(group[0].record, "labeling failed (out of memory)")
+            for decoded in group if len(group) > 1 else []:
+                self._label([decoded], key)
             return
         share = (time.perf_counter() - started) / len(group)
         for i, decoded in enumerate(group):
@@ -195,28 +258,44 @@ class LocalRun:
             labels = np.asarray(result.image(i))
             table = result.tables[i]
             outlines = result.polygons[i] if result.polygons is not None else None
-            future = self.pool.submit(_write, decoded, labels, table, outlines, self.settings)
+            future = self.pool.submit(
+                _write, decoded, labels, table, outlines, self.settings, self.out
+            )
             self.writes.append((decoded, future, decoded.decode_seconds + share))
+
+    def _batch_result(self, group: list[_Decoded], key: tuple[tuple[int, ...], str]) -> BatchResult:
+        """The backend's result for `group` stacked into one batch."""
+        batch = self.backend.empty_batch((len(group), *key[0]), group[0].values.dtype)
+        np.stack([d.values for d in group], out=batch)
+        # uint16 labels, ready for the 16-bit PNG (an image with more
+        # components than that holds comes back as uint32; backends.base).
+        narrow = self.settings.label_format != "tiff"
+        return self.backend.label(batch, self.params, narrow=narrow)
 
     def _drain_writes(self, keep: int) -> None:
         """Finish queued writes until at most `keep` remain in flight."""
         while len(self.writes) > keep:
-            self.check_stop()
-            decoded, future, seconds = self.writes.popleft()
+            decoded, future, seconds = self.writes[0]
             record = decoded.record
             try:
-                record.outputs, write_seconds = future.result()
+                record.outputs, write_seconds = _result(future, self.check_stop)
+            except (KeyboardInterrupt, Stop):
+                raise
             except GcclError as error:
+                self.writes.popleft()
                 self.outcomes.fail(record, str(error))
                 continue
             except OSError as error:
+                self.writes.popleft()
                 self.outcomes.fail(record, f"cannot write outputs ({error.strerror or error})")
                 continue
             except Exception as error:
+                self.writes.popleft()
                 self.outcomes.fail(
                     record, f"cannot write outputs ({type(error).__name__}: {error})"
                 )
                 continue
+            self.writes.popleft()
             record.status = "ok"
             record.seconds = seconds + write_seconds
             self.outcomes.finished(record)
@@ -225,7 +304,9 @@ class LocalRun:
 def _read(item: InputItem, settings: Settings) -> tuple[np.ndarray, float]:
     """Decode one input (in a worker thread); returns the image and the seconds it took."""
     started = time.perf_counter()
-    values = images.read_image(item.path, settings.color_to_gray, page=item.page)
+    values = images.read_image(
+        item.path, settings.color_to_gray, settings.max_image_bytes, page=item.page
+    )
     return values, time.perf_counter() - started
 
 
@@ -235,11 +316,13 @@ def _write(
     table: StatsTable,
     outlines: Outlines | None,
     settings: Settings,
+    out: OutDir,
 ) -> tuple[dict[str, str], float]:
-    """Encode and write one input's outputs (in a worker thread), statistics last.
+    """Encode and write one input's outputs (in a worker thread) into `out`, statistics last.
 
     The statistics CSV is written last, so its presence marks a finished input
-    for --skip-existing.
+    for --skip-existing. A label image of the other format from an earlier
+    run is removed only if gccl wrote it (images.LABEL_MARK).
     """
     started = time.perf_counter()
     kept = len(table)
@@ -255,19 +338,17 @@ def _write(
         if tiff
         else images.encode_label_png(labels)
     )
-    atomic_write(label_path, encoded, settings.fsync)
+    out.write(label_path, encoded, settings.fsync)
     stale = paths.labels(not tiff)  # from an earlier run with the other format
     if stale.exists():  # a stat: unlink would lock the folder even when there is nothing
-        stale.unlink(missing_ok=True)
+        out.remove_marked(stale, images.LABEL_MARK)
     outputs = {"labels": str(label_path)}
     if settings.preview:
-        atomic_write(
-            paths.preview, images.encode_preview_png(decoded.values, labels), settings.fsync
-        )
+        out.write(paths.preview, images.encode_preview_png(decoded.values, labels), settings.fsync)
         outputs["preview"] = str(paths.preview)
     if outlines is not None:
-        atomic_write(paths.polygons, geojson(outlines), settings.fsync)
+        out.write(paths.polygons, geojson(outlines), settings.fsync)
         outputs["polygons"] = str(paths.polygons)
-    atomic_write(paths.stats, stats_csv(table).encode("utf-8"), settings.fsync)
+    out.write(paths.stats, stats_csv(table).encode("utf-8"), settings.fsync)
     outputs["stats"] = str(paths.stats)
     return outputs, time.perf_counter() - started

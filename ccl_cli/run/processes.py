@@ -17,6 +17,12 @@ the running ones). They keep SIGTERM's default: Python's pool terminates the
 workers of a broken pool with it, and a worker that ignored it kept that
 pool's clean-up spinning forever (a hang at exit, seen in the tests). A
 worker killed mid-write leaves a temporary that the next run removes.
+Workers die with this process: the kernel kills a worker whose parent (the
+fork server, which exits when this process does) is gone (PR_SET_PDEATHSIG),
+and a watch thread ends one whose client is no longer alive, so no worker
+writes into --out once the client (and its lock) is gone. Closing waits
+CLOSE_SECONDS for the workers to finish their tasks, then kills them: a
+stopped run ends in bounded time even when a worker's decode hangs.
 Workers come from a fork server, started first thing. A worker that dies
 (the kernel's out-of-memory killer, a crash in a codec, a SIGTERM) breaks
 Python's pool and every task in it: the pool is replaced and those tasks
@@ -26,9 +32,12 @@ workers.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
+import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -47,6 +56,12 @@ from .tasks import TaskRunner, label_task, spread_task_size, use_backend
 
 #: Resends of a task whose pool broke (a worker died) before it is failed.
 RETRIES = 2
+#: Seconds closing waits for the workers to end before it kills them.
+CLOSE_SECONDS = 5.0
+#: How often a worker checks that its client is alive, in seconds.
+_WATCH_SECONDS = 0.1
+#: prctl(2)'s option that sends a signal on the parent's death (Linux).
+_PR_SET_PDEATHSIG = 1
 #: Cores per process --processes auto gives (each process runs that many threads).
 AUTO_CORES_PER_PROCESS = 2
 #: Inputs per process --processes auto asks for: a short job stays in this process,
@@ -130,7 +145,16 @@ class LocalProcesses:
         with self.lock:
             self.closing = True
             pool = self.pool
-        pool.shutdown(wait=True, cancel_futures=True)
+        # concurrent.futures lists a pool's processes nowhere public (and drops them on shutdown).
+        workers = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + CLOSE_SECONDS
+        for worker in workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+        for worker in workers:
+            if worker.is_alive():
+                worker.kill()
+        pool.shutdown(wait=True)
         if self.service is not None:
             self.service.close()
 
@@ -167,7 +191,7 @@ class LocalProcesses:
             self.count,
             mp_context=self.context,
             initializer=_start_worker,
-            initargs=(address, self.threads),
+            initargs=(address, self.threads, os.getpid()),
         )
 
     def _submit(self, task: list[Admitted], settings: Settings) -> Future[Any]:
@@ -240,9 +264,36 @@ def _cancel(futures: list[Any]) -> None:
         future.cancel()
 
 
-def _start_worker(service: ServiceAddress | None, threads: int) -> None:
-    """A worker's set-up: ignore Ctrl-C (the client stops it), label through the service
-    (without one, its tasks make a CPU backend of their own)."""
+def _start_worker(service: ServiceAddress | None, threads: int, client: int) -> None:
+    """A worker's set-up: die with the client (module docstring), ignore Ctrl-C (the client
+    stops it), label through the service (without one, its tasks make a CPU backend of
+    their own)."""
+    _die_with_parent()
+    threading.Thread(target=_watch, args=(client,), daemon=True, name="gccl-watch").start()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if service is not None:
         use_backend(ServedBackend(service, threads))
+
+
+def _die_with_parent() -> None:
+    """Have the kernel SIGKILL this process when its parent exits (Linux; elsewhere a no-op)."""
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request was in place
+        os._exit(1)
+
+
+def _watch(client: int) -> None:
+    """End this worker at once when the client process is gone."""
+    while True:
+        time.sleep(_WATCH_SECONDS)
+        try:
+            os.kill(client, 0)
+        except ProcessLookupError:
+            os._exit(1)
+        except PermissionError:
+            pass
