@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -32,6 +33,7 @@ from .errors import EXIT_INTERRUPTED, EXIT_USAGE, GcclError
 from .options import OPTIONS
 
 if TYPE_CHECKING:  # the pipeline (numpy, codecs) loads only when a command runs
+    from .config import Settings
     from .run.records import Record, RunReport
 
 app = typer.Typer(
@@ -147,6 +149,12 @@ LABEL_EXAMPLES = """Examples:
   gccl label frames/ --tau 20 --min-area 50 --out segments/ --preview
   find /data -name '*.png' | gccl label - --out labels/ --json -q
 """
+WATCH_EXAMPLES = """Examples:
+
+\b
+  gccl watch incoming/ --out labels/ --tau 20 --min-area 50 --json
+  gccl watch /mnt/share/scans --poll --poll-interval 2 --invert --out labels/
+"""
 
 
 def _label_parameters() -> list[inspect.Parameter]:
@@ -208,15 +216,25 @@ def _label_parameters() -> list[inspect.Parameter]:
 
 def label_command(inputs: list[str], config: list[Path] | None = None, **flags: Any) -> None:
     """Label every input image and write label images, statistics CSVs and a summary."""
-    from .config import resolve
     from .run.command import run_label
+
+    _run_command(lambda settings, reporter: run_label(inputs, settings, reporter), config, flags)
+
+
+def _run_command(
+    run: Callable[[Settings, ConsoleReporter], RunReport],
+    config: list[Path] | None,
+    flags: dict[str, Any],
+) -> None:
+    """Resolve the settings, run, print the closing line and exit with the run's code."""
+    from .config import resolve
     from .run.records import exit_code
 
     reporter: ConsoleReporter | None = None
     try:
         settings = resolve(config or [], flags)
         reporter = ConsoleReporter(settings.quiet, settings.json)
-        report = run_label(inputs, settings, reporter)
+        report = run(settings, reporter)
     except GcclError as error:
         if reporter is not None:  # before the message, so that it is the last line
             reporter.stop(abandoned=True)
@@ -233,6 +251,63 @@ def label_command(inputs: list[str], config: list[Path] | None = None, **flags: 
 
 label_command.__signature__ = inspect.Signature(_label_parameters())  # type: ignore[attr-defined]
 app.command("label", epilog=LABEL_EXAMPLES)(label_command)
+
+
+def watch_command(
+    folders: list[str],
+    config: list[Path] | None = None,
+    poll: bool = False,
+    poll_interval: float = 1.0,
+    **flags: Any,
+) -> None:
+    """Label the images in folders, then each new one once it is complete, until stopped."""
+    from .run.watch import run_watch
+
+    def run(settings: Settings, reporter: ConsoleReporter) -> RunReport:
+        return run_watch(folders, settings, reporter, poll, poll_interval)
+
+    _run_command(run, config, flags)
+
+
+def _watch_parameters() -> list[inspect.Parameter]:
+    """watch's parameters: the folders, every option of `gccl label`, --poll, --poll-interval."""
+    folders = inspect.Parameter(
+        "folders",
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        annotation=Annotated[
+            list[str],
+            typer.Argument(help="Folders to watch.", metavar="DIR", show_default=False),
+        ],
+    )
+    poll = inspect.Parameter(
+        "poll",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=False,
+        annotation=Annotated[
+            bool,
+            typer.Option(
+                "--poll",
+                help="Poll the folders instead of waiting for file events (network shares): "
+                "a file is taken once its size and mtime hold for --poll-interval.",
+            ),
+        ],
+    )
+    interval = inspect.Parameter(
+        "poll_interval",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=1.0,
+        annotation=Annotated[
+            float,
+            typer.Option(
+                "--poll-interval", min=0.01, metavar="SECONDS", help="Seconds between polls."
+            ),
+        ],
+    )
+    return [folders, *_label_parameters()[1:], poll, interval]
+
+
+watch_command.__signature__ = inspect.Signature(_watch_parameters())  # type: ignore[attr-defined]
+app.command("watch", epilog=WATCH_EXAMPLES)(watch_command)
 
 
 @config_app.command("show")

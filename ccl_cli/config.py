@@ -54,6 +54,7 @@ class Settings:
     fail_fast: bool = False
     fsync: bool = True
     batch_size: int | str = "auto"
+    batch_window: int | float = 5.0
     device: str = "auto"
     devices: str | None = None
     workers: int | None = None

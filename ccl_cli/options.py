@@ -349,6 +349,14 @@ OPTIONS: tuple[Option, ...] = (
         _count_or_auto,
     ),
     Option(
+        "batch_window",
+        5.0,
+        "MS",
+        "Inputs that arrive over time (stdin, gccl watch): a batch takes what arrives "
+        "within MS milliseconds of its first input.",
+        _non_negative,
+    ),
+    Option(
         "device",
         "auto",
         "DEVICE",

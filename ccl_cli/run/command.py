@@ -41,7 +41,7 @@ from ..io.outputs import (
 from .freshness import RUN_RECORD_NAME, RunRecord
 from .local import LocalRun, usable_cores
 from .records import Admitted, FailFast, Outcomes, Record, Reporter, RunReport, Stop
-from .sources import DEFAULT_BATCH_WINDOW_MS, Arrival, ListSource, Source
+from .sources import Arrival, ListSource, Source
 from .stream import StdinSource
 
 NO_IMAGES = "no images found in the inputs (.png, .tif, .tiff, .npy)"
@@ -103,7 +103,7 @@ def run_label(
     out = checked_out(settings)
     source: Source
     if "-" in specs and streams(settings):
-        source = StdinSource(specs, settings, _batch_window(settings), stdin)
+        source = StdinSource(specs, settings, settings.batch_window / 1000, stdin)
     else:
         items = expand(
             specs, settings.recursive, stdin, settings.null_separated, settings.relative_to
@@ -113,11 +113,6 @@ def run_label(
         source = ListSource(items)
     check_out_location(out, specs, settings.recursive)
     return run_source(source, settings, reporter)
-
-
-def _batch_window(settings: Settings) -> float:
-    """--batch-window in seconds."""
-    return float(getattr(settings, "batch_window", DEFAULT_BATCH_WINDOW_MS)) / 1000
 
 
 def checked_out(settings: Settings) -> Path:

@@ -19,8 +19,6 @@ from ..io.inputs import InputItem
 
 #: How often a source waiting for input calls its tick (Ctrl-C, SIGTERM, summary.csv).
 POLL_SECONDS = 0.2
-#: --batch-window's default, in milliseconds.
-DEFAULT_BATCH_WINDOW_MS = 5.0
 
 #: What a source yields: an input, or None where its input pauses (module docstring).
 Arrival = InputItem | None
