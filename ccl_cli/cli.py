@@ -383,7 +383,7 @@ def bench_command(
         str | None,
         typer.Option(
             help="Sizes of the generated suite, e.g. 640x480,1920x1080.  "
-            "\\[default: 640x480,1920x1080,4000x3000]",
+            "\\[default: 640x480,1920x1080,4000x3000; without a usable GPU 640x480,1920x1080]",
             show_default=False,
         ),
     ] = None,
@@ -409,6 +409,28 @@ def bench_command(
             "--plot", help="Write a PNG bar chart of speed-ups over OpenCV.", show_default=False
         ),
     ] = None,
+    invert: Annotated[
+        bool,
+        typer.Option(
+            "--invert", help="Flip the INPUT images' intensities first, as gccl label does."
+        ),
+    ] = False,
+    threshold: Annotated[
+        str | None,
+        typer.Option(
+            help="Binarize the INPUT images as gccl label does: foreground is v > T "
+            "(v < T with --invert).",
+            show_default=False,
+        ),
+    ] = None,
+    background: Annotated[
+        str | None,
+        typer.Option(
+            help="The INPUT images' non-foreground value (after --invert), or none.  "
+            "\\[default: 0]",
+            show_default=False,
+        ),
+    ] = None,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress lines (the report still prints).")
     ] = False,
@@ -421,7 +443,10 @@ def bench_command(
     from .bench.command import parse_options, run_bench_command
 
     try:
-        options = parse_options(engines, level, batch, repeat, tau, connectivity, sizes, cases)
+        options = parse_options(
+            engines, level, batch, repeat, tau, connectivity, sizes, cases,
+            invert, threshold, background,
+        )  # fmt: skip
         code = run_bench_command(inputs or [], options, json_path, csv_path, plot_path, quiet)
     except GcclError as error:
         raise _fail(str(error)) from None

@@ -10,17 +10,24 @@ from __future__ import annotations
 import importlib.util
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
+from ..contract.params import LabelParams
 from ..errors import EXIT_OK, EXIT_SOME_FAILED, InputError, UsageError
+from ..options import BY_NAME
 from .engines import ENGINE_NAMES, Engine, make_engines
 from .records import Record
 from .runner import Limits, run_end_to_end, run_kernel
 from .suite import FAMILIES, SIZES, Case, generated_cases, input_cases, parse_size
+
+#: The generated sizes on a machine without a usable GPU (the full suite ran 9 minutes
+#: on a 2-core CPU machine).
+QUICK_SIZES = SIZES[:2]
 
 LEVEL_CHOICES = ("kernel", "end-to-end", "both")
 
@@ -38,6 +45,9 @@ class Options:
     connectivities: tuple[int, ...]
     sizes: tuple[tuple[int, int], ...]
     families: tuple[str, ...]
+    #: How INPUT images are labeled besides tau and connectivity (gccl label's options).
+    base: LabelParams = field(default_factory=LabelParams)
+    explicit_sizes: bool = False
 
 
 def parse_options(
@@ -49,8 +59,16 @@ def parse_options(
     connectivity: int | None,
     sizes: str | None,
     cases: str | None,
+    invert: bool = False,
+    threshold: str | None = None,
+    background: str | None = None,
 ) -> Options:
     """Options from the command line's text; UsageError names the bad one."""
+    base = LabelParams(
+        background=_checked("background", background, 0),
+        invert=invert,
+        threshold=_checked("threshold", threshold, None),
+    )
     engine_names = _names("--engines", engines, ENGINE_NAMES)
     if level not in LEVEL_CHOICES:
         raise UsageError(f"--level must be one of {', '.join(LEVEL_CHOICES)}, got {level!r}")
@@ -78,7 +96,19 @@ def parse_options(
         connectivities=(8, 4) if connectivity is None else (connectivity,),
         sizes=size_list,
         families=_names("--cases", cases, FAMILIES) or FAMILIES,
+        base=base,
+        explicit_sizes=sizes is not None,
     )
+
+
+def _checked(name: str, text: str | None, default: Any) -> Any:
+    """--background or --threshold checked as gccl label checks it (options.py)."""
+    if text is None:
+        return default
+    try:
+        return BY_NAME[name].check(text)
+    except ValueError as error:
+        raise UsageError(f"--{name} must be {error}") from None
 
 
 def run_bench_command(
@@ -108,13 +138,33 @@ def run_bench_command(
     out = out or Console(highlight=False, width=None if _stdout_is_terminal() else 150)
     err = err or Console(stderr=True, highlight=False)
     engines, descriptions = _engines(options)
+    if not inputs and not options.explicit_sizes and not _gpu_usable():
+        options = replace(options, sizes=QUICK_SIZES)
+        if not quiet:
+            err.print(
+                Text(
+                    "gccl: no usable GPU: the quick suite (640x480, 1920x1080); "
+                    "--sizes 640x480,1920x1080,4000x3000 runs the full one",
+                    style="yellow",
+                )
+            )
     cases = _cases(inputs, options)
     limits = Limits(repeat=options.repeat)
     started = time.perf_counter()
+    planned = len(cases) * len(engines) * len(options.batches) * len(options.levels)
+    done = 0
 
     def step(text: str) -> None:
+        # Each step is one measurement; the estimate assumes the rest take as long on
+        # average (batches too slow to time are skipped, so it errs long).
+        nonlocal done
+        done += 1
+        elapsed = time.perf_counter() - started
+        left = (
+            f", about {elapsed / (done - 1) * (planned - done + 1):.0f} s left" if done > 1 else ""
+        )
         if not quiet:
-            err.print(Text(f"[{time.perf_counter() - started:7.1f} s] {text}", style="dim"))
+            err.print(Text(f"[{elapsed:7.1f} s] ({done}/{planned}{left}) {text}", style="dim"))
 
     records: list[Record] = []
     if "kernel" in options.levels:
@@ -130,7 +180,9 @@ def run_bench_command(
         write_csv(csv_path, records)
     if plot_path:
         write_plot(plot_path, records, machine)
-    step(f"done: {len(records)} records")
+    if not quiet:
+        elapsed = time.perf_counter() - started
+        err.print(Text(f"[{elapsed:7.1f} s] done: {len(records)} records", style="dim"))
     bad = problems(records)
     if bad:
         print_problems(err, bad)
@@ -170,6 +222,8 @@ def _engines(options: Options) -> tuple[list[Engine], dict[str, str]]:
 def _cases(inputs: Sequence[str], options: Options) -> list[Case]:
     """The user's images as cases, or the generated suite when there are none."""
     if not inputs:
+        if options.base != LabelParams():
+            raise UsageError("--invert, --threshold and --background apply to INPUT images")
         return generated_cases(options.families, options.sizes, options.connectivities, options.tau)
     if options.sizes != SIZES or options.families != FAMILIES:
         raise UsageError("--sizes and --cases choose generated cases; drop them with INPUT files")
@@ -188,7 +242,14 @@ def _cases(inputs: Sequence[str], options: Options) -> list[Case]:
             raise UsageError(f"{item.display}: {error}") from None
     if not images:
         raise UsageError("no images in the inputs (PNG, TIFF or NPY files)")
-    return input_cases(images, options.connectivities, options.tau)
+    return input_cases(images, options.connectivities, options.tau, options.base)
+
+
+def _gpu_usable() -> bool:
+    """Whether a CUDA device can be used here (the full suite is for GPUs)."""
+    from ..backends.cuda.loader import cuda_status
+
+    return cuda_status().usable
 
 
 def _split(text: str | None) -> list[str]:

@@ -29,6 +29,9 @@ def gccl_label_folder(folder: Path, out: Path, params: LabelParams, device: str,
 
     settings = Settings(
         out=out,
+        background=params.background,
+        invert=params.invert,
+        threshold=params.threshold,
         tau=params.tau,
         connectivity=params.connectivity,
         device=device,

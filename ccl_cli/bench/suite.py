@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -104,13 +104,17 @@ def generated_cases(
 
 
 def input_cases(
-    images: Iterable[tuple[str, np.ndarray]], connectivities: Sequence[int], tau: float | None
+    images: Iterable[tuple[str, np.ndarray]],
+    connectivities: Sequence[int],
+    tau: float | None,
+    base: LabelParams | None = None,
 ) -> list[Case]:
-    """Cases of the user's images: binary mode, or tau mode when tau is given."""
+    """Cases of the user's images: binary mode, or tau mode when tau is given; `base` holds
+    background, invert and threshold as gccl label takes them."""
     return [
         case
         for path, image in images
-        for case in _cases_of(path, "input", image, tau, connectivities, source=path)
+        for case in _cases_of(path, "input", image, tau, connectivities, source=path, base=base)
     ]
 
 
@@ -121,13 +125,14 @@ def _cases_of(
     tau: float | None,
     connectivities: Sequence[int],
     source: str | None = None,
+    base: LabelParams | None = None,
 ) -> list[Case]:
     return [
         Case(
             f"{stem} {connectivity}c",
             family,
             image,
-            LabelParams(tau=tau, connectivity=connectivity),
+            replace(base or LabelParams(), tau=tau, connectivity=connectivity),
             source,
         )
         for connectivity in connectivities

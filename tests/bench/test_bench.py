@@ -334,3 +334,69 @@ def test_an_unavailable_engine_asked_for_is_a_usage_error() -> None:
         pytest.skip("a CUDA device is usable here")
     with pytest.raises(UsageError, match="gccl-cuda"):
         run(options(engines="gccl-cuda"))
+
+
+def ndi_label(mask: np.ndarray) -> tuple[np.ndarray, int]:
+    """scipy.ndimage's 8-connected labels of `mask` (the independent reference)."""
+    import scipy.ndimage as ndi
+
+    labels, count = ndi.label(mask, np.ones((3, 3), bool))
+    return labels, int(count)
+
+
+def test_scans_bench_as_gccl_label_labels_them(tmp_path: Path) -> None:
+    # Dark ink (0) on light paper (255): with --invert the ink is what is labeled.
+    rng = np.random.default_rng(3)
+    page = np.where(rng.random((40, 50)) < 0.3, 0, 255).astype(np.uint8)
+    Image.fromarray(page).save(tmp_path / "scan.png")
+    ink, ink_count = ndi_label(page == 0)
+    json_path = tmp_path / "bench.json"
+    opts = parse_options("gccl-cpu,opencv,cc3d", "both", "1", 1, None, 8, None, None, invert=True)
+    code, _ = run(opts, [str(tmp_path / "scan.png")], json_path=json_path)
+    assert code == 0
+    records = json.loads(json_path.read_text())
+    counted = [r for r in records if r["components"] is not None]
+    assert {(r["engine"], r["level"]) for r in counted} >= {("gccl-cpu", "end-to-end")}
+    assert {r["components"] for r in counted} == {ink_count}
+    assert ink.max() == ink_count
+    # --threshold and --background choose the foreground the same way.
+    opts = parse_options("gccl-cpu,cc3d", "kernel", "1", 1, None, 8, None, None, threshold="100")
+    code, _ = run(opts, [str(tmp_path / "scan.png")], json_path=json_path)
+    assert {r["components"] for r in json.loads(json_path.read_text())} == {
+        ndi_label(page > 100)[1]
+    }
+    opts = parse_options("gccl-cpu", "kernel", "1", 1, None, 8, None, None, background="255")
+    code, _ = run(opts, [str(tmp_path / "scan.png")], json_path=json_path)
+    assert {r["components"] for r in json.loads(json_path.read_text())} == {ink_count}
+
+
+def test_label_options_need_input_images_and_valid_values() -> None:
+    with pytest.raises(UsageError, match="apply to INPUT images"):
+        run(options(invert=True))
+    with pytest.raises(UsageError, match="--threshold must be a number"):
+        options(threshold="dark")
+    with pytest.raises(UsageError, match="--background must be a number"):
+        options(background="white")
+
+
+def test_without_a_gpu_the_default_suite_is_the_quick_one_with_progress(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ccl_cli.bench import command
+
+    monkeypatch.setattr(command, "_gpu_usable", lambda: False)
+    err = io.StringIO()
+    json_path = tmp_path / "bench.json"
+    opts = parse_options("gccl-cpu", "kernel", "1", 1, None, 8, None, "random-0.1")
+    code = run_bench_command(
+        [],
+        opts,
+        json_path=json_path,
+        out=Console(file=io.StringIO(), width=200),
+        err=Console(file=err, width=200),
+    )
+    assert code == 0
+    assert {r["size"] for r in json.loads(json_path.read_text())} == {"640x480", "1920x1080"}
+    text = err.getvalue()
+    assert "no usable GPU: the quick suite (640x480, 1920x1080)" in text
+    assert "(1/2) kernel" in text and "(2/2, about" in text and "s left) kernel" in text

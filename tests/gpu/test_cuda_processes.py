@@ -9,16 +9,18 @@ from typer.testing import CliRunner
 
 from ccl_cli.cli import app
 from ccl_cli.io.outputs import LOCK_NAME
+from ccl_cli.run.freshness import RUN_RECORD_NAME
 
 pytestmark = gpu
 
 
 def _files(out: Path) -> dict[str, bytes]:
-    """Every output file but the lock and summary (whose seconds differ)."""
+    """Every output file but the lock, the summary (whose seconds differ) and the run record
+    (which names the backend and the times)."""
     return {
         str(path.relative_to(out)): path.read_bytes()
         for path in sorted(out.rglob("*"))
-        if path.is_file() and path.name not in (LOCK_NAME, "summary.csv")
+        if path.is_file() and path.name not in (LOCK_NAME, "summary.csv", RUN_RECORD_NAME)
     }
 
 
