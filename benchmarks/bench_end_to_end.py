@@ -137,7 +137,7 @@ def _peer_one(job: tuple[str, str, str]) -> list[object]:
     Path(f"{out}/{stem}.stats.csv").write_text("\n".join(rows) + "\n")
     height, width = labels.shape
     seconds = time.perf_counter() - started
-    return [path, width, height, str(values.dtype), count, kept, "ok", "", seconds]
+    return [path, "", width, height, str(values.dtype), count, kept, "ok", "", seconds]
 
 
 def peer_main(kind: str, folder: str, out: str, processes: int) -> None:
