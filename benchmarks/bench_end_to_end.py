@@ -201,7 +201,7 @@ def labeling_seconds(kind: str, paths: list[Path]) -> tuple[float, float]:
     and device memory of a new size, first launches); the second is the
     steady state that labeling costs per image.
     """
-    from ccl_cli import images
+    from ccl_cli.io import images
     from ccl_cli.backends.cuda.backend import CudaBackend
     from ccl_cli.config import resolve
 
