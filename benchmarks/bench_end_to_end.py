@@ -201,9 +201,9 @@ def labeling_seconds(kind: str, paths: list[Path]) -> tuple[float, float]:
     and device memory of a new size, first launches); the second is the
     steady state that labeling costs per image.
     """
-    from ccl_cli.io import images
     from ccl_cli.backends.cuda.backend import CudaBackend
     from ccl_cli.config import resolve
+    from ccl_cli.io import images
 
     flags = {"tau": 20, "min_area": 50} if kind == "depth" else {"invert": True}
     params = resolve([], flags).label_params()
