@@ -24,7 +24,7 @@ from ..config import Settings
 from ..contract.stats import CSV_COLUMNS
 from ..io.images import LABEL_MARK
 from ..io.inputs import InputItem
-from ..io.outputs import OutDir, OutputPaths, atomic_write
+from ..io.outputs import LOCK_NAME, OutDir, OutputPaths, atomic_write
 
 RUN_RECORD_NAME = "gccl-run.json"
 
@@ -50,11 +50,14 @@ class RunRecord:
         self.device = settings.device
         self.started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         previous = _read(self.path)
+        # Times on the file system's own clock, which stamps the outputs: the lock file was
+        # written as this run started. time.time_ns() is finer and may run ahead of it, so an
+        # output written just after the start could otherwise look older than the run.
+        self.now = (out / LOCK_NAME).stat().st_mtime_ns
         if previous is not None and previous.get("options") == self.options:
             self.since = int(previous.get("since", 0))
         else:
-            self.since = time.time_ns()
-        self.now = time.time_ns()
+            self.since = self.now
 
     def write(self, backend: str, finished: bool) -> None:
         """Write the record (at the start and at the end of the run)."""
