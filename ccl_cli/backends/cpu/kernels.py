@@ -182,71 +182,6 @@ def _new_label(parent, acc, acc32, n, off):
 
 
 @compiled()
-def _first_row(fg, cur, parent, acc, acc32, n, off):
-    """A strip's first row: only the left neighbour joins."""
-    for x in range(fg.shape[0]):
-        if not fg[x]:
-            cur[x] = 0
-        elif x > 0 and cur[x - 1] != 0:
-            cur[x] = cur[x - 1]
-        else:
-            n = _new_label(parent, acc, acc32, n, off)
-            cur[x] = n
-    return n
-
-
-@compiled()
-def _row8(fg, up, cur, parent, acc, acc32, n, off):
-    """A binary row, 8-connectivity: SAUF's decision tree (up, up-right, up-left, left)."""
-    last = fg.shape[0] - 1
-    for x in range(fg.shape[0]):
-        if not fg[x]:
-            cur[x] = 0
-            continue
-        b = up[x]
-        if b != 0:  # up touches every other neighbour: nothing to join
-            cur[x] = b
-            continue
-        c = up[x + 1] if x < last else 0
-        ul = up[x - 1] if x > 0 else 0
-        if c != 0:
-            if ul != 0:
-                label = _union(parent, c, ul) if c != ul else c
-            else:
-                d = cur[x - 1] if x > 0 else 0
-                label = _union(parent, c, d) if d != 0 and c != d else c
-        elif ul != 0:
-            label = ul
-        elif x > 0 and cur[x - 1] != 0:
-            label = cur[x - 1]
-        else:
-            n = _new_label(parent, acc, acc32, n, off)
-            label = n
-        cur[x] = label
-    return n
-
-
-@compiled()
-def _row4(fg, up, cur, parent, acc, acc32, n, off):
-    """A binary row, 4-connectivity (up, left)."""
-    for x in range(fg.shape[0]):
-        if not fg[x]:
-            cur[x] = 0
-            continue
-        b = up[x]
-        d = cur[x - 1] if x > 0 else 0
-        if b != 0:
-            label = _union(parent, b, d) if d != 0 and d != b else b
-        elif d != 0:
-            label = d
-        else:
-            n = _new_label(parent, acc, acc32, n, off)
-            label = n
-        cur[x] = label
-    return n
-
-
-@compiled()
 def _runs(cont, cur, vrow, y, acc, acc32, off, bits):
     """Sum each run of row y into the record of its label: a run starts at a
     foreground pixel (cont[x] odd) and continues while cont[x] & 2 (joins its
@@ -277,30 +212,84 @@ def _runs(cont, cur, vrow, y, acc, acc32, off, bits):
 
 
 @compiled()
-def _binary_cont(fg, cont):
-    """cont[x] = fg[x] | 2 * (fg[x] and fg[x - 1]): binary runs for _runs."""
-    cont[0] = fg[0]
-    for x in range(1, fg.shape[0]):
-        cont[x] = np.uint8(fg[x]) | (np.uint8(fg[x] & fg[x - 1]) << 1)
+def _row_runs(fg, runs):
+    """The foreground runs of a row: runs[2 i], runs[2 i + 1] = start and end
+    (exclusive) of run i; returns their number. Branch-free: a store per pixel."""
+    k = 0
+    previous = False
+    width = fg.shape[0]
+    for x in range(width):
+        f = fg[x]
+        runs[k] = x
+        k += f != previous
+        previous = f
+    runs[k] = width
+    k += previous
+    return k // 2
 
 
 @compiled()
-def _binary_strip(image, values, prov, parent, acc, acc32, r0, r1, off, eight, rule, a, fg, cont):
-    """Binary first pass over rows r0..r1-1 (labels from r0 * width + 1, label
-    l's record at off + l); returns the last label made."""
-    n = r0 * image.shape[1]
+def _binary_strip(
+    image, values, prov, parent, acc, acc32, r0, r1, off, eight, rule, a, fg, runs, above
+):
+    """Binary first pass over rows r0..r1-1, run by run (labels from r0 * width + 1,
+    label l's record at off + l); returns the last label made.
+
+    A run joins every run of the row above that touches it (8-connectivity: also
+    diagonally); a run touching none starts a label, so labels are made in raster
+    order of their first pixel. runs and above: two (2 * width + 2) buffers, the
+    run bounds of this row and the previous one.
+    """
+    floating = float_values(values)
+    width = image.shape[1]
+    grow = 1 if eight else 0
+    n = r0 * width
     bits = np.empty(1, np.float64)
+    n_above = 0
     for y in range(r0, r1):
         _foreground_row(image[y], rule, a, fg)
-        cur = prov[y]
-        if y == r0:
-            n = _first_row(fg, cur, parent, acc, acc32, n, off)
-        elif eight:
-            n = _row8(fg, prov[y - 1], cur, parent, acc, acc32, n, off)
-        else:
-            n = _row4(fg, prov[y - 1], cur, parent, acc, acc32, n, off)
-        _binary_cont(fg, cont)
-        _runs(cont, cur, values[y], y, acc, acc32, off, bits)
+        k = _row_runs(fg, runs)
+        cur, vrow = prov[y], values[y]
+        j = 0
+        x = 0
+        for i in range(k):
+            s, e = runs[2 * i], runs[2 * i + 1]
+            while j < n_above and above[2 * j + 1] + grow <= s:
+                j += 1
+            label = 0
+            jj = j
+            while jj < n_above and above[2 * jj] < e + grow:
+                q = prov[y - 1, above[2 * jj]]
+                if label == 0:
+                    label = q
+                elif label != q:
+                    label = _union(parent, label, q)
+                jj += 1
+            if label == 0:
+                n = _new_label(parent, acc, acc32, n, off)
+                label = n
+            for xx in range(x, s):
+                cur[xx] = 0
+            term, mag, key = _value(vrow[s], bits)
+            total = mag if floating else term
+            lo = key
+            hi = key
+            cur[s] = label
+            for xx in range(s + 1, e):
+                cur[xx] = label
+                term, mag, key = _value(vrow[xx], bits)
+                if floating:
+                    total = max(total, mag)
+                else:
+                    total += term
+                lo = min(lo, key)
+                hi = max(hi, key)
+            _add(acc, acc32, off + label, e - s, s, y, total, lo, hi, floating)
+            x = e
+        for xx in range(x, width):
+            cur[xx] = 0
+        runs, above = above, runs
+        n_above = k
     return n
 
 
@@ -444,14 +433,15 @@ def label_binary(
     floating = float_values(values)
     width = images.shape[2]
     fg = np.empty(width, np.bool_)
-    cont = np.empty(width, np.uint8)
+    runs = np.empty(2 * width + 2, np.int64)
+    above = np.empty(2 * width + 2, np.int64)
     for t in range(lo, hi):
         n, r0, r1 = tasks[t, 0], tasks[t, 1], tasks[t, 2]
         base = r0 * width
         off = acc_first[t] - base - 1
         last = _binary_strip(
             images[n], values[n], prov[n], parent[n], acc, acc32, r0, r1, off, eight, rule, a,
-            fg, cont,
+            fg, runs, above,
         )  # fmt: skip
         local_counts[t] = _flatten(parent[n], acc, acc32, base, last, acc_first[t], floating)
 

@@ -30,6 +30,8 @@ from .stages import NumpyStages
 
 #: Fewest rows a strip gets: thinner strips cost more in seams than they gain.
 MIN_STRIP_ROWS = 32
+#: Largest working array kept for the next call of a thread (scratch).
+SCRATCH_LIMIT = 256 << 20
 
 # Threads besides the caller's that run the kernels (they release the GIL), made on first use.
 _workers: list[ThreadPoolExecutor] = []
@@ -90,6 +92,29 @@ def _pool() -> ThreadPoolExecutor:
         if not _workers:
             _workers.append(ThreadPoolExecutor(max(1, pool_size() - 1), "gccl-cpu"))
         return _workers[0]
+
+
+class _Scratch(threading.local):
+    """One thread's working arrays, kept between calls: fresh memory costs a page
+    fault per 4 KiB touched, as much as labeling a sparse image."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, np.ndarray] = {}
+
+
+_scratch = _Scratch()
+
+
+def scratch(name: str, shape: tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
+    """An uninitialized working array (never one a result keeps), reusing this
+    thread's last one of that name when it is large enough."""
+    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    kept = _scratch.arrays.get(name)
+    if kept is None or kept.nbytes < size:
+        kept = np.empty(max(size, 1), np.uint8)
+        if size <= SCRATCH_LIMIT:
+            _scratch.arrays[name] = kept
+    return kept[:size].view(dtype).reshape(shape)
 
 
 def label_image(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, StatsTable, int]:
@@ -164,8 +189,9 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
 
     # Provisional labels live in the output when it is uint32, else in a scratch image.
     in_place = out.dtype == np.uint32 and out.flags.c_contiguous
-    prov = out.view(np.int32) if in_place else np.empty(values.shape, np.int32)
-    parent = np.empty(
+    prov = out.view(np.int32) if in_place else scratch("prov", values.shape, np.int32)
+    parent = scratch(
+        "parent",
         (count, height * width + 1),
         np.int64 if height * width >= 2**31 - 1 else np.int32,
     )
@@ -175,7 +201,7 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
     per_row = (width + 1) // 2 if binary else width
     acc_first = np.zeros(len(tasks) + 1, np.int64)
     np.cumsum((tasks[:, 2] - tasks[:, 1]) * per_row, out=acc_first[1:])
-    acc = np.empty((acc_first[-1], kernels.RECORD), np.int64)
+    acc = scratch("acc", (acc_first[-1], kernels.RECORD), np.int64)
     local_counts = np.empty(len(tasks), np.int64)
     acc32 = acc.view(np.int32)
     if binary:
@@ -204,7 +230,7 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
         )
     component_first = np.zeros(count + 1, np.int64)
     np.cumsum(components, out=component_first[1:])
-    stats = np.empty((component_first[-1], kernels.RECORD), np.int64)
+    stats = scratch("stats", (component_first[-1], kernels.RECORD), np.int64)
     kernels.reduce_stats(
         acc, acc.view(np.int32), acc_first, first, tasks, image_tasks, forest, component_first,
         stats, stats.view(np.int32), floating,
@@ -243,7 +269,7 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
         spread(kernels.write_labels, len(tasks), threads, *write, out, ~too_many)
         if too_many.any():
             spread(kernels.write_labels, len(tasks), threads, *write, prov, too_many)
-            wide = {int(n): prov[n].view(np.uint32) for n in np.flatnonzero(too_many)}
+            wide = {int(n): prov[n].view(np.uint32).copy() for n in np.flatnonzero(too_many)}
     else:
         spread(
             kernels.write_labels, len(tasks), threads,
