@@ -569,22 +569,22 @@ def reduce_stats(
     floating,
 ):
     """Records of each image's components (stats[component_first[n] + k - 1]) from
-    its local records."""
+    its local records. merge_seams numbers the components in slot order, so a
+    component's first slot is met when it is one past the last one met: that
+    record is copied, the later ones are added."""
     for n in range(image_tasks.shape[0] - 1):
         c0 = component_first[n] - 1
-        for c in range(component_first[n], component_first[n + 1]):
-            _clear(stats, stats32, c)
+        met = 0
         for t in range(image_tasks[n], image_tasks[n + 1]):
             for local in range(1, first[t + 1] - first[t]):
-                _merge(
-                    stats,
-                    stats32,
-                    c0 + forest[first[t] + local],
-                    acc,
-                    acc32,
-                    acc_first[t] + local - 1,
-                    floating,
-                )
+                k = forest[first[t] + local]
+                i = acc_first[t] + local - 1
+                if k > met:
+                    met = k
+                    for field in range(RECORD):
+                        stats[c0 + k, field] = acc[i, field]
+                else:
+                    _merge(stats, stats32, c0 + k, acc, acc32, i, floating)
 
 
 @compiled()

@@ -12,6 +12,7 @@ backend").
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -78,6 +79,9 @@ def spread(kernel: Callable[..., None], tasks: int, threads: int, *args: object)
     parts = max(1, min(engine_threads(threads), tasks))
     ranges = list(pairwise(tasks * i // parts for i in range(parts + 1)))
     futures = [_pool().submit(kernel, *args, lo, hi) for lo, hi in ranges[1:]]
+    if not futures:
+        kernel(*args, *ranges[0])
+        return
     try:
         kernel(*args, *ranges[0])
     finally:
@@ -108,7 +112,7 @@ _scratch = _Scratch()
 def scratch(name: str, shape: tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
     """An uninitialized working array (never one a result keeps), reusing this
     thread's last one of that name when it is large enough."""
-    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    size = math.prod(shape) * np.dtype(dtype).itemsize
     kept = _scratch.arrays.get(name)
     if kept is None or kept.nbytes < size:
         kept = np.empty(max(size, 1), np.uint8)
@@ -150,12 +154,9 @@ def foreground_rule(dtype: np.dtype, params: LabelParams) -> tuple[int, float]:
 def plan(count: int, height: int, threads: int) -> np.ndarray:
     """Tasks (image, first row, end row): the same strips for every image of the batch."""
     strips = max(1, min(-(-threads // max(count, 1)), height // MIN_STRIP_ROWS))
-    cuts = np.linspace(0, height, strips + 1).round().astype(np.int64)
-    tasks = np.empty((count * strips, 3), np.int64)
-    tasks[:, 0] = np.repeat(np.arange(count), strips)
-    tasks[:, 1] = np.tile(cuts[:-1], count)
-    tasks[:, 2] = np.tile(cuts[1:], count)
-    return tasks
+    cuts = [round(height * i / strips) for i in range(strips + 1)]
+    strip_rows = list(pairwise(cuts))
+    return np.array([(n, r0, r1) for n in range(count) for r0, r1 in strip_rows], np.int64)
 
 
 def _numbers(values: np.ndarray) -> np.ndarray:
