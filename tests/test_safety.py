@@ -668,7 +668,11 @@ def test_killing_the_fork_server_and_a_worker_neither_hangs_nor_leaves_processes
     try:
         for _ in range(TIMEOUT * 50):
             seen |= descendants(client.pid)
-            server = [pid for pid in seen if b"forkserver" in command_line(pid)]
+            server = [  # the workers, forked from it, have its command line too
+                pid
+                for pid in seen
+                if b"forkserver" in command_line(pid) and parent_of(pid) == client.pid
+            ]
             workers = [pid for pid in seen if server and parent_of(pid) == server[0]]
             if workers and out.exists() and len(list(out.glob("*.stats.csv"))) >= 4:
                 killed = [server[0], workers[0]]

@@ -32,7 +32,8 @@ Workers come from a fork server, started first thing. A worker that dies
 (the kernel's out-of-memory killer, a crash in a codec, a SIGTERM) breaks
 Python's pool and every task in it: the pool is replaced and those tasks
 are sent again, up to RETRIES times each, as Dask does for a cluster's
-workers.
+workers. A worker that cannot be started (the fork server was killed) is
+a lost try of its task too: every task ends, none leaves the run waiting.
 """
 
 from __future__ import annotations
