@@ -105,7 +105,7 @@ class LocalProcesses:
         self.task_size = spread_task_size(inputs, count)
         self.context = context
         auto = settings.device == "auto"  # CPU labeling while the GPU starts
-        self.service = LabelingService(count, cpu_meanwhile=auto) if SHARED_MEMORY else None
+        self.service = LabelingService(count, auto, notice) if SHARED_MEMORY else None
         self.backend_error: BaseException | None = None
         self.making: threading.Thread | None = None
         if self.service is None:  # workers label on their own: check the device first
