@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from ..backends import make_backend
 from ..backends.base import Backend
+from ..backends.cpu.numba_start import skip_blas_probe
 from ..config import Settings
 from ..errors import (
     GcclError,
@@ -132,6 +133,8 @@ def streams(settings: Settings) -> bool:
 
 def run_source(source: Source, settings: Settings, reporter: Reporter) -> RunReport:
     """Label the inputs of `source` into --out: the lock, the engine, summary.csv."""
+    if settings.scheduler is None and not settings.device.startswith("cuda"):
+        skip_blas_probe()  # this process or its workers may label on the CPU
     out = checked_out(settings)
     engine = _engine(settings, reporter, source.total)
     started = time.perf_counter()

@@ -117,7 +117,8 @@ class LocalProcesses:
         self.threads = settings.workers or max(1, usable_cores() // count)
         self.task_size = spread_task_size(inputs, count)
         self.context = context
-        self.service = LabelingService(count) if SHARED_MEMORY else None
+        auto = settings.device == "auto"  # CPU labeling while the GPU starts
+        self.service = LabelingService(count, auto, notice) if SHARED_MEMORY else None
         self.backend_error: BaseException | None = None
         self.making: threading.Thread | None = None
         if self.service is None:  # workers label on their own: check the device first
