@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from ..backends import make_backend
 from ..backends.base import Backend
+from ..backends.cpu.start import start_numba_without_blas
 from ..config import Settings
 from ..errors import (
     GcclError,
@@ -257,6 +258,8 @@ def _engine(settings: Settings, reporter: Reporter, inputs: int | None) -> Engin
     if count > 1 and inputs is not None:
         return LocalProcesses(count, settings, start_fork_server(), inputs, reporter.notice)
     params = settings.label_params()  # auto labels on the CPU while CUDA starts
+    if settings.device in ("auto", "cpu"):
+        start_numba_without_blas()
     backend = make_backend(settings.device, workers, reporter.notice, settings.devices, params)
     return _Local(backend, workers)
 

@@ -42,17 +42,21 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
+from importlib.util import find_spec
 from multiprocessing import forkserver
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..backends import make_backend
 from ..backends.base import warm_up
+from ..backends.cpu.start import start_numba_without_blas
 from ..config import Settings
 from ..errors import UsageError
 from .local import usable_cores
 from .records import Admitted, Outcomes
-from .service import SHARED_MEMORY, LabelingService, ServedBackend, ServiceAddress
 from .tasks import TaskRunner, label_task, spread_task_size, use_backend
+
+if TYPE_CHECKING:  # the service (and the CUDA modules it names) loads once workers start
+    from .service import LabelingService, ServiceAddress
 
 #: Resends of a task whose pool broke (a worker died) before it is failed.
 RETRIES = 2
@@ -104,7 +108,9 @@ class LocalProcesses:
         self.threads = settings.workers or max(1, usable_cores() // count)
         self.task_size = spread_task_size(inputs, count)
         self.context = context
-        self.service = LabelingService(count) if SHARED_MEMORY else None
+        from .service import SHARED_MEMORY, LabelingService
+
+        self.service: LabelingService | None = LabelingService(count) if SHARED_MEMORY else None
         self.backend_error: BaseException | None = None
         self.making: threading.Thread | None = None
         if self.service is None:  # workers label on their own: check the device first
@@ -118,6 +124,8 @@ class LocalProcesses:
             self.making.start()
         self.lock = threading.Lock()
         self.closing = False
+        # Workers that label on their own cores start numba as this process does.
+        self.cpu_workers = settings.device == "cpu" or find_spec("cupy") is None
         self.pool = self._new_pool()
 
     def _make_backend(self, settings: Settings, notice: Callable[[str], None]) -> None:
@@ -191,7 +199,7 @@ class LocalProcesses:
             self.count,
             mp_context=self.context,
             initializer=_start_worker,
-            initargs=(address, self.threads, os.getpid()),
+            initargs=(address, self.threads, os.getpid(), self.cpu_workers),
         )
 
     def _submit(self, task: list[Admitted], settings: Settings) -> Future[Any]:
@@ -244,7 +252,7 @@ def start_fork_server() -> Any:
     it is started in a thread, before this process sets up its backend.
     """
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["ccl_cli.tasks", "ccl_cli.service"])
+    context.set_forkserver_preload(["ccl_cli.run.tasks", "ccl_cli.run.service"])
     threading.Thread(target=forkserver.ensure_running, daemon=True).start()
     return context
 
@@ -264,14 +272,20 @@ def _cancel(futures: list[Any]) -> None:
         future.cancel()
 
 
-def _start_worker(service: ServiceAddress | None, threads: int, client: int) -> None:
+def _start_worker(
+    service: ServiceAddress | None, threads: int, client: int, cpu_labels: bool
+) -> None:
     """A worker's set-up: die with the client (module docstring), ignore Ctrl-C (the client
     stops it), label through the service (without one, its tasks make a CPU backend of
-    their own)."""
+    their own); numba started as in the client where it labels on the CPU."""
     _die_with_parent()
+    if cpu_labels:
+        start_numba_without_blas()
     threading.Thread(target=_watch, args=(client,), daemon=True, name="gccl-watch").start()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if service is not None:
+        from .service import ServedBackend
+
         use_backend(ServedBackend(service, threads))
 
 
