@@ -1,8 +1,10 @@
 """--device auto on a GPU machine: label on the CPU at once, on the GPU once it is ready.
 
 Making a CUDA backend (CuPy's import, the driver, a context, the kernels)
-takes about a second, longer than a small job takes on the CPU. So the GPU
-starts in a daemon thread while batches are labeled on the CPU; each batch
+takes about a second, longer than a small job takes on the CPU, and its
+imports compete with the run for Python's GIL. So batches are labeled on the
+CPU, the GPU starts in a daemon thread once the CPU has labeled for
+START_AFTER_SECONDS (a job done sooner never pays for CUDA), and each batch
 goes to the GPU if it is ready by then. The backends give the same bytes, so
 which one labels a batch changes nothing in the outputs (BatchResult.backend
 says which did). A run that ends first never waits for the thread: a daemon
@@ -14,6 +16,7 @@ one notice, and that batch and the rest are labeled on the CPU.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,12 +25,17 @@ import numpy as np
 from ..contract.params import LabelParams
 from .base import Backend, BatchResult, LabelSteps, in_one_step
 
+#: Seconds of CPU labeling after which the GPU is started (0: at once).
+START_AFTER_SECONDS = 0.2
+
 
 class HybridBackend:
     """The CPU backend until the one `start` makes is ready, then that one (module docstring).
 
     start: makes the GPU backend (in a thread); it raises when there is none,
     and the run stays on the CPU (then `notice` gets why, if `why` names it).
+    start_after: seconds of CPU labeling before the GPU is started (0: now;
+    None: START_AFTER_SECONDS).
     """
 
     #: Made for a run in this process only (make_backend's cpu_first), never served
@@ -40,6 +48,7 @@ class HybridBackend:
         start: Callable[[], Backend],
         notice: Callable[[str], None],
         why: Callable[[BaseException], str | None] = lambda error: None,
+        start_after: float | None = None,
     ) -> None:
         self.cpu = cpu
         self.notice = notice
@@ -50,6 +59,16 @@ class HybridBackend:
         self._thread = threading.Thread(
             target=self._start, args=(start, why), name="gccl-gpu-start", daemon=True
         )
+        self._cpu_seconds_left = START_AFTER_SECONDS if start_after is None else start_after
+        self._started = False
+        if self._cpu_seconds_left <= 0:
+            self._start_gpu()
+
+    def _start_gpu(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
         self._thread.start()
 
     def _start(
@@ -67,7 +86,10 @@ class HybridBackend:
             self.name = gpu.name
 
     def wait_started(self, timeout: float | None = None) -> bool:
-        """Wait for the GPU's start to end (made or given up); False if it is still going."""
+        """Wait for the GPU's start to end (made or given up); False if it is still going
+        or has not begun."""
+        if not self._started:
+            return False
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
@@ -92,8 +114,13 @@ class HybridBackend:
             else:
                 result.backend = result.backend or backend.name
                 return result
+        began = time.perf_counter()
         result = self.cpu.label(batch, params, out, narrow)
         result.backend = result.backend or self.cpu.name
+        if not self._started:
+            self._cpu_seconds_left -= time.perf_counter() - began
+            if self._cpu_seconds_left <= 0:
+                self._start_gpu()
         return result
 
     def per_device(self) -> list[Backend]:

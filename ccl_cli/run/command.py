@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from ..backends import make_backend
 from ..backends.base import Backend
-from ..backends.cpu.start import start_numba_without_blas
+from ..backends.cpu.numba_start import skip_blas_probe
 from ..config import Settings
 from ..errors import (
     GcclError,
@@ -133,6 +133,8 @@ def streams(settings: Settings) -> bool:
 
 def run_source(source: Source, settings: Settings, reporter: Reporter) -> RunReport:
     """Label the inputs of `source` into --out: the lock, the engine, summary.csv."""
+    if settings.scheduler is None and not settings.device.startswith("cuda"):
+        skip_blas_probe()  # this process or its workers may label on the CPU
     out = checked_out(settings)
     engine = _engine(settings, reporter, source.total)
     started = time.perf_counter()
@@ -258,8 +260,6 @@ def _engine(settings: Settings, reporter: Reporter, inputs: int | None) -> Engin
     if count > 1 and inputs is not None:
         return LocalProcesses(count, settings, start_fork_server(), inputs, reporter.notice)
     params = settings.label_params()  # auto labels on the CPU while CUDA starts
-    if settings.device in ("auto", "cpu"):
-        start_numba_without_blas()
     backend = make_backend(settings.device, workers, reporter.notice, settings.devices, params)
     return _Local(backend, workers)
 

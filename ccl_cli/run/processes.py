@@ -42,13 +42,11 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
-from importlib.util import find_spec
 from multiprocessing import forkserver
 from typing import TYPE_CHECKING, Any
 
 from ..backends import make_backend
 from ..backends.base import warm_up
-from ..backends.cpu.start import start_numba_without_blas
 from ..config import Settings
 from ..errors import UsageError
 from .local import usable_cores
@@ -110,7 +108,10 @@ class LocalProcesses:
         self.context = context
         from .service import SHARED_MEMORY, LabelingService
 
-        self.service: LabelingService | None = LabelingService(count) if SHARED_MEMORY else None
+        auto = settings.device == "auto"  # CPU labeling while the GPU starts
+        self.service: LabelingService | None = (
+            LabelingService(count, cpu_meanwhile=auto) if SHARED_MEMORY else None
+        )
         self.backend_error: BaseException | None = None
         self.making: threading.Thread | None = None
         if self.service is None:  # workers label on their own: check the device first
@@ -124,8 +125,6 @@ class LocalProcesses:
             self.making.start()
         self.lock = threading.Lock()
         self.closing = False
-        # Workers that label on their own cores start numba as this process does.
-        self.cpu_workers = settings.device == "cpu" or find_spec("cupy") is None
         self.pool = self._new_pool()
 
     def _make_backend(self, settings: Settings, notice: Callable[[str], None]) -> None:
@@ -199,7 +198,7 @@ class LocalProcesses:
             self.count,
             mp_context=self.context,
             initializer=_start_worker,
-            initargs=(address, self.threads, os.getpid(), self.cpu_workers),
+            initargs=(address, self.threads, os.getpid()),
         )
 
     def _submit(self, task: list[Admitted], settings: Settings) -> Future[Any]:
@@ -272,15 +271,11 @@ def _cancel(futures: list[Any]) -> None:
         future.cancel()
 
 
-def _start_worker(
-    service: ServiceAddress | None, threads: int, client: int, cpu_labels: bool
-) -> None:
+def _start_worker(service: ServiceAddress | None, threads: int, client: int) -> None:
     """A worker's set-up: die with the client (module docstring), ignore Ctrl-C (the client
     stops it), label through the service (without one, its tasks make a CPU backend of
-    their own); numba started as in the client where it labels on the CPU."""
+    their own)."""
     _die_with_parent()
-    if cpu_labels:
-        start_numba_without_blas()
     threading.Thread(target=_watch, args=(client,), daemon=True, name="gccl-watch").start()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if service is not None:

@@ -43,6 +43,7 @@ from ..backends.base import (
     label_dtype,
     nothing_to_undo,
 )
+from ..backends.cpu.numba_start import skip_blas_probe
 from ..backends.cuda.backend import HOST_BATCH_BYTES
 from ..backends.steps import StepRunner
 from ..contract.params import LabelParams
@@ -80,18 +81,21 @@ class LabelingService:
     """Labels the batches of worker processes with this process's backend.
 
     The backend is handed over with `serve` (or its failure with `fail`)
-    once it is made, which may be after the workers started decoding: their
-    requests wait until then. A CPU backend is not served: the workers, which
-    have the cores, are told to label on their own. With several GPUs
-    (--devices), worker connections take them in turn.
+    once it is made, which may be after the workers started decoding. Until
+    then a request waits, or, with `cpu_meanwhile` (--device auto), its worker
+    is told to label that batch on its own CPU backend: a run never waits for
+    CUDA to start. A CPU backend is not served: the workers, which have the
+    cores, are told to label on their own. With several GPUs (--devices),
+    worker connections take them in turn.
     """
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, cpu_meanwhile: bool = False) -> None:
         authkey = secrets.token_bytes(32)
         self.listener = Listener(family="AF_UNIX", authkey=authkey)
         budget = max(1 << 20, HOST_BATCH_BYTES // max(1, workers))
         self.address = ServiceAddress(str(self.listener.address), authkey, budget)
         self.ready = threading.Event()
+        self.cpu_meanwhile = cpu_meanwhile
         self.backends: list[Backend] = []
         self.labeler: DeviceLabeler | None = None
         self.failure = ""
@@ -170,6 +174,9 @@ class LabelingService:
                         os.close(handle)
                     continue
                 _, batch, out, params, narrow = request
+                if self.cpu_meanwhile and not self.ready.is_set():
+                    connection.send(("cpu", None))  # this batch only: ask again next time
+                    continue
                 self.ready.wait()
                 if self.failure:
                     connection.send(("error", self.failure))
@@ -251,7 +258,8 @@ class ServedBackend:
         self.lock = threading.Lock()
         self.connection: Connection | None = None
         self.blocks = _SharedBlocks()
-        self.local: Backend | None = None
+        self.local: Backend | None = None  # set when the service serves no GPU
+        self.cpu: Backend | None = None
 
     def per_device(self) -> list[Backend]:
         """This backend."""
@@ -299,11 +307,11 @@ class ServedBackend:
                 os.close(handle)  # the service has its own now; the mapping stays
             connection.send(("label", *request_slots, params, narrow))
             status, answer = connection.recv()
-        if status == "self":
-            from ..backends.cpu.backend import CpuBackend
-
-            self.local = CpuBackend(self.threads)
-            return self._locally(self.local, batch, params, out, narrow)
+        if status in ("self", "cpu"):  # from now on, or this batch only (LabelingService)
+            cpu = self._cpu()
+            if status == "self":
+                self.local = cpu
+            return self._locally(cpu, batch, params, out, narrow)
         if status != "ok":
             raise RuntimeError(f"the labeling process failed ({answer})")
         if out is not None:
@@ -318,6 +326,15 @@ class ServedBackend:
         result = local.label(batch, params, out, narrow)
         result.backend = local.name
         return result
+
+    def _cpu(self) -> Backend:
+        """This worker's CPU backend, made once."""
+        if self.cpu is None:
+            from ..backends.cpu.backend import CpuBackend
+
+            skip_blas_probe()  # a worker process of the command (numba_start)
+            self.cpu = CpuBackend(self.threads)
+        return self.cpu
 
     def _connection(self) -> Connection:
         if self.connection is None:

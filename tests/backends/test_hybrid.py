@@ -82,7 +82,7 @@ def test_small_job_finishes_on_the_cpu_without_waiting(
         never.wait()
         return gpu
 
-    backend = HybridBackend(CpuBackend(1), start, lambda message: None)
+    backend = HybridBackend(CpuBackend(1), start, lambda message: None, start_after=0)
     out = tmp_path / "out"
     code, stdout, _ = _run_with(
         monkeypatch, backend, str(inputs), "-r", "--out", str(out), "--json"
@@ -118,7 +118,7 @@ def test_large_job_uses_both_with_identical_outputs(
         ready.set()
         assert holder[0].wait_started(30)
 
-    backend = HybridBackend(CountingCpu(first_batch), start, lambda message: None)
+    backend = HybridBackend(CountingCpu(first_batch), start, lambda message: None, start_after=0)
     holder.append(backend)
     out = tmp_path / "out"
     args = [str(inputs), "-r", "--out", str(out), "--json", "--batch-size", "1", "--workers", "1"]
@@ -136,7 +136,7 @@ def test_gpu_failure_moves_the_rest_to_the_cpu_with_one_notice(
     reference, _ = _reference(inputs, tmp_path)
     gpu = FakeGpu(fail_from=3)
     notices: list[str] = []
-    backend = HybridBackend(CpuBackend(1), lambda: gpu, notices.append)
+    backend = HybridBackend(CpuBackend(1), lambda: gpu, notices.append, start_after=0)
     assert backend.wait_started(30)
     out = tmp_path / "out"
     args = [str(inputs), "-r", "--out", str(out), "--json", "--batch-size", "1", "--workers", "1"]
@@ -155,13 +155,35 @@ def test_a_gpu_that_cannot_start_leaves_the_cpu_and_says_why():
     def start() -> FakeGpu:
         raise RuntimeError("no driver")
 
-    backend = HybridBackend(CpuBackend(1), start, notices.append, lambda error: f"no GPU ({error})")
+    backend = HybridBackend(
+        CpuBackend(1), start, notices.append, lambda error: f"no GPU ({error})", start_after=0
+    )
     assert backend.wait_started(30)
     batch = np.zeros((2, 5, 5), np.uint8)
     batch[:, 1:3, 1:3] = 1
     result = backend.label(batch, LabelParams())
     assert result.backend == "cpu" and result.components == [1, 1]
     assert notices == ["no GPU (no driver)"]
+
+
+def test_the_gpu_starts_only_once_the_cpu_has_labeled_for_start_after_seconds():
+    started: list[int] = []
+
+    def start() -> FakeGpu:
+        started.append(1)
+        return FakeGpu()
+
+    batch = np.zeros((1, 40, 40), np.uint8)
+    batch[:, ::2, ::2] = 1
+    small = HybridBackend(CpuBackend(1), start, lambda message: None, start_after=3600)
+    for _ in range(3):  # a job that ends before the CPU labeled for an hour
+        assert small.label(batch, LabelParams()).components == [400]
+    assert not small.wait_started(0) and started == []
+    soon = HybridBackend(CpuBackend(1), start, lambda message: None, start_after=1e-9)
+    assert not soon.wait_started(0) and started == []  # not at construction
+    assert soon.label(batch, LabelParams()).backend == "cpu"
+    assert soon.wait_started(30) and started == [1]  # after that first CPU batch
+    assert soon.label(batch, LabelParams()).backend == "fake-gpu"
 
 
 def test_auto_run_does_not_wait_for_a_hung_cuda_start(tmp_path: Path):
@@ -172,6 +194,8 @@ import sys, threading
 import ccl_cli.backends as backends
 backends.find_spec = lambda name: True  # as if CuPy were installed
 backends._started_cuda = lambda params: threading.Event().wait()  # a start that never ends
+import ccl_cli.backends.hybrid as hybrid
+hybrid.START_AFTER_SECONDS = 0  # started at once
 from ccl_cli.cli import app
 sys.argv = ["gccl", "label", {str(tmp_path / "in")!r}, "-r", "--out", {str(tmp_path / "out")!r},
             "--quiet", "--json"]

@@ -252,6 +252,34 @@ def test_requests_wait_for_the_backend_then_a_failed_one_is_every_answer():
     service.close()
 
 
+class _Served(CpuBackend):
+    """A CPU backend served as a GPU's would be."""
+
+    name = "cuda"
+    uses_gpu = True
+
+
+def test_with_cpu_meanwhile_batches_are_labeled_by_the_worker_until_the_gpu_is_served():
+    service = LabelingService(workers=1, cpu_meanwhile=True)
+    backend = ServedBackend(service.address, threads=2)
+    params = LabelParams(tau=1, min_area=2)
+    try:
+        before = random_batch(backend, (2, 20, 30), 0)
+        want = CpuBackend().label(before, params)
+        got = backend.label(before, params)  # nothing served yet: answered at once
+        assert_same_result(got, want)
+        assert got.backend == "cpu" and backend.local is None  # for this batch only
+        service.serve([_Served()])
+        after = random_batch(backend, (2, 20, 30), 1)
+        got = backend.label(after, params)
+        assert_same_result(got, CpuBackend().label(after, params))
+        assert got.backend == "cuda"  # the served backend labeled it
+    finally:
+        assert backend.connection is not None
+        backend.connection.close()
+        service.close()
+
+
 def test_without_a_gpu_to_serve_the_worker_labels_on_its_own():
     service = LabelingService(workers=1)
     service.serve([])

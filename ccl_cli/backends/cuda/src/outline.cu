@@ -9,7 +9,7 @@
 // end the trace turns right into the ahead-right cell when that is the part,
 // goes straight into the ahead-left cell when that is, else turns left around
 // the cell. A corner edge is one whose trace turns at its end; its end vertex
-// is a ring corner. cuda_polygons.py launches, in this order:
+// is a ring corner. backends/cuda/outlines.py launches, in this order:
 //   gccl_outline_mask: per chunk of GCCL_CHUNK pixels, a bit per direction
 //     whose edge is a corner edge, each pixel's count of corners before it in
 //     its chunk and the chunk's count (the host scans those into offsets);
