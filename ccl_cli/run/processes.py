@@ -110,7 +110,7 @@ class LocalProcesses:
 
         auto = settings.device == "auto"  # CPU labeling while the GPU starts
         self.service: LabelingService | None = (
-            LabelingService(count, cpu_meanwhile=auto) if SHARED_MEMORY else None
+            LabelingService(count, auto, notice) if SHARED_MEMORY else None
         )
         self.backend_error: BaseException | None = None
         self.making: threading.Thread | None = None

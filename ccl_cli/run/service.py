@@ -84,18 +84,26 @@ class LabelingService:
     once it is made, which may be after the workers started decoding. Until
     then a request waits, or, with `cpu_meanwhile` (--device auto), its worker
     is told to label that batch on its own CPU backend: a run never waits for
-    CUDA to start. A CPU backend is not served: the workers, which have the
-    cores, are told to label on their own. With several GPUs (--devices),
-    worker connections take them in turn.
+    CUDA to start; and a GPU that fails is dropped with one notice, its
+    batch and the rest labeled by the workers. A CPU backend is not served:
+    the workers, which have the cores, are told to label on their own. With
+    several GPUs (--devices), worker connections take them in turn.
     """
 
-    def __init__(self, workers: int, cpu_meanwhile: bool = False) -> None:
+    def __init__(
+        self,
+        workers: int,
+        cpu_meanwhile: bool = False,
+        notice: Callable[[str], None] = lambda message: None,
+    ) -> None:
         authkey = secrets.token_bytes(32)
         self.listener = Listener(family="AF_UNIX", authkey=authkey)
         budget = max(1 << 20, HOST_BATCH_BYTES // max(1, workers))
         self.address = ServiceAddress(str(self.listener.address), authkey, budget)
         self.ready = threading.Event()
         self.cpu_meanwhile = cpu_meanwhile
+        self.notice = notice
+        self.lock = threading.Lock()
         self.backends: list[Backend] = []
         self.labeler: DeviceLabeler | None = None
         self.failure = ""
@@ -180,16 +188,20 @@ class LabelingService:
                 self.ready.wait()
                 if self.failure:
                     connection.send(("error", self.failure))
-                elif not self.backends:
+                elif not (backends := self.backends):  # (a list _drop replaces, never changes)
                     connection.send(("self", None))
                 else:
-                    index = turn % len(self.backends)
+                    index = turn % len(backends)
                     for block in {batch.block, out.block} - unlocks.keys():
                         memory = blocks[block]
                         address = np.frombuffer(memory, np.uint8).ctypes.data
-                        unlocks[block] = self.backends[index].page_lock(address, len(memory))
+                        unlocks[block] = backends[index].page_lock(address, len(memory))
                     views = _view(blocks, batch), _view(blocks, out)
-                    connection.send(self._answer(index, *views, params, narrow))
+                    status, answer = self._answer(index, *views, params, narrow)
+                    if status == "error" and self.cpu_meanwhile:
+                        self._drop(answer)
+                        status, answer = "self", None  # the worker labels it, and the rest
+                    connection.send((status, answer))
         except (EOFError, OSError):
             pass
         finally:
@@ -199,6 +211,14 @@ class LabelingService:
             for block in blocks.values():
                 with suppress(BufferError):  # a view still alive: the mapping ends with it
                     block.close()
+
+    def _drop(self, why: str) -> None:
+        """Serve no GPU from now on (workers label on their own), saying so once."""
+        with self.lock:
+            if not self.backends:
+                return
+            self.backends = []
+        self.notice(f"the GPU failed ({why}); labeling the rest on the CPU")
 
     def _answer(
         self, index: int, batch: np.ndarray, out: np.ndarray, params: LabelParams, narrow: bool

@@ -149,3 +149,19 @@ def test_kernels_compile_without_a_cache_folder(monkeypatch: pytest.MonkeyPatch)
         return 2 * x
 
     assert twice(21) == 42
+
+
+def test_working_arrays_kept_between_calls_change_nothing() -> None:
+    """A dense image, then a sparse smaller one, then the dense one again on the same
+    thread (its kept working arrays hold the earlier call's data): each equals cc3d."""
+    rng = np.random.default_rng(11)
+    dense = ((rng.random((64, 48)) < 0.5) * rng.integers(1, 9, (64, 48))).astype(np.uint16)
+    sparse = (rng.random((20, 70)) < 0.1).astype(np.uint8)
+    for values, params in (
+        (dense, LabelParams(tau=2, min_area=2)),
+        (sparse, LabelParams(connectivity=4)),
+        (dense, LabelParams(tau=2, min_area=2)),
+        (dense, LabelParams()),
+    ):
+        for threads in (1, 3):
+            assert_same(values, params, threads)

@@ -280,6 +280,25 @@ def test_with_cpu_meanwhile_batches_are_labeled_by_the_worker_until_the_gpu_is_s
         service.close()
 
 
+def test_with_cpu_meanwhile_a_failing_gpu_is_dropped_with_one_notice():
+    notices: list[str] = []
+    service = LabelingService(workers=1, cpu_meanwhile=True, notice=notices.append)
+    service.serve([_Failing()])
+    backend = ServedBackend(service.address, threads=1)
+    try:
+        for seed in range(3):  # the first fails on the GPU and is labeled by the worker
+            batch = random_batch(backend, (2, 8, 8), seed)
+            got = backend.label(batch, LabelParams())
+            assert_same_result(got, CpuBackend().label(batch, LabelParams()))
+            assert got.backend == "cpu"
+        assert isinstance(backend.local, CpuBackend)  # labels on its own from then on
+        assert len(notices) == 1 and "two images are too many" in notices[0]
+    finally:
+        assert backend.connection is not None
+        backend.connection.close()
+        service.close()
+
+
 def test_without_a_gpu_to_serve_the_worker_labels_on_its_own():
     service = LabelingService(workers=1)
     service.serve([])

@@ -27,7 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, types
+from numba.extending import overload
 
 
 def compiled(**options: Any) -> Callable[[Callable[..., Any]], Any]:
@@ -36,36 +37,29 @@ def compiled(**options: Any) -> Callable[[Callable[..., Any]], Any]:
 
     def wrap(function: Callable[..., Any]) -> Any:
         try:
-            return njit(cache=True, **options)(function)
+            return njit(cache=True, nogil=True, **options)(function)
         except RuntimeError:  # numba: "cannot cache function ...: no locator available"
-            return njit(**options)(function)
+            return njit(nogil=True, **options)(function)
 
     return wrap
+
+
+def float_values(x: Any) -> bool:
+    """Whether x (an array or a number) holds floats: a constant in compiled code, so
+    the branch of the other kind is compiled away."""
+    return bool(np.asarray(x).dtype.kind == "f")
+
+
+@overload(float_values)
+def _float_values_typed(x):  # numba compares the signatures: no annotations
+    floating = isinstance(getattr(x, "dtype", x), types.Float)
+    return lambda x: floating
 
 
 # Foreground rules (labels.foreground_rule): every non-NaN pixel, v != a, v > a, v < a.
 FG_ALL, FG_NOT, FG_ABOVE, FG_BELOW = 0, 1, 2, 3
 RECORD = 8
 _LOW63 = 0x7FFFFFFFFFFFFFFF
-
-
-@compiled()
-def _foreground(v, rule, a):
-    x = np.float64(v)
-    if rule == FG_NOT:
-        return x != a and x == x
-    if rule == FG_ABOVE:
-        return x > a
-    if rule == FG_BELOW:
-        return x < a
-    return x == x
-
-
-@compiled()
-def _joins(u, v, tau):
-    x = np.float64(u)
-    y = np.float64(v)
-    return x == y or abs(x - y) <= tau
 
 
 @compiled()
@@ -145,9 +139,9 @@ def _merge(dst, dst32, j, src, src32, i, floating):
 
 
 @compiled()
-def _value(v, floating, bits):
+def _value(v, bits):
     """(sum term, |v| bits if finite, order value) of one pixel value."""
-    if floating:
+    if float_values(v):
         fv = np.float64(v)
         bits[0] = fv
         key = order_key(bits.view(np.int64)[0])
@@ -160,7 +154,205 @@ def _value(v, floating, bits):
 
 
 @compiled()
-def _strip(
+def _foreground_row(row, rule, a, fg):
+    """fg[x] = whether row[x] is foreground (labels.foreground_rule), compared in float64."""
+    if rule == FG_NOT:
+        for x in range(row.shape[0]):
+            v = np.float64(row[x])
+            fg[x] = (v != a) & (v == v)
+    elif rule == FG_ABOVE:
+        for x in range(row.shape[0]):
+            fg[x] = np.float64(row[x]) > a
+    elif rule == FG_BELOW:
+        for x in range(row.shape[0]):
+            fg[x] = np.float64(row[x]) < a
+    else:
+        for x in range(row.shape[0]):
+            v = np.float64(row[x])
+            fg[x] = v == v
+
+
+@compiled()
+def _new_label(parent, acc, acc32, n, off):
+    """Label n + 1, a set of its own with a cleared record off + n + 1."""
+    n += 1
+    parent[n] = n
+    _clear(acc, acc32, off + n)
+    return n
+
+
+@compiled()
+def _runs(cont, cur, vrow, y, acc, acc32, off, bits):
+    """Sum each run of row y into the record of its label: a run starts at a
+    foreground pixel (cont[x] odd) and continues while cont[x] & 2 (joins its
+    left neighbour), so all its pixels are in one set."""
+    floating = float_values(vrow)
+    width = cont.shape[0]
+    x = 0
+    while x < width:
+        if cont[x] == 0:
+            x += 1
+            continue
+        x0 = x
+        term, mag, key = _value(vrow[x], bits)
+        total = mag if floating else term
+        lo = key
+        hi = key
+        x += 1
+        while x < width and cont[x] & 2:
+            term, mag, key = _value(vrow[x], bits)
+            if floating:
+                total = max(total, mag)
+            else:
+                total += term
+            lo = min(lo, key)
+            hi = max(hi, key)
+            x += 1
+        _add(acc, acc32, off + cur[x0], x - x0, x0, y, total, lo, hi, floating)
+
+
+@compiled()
+def _row_runs(fg, runs):
+    """The foreground runs of a row: runs[2 i], runs[2 i + 1] = start and end
+    (exclusive) of run i; returns their number. Branch-free: a store per pixel."""
+    k = 0
+    previous = False
+    width = fg.shape[0]
+    for x in range(width):
+        f = fg[x]
+        runs[k] = x
+        k += f != previous
+        previous = f
+    runs[k] = width
+    k += previous
+    return k // 2
+
+
+@compiled()
+def _binary_strip(
+    image, values, prov, parent, acc, acc32, r0, r1, off, eight, rule, a, fg, runs, above
+):
+    """Binary first pass over rows r0..r1-1, run by run (labels from r0 * width + 1,
+    label l's record at off + l); returns the last label made.
+
+    A run joins every run of the row above that touches it (8-connectivity: also
+    diagonally); a run touching none starts a label, so labels are made in raster
+    order of their first pixel. runs and above: two (2 * width + 2) buffers, the
+    run bounds of this row and the previous one.
+    """
+    floating = float_values(values)
+    width = image.shape[1]
+    grow = 1 if eight else 0
+    n = r0 * width
+    bits = np.empty(1, np.float64)
+    n_above = 0
+    for y in range(r0, r1):
+        _foreground_row(image[y], rule, a, fg)
+        k = _row_runs(fg, runs)
+        cur, vrow = prov[y], values[y]
+        j = 0
+        x = 0
+        for i in range(k):
+            s, e = runs[2 * i], runs[2 * i + 1]
+            while j < n_above and above[2 * j + 1] + grow <= s:
+                j += 1
+            label = 0
+            jj = j
+            while jj < n_above and above[2 * jj] < e + grow:
+                q = prov[y - 1, above[2 * jj]]
+                if label == 0:
+                    label = q
+                elif label != q:
+                    label = _union(parent, label, q)
+                jj += 1
+            if label == 0:
+                n = _new_label(parent, acc, acc32, n, off)
+                label = n
+            for xx in range(x, s):
+                cur[xx] = 0
+            term, mag, key = _value(vrow[s], bits)
+            total = mag if floating else term
+            lo = key
+            hi = key
+            cur[s] = label
+            for xx in range(s + 1, e):
+                cur[xx] = label
+                term, mag, key = _value(vrow[xx], bits)
+                if floating:
+                    total = max(total, mag)
+                else:
+                    total += term
+                lo = min(lo, key)
+                hi = max(hi, key)
+            _add(acc, acc32, off + label, e - s, s, y, total, lo, hi, floating)
+            x = e
+        for xx in range(x, width):
+            cur[xx] = 0
+        runs, above = above, runs
+        n_above = k
+    return n
+
+
+@compiled()
+def _close(u, v, tau):
+    """Whether values u and v (float64) join: equal (infinities too) or within tau."""
+    return (u == v) | (abs(u - v) <= tau)
+
+
+@compiled()
+def _tau_bits(fg, f, fp, up, has_up, eight, tau, m):
+    """m[x]: 1 foreground, 2 joins left, 4 joins up, 8 joins up-left, 16 joins up-right."""
+    width = fg.shape[0]
+    m[0] = fg[0]
+    for x in range(1, width):
+        m[x] = np.uint8(fg[x]) | (np.uint8(fg[x] & fg[x - 1] & _close(f[x], f[x - 1], tau)) << 1)
+    if not has_up:
+        return
+    for x in range(width):
+        m[x] |= np.uint8(fg[x] & (up[x] != 0) & _close(f[x], fp[x], tau)) << 2
+    if eight:
+        for x in range(1, width):
+            m[x] |= np.uint8(fg[x] & (up[x - 1] != 0) & _close(f[x], fp[x - 1], tau)) << 3
+        for x in range(width - 1):
+            m[x] |= np.uint8(fg[x] & (up[x + 1] != 0) & _close(f[x], fp[x + 1], tau)) << 4
+
+
+@compiled()
+def _tau_row(m, up, cur, parent, acc, acc32, n, off):
+    """A tau row: join every neighbour m says joins (joins is not transitive)."""
+    for x in range(m.shape[0]):
+        k = m[x]
+        if k == 0:
+            cur[x] = 0
+            continue
+        label = cur[x - 1] if k & 2 else 0
+        if k & 4:
+            q = up[x]
+            if label == 0:
+                label = q
+            elif label != q:
+                label = _union(parent, label, q)
+        if k & 8:
+            q = up[x - 1]
+            if label == 0:
+                label = q
+            elif label != q:
+                label = _union(parent, label, q)
+        if k & 16:
+            q = up[x + 1]
+            if label == 0:
+                label = q
+            elif label != q:
+                label = _union(parent, label, q)
+        if label == 0:
+            n = _new_label(parent, acc, acc32, n, off)
+            label = n
+        cur[x] = label
+    return n
+
+
+@compiled()
+def _tau_strip(
     image,
     values,
     prov,
@@ -169,155 +361,56 @@ def _strip(
     acc32,
     r0,
     r1,
-    at,
-    binary,
+    off,
     eight,
     rule,
     a,
     tau,
-    floating,
+    fg,
+    m,
+    f,
+    fp,
 ):
-    """Label rows r0..r1-1, summing runs into records at + (label - base - 1).
-
-    Returns how many labels it made. A run continues while each pixel joins its
-    left neighbour (binary: is foreground), so all its pixels share one set.
-    """
-    width = image.shape[1]
-    base = r0 * width
-    n = base
+    """Tau first pass over rows r0..r1-1 (as _binary_strip)."""
+    n = r0 * image.shape[1]
     bits = np.empty(1, np.float64)
     for y in range(r0, r1):
-        row, cur, vrow = image[y], prov[y], values[y]
+        row = image[y]
+        _foreground_row(row, rule, a, fg)
+        for x in range(row.shape[0]):
+            f[x] = np.float64(row[x])
         up = prov[y - 1] if y > r0 else prov[y]
-        has_up = y > r0
-        length = 0
-        x0 = 0
-        total = np.int64(0)
-        lo = np.int64(0)
-        hi = np.int64(0)
-        for x in range(width):
-            v = row[x]
-            if not _foreground(v, rule, a):
-                cur[x] = 0
-                if length:
-                    _add(
-                        acc,
-                        acc32,
-                        at + cur[x - 1] - base - 1,
-                        length,
-                        x0,
-                        y,
-                        total,
-                        lo,
-                        hi,
-                        floating,
-                    )
-                    length = 0
-                continue
-            left = cur[x - 1] if x > 0 else 0
-            if binary:
-                joined_left = left != 0
-                if eight:
-                    b = up[x] if has_up else 0
-                    if b != 0:
-                        label = b
-                    else:
-                        c = up[x + 1] if has_up and x + 1 < width else 0
-                        ul = up[x - 1] if has_up and x > 0 else 0
-                        if c != 0:
-                            if ul != 0:
-                                label = _union(parent, c, ul) if c != ul else c
-                            elif left != 0:
-                                label = _union(parent, c, left) if c != left else c
-                            else:
-                                label = c
-                        elif ul != 0:
-                            label = ul
-                        elif left != 0:
-                            label = left
-                        else:
-                            n += 1
-                            parent[n] = n
-                            _clear(acc, acc32, at + n - base - 1)
-                            label = n
-                else:
-                    b = up[x] if has_up else 0
-                    if b != 0:
-                        label = _union(parent, b, left) if left != 0 and left != b else b
-                    elif left != 0:
-                        label = left
-                    else:
-                        n += 1
-                        parent[n] = n
-                        _clear(acc, acc32, at + n - base - 1)
-                        label = n
-            else:
-                label = 0
-                joined_left = left != 0 and _joins(v, row[x - 1], tau)
-                if joined_left:
-                    label = left
-                if has_up:
-                    xlo = x - 1 if eight and x > 0 else x
-                    xhi = x + 1 if eight and x + 1 < width else x
-                    for xn in range(xlo, xhi + 1):
-                        q = up[xn]
-                        if q != 0 and _joins(v, image[y - 1, xn], tau):
-                            if label == 0:
-                                label = q
-                            elif label != q:
-                                label = _union(parent, label, q)
-                if label == 0:
-                    n += 1
-                    parent[n] = n
-                    _clear(acc, acc32, at + n - base - 1)
-                    label = n
-            cur[x] = label
-            term, mag, key = _value(vrow[x], floating, bits)
-            if joined_left:
-                length += 1
-                if floating:
-                    total = max(total, mag)
-                else:
-                    total += term
-                lo = min(lo, key)
-                hi = max(hi, key)
-            else:
-                if length:
-                    _add(
-                        acc,
-                        acc32,
-                        at + left - base - 1,
-                        length,
-                        x0,
-                        y,
-                        total,
-                        lo,
-                        hi,
-                        floating,
-                    )
-                length = 1
-                x0 = x
-                total = mag if floating else term
-                lo = key
-                hi = key
-        if length:
-            _add(
-                acc,
-                acc32,
-                at + cur[width - 1] - base - 1,
-                length,
-                x0,
-                y,
-                total,
-                lo,
-                hi,
-                floating,
-            )
-    return n - base
+        _tau_bits(fg, f, fp, up, y > r0, eight, tau, m)
+        n = _tau_row(m, up, prov[y], parent, acc, acc32, n, off)
+        _runs(m, prov[y], values[y], y, acc, acc32, off, bits)
+        f, fp = fp, f
+    return n
 
 
-@compiled(parallel=True)
-def label_strips(
+@compiled()
+def _flatten(par, acc, acc32, base, last, at, floating):
+    """A strip's labels base+1..last flattened to local ids 1..m (par[label] =
+    local id), their records summed into records at + (local id - 1); returns m."""
+    m = 0
+    for label in range(base + 1, last + 1):
+        p = par[label]
+        j = at + label - base - 1
+        if p < label:
+            local = par[p]
+            par[label] = local
+            _merge(acc, acc32, at + local - 1, acc, acc32, j, floating)
+        else:
+            # no label merged into local id m yet: its record is a copy
+            m += 1
+            par[label] = m
+            if at + m - 1 != j:
+                for k in range(RECORD):  # not acc[i] = acc[j]: that costs seconds to compile
+                    acc[at + m - 1, k] = acc[j, k]
+    return m
+
+
+@compiled()
+def label_binary(
     images,
     values,
     prov,
@@ -327,54 +420,53 @@ def label_strips(
     acc,
     acc32,
     local_counts,
-    binary,
     eight,
     rule,
     a,
-    tau,
-    floating,
+    lo,
+    hi,
 ):
-    """First pass of every task; then its labels flattened to local ids 1..m
-    (parent[label] = local id), its records summed into records
+    """Binary first pass of tasks lo..hi-1, then each task's labels flattened to
+    local ids 1..m (parent[label] = local id), its records summed into records
     acc_first[t] + (local id - 1), and local_counts[t] = m. acc_first[t]: the
     first record of task t (it has one per label it may make)."""
-    for t in prange(tasks.shape[0]):
+    floating = float_values(values)
+    width = images.shape[2]
+    fg = np.empty(width, np.bool_)
+    runs = np.empty(2 * width + 2, np.int64)
+    above = np.empty(2 * width + 2, np.int64)
+    for t in range(lo, hi):
         n, r0, r1 = tasks[t, 0], tasks[t, 1], tasks[t, 2]
-        image, labels, par = images[n], prov[n], parent[n]
-        at = acc_first[t]
-        made = _strip(
-            image,
-            values[n],
-            labels,
-            par,
-            acc,
-            acc32,
-            r0,
-            r1,
-            at,
-            binary,
-            eight,
-            rule,
-            a,
-            tau,
-            floating,
-        )
-        base = r0 * image.shape[1]
-        m = 0
-        for label in range(base + 1, base + made + 1):
-            p = par[label]
-            j = at + label - base - 1
-            if p < label:
-                local = par[p]
-                par[label] = local
-                _merge(acc, acc32, at + local - 1, acc, acc32, j, floating)
-            else:
-                # no label merged into local id m yet: its record is a copy
-                m += 1
-                par[label] = m
-                if at + m - 1 != j:
-                    acc[at + m - 1] = acc[j]
-        local_counts[t] = m
+        base = r0 * width
+        off = acc_first[t] - base - 1
+        last = _binary_strip(
+            images[n], values[n], prov[n], parent[n], acc, acc32, r0, r1, off, eight, rule, a,
+            fg, runs, above,
+        )  # fmt: skip
+        local_counts[t] = _flatten(parent[n], acc, acc32, base, last, acc_first[t], floating)
+
+
+@compiled()
+def label_tau(
+    images, values, prov, parent, tasks, acc_first, acc, acc32, local_counts, eight, rule, a, tau,
+    lo, hi,
+):  # fmt: skip
+    """label_binary in tau mode: neighbours join when their values are within tau."""
+    floating = float_values(values)
+    width = images.shape[2]
+    fg = np.empty(width, np.bool_)
+    m = np.empty(width, np.uint8)
+    f = np.empty(width, np.float64)
+    fp = np.empty(width, np.float64)
+    for t in range(lo, hi):
+        n, r0, r1 = tasks[t, 0], tasks[t, 1], tasks[t, 2]
+        base = r0 * width
+        off = acc_first[t] - base - 1
+        last = _tau_strip(
+            images[n], values[n], prov[n], parent[n], acc, acc32, r0, r1, off, eight, rule, a,
+            tau, fg, m, f, fp,
+        )  # fmt: skip
+        local_counts[t] = _flatten(parent[n], acc, acc32, base, last, acc_first[t], floating)
 
 
 @compiled()
@@ -385,16 +477,42 @@ def _find(forest, i):
 
 
 @compiled()
-def merge_seams(
-    images, prov, parent, tasks, first, image_tasks, forest, counts, binary, eight, tau
-):
+def _join(forest, g, h):
+    """Join the sets of g and h in the seam forest, the smaller root the root."""
+    rg = _find(forest, g)
+    rh = _find(forest, h)
+    if rg < rh:
+        forest[rh] = rg
+    elif rh < rg:
+        forest[rg] = rh
+
+
+@compiled()
+def _number(forest, first, t_lo, t_hi):
+    """Flatten the forest over the slots of tasks t_lo..t_hi-1: components 1..K
+    in raster order (0 at the background slots); returns K."""
+    k = 0
+    for t in range(t_lo, t_hi):
+        forest[first[t]] = 0
+        for i in range(first[t] + 1, first[t + 1]):
+            f = forest[i]
+            if f < i:
+                forest[i] = forest[f]
+            else:
+                k += 1
+                forest[i] = k
+    return k
+
+
+@compiled()
+def merge_seams(prov, parent, tasks, first, image_tasks, forest, counts, eight):
     """Per image: join local components across strip seams, then number the
     components 1..K in raster order: forest[first[t] + local id] = component
     (0 at the background slots first[t]); counts[n] = K. image_tasks[n] ..
     image_tasks[n + 1]: the tasks of image n, top to bottom."""
+    width = prov.shape[2]
     for n in range(image_tasks.shape[0] - 1):
-        image, labels, par = images[n], prov[n], parent[n]
-        width = image.shape[1]
+        labels, par = prov[n], parent[n]
         t_lo, t_hi = image_tasks[n], image_tasks[n + 1]
         for t in range(t_lo + 1, t_hi):
             y = tasks[t, 1]
@@ -403,29 +521,37 @@ def merge_seams(
                 p = labels[y, x]
                 if p == 0:
                     continue
-                g = here + par[p]
                 xlo = x - 1 if eight and x > 0 else x
                 xhi = x + 1 if eight and x + 1 < width else x
                 for xn in range(xlo, xhi + 1):
                     q = labels[y - 1, xn]
-                    if q != 0 and (binary or _joins(image[y, x], image[y - 1, xn], tau)):
-                        rg = _find(forest, g)
-                        rh = _find(forest, above + par[q])
-                        if rg < rh:
-                            forest[rh] = rg
-                        elif rh < rg:
-                            forest[rg] = rh
-        k = 0
-        for t in range(t_lo, t_hi):
-            forest[first[t]] = 0
-            for i in range(first[t] + 1, first[t + 1]):
-                f = forest[i]
-                if f < i:
-                    forest[i] = forest[f]
-                else:
-                    k += 1
-                    forest[i] = k
-        counts[n] = k
+                    if q != 0:
+                        _join(forest, here + par[p], above + par[q])
+        counts[n] = _number(forest, first, t_lo, t_hi)
+
+
+@compiled()
+def merge_seams_tau(images, prov, parent, tasks, first, image_tasks, forest, counts, eight, tau):
+    """merge_seams in tau mode: neighbours across a seam join when within tau."""
+    width = prov.shape[2]
+    for n in range(image_tasks.shape[0] - 1):
+        image, labels, par = images[n], prov[n], parent[n]
+        t_lo, t_hi = image_tasks[n], image_tasks[n + 1]
+        for t in range(t_lo + 1, t_hi):
+            y = tasks[t, 1]
+            here, above = first[t], first[t - 1]
+            for x in range(width):
+                p = labels[y, x]
+                if p == 0:
+                    continue
+                v = np.float64(image[y, x])
+                xlo = x - 1 if eight and x > 0 else x
+                xhi = x + 1 if eight and x + 1 < width else x
+                for xn in range(xlo, xhi + 1):
+                    q = labels[y - 1, xn]
+                    if q != 0 and _close(v, np.float64(image[y - 1, xn]), tau):
+                        _join(forest, here + par[p], above + par[q])
+        counts[n] = _number(forest, first, t_lo, t_hi)
 
 
 @compiled()
@@ -461,10 +587,11 @@ def reduce_stats(
                 )
 
 
-@compiled(parallel=True)
-def float_terms(values, prov, parent, tasks, first, shift, sums):
-    """sums[first[t] + local id] = sum over its finite pixels of trunc(v * 2**shift[same])."""
-    for t in prange(tasks.shape[0]):
+@compiled()
+def float_terms(values, prov, parent, tasks, first, shift, sums, lo, hi):
+    """sums[first[t] + local id] = sum over its finite pixels of trunc(v * 2**shift[same]),
+    for tasks lo..hi-1."""
+    for t in range(lo, hi):
         n, r0, r1 = tasks[t, 0], tasks[t, 1], tasks[t, 2]
         vals, labels, par = values[n], prov[n], parent[n]
         off = first[t]
@@ -482,10 +609,11 @@ def float_terms(values, prov, parent, tasks, first, shift, sums):
                 sums[i] += np.int64(math.trunc(math.ldexp(fv, shift[i])))
 
 
-@compiled(parallel=True)
-def write_labels(prov, parent, tasks, first, lookup, out, chosen):
-    """out[n] = lookup[first[t] + local id] (lookup[first[t]] = 0) for the images with chosen[n]."""
-    for t in prange(tasks.shape[0]):
+@compiled()
+def write_labels(prov, parent, tasks, first, lookup, out, chosen, lo, hi):
+    """out[n] = lookup[first[t] + local id] (lookup[first[t]] = 0) over tasks
+    lo..hi-1 of the images with chosen[n]."""
+    for t in range(lo, hi):
         n, r0, r1 = tasks[t, 0], tasks[t, 1], tasks[t, 2]
         if not chosen[n]:
             continue

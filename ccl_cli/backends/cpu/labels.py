@@ -13,6 +13,8 @@ backend").
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
 
@@ -28,9 +30,12 @@ from .stages import NumpyStages
 
 #: Fewest rows a strip gets: thinner strips cost more in seams than they gain.
 MIN_STRIP_ROWS = 32
+#: Largest working array kept for the next call of a thread (scratch).
+SCRATCH_LIMIT = 256 << 20
 
-# numba's thread pool runs one parallel loop at a time per process.
-_engine_lock = threading.Lock()
+# Threads besides the caller's that run the kernels (they release the GIL), made on first use.
+_workers: list[ThreadPoolExecutor] = []
+_workers_lock = threading.Lock()
 
 
 @dataclass
@@ -58,13 +63,58 @@ def label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.nd
     """Label the (N, H, W) numpy batch into `out` (uint32, or uint16 when narrowed).
 
     The batch is cut into strips for `threads` threads (plan), which run on
-    at most numba's pool of threads. Morphology and smoothing
+    at most pool_size() threads. Morphology and smoothing
     (contract.stages) decide the labels; statistics always read the original
     values.
     """
-    with _engine_lock:
-        numba.set_num_threads(engine_threads(threads))
-        return _label_batch(batch, params, threads, out)
+    return _label_batch(batch, params, threads, out)
+
+
+def spread(kernel: Callable[..., None], tasks: int, threads: int, *args: object) -> None:
+    """kernel(*args, lo, hi) over contiguous ranges lo..hi-1 of the tasks, on up to
+    engine_threads(threads) threads: this one and the workers' (the kernels release
+    the GIL). Every task writes only its own part of the arrays, so the ranges
+    change no result."""
+    parts = max(1, min(engine_threads(threads), tasks))
+    ranges = list(pairwise(tasks * i // parts for i in range(parts + 1)))
+    futures = [_pool().submit(kernel, *args, lo, hi) for lo, hi in ranges[1:]]
+    try:
+        kernel(*args, *ranges[0])
+    finally:
+        wait(futures)
+    for future in futures:
+        future.result()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The engine's worker threads: pool_size() - 1 of them, the caller being the last."""
+    with _workers_lock:
+        if not _workers:
+            _workers.append(ThreadPoolExecutor(max(1, pool_size() - 1), "gccl-cpu"))
+        return _workers[0]
+
+
+class _Scratch(threading.local):
+    """One thread's working arrays, kept between calls: fresh memory costs a page
+    fault per 4 KiB touched, as much as labeling a sparse image."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, np.ndarray] = {}
+
+
+_scratch = _Scratch()
+
+
+def scratch(name: str, shape: tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
+    """An uninitialized working array (never one a result keeps), reusing this
+    thread's last one of that name when it is large enough."""
+    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    kept = _scratch.arrays.get(name)
+    if kept is None or kept.nbytes < size:
+        kept = np.empty(max(size, 1), np.uint8)
+        if size <= SCRATCH_LIMIT:
+            _scratch.arrays[name] = kept
+    return kept[:size].view(dtype).reshape(shape)
 
 
 def label_image(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, StatsTable, int]:
@@ -139,8 +189,9 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
 
     # Provisional labels live in the output when it is uint32, else in a scratch image.
     in_place = out.dtype == np.uint32 and out.flags.c_contiguous
-    prov = out.view(np.int32) if in_place else np.empty(values.shape, np.int32)
-    parent = np.empty(
+    prov = out.view(np.int32) if in_place else scratch("prov", values.shape, np.int32)
+    parent = scratch(
+        "parent",
         (count, height * width + 1),
         np.int64 if height * width >= 2**31 - 1 else np.int32,
     )
@@ -150,40 +201,42 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
     per_row = (width + 1) // 2 if binary else width
     acc_first = np.zeros(len(tasks) + 1, np.int64)
     np.cumsum((tasks[:, 2] - tasks[:, 1]) * per_row, out=acc_first[1:])
-    acc = np.empty((acc_first[-1], kernels.RECORD), np.int64)
+    acc = scratch("acc", (acc_first[-1], kernels.RECORD), np.int64)
     local_counts = np.empty(len(tasks), np.int64)
-    kernels.label_strips(
-        image, numbers, prov, parent, tasks, acc_first, acc, acc.view(np.int32), local_counts,
-        binary, eight, rule, a, tau, floating,
-    )  # fmt: skip
+    acc32 = acc.view(np.int32)
+    if binary:
+        spread(
+            kernels.label_binary, len(tasks), threads,
+            image, numbers, prov, parent, tasks, acc_first, acc, acc32, local_counts,
+            eight, rule, a,
+        )  # fmt: skip
+    else:
+        spread(
+            kernels.label_tau, len(tasks), threads,
+            image, numbers, prov, parent, tasks, acc_first, acc, acc32, local_counts,
+            eight, rule, a, tau,
+        )  # fmt: skip
 
     first = np.zeros(len(tasks) + 1, np.int64)  # slot first[t] is task t's background
     np.cumsum(local_counts + 1, out=first[1:])
     image_tasks = np.arange(count + 1, dtype=np.int64) * (len(tasks) // count)
     forest = np.arange(first[-1], dtype=np.int64)
     components = np.empty(count, np.int64)
-    kernels.merge_seams(
-        image,
-        prov,
-        parent,
-        tasks,
-        first,
-        image_tasks,
-        forest,
-        components,
-        binary,
-        eight,
-        tau,
-    )
+    if binary:
+        kernels.merge_seams(prov, parent, tasks, first, image_tasks, forest, components, eight)
+    else:
+        kernels.merge_seams_tau(
+            image, prov, parent, tasks, first, image_tasks, forest, components, eight, tau
+        )
     component_first = np.zeros(count + 1, np.int64)
     np.cumsum(components, out=component_first[1:])
-    stats = np.empty((component_first[-1], kernels.RECORD), np.int64)
+    stats = scratch("stats", (component_first[-1], kernels.RECORD), np.int64)
     kernels.reduce_stats(
         acc, acc.view(np.int32), acc_first, first, tasks, image_tasks, forest, component_first,
         stats, stats.view(np.int32), floating,
     )  # fmt: skip
     mean = (
-        _float_means(stats, numbers, prov, parent, tasks, first, forest, component_first)
+        _float_means(stats, numbers, prov, parent, tasks, first, forest, component_first, threads)
         if floating
         else np.zeros(0)
     )
@@ -212,12 +265,16 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
     wide: dict[int, np.ndarray] = {}
     if out.dtype == np.uint16:
         too_many = kept > NARROW_LIMIT
-        kernels.write_labels(prov, parent, tasks, first, lookup, out, ~too_many)
+        write = (prov, parent, tasks, first, lookup)
+        spread(kernels.write_labels, len(tasks), threads, *write, out, ~too_many)
         if too_many.any():
-            kernels.write_labels(prov, parent, tasks, first, lookup, prov, too_many)
-            wide = {int(n): prov[n].view(np.uint32) for n in np.flatnonzero(too_many)}
+            spread(kernels.write_labels, len(tasks), threads, *write, prov, too_many)
+            wide = {int(n): prov[n].view(np.uint32).copy() for n in np.flatnonzero(too_many)}
     else:
-        kernels.write_labels(prov, parent, tasks, first, lookup, prov, np.ones(count, bool))
+        spread(
+            kernels.write_labels, len(tasks), threads,
+            prov, parent, tasks, first, lookup, prov, np.ones(count, bool),
+        )  # fmt: skip
         if not in_place:
             out[...] = prov.view(np.uint32)
     return Labeled(tables, [int(c) for c in components], wide)
@@ -241,6 +298,7 @@ def _float_means(
     first: np.ndarray,
     forest: np.ndarray,
     component_first: np.ndarray,
+    threads: int,
 ) -> np.ndarray:
     """The mean of every component of a float batch (contract.stats' rule).
 
@@ -255,7 +313,18 @@ def _float_means(
         shift[np.where(background, 0, slot_component)] if len(shift) else np.zeros_like(forest)
     )
     sums = np.empty(len(forest), np.int64)
-    kernels.float_terms(numbers, prov, parent, tasks, first, slot_shift, sums)
+    spread(
+        kernels.float_terms,
+        len(tasks),
+        threads,
+        numbers,
+        prov,
+        parent,
+        tasks,
+        first,
+        slot_shift,
+        sums,
+    )
     total = np.zeros(len(area), np.int64)
     np.add.at(total, slot_component[~background], sums[~background])
     v_min, v_max = _from_key(stats[:, 4]), _from_key(stats[:, 5])
