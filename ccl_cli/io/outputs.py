@@ -31,7 +31,7 @@ import secrets
 import socket
 import stat
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +64,8 @@ _LOCK_MARK = "pid "
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+#: Run right before every change this process makes under --out (see check_before_changes).
+_before_change: Callable[[], None] | None = None
 
 #: A file's identity: (st_dev, st_ino); the same file under any name or link.
 Identity = tuple[int, int]
@@ -119,6 +121,22 @@ def output_paths(out: Path, relative: Path) -> OutputPaths:
         preview=stem.with_name(stem.name + ".preview.png"),
         polygons=stem.with_name(stem.name + ".polygons.geojson"),
     )
+
+
+def check_before_changes(check: Callable[[], None]) -> None:
+    """Run `check` right before each file is created, renamed into place or removed under
+    --out by this process; it may end the process, and then nothing changes.
+
+    A worker process whose client died must land nothing after it: the
+    client's lock is gone and a new run may be writing there.
+    """
+    global _before_change
+    _before_change = check
+
+
+def _changing() -> None:
+    if _before_change is not None:
+        _before_change()
 
 
 def identities(paths: Iterable[Path]) -> set[Identity]:
@@ -179,6 +197,7 @@ class OutDir:
         try:
             self._check_replaceable(folder, name, path)
             temp = f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+            _changing()
             fd = os.open(temp, _NEW_FLAGS, 0o666, dir_fd=folder)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # held while written: clean-up leaves it alone
@@ -187,6 +206,7 @@ class OutDir:
                     view = view[os.write(fd, view) :]
                 if durable:
                     os.fsync(fd)
+                _changing()
                 os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
             except BaseException:
                 _unlink(temp, folder)
@@ -319,6 +339,7 @@ def _unlink_same(name: str, folder: int, info: os.stat_result) -> bool:
         return False
     if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
         return False
+    _changing()
     _unlink(name, folder)
     return True
 

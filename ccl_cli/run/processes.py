@@ -17,17 +17,23 @@ the running ones). They keep SIGTERM's default: Python's pool terminates the
 workers of a broken pool with it, and a worker that ignored it kept that
 pool's clean-up spinning forever (a hang at exit, seen in the tests). A
 worker killed mid-write leaves a temporary that the next run removes.
-Workers die with this process: the kernel kills a worker whose parent (the
-fork server, which exits when this process does) is gone (PR_SET_PDEATHSIG),
-and a watch thread ends one whose client is no longer alive, so no worker
-writes into --out once the client (and its lock) is gone. Closing waits
+Workers die with this process and write nothing into --out after it (its
+lock is gone then, and another run may write there). A worker watches the
+pipe multiprocessing keeps from this process to it, which ends when this
+process dies however it dies: a thread blocked on it ends the worker at once,
+and every file is created, renamed into place or removed only after a check
+of that pipe (outputs.check_before_changes). The fork server exits when
+this process does (its own pipe from it ends, once the workers have let go
+of their copies), and the kernel kills the workers whose parent, the fork
+server, is gone (PR_SET_PDEATHSIG), even one stuck in a codec. Closing waits
 CLOSE_SECONDS for the workers to finish their tasks, then kills them: a
 stopped run ends in bounded time even when a worker's decode hangs.
 Workers come from a fork server, started first thing. A worker that dies
 (the kernel's out-of-memory killer, a crash in a codec, a SIGTERM) breaks
 Python's pool and every task in it: the pool is replaced and those tasks
 are sent again, up to RETRIES times each, as Dask does for a cluster's
-workers.
+workers. A worker that cannot be started (the fork server was killed) is
+a lost try of its task too: every task ends, none leaves the run waiting.
 """
 
 from __future__ import annotations
@@ -42,13 +48,17 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
+from functools import partial
 from multiprocessing import forkserver
+from multiprocessing.connection import wait
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 from ..backends import make_backend
 from ..backends.base import warm_up
 from ..config import Settings
 from ..errors import UsageError
+from ..io.outputs import check_before_changes
 from .local import usable_cores
 from .records import Admitted, Outcomes
 from .service import SHARED_MEMORY, LabelingService, ServedBackend, ServiceAddress
@@ -56,10 +66,13 @@ from .tasks import TaskRunner, label_task, spread_task_size, use_backend
 
 #: Resends of a task whose pool broke (a worker died) before it is failed.
 RETRIES = 2
+#: Seconds a task waits before it is sent again after a worker could not be started.
+START_PAUSE_SECONDS = 0.2
 #: Seconds closing waits for the workers to end before it kills them.
 CLOSE_SECONDS = 5.0
-#: How often a worker checks that its client is alive, in seconds.
-_WATCH_SECONDS = 0.1
+#: Modules the fork server imports once for every worker: the worker's set-up and
+#: tasks (this module imports tasks.py and service.py) and the CPU backend (numba).
+PRELOADED = ("ccl_cli.run.processes", "ccl_cli.backends.cpu.backend")
 #: prctl(2)'s option that sends a signal on the parent's death (Linux).
 _PR_SET_PDEATHSIG = 1
 #: Cores per process --processes auto gives (each process runs that many threads).
@@ -192,7 +205,7 @@ class LocalProcesses:
             self.count,
             mp_context=self.context,
             initializer=_start_worker,
-            initargs=(address, self.threads, os.getpid()),
+            initargs=(address, self.threads),
         )
 
     def _submit(self, task: list[Admitted], settings: Settings) -> Future[Any]:
@@ -204,21 +217,32 @@ class LocalProcesses:
     def _send(
         self, task: list[Admitted], settings: Settings, outcome: Future[Any], retries: int
     ) -> None:
+        """Submit `task` to the pool; a lost try (a worker died, or could not be started:
+        the fork server was killed) is sent again on a new pool, RETRIES times at most.
+
+        Every path settles `outcome`: one left open would keep the run waiting forever.
+        """
+        if outcome.cancelled():
+            return
         with self.lock:
             pool = self.pool
             try:
                 attempt = pool.submit(label_task, task, settings)
-            except (BrokenProcessPool, RuntimeError) as error:  # broken, or shut down
-                _settle(outcome, error=error)
-                return
+            except Exception as error:  # broken, shut down, or a worker that did not start
+                attempt = Future()
+                attempt.set_exception(error)
+        if attempt.done() and not attempt.cancelled() and attempt.exception() is not None:
+            time.sleep(START_PAUSE_SECONDS)  # a killed fork server takes a moment to be seen gone
+            self._retry(pool, task, settings, outcome, retries, attempt.exception())
+            return
 
         def landed(attempt: Future[Any]) -> None:
-            if attempt.cancelled():
-                outcome.cancel()
+            if attempt.cancelled():  # by closing, or by a pool replaced while it waited
+                self._retry(pool, task, settings, outcome, retries, None)
                 return
             error = attempt.exception()
-            if isinstance(error, BrokenProcessPool) and retries > 0 and self._renew(pool):
-                self._send(task, settings, outcome, retries - 1)
+            if isinstance(error, BrokenProcessPool):
+                self._retry(pool, task, settings, outcome, retries, error)
             elif error is not None:
                 _settle(outcome, error=error)
             else:
@@ -226,8 +250,28 @@ class LocalProcesses:
 
         attempt.add_done_callback(landed)
 
+    def _retry(
+        self,
+        pool: ProcessPoolExecutor,
+        task: list[Admitted],
+        settings: Settings,
+        outcome: Future[Any],
+        retries: int,
+        error: BaseException | None,
+    ) -> None:
+        """Send `task` again on a new pool, or end `outcome` with `error` (cancelled: None)."""
+        if retries > 0 and self._renew(pool):
+            self._send(task, settings, outcome, retries - 1)
+        elif error is None:
+            outcome.cancel()
+        else:
+            _settle(outcome, error=error)
+
     def _renew(self, broken: ProcessPoolExecutor) -> bool:
-        """Replace the pool if it is still `broken` (once for all its tasks); False when closing."""
+        """Replace the pool if it is still `broken` (once for all its tasks); False when closing.
+
+        The tasks still waiting in `broken` are cancelled there and sent again.
+        """
         with self.lock:
             if self.closing:
                 return False
@@ -245,7 +289,7 @@ def start_fork_server() -> Any:
     it is started in a thread, before this process sets up its backend.
     """
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["ccl_cli.tasks", "ccl_cli.service"])
+    context.set_forkserver_preload(list(PRELOADED))
     threading.Thread(target=forkserver.ensure_running, daemon=True).start()
     return context
 
@@ -265,15 +309,35 @@ def _cancel(futures: list[Any]) -> None:
         future.cancel()
 
 
-def _start_worker(service: ServiceAddress | None, threads: int, client: int) -> None:
-    """A worker's set-up: die with the client (module docstring), ignore Ctrl-C (the client
-    stops it), label through the service (without one, its tasks make a CPU backend of
-    their own)."""
+def _start_worker(service: ServiceAddress | None, threads: int) -> None:
+    """A worker's set-up: die with the client and change nothing in --out after it (module
+    docstring), ignore Ctrl-C (the client stops it), label through the service (without
+    one, its tasks make a CPU backend of their own)."""
+    _let_go_of_the_fork_server()
     _die_with_parent()
-    threading.Thread(target=_watch, args=(client,), daemon=True, name="gccl-watch").start()
+    client = multiprocessing.parent_process()
+    if client is not None:
+        check_before_changes(partial(_exit_unless_alive, client))
+        threading.Thread(target=_watch, args=(client,), daemon=True, name="gccl-watch").start()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if service is not None:
         use_backend(ServedBackend(service, threads))
+
+
+def _let_go_of_the_fork_server() -> None:
+    """Close this worker's copy of the pipe that keeps the fork server running.
+
+    multiprocessing hands every process of the fork server the write end of
+    the server's "alive" pipe (so that it could start processes of its own);
+    the server exits when that pipe ends, so a worker holding it keeps the
+    server, and through it itself, alive after the client died. The pipe is
+    reachable only through the module's private state.
+    """
+    server: Any = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if isinstance(fd, int):
+        os.close(fd)
+        server._forkserver_alive_fd = None
 
 
 def _die_with_parent() -> None:
@@ -288,13 +352,13 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
-def _watch(client: int) -> None:
-    """End this worker at once when the client process is gone."""
-    while True:
-        time.sleep(_WATCH_SECONDS)
-        try:
-            os.kill(client, 0)
-        except ProcessLookupError:
-            os._exit(1)
-        except PermissionError:
-            pass
+def _exit_unless_alive(client: BaseProcess) -> None:
+    """End this worker at once if its client is gone (its pipe to this process ended)."""
+    if not client.is_alive():
+        os._exit(1)
+
+
+def _watch(client: BaseProcess) -> None:
+    """End this worker as soon as its client is gone."""
+    wait([client.sentinel])
+    os._exit(1)

@@ -9,6 +9,10 @@ from __future__ import annotations
 import csv
 import os
 import signal
+import subprocess
+import sys
+import threading
+from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +129,110 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_output_set_is_complete(
     assert gccl(str(tmp_path / "in"), "-r", "--out", str(tmp_path / "one"))[0] == 0
     assert files(out) == files(tmp_path / "one")
     assert not [path for path in out.rglob("*") if ".gccl-tmp-" in path.name]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_the_fork_server_and_a_worker_killed_mid_job_neither_hang_nor_lose_images(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Both killed at once; the first worker start after it fails as when the dying server
+    never answers (EOFError), before the client sees the server is gone and starts another."""
+    pools: list[processes.LocalProcesses] = []
+    real_init = processes.LocalProcesses.__init__
+
+    def remembered(self: processes.LocalProcesses, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        pools.append(self)
+
+    monkeypatch.setattr(processes.LocalProcesses, "__init__", remembered)
+    killed: list[int] = []
+    failed_starts: list[int] = []
+    real_connect = forkserver.connect_to_new_process
+
+    def connect(fds: Any) -> Any:
+        if killed and not failed_starts:
+            failed_starts.append(1)
+            raise EOFError("unexpected EOF")
+        return real_connect(fds)
+
+    monkeypatch.setattr(forkserver, "connect_to_new_process", connect)
+    workers: set[int] = set()
+
+    def kill_the_server_and_a_worker() -> None:
+        workers.update(pools[0].pool._processes)  # pids of the pool's workers
+        killed.extend([forkserver._forkserver._forkserver_pid, next(iter(workers))])
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+
+    make_inputs(tmp_path / "in", 40, 320)
+    out = tmp_path / "many"
+    killer, seen = on_first_outputs(out, kill_the_server_and_a_worker)
+    options = ["-r", "--batch-size", "1", "--workers", "1", "--processes", "2"]
+    ended: list[tuple[int, str, str]] = []
+    run = threading.Thread(
+        target=lambda: ended.append(gccl(str(tmp_path / "in"), "--out", str(out), *options)),
+        daemon=True,
+    )
+    run.start()
+    run.join(WAIT_SECONDS * 2)
+    killer.join(WAIT_SECONDS)
+    assert not run.is_alive(), "the run hung"
+    assert seen and seen[0] < 40 and failed_starts  # the kills came before the job was done
+    code, _, stderr = ended[0]
+    assert code == 0, stderr  # every lost task was sent again
+    assert gccl(str(tmp_path / "in"), "-r", "--out", str(tmp_path / "one"))[0] == 0
+    assert files(out) == files(tmp_path / "one")
+    assert not [path for path in out.rglob("*") if ".gccl-tmp-" in path.name]
+    # The workers have ended with their pools; the fork server (this process's) has none left.
+    assert not [pid for pid in workers if _running(pid)]
+    assert not _children(forkserver._forkserver._forkserver_pid)
+
+
+_IMPORT_PRELOADED = """
+import importlib, importlib.abc, sys
+asked = []
+class NoCuda(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("cupy", "cupyx", "cuda"):
+            asked.append(name)
+            raise ImportError(name)
+sys.meta_path.insert(0, NoCuda())
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+print(asked)
+"""
+
+
+def test_the_fork_servers_preloaded_modules_import_without_cuda():
+    """The fork server drops a preloaded name that fails to import without a word."""
+    assert "ccl_cli.run.processes" in processes.PRELOADED  # the workers' set-up
+    result = subprocess.run(
+        [sys.executable, "-c", _IMPORT_PRELOADED, *processes.PRELOADED],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_SECONDS,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"  # no CUDA package was even looked for
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a live process (not a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _children(parent: int) -> list[int]:
+    """The live child processes of `parent`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[1] == str(parent) and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
