@@ -1,9 +1,8 @@
 """`gccl label --processes N`: the run spread over N local worker processes.
 
 The statistics CSVs, TIFF writing and the bookkeeping around each image hold
-Python's GIL, so one process's threads cannot use many cores for them (on the
-16-core H200 machine one process labeled 4000 depth maps at 376 images/s,
-8 processes at 558). N processes each run the pipeline (threads for the
+Python's GIL, so one process's threads cannot use many cores for them
+(docs/performance.md, "Whole runs"). N processes each run the pipeline (threads for the
 codecs) on tasks of a few inputs (tasks.py). This process keeps the lock,
 progress, stopping and the summary. On a GPU it also keeps the only CUDA
 backend: the workers send their batches to its labeling service
@@ -14,8 +13,8 @@ and decode; with the CPU backend the workers label on their own.
 Workers ignore Ctrl-C, which a terminal sends to the whole process group:
 the client asks them to stop (it cancels tasks not yet started and waits for
 the running ones). They keep SIGTERM's default: Python's pool terminates the
-workers of a broken pool with it, and a worker that ignored it kept that
-pool's clean-up spinning forever (a hang at exit, seen in the tests). A
+workers of a broken pool with it, and a worker that ignored it would keep
+that pool's clean-up spinning forever (a hang at exit). A
 worker killed mid-write leaves a temporary that the next run removes.
 Workers die with this process and write nothing into --out after it (its
 lock is gone then, and another run may write there). A worker watches the
