@@ -10,6 +10,9 @@ commands (a fresh Python each, start-up included), median of --repeat runs:
   (26-connectivity on a (1, H, W) view: 8-connectivity in the plane).
 - docs: --docs-count 1-bit G4 TIFF scans (copies of --docs-source), --invert.
   The peer labels with cv2.connectedComponentsWithStats.
+- small: --small-count generated 8-bit PNGs of --small-size (random blobs of
+  255 on 0), the defaults. The peer labels with cv2.connectedComponentsWithStats;
+  with --peer-processes 1 it is a plain loop in one process (no pool).
 
 gccl runs with --json, and the times its first and last record lines came
 are reported too: before the first is start-up, after the last the exit.
@@ -23,6 +26,8 @@ first, which also pays each batch shape's one-time set-up, is reported too.
 
     python3 benchmarks/bench_end_to_end.py --depth-source DIR --docs-source DIR \\
         --work /tmp/e2e --json out.json
+    python3 benchmarks/bench_end_to_end.py --jobs small --peer-processes 1 --device cpu \\
+        --gccl-options "" --gccl-options "--no-fsync"
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 JOBS = {
     "depth": (["--tau", "20", "--min-area", "50"], "depth.png"),
     "docs": (["--invert"], "tif"),
+    "small": ([], "png"),
 }
 
 
@@ -63,6 +69,21 @@ def replicate(source: Path, pattern: str, count: int, folder: Path) -> list[Path
         path = folder / f"{i:05}-{original.name}"
         if not path.exists():
             shutil.copyfile(original, path)
+        paths.append(path)
+    return paths
+
+
+def generate_small(count: int, size: int, folder: Path) -> list[Path]:
+    """`count` 8-bit PNGs of size x size: random blobs of 255 on 0 (made once)."""
+    import cv2
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(count):
+        path = folder / f"{i:05}.png"
+        if not path.exists():
+            cv2.imwrite(str(path), ((rng.random((size, size)) < 0.4) * 255).astype(np.uint8))
         paths.append(path)
     return paths
 
@@ -112,6 +133,16 @@ def _peer_one(job: tuple[str, str, str]) -> list[object]:
         mean = sums / np.maximum(area, 1)
         low = ndimage.minimum(values, labels, index)
         high = ndimage.maximum(values, labels, index)
+    elif kind == "small":
+        values = cv2.imread(path, cv2.IMREAD_UNCHANGED)
+        mask = (values != 0).astype(np.uint8)
+        count, labels, cv_stats, centroids = cv2.connectedComponentsWithStats(mask, 8, cv2.CV_32S)
+        count = kept = count - 1
+        x, y, w, h, area = (cv_stats[1:, i] for i in range(5))
+        boxes = list(zip(x, y, x + w, y + h, strict=True))
+        cx, cy = centroids[1:, 0], centroids[1:, 1]
+        mean = np.full(kept, 255.0)  # every foreground pixel is 255
+        low = high = np.full(kept, 255)
     else:
         values = cv2.imread(path, cv2.IMREAD_GRAYSCALE)
         if values is None:  # an OpenCV built without CCITT: tifffile decodes it
@@ -146,8 +177,12 @@ def peer_main(kind: str, folder: str, out: str, processes: int) -> None:
 
     paths = sorted(str(p) for p in Path(folder).iterdir())
     Path(out).mkdir(parents=True, exist_ok=True)
-    with multiprocessing.get_context("fork").Pool(processes, _peer_init) as pool:
-        rows = pool.map(_peer_one, [(kind, p, out) for p in paths], chunksize=4)
+    jobs = [(kind, p, out) for p in paths]
+    if processes == 1:  # the plain loop a user writes first
+        rows = [_peer_one(job) for job in jobs]
+    else:
+        with multiprocessing.get_context("fork").Pool(processes, _peer_init) as pool:
+            rows = pool.map(_peer_one, jobs, chunksize=4)
     with open(f"{out}/summary.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(SUMMARY_COLUMNS)
@@ -205,7 +240,7 @@ def labeling_seconds(kind: str, paths: list[Path]) -> tuple[float, float]:
     from ccl_cli.config import resolve
     from ccl_cli.io import images
 
-    flags = {"tau": 20, "min_area": 50} if kind == "depth" else {"invert": True}
+    flags = {"depth": {"tau": 20, "min_area": 50}, "docs": {"invert": True}}.get(kind, {})
     params = resolve([], flags).label_params()
     decoded = [images.read_image(path) for path in paths]
     backend = CudaBackend()
@@ -232,11 +267,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--depth-source", type=Path, required=True)
-    parser.add_argument("--docs-source", type=Path, required=True)
+    parser.add_argument("--depth-source", type=Path, help="depth PNGs (the depth job)")
+    parser.add_argument("--docs-source", type=Path, help="G4 TIFF scans (the docs job)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/gccl-e2e"))
     parser.add_argument("--depth-count", type=int, default=1000)
     parser.add_argument("--docs-count", type=int, default=200)
+    parser.add_argument("--small-count", type=int, default=5000)
+    parser.add_argument("--small-size", type=int, default=32)
     parser.add_argument("--peer-processes", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--jobs", default="depth,docs", help="which jobs, comma-separated")
@@ -257,7 +294,12 @@ def main() -> None:
     for kind in args.jobs.split(","):
         options, pattern = JOBS[kind]
         folder = args.work / "in" / kind
-        paths = replicate(sources[kind], pattern, counts[kind], folder)
+        if kind == "small":
+            paths = generate_small(args.small_count, args.small_size, folder)
+        elif sources[kind] is None:
+            raise SystemExit(f"the {kind} job needs --{kind}-source")
+        else:
+            paths = replicate(sources[kind], pattern, counts[kind], folder)
         peer_out = args.work / "peer" / kind
         peer = [
             sys.executable,

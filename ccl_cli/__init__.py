@@ -7,13 +7,11 @@ on first use.
 
 from __future__ import annotations
 
-from importlib import metadata
 from typing import Any
 
-try:
-    __version__ = metadata.version("gccl")
-except metadata.PackageNotFoundError:  # running from a source tree
-    __version__ = "0.1.0"
+#: The one place the version is written: pyproject.toml reads it from here
+#: (importlib.metadata would cost a start-up tens of milliseconds).
+__version__ = "0.1.0"
 
 
 def label(array: Any, **options: Any) -> Any:

@@ -7,6 +7,7 @@ pipeline and give exit 1; Ctrl-C gives 130.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import sys
@@ -15,24 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.text import Text
 
 from . import __version__
 from .errors import EXIT_INTERRUPTED, EXIT_USAGE, GcclError
 from .options import OPTIONS
 
 if TYPE_CHECKING:  # the pipeline (numpy, codecs) loads only when a command runs
+    from rich.console import Console
+    from rich.progress import Progress
+
     from .config import Settings
     from .run.records import Record, RunReport
 
@@ -47,7 +39,22 @@ app = typer.Typer(
 config_app = typer.Typer(help="Inspect configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)  # one line per message
+
+@functools.cache
+def _stderr() -> Console:
+    """rich's console on stderr, made at the first message: a quiet run that goes well
+    never imports rich."""
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)  # one line per message
+
+
+def _say(message: str, style: str = "") -> None:
+    """One line on stderr (above the progress display, which shares the console)."""
+    from rich.text import Text
+
+    _stderr().print(Text(message, style=style))
+
 
 ConfigOption = Annotated[
     list[Path] | None,
@@ -62,18 +69,44 @@ ConfigOption = Annotated[
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
-    stderr.print(Text(f"gccl: error: {message}", style="red"))
+    _say(f"gccl: error: {message}", "red")
     return typer.Exit(code)
 
 
-class _ImagesPerSecond(ProgressColumn):
-    """Images per second over the whole run so far (rich's own speed is too jumpy)."""
+def _progress() -> Progress:
+    """The progress display: a bar, images done of all, images per second, times."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        Task,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text
 
-    def render(self, task: Task) -> Text:
-        elapsed = task.finished_time or task.elapsed
-        if not elapsed or not task.completed:
-            return Text("")
-        return Text(f"{task.completed / elapsed:.1f} img/s")
+    class ImagesPerSecond(ProgressColumn):
+        """Images per second over the whole run so far (rich's own speed is too jumpy)."""
+
+        def render(self, task: Task) -> Text:
+            elapsed = task.finished_time or task.elapsed
+            if not elapsed or not task.completed:
+                return Text("")
+            return Text(f"{task.completed / elapsed:.1f} img/s")
+
+    return Progress(
+        TextColumn("labeling"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        ImagesPerSecond(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=_stderr(),
+        transient=False,
+    )
 
 
 class ConsoleReporter:
@@ -86,41 +119,31 @@ class ConsoleReporter:
     def __init__(self, quiet: bool, as_json: bool) -> None:
         self.as_json = as_json
         self.quiet = quiet
-        self.progress = Progress(
-            TextColumn("labeling"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            _ImagesPerSecond(),
-            TimeElapsedColumn(),
-            TextColumn("eta"),
-            TimeRemainingColumn(),
-            console=stderr,
-            disable=quiet,
-            transient=False,
-        )
+        self.progress = None if quiet else _progress()
         self.task: Any = None
 
     def start(self, total: int | None) -> None:
-        self.progress.start()
-        self.task = self.progress.add_task("label", total=total)
+        if self.progress is not None:
+            self.progress.start()
+            self.task = self.progress.add_task("label", total=total)
 
     def finished(self, record: Record) -> None:
         if record.status == "failed":
-            self.progress.console.print(
-                Text(f"gccl: {record.item.display}: {record.message}", style="red")
-            )
+            _say(f"gccl: {record.item.display}: {record.message}", "red")
         if self.as_json:
             sys.stdout.write(json.dumps(record.as_json()) + "\n")
             sys.stdout.flush()
-        if self.task is not None:
+        if self.progress is not None and self.task is not None:
             self.progress.advance(self.task)
 
     def notice(self, message: str) -> None:
         if not self.quiet:
-            self.progress.console.print(Text(f"gccl: {message}", style="yellow"))
+            _say(f"gccl: {message}", "yellow")
 
     def stop(self, abandoned: bool = False) -> None:
         """End the progress display; an abandoned run (exit 2) leaves no bar behind."""
+        if self.progress is None:
+            return
         if abandoned and self.task is not None:
             self.progress.remove_task(self.task)
         self.progress.stop()
@@ -245,7 +268,7 @@ def _run_command(
         if reporter is not None:
             reporter.stop()
     if not settings.quiet:
-        stderr.print(Text(f"gccl: {_closing_line(report)}"))
+        _say(f"gccl: {_closing_line(report)}")
     raise typer.Exit(exit_code(report))
 
 
@@ -480,7 +503,7 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except typer.Abort:
-        stderr.print(Text("gccl: error: interrupted", style="red"))
+        _say("gccl: error: interrupted", "red")
         sys.exit(EXIT_INTERRUPTED)
     except Exception as error:
         if not hasattr(error, "format_message") or not hasattr(error, "exit_code"):
@@ -490,6 +513,6 @@ def main() -> None:
             sys.exit(error.exit_code)
         context = getattr(error, "ctx", None)
         hint = f" (see {context.command_path} --help)" if context is not None else ""
-        stderr.print(Text(f"gccl: error: {error.format_message()}{hint}", style="red"))
+        _say(f"gccl: error: {error.format_message()}{hint}", "red")
         sys.exit(EXIT_USAGE)
     sys.exit(code if isinstance(code, int) else 0)

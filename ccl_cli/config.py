@@ -4,7 +4,7 @@ Every option of `gccl label` (options.py) has a key of the same name in the
 YAML file (`min-area` or `min_area`). Values are checked here, once, with the
 option's check, so that an unknown key or a wrong type stops the run with
 exit 2 naming the key and where it came from. A config file is small plain
-YAML: at most MAX_CONFIG_BYTES of UTF-8, each key once, no anchors' aliases
+YAML: at most config_files.MAX_CONFIG_BYTES of UTF-8, each key once, no anchors' aliases
 (a few lines of aliases can expand to gigabytes).
 """
 
@@ -15,15 +15,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .contract.params import LabelParams
 from .contract.stages import MORPHOLOGY_ORDER
 from .errors import UsageError
 from .options import BY_NAME, MAX_IMAGE_BYTES
-
-#: The largest config file read (a real one is a few hundred bytes).
-MAX_CONFIG_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -90,7 +85,9 @@ class Settings:
         }
         if values["background"] is None:
             values["background"] = "none"
-        return yaml.safe_dump(values, sort_keys=False)
+        from .config_files import dump  # PyYAML loads only where a file is read or written
+
+        return dump(values)
 
 
 def _smooth_pair(text: str) -> tuple[str, int]:
@@ -118,58 +115,6 @@ def apply(settings: Settings, values: Mapping[str, Any], source: str) -> Setting
     return replace(settings, **updates, sources=(*settings.sources, source))
 
 
-class _ConfigLoader(yaml.SafeLoader):
-    """PyYAML's safe loader that refuses aliases and keys given twice."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark
-            raise yaml.constructor.ConstructorError(
-                None, None, "aliases (*name) are not allowed in a config file", mark
-            )
-        return super().compose_node(parent, index)
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node)
-            if isinstance(key, str) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"'{key}' is given twice", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep)
-
-
-def load_file(path: Path) -> dict[str, Any]:
-    """The mapping in one YAML config file (an empty file is an empty mapping)."""
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_CONFIG_BYTES + 1)
-    except OSError as error:
-        raise UsageError(f"{path}: cannot read config file ({error.strerror or error})") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise UsageError(f"{path}: a config file holds at most {MAX_CONFIG_BYTES} bytes")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise UsageError(f"{path}: not UTF-8 text (byte {error.start})") from None
-    try:
-        data = yaml.load(text, Loader=_ConfigLoader)
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = f": {error.problem}" if error.problem else ""
-        raise UsageError(f"{path}: not valid YAML{where}{problem}") from None
-    except yaml.YAMLError:
-        raise UsageError(f"{path}: not valid YAML") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise UsageError(f"{path}: a config file holds 'key: value' lines")
-    return data
-
-
 def resolve(
     config_files: Iterable[Path], flags: Mapping[str, Any], source: str = "command line"
 ) -> Settings:
@@ -180,6 +125,8 @@ def resolve(
     """
     settings = Settings()
     for path in config_files:
+        from .config_files import load_file  # PyYAML loads only where a file is read
+
         settings = apply(settings, load_file(path), str(path))
     given = {key: value for key, value in flags.items() if value is not None}
     settings = apply(settings, given, source) if given else settings

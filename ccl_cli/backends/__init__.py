@@ -37,8 +37,8 @@ def make_backend(
 
     if devices is not None and device == "cpu":
         raise UsageError("--devices picks GPUs; it does not go with --device cpu")
-    if device == "cpu":
-        return CpuBackend(threads)
+    if device == "cpu" or (device == "auto" and devices is None and not find_spec("cupy")):
+        return CpuBackend(threads)  # without CuPy auto says nothing (the docstring says why)
     if device == "auto" and devices is None and cpu_first is not None and find_spec("cupy"):
         from .hybrid import HybridBackend
 

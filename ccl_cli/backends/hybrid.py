@@ -3,8 +3,8 @@
 Making a CUDA backend (CuPy's import, the driver, a context, the kernels)
 takes about a second, longer than a small job takes on the CPU, and its
 imports compete with the run for Python's GIL. So batches are labeled on the
-CPU, the GPU starts in a daemon thread once the CPU has labeled for
-START_AFTER_SECONDS (a job done sooner never pays for CUDA), and each batch
+CPU, the GPU starts in a daemon thread once the CPU has labeled
+START_AFTER_PIXELS (a job done sooner never pays for CUDA), and each batch
 goes to the GPU if it is ready by then. The backends give the same bytes, so
 which one labels a batch changes nothing in the outputs (BatchResult.backend
 says which did). A run that ends first never waits for the thread: a daemon
@@ -16,7 +16,6 @@ one notice, and that batch and the rest are labeled on the CPU.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -25,8 +24,10 @@ import numpy as np
 from ..contract.params import LabelParams
 from .base import Backend, BatchResult, LabelSteps, in_one_step
 
-#: Seconds of CPU labeling after which the GPU is started (0: at once).
-START_AFTER_SECONDS = 0.2
+#: Pixels labeled on the CPU after which the GPU is started (0: at once): about
+#: 0.1-0.5 s of CPU labeling, a pixel count so that the CPU's one-time start
+#: (loading its compiled kernels) does not count.
+START_AFTER_PIXELS = 20_000_000
 
 
 class HybridBackend:
@@ -34,8 +35,8 @@ class HybridBackend:
 
     start: makes the GPU backend (in a thread); it raises when there is none,
     and the run stays on the CPU (then `notice` gets why, if `why` names it).
-    start_after: seconds of CPU labeling before the GPU is started (0: now;
-    None: START_AFTER_SECONDS).
+    start_after: pixels labeled on the CPU before the GPU is started (0: now;
+    None: START_AFTER_PIXELS).
     """
 
     #: Made for a run in this process only (make_backend's cpu_first), never served
@@ -48,7 +49,7 @@ class HybridBackend:
         start: Callable[[], Backend],
         notice: Callable[[str], None],
         why: Callable[[BaseException], str | None] = lambda error: None,
-        start_after: float | None = None,
+        start_after: int | None = None,
     ) -> None:
         self.cpu = cpu
         self.notice = notice
@@ -59,9 +60,9 @@ class HybridBackend:
         self._thread = threading.Thread(
             target=self._start, args=(start, why), name="gccl-gpu-start", daemon=True
         )
-        self._cpu_seconds_left = START_AFTER_SECONDS if start_after is None else start_after
+        self._cpu_pixels_left = START_AFTER_PIXELS if start_after is None else start_after
         self._started = False
-        if self._cpu_seconds_left <= 0:
+        if self._cpu_pixels_left <= 0:
             self._start_gpu()
 
     def _start_gpu(self) -> None:
@@ -114,12 +115,11 @@ class HybridBackend:
             else:
                 result.backend = result.backend or backend.name
                 return result
-        began = time.perf_counter()
         result = self.cpu.label(batch, params, out, narrow)
         result.backend = result.backend or self.cpu.name
         if not self._started:
-            self._cpu_seconds_left -= time.perf_counter() - began
-            if self._cpu_seconds_left <= 0:
+            self._cpu_pixels_left -= int(np.prod(np.shape(batch)))
+            if self._cpu_pixels_left <= 0:
                 self._start_gpu()
         return result
 

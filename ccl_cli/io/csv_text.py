@@ -25,6 +25,9 @@ import orjson
 
 from ..contract.stats import CSV_COLUMNS, StatsTable
 
+#: Tables of at most this many rows are printed value by value with str and repr:
+#: below it numpy's fixed cost per call outweighs what the bulk path saves.
+SHORT_TABLE_ROWS = 128
 #: repr prints these floats in plain notation, and so does orjson (module docstring).
 _PLAIN_LOW, _PLAIN_HIGH = 1e-4, 1e16
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
@@ -100,6 +103,9 @@ def stats_csv(table: StatsTable) -> str:
     for integer images. Built column-wise in bulk (csv_text): tables of
     document scans and random images have tens of thousands of rows.
     """
+    header = ",".join(CSV_COLUMNS) + "\n"
+    if len(table) <= SHORT_TABLE_ROWS:
+        return header + _rows_one_by_one(table)
     values = int_texts if table.integer_values else float_texts
     columns = [
         int_texts(np.arange(1, len(table) + 1)),
@@ -114,4 +120,20 @@ def stats_csv(table: StatsTable) -> str:
         values(table.min),
         values(table.max),
     ]
-    return ",".join(CSV_COLUMNS) + "\n" + csv_rows(columns).decode("ascii")
+    return header + csv_rows(columns).decode("ascii")
+
+
+def _rows_one_by_one(table: StatsTable) -> str:
+    """The CSV rows of a short table, each value printed by str (integers) or repr (floats)."""
+    ints = [column.tolist() for column in (table.area, table.x, table.y, table.width, table.height)]
+    floats = [column.tolist() for column in (table.centroid_x, table.centroid_y, table.mean)]
+    bounds = [table.min.tolist(), table.max.tolist()]
+    if table.integer_values:
+        bounds = [[int(value) for value in column] for column in bounds]
+    lines = [
+        f"{i + 1},{a},{x},{y},{w},{h},{cx!r},{cy!r},{mean!r},{low!r},{high!r}\n"
+        for i, (a, x, y, w, h, cx, cy, mean, low, high) in enumerate(
+            zip(*ints, *floats, *bounds, strict=True)
+        )
+    ]
+    return "".join(lines)

@@ -22,16 +22,19 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from types import ModuleType
+from typing import TYPE_CHECKING, BinaryIO
 
 import imagecodecs
 import numpy as np
-import tifffile
-from PIL import Image
 
 from ..contract.params import SUPPORTED_DTYPES
 from ..errors import InputError
 from ..options import COLOR_TO_GRAY_CHOICES, MAX_IMAGE_BYTES, TIFF_COMPRESSIONS
+
+if TYPE_CHECKING:  # both load at the first file that needs them (_pillow, _tifffile)
+    import tifffile
+    from PIL import Image
 
 #: Suffixes a directory scan picks up (compare case-insensitively).
 IMAGE_SUFFIXES: tuple[str, ...] = (".png", ".tif", ".tiff", ".npy")
@@ -45,16 +48,32 @@ MAX_PIXELS = 2**31
 #: image of its own: image_pages).
 MAX_TIFF_PAGES = 1024
 
-# Pillow's default bomb limit (89 Mpixel) rejects legitimate large-format scans.
-# Ours is checked from the header before Pillow decodes, so Pillow's own check
-# (which warns above its limit, through the process-global warnings machinery)
-# never fires for files we read.
-Image.MAX_IMAGE_PIXELS = MAX_PIXELS
-
 # tifffile logs the oddities it works around (bad offsets, missing tags) to
 # stderr. Here a file either reads or fails as one InputError line; stray log
 # lines would break that one-line-per-file contract in the middle of progress.
 logging.getLogger("tifffile").setLevel(logging.CRITICAL)
+
+
+def _pillow() -> ModuleType:
+    """Pillow's Image module, imported at the first file it decodes.
+
+    Pillow's default bomb limit (89 Mpixel) rejects legitimate large-format
+    scans. Ours is checked from the header before Pillow decodes, so Pillow's
+    own check (which warns above its limit, through the process-global
+    warnings machinery) never fires for files we read.
+    """
+    from PIL import Image
+
+    Image.MAX_IMAGE_PIXELS = MAX_PIXELS
+    return Image
+
+
+def _tifffile() -> ModuleType:
+    """tifffile, imported at the first TIFF read or written."""
+    import tifffile
+
+    return tifffile
+
 
 # Label images are mostly long runs of one value, which the fastest deflate
 # levels already shrink well; higher levels cost several times the CPU for a
@@ -152,7 +171,7 @@ def encode_label_tiff(labels: np.ndarray, compression: str = "deflate") -> bytes
         raise ValueError(f"compression must be one of {TIFF_COMPRESSIONS}")
     labels32 = _checked_labels(labels, 2**32 - 1).astype(np.uint32)
     buffer = io.BytesIO()
-    tifffile.imwrite(
+    _tifffile().imwrite(
         buffer,
         labels32,
         photometric="minisblack",
@@ -327,7 +346,18 @@ def _read_png(handle: BinaryIO, head: bytes, max_bytes: int) -> tuple[np.ndarray
             raise InputError(f"corrupt PNG: 16 bits with colour type {color_type}")
         with _decoding("PNG"):
             return imagecodecs.png_decode(handle.read()), kind
-    with _decoding("PNG"), Image.open(handle) as image:
+    if bit_depth == 8 and color_type == 0 and head[28:29] == b"\0":
+        # Plain 8-bit gray, not interlaced: libpng decodes it in a fifth of Pillow's
+        # time (small images). An animation (acTL) or a transparent gray (tRNS, to
+        # which libpng adds an alpha channel) goes to Pillow, as does a file whose
+        # chunks before the pixels merely hold those letters.
+        data = handle.read()
+        ahead = data[: data.find(b"IDAT")]
+        if b"acTL" not in ahead and b"tRNS" not in ahead:
+            with _decoding("PNG"):
+                return imagecodecs.png_decode(data), "gray"
+        handle = io.BytesIO(data)
+    with _decoding("PNG"), _pillow().open(handle) as image:
         frames = getattr(image, "n_frames", 1)
         if frames > 1:
             raise _not_2d((frames, height, width))
@@ -375,7 +405,7 @@ def image_pages(path: Path) -> int:
         with _open_regular(Path(path)) as handle:
             if _read_head(handle)[:4] not in _TIFF_MAGICS:
                 return 1
-            with tifffile.TiffFile(handle) as tiff:
+            with _tifffile().TiffFile(handle) as tiff:
                 return max(1, len(_full_pages(tiff)))
     except Exception:  # every problem is the reader's to report
         return 1
@@ -386,7 +416,7 @@ def _read_tiff(
 ) -> tuple[np.ndarray, str]:
     """Decode a single-page TIFF, or page `index` of a multi-page one (image_pages);
     returns the array and its kind."""
-    with _decoding("TIFF"), tifffile.TiffFile(handle) as tiff:
+    with _decoding("TIFF"), _tifffile().TiffFile(handle) as tiff:
         size = os.fstat(handle.fileno()).st_size
         pages = _full_pages(tiff)
         if not pages:  # what a file cut before its image directory looks like
@@ -435,14 +465,14 @@ def _full_pages(tiff: tifffile.TiffFile) -> list[tifffile.TiffPage]:
         if page.offset in offsets:
             raise InputError("corrupt TIFF: its page directories form a loop")
         offsets.add(page.offset)
-        if isinstance(page, tifffile.TiffPage) and not page.is_reduced:
+        if isinstance(page, _tifffile().TiffPage) and not page.is_reduced:
             full.append(page)
     return full
 
 
 def _tiff_displayed(page: tifffile.TiffPage, array: np.ndarray) -> tuple[np.ndarray, str]:
     """Apply the TIFF photometric interpretation: what a viewer would show."""
-    photometric = tifffile.PHOTOMETRIC
+    photometric = _tifffile().PHOTOMETRIC
     samples = array.shape[2] if array.ndim == 3 else 1
     kind = page.photometric
     if kind == photometric.MINISWHITE and samples == 1:

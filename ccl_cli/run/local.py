@@ -251,10 +251,11 @@ class LocalRun:
                 self._label([decoded], key)
             return
         share = (time.perf_counter() - started) / len(group)
+        kept = result.kept  # a list made on each access
         for i, decoded in enumerate(group):
             decoded.record.backend = result.backend or self.backend.name
             decoded.record.components = result.components[i]
-            decoded.record.kept = result.kept[i]
+            decoded.record.kept = kept[i]
             labels = np.asarray(result.image(i))
             table = result.tables[i]
             outlines = result.polygons[i] if result.polygons is not None else None

@@ -1,9 +1,8 @@
 """`gccl label --processes N`: the run spread over N local worker processes.
 
 The statistics CSVs, TIFF writing and the bookkeeping around each image hold
-Python's GIL, so one process's threads cannot use many cores for them (on the
-16-core H200 machine one process labeled 4000 depth maps at 376 images/s,
-8 processes at 558). N processes each run the pipeline (threads for the
+Python's GIL, so one process's threads cannot use many cores for them
+(docs/performance.md, "Whole runs"). N processes each run the pipeline (threads for the
 codecs) on tasks of a few inputs (tasks.py). This process keeps the lock,
 progress, stopping and the summary. On a GPU it also keeps the only CUDA
 backend: the workers send their batches to its labeling service
@@ -14,8 +13,8 @@ and decode; with the CPU backend the workers label on their own.
 Workers ignore Ctrl-C, which a terminal sends to the whole process group:
 the client asks them to stop (it cancels tasks not yet started and waits for
 the running ones). They keep SIGTERM's default: Python's pool terminates the
-workers of a broken pool with it, and a worker that ignored it kept that
-pool's clean-up spinning forever (a hang at exit, seen in the tests). A
+workers of a broken pool with it, and a worker that ignored it would keep
+that pool's clean-up spinning forever (a hang at exit). A
 worker killed mid-write leaves a temporary that the next run removes.
 Workers die with this process and write nothing into --out after it (its
 lock is gone then, and another run may write there). A worker watches the
@@ -52,7 +51,7 @@ from functools import partial
 from multiprocessing import forkserver
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..backends import make_backend
 from ..backends.base import warm_up
@@ -61,8 +60,10 @@ from ..errors import UsageError
 from ..io.outputs import check_before_changes
 from .local import usable_cores
 from .records import Admitted, Outcomes
-from .service import SHARED_MEMORY, LabelingService, ServedBackend, ServiceAddress
 from .tasks import TaskRunner, label_task, spread_task_size, use_backend
+
+if TYPE_CHECKING:  # the service (and the CUDA modules it names) loads once workers start
+    from .service import LabelingService, ServiceAddress
 
 #: Resends of a task whose pool broke (a worker died) before it is failed.
 RETRIES = 2
@@ -71,8 +72,8 @@ START_PAUSE_SECONDS = 0.2
 #: Seconds closing waits for the workers to end before it kills them.
 CLOSE_SECONDS = 5.0
 #: Modules the fork server imports once for every worker: the worker's set-up and
-#: tasks (this module imports tasks.py and service.py) and the CPU backend (numba).
-PRELOADED = ("ccl_cli.run.processes", "ccl_cli.backends.cpu.backend")
+#: tasks (this module imports tasks.py), the labeling service and the CPU backend (numba).
+PRELOADED = ("ccl_cli.run.processes", "ccl_cli.run.service", "ccl_cli.backends.cpu.backend")
 #: prctl(2)'s option that sends a signal on the parent's death (Linux).
 _PR_SET_PDEATHSIG = 1
 #: Cores per process --processes auto gives (each process runs that many threads).
@@ -117,8 +118,12 @@ class LocalProcesses:
         self.threads = settings.workers or max(1, usable_cores() // count)
         self.task_size = spread_task_size(inputs, count)
         self.context = context
+        from .service import SHARED_MEMORY, LabelingService
+
         auto = settings.device == "auto"  # CPU labeling while the GPU starts
-        self.service = LabelingService(count, auto, notice) if SHARED_MEMORY else None
+        self.service: LabelingService | None = (
+            LabelingService(count, auto, notice) if SHARED_MEMORY else None
+        )
         self.backend_error: BaseException | None = None
         self.making: threading.Thread | None = None
         if self.service is None:  # workers label on their own: check the device first
@@ -321,6 +326,8 @@ def _start_worker(service: ServiceAddress | None, threads: int) -> None:
         threading.Thread(target=_watch, args=(client,), daemon=True, name="gccl-watch").start()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if service is not None:
+        from .service import ServedBackend
+
         use_backend(ServedBackend(service, threads))
 
 

@@ -166,7 +166,7 @@ def test_a_gpu_that_cannot_start_leaves_the_cpu_and_says_why():
     assert notices == ["no GPU (no driver)"]
 
 
-def test_the_gpu_starts_only_once_the_cpu_has_labeled_for_start_after_seconds():
+def test_the_gpu_starts_only_once_the_cpu_has_labeled_start_after_pixels():
     started: list[int] = []
 
     def start() -> FakeGpu:
@@ -175,15 +175,14 @@ def test_the_gpu_starts_only_once_the_cpu_has_labeled_for_start_after_seconds():
 
     batch = np.zeros((1, 40, 40), np.uint8)
     batch[:, ::2, ::2] = 1
-    small = HybridBackend(CpuBackend(1), start, lambda message: None, start_after=3600)
-    for _ in range(3):  # a job that ends before the CPU labeled for an hour
-        assert small.label(batch, LabelParams()).components == [400]
-    assert not small.wait_started(0) and started == []
-    soon = HybridBackend(CpuBackend(1), start, lambda message: None, start_after=1e-9)
-    assert not soon.wait_started(0) and started == []  # not at construction
-    assert soon.label(batch, LabelParams()).backend == "cpu"
-    assert soon.wait_started(30) and started == [1]  # after that first CPU batch
-    assert soon.label(batch, LabelParams()).backend == "fake-gpu"
+    backend = HybridBackend(CpuBackend(1), start, lambda message: None, start_after=3 * 1600)
+    assert not backend.wait_started(0) and started == []  # not at construction
+    for _ in range(2):  # 3200 pixels labeled: not yet
+        assert backend.label(batch, LabelParams()).components == [400]
+    assert not backend.wait_started(0) and started == []
+    assert backend.label(batch, LabelParams()).backend == "cpu"  # 4800
+    assert backend.wait_started(30) and started == [1]  # after that third CPU batch
+    assert backend.label(batch, LabelParams()).backend == "fake-gpu"
 
 
 def test_auto_run_does_not_wait_for_a_hung_cuda_start(tmp_path: Path):
@@ -195,7 +194,7 @@ import ccl_cli.backends as backends
 backends.find_spec = lambda name: True  # as if CuPy were installed
 backends._started_cuda = lambda params: threading.Event().wait()  # a start that never ends
 import ccl_cli.backends.hybrid as hybrid
-hybrid.START_AFTER_SECONDS = 0  # started at once
+hybrid.START_AFTER_PIXELS = 0  # started at once
 from ccl_cli.cli import app
 sys.argv = ["gccl", "label", {str(tmp_path / "in")!r}, "-r", "--out", {str(tmp_path / "out")!r},
             "--quiet", "--json"]

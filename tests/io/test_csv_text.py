@@ -10,7 +10,7 @@ from hypothesis.extra import numpy as hnp
 
 from ccl_cli.contract.stats import CSV_COLUMNS, StatsTable
 from ccl_cli.io import csv_text
-from ccl_cli.io.csv_text import csv_rows, float_texts, int_texts, stats_csv
+from ccl_cli.io.csv_text import SHORT_TABLE_ROWS, csv_rows, float_texts, int_texts, stats_csv
 
 
 def texts(matrix: np.ndarray) -> list[str]:
@@ -103,9 +103,9 @@ def reference_csv(table: StatsTable) -> str:
 
 
 @pytest.mark.parametrize("integer_values", [True, False])
-def test_stats_csv_equals_printing_value_by_value(integer_values: bool):
+@pytest.mark.parametrize("count", [3, SHORT_TABLE_ROWS, SHORT_TABLE_ROWS + 1, 500])
+def test_stats_csv_equals_printing_value_by_value(integer_values: bool, count: int):
     rng = np.random.default_rng(int(integer_values))
-    count = 500
     area = rng.integers(1, 10**6, count)
     values = rng.integers(-(2**31), 2**31, (2, count)).astype(np.float64)
     if not integer_values:

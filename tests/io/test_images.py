@@ -101,6 +101,48 @@ def test_png_gray_round_trips(tmp_path: Path, dtype: type) -> None:
     np.testing.assert_array_equal(result, values)
 
 
+def test_png_8_bit_gray_with_transparency_reads_gray(tmp_path: Path) -> None:
+    values = ramp(np.dtype(np.uint8))
+    path = save_pil(tmp_path / "a.png", Image.fromarray(values), transparency=7)
+    assert b"tRNS" in path.read_bytes()
+    np.testing.assert_array_equal(images.read_image(path), values)
+
+
+def adam7_gray_png(values: np.ndarray) -> bytes:
+    """An interlaced (Adam7) 8-bit gray PNG of `values`, built pass by pass (no filter)."""
+    passes = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4)]
+    passes += [(1, 0, 2, 2), (0, 1, 1, 2)]
+    raw = b""
+    for x0, y0, dx, dy in passes:
+        sub = values[y0::dy, x0::dx]
+        if sub.size:
+            raw += b"".join(b"\0" + row.tobytes() for row in sub)
+    height, width = values.shape
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 1)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw))
+        + (chunk(b"IEND", b""))
+    )
+
+
+def test_png_interlaced_gray_reads_every_pixel_in_place(tmp_path: Path) -> None:
+    values = ramp(np.dtype(np.uint8))
+    path = tmp_path / "a.png"
+    path.write_bytes(adam7_gray_png(values))
+    with Image.open(path) as image:  # the file is what it should be, as Pillow reads it
+        assert image.info.get("interlace") == 1
+        np.testing.assert_array_equal(np.asarray(image), values)
+    np.testing.assert_array_equal(images.read_image(path), values)
+
+
 def palette_png(path: Path, palette: np.ndarray, indices: np.ndarray) -> Path:
     """An 8-bit palette PNG of `indices` into the (N, 3) `palette`."""
     image = Image.new("P", indices.shape[::-1])

@@ -24,6 +24,7 @@ from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.contract.params import LabelParams
 from ccl_cli.errors import BackendUnavailable
 from ccl_cli.run import processes
+from ccl_cli.run import service as service_module
 from ccl_cli.run.service import (
     CONCURRENT_BATCHES,
     DeviceLabeler,
@@ -416,7 +417,7 @@ def test_without_memory_files_workers_label_on_their_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """Systems without memfd (macOS) run --processes without the service, on the CPU."""
-    monkeypatch.setattr(processes, "SHARED_MEMORY", False)
+    monkeypatch.setattr(service_module, "SHARED_MEMORY", False)  # read as workers start
     make_inputs(tmp_path / "in", 13, 40)
     args = [str(tmp_path / "in"), "-r", "--min-area", "2"]
     assert gccl(*args, "--out", str(tmp_path / "one"), "--processes", "1")[0] == 0

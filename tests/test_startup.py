@@ -1,0 +1,100 @@
+"""What a `gccl label` process imports: the modules its run uses, not the others.
+
+Each run is a fresh Python (`-X importtime` lists every module it imported,
+in every thread), so nothing another test imported counts.
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+#: numba's BLAS probe, answered "missing" in the command's processes (numba_start.py).
+BLAS_PROBE = "scipy.linalg.cython_blas"
+
+#: Not needed by a quiet CPU run of one 8-bit gray PNG without a config file:
+#: the progress display and its console, TIFF and Pillow's readers, CUDA,
+#: the labeling service of worker processes, and SciPy's linear algebra
+#: (which numba would load for its np.dot).
+NOT_FOR_A_QUIET_PNG_RUN = (
+    "rich",
+    "tifffile",
+    "PIL",
+    "cupy",
+    "ccl_cli.backends.cuda",
+    "ccl_cli.run.service",
+    "scipy.linalg",
+)
+
+
+def imported(arguments: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run `python -X importtime ARGUMENTS`; its result and the modules it imported."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *arguments],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    names = {
+        line.rsplit("|", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    return done, names
+
+
+def loaded(names: set[str], package: str) -> bool:
+    return any(name == package or name.startswith(package + ".") for name in names)
+
+
+def test_a_quiet_cpu_run_of_one_png_imports_only_what_it_uses(tmp_path: Path) -> None:
+    values = np.zeros((24, 32), np.uint8)
+    values[2:6, 3:9] = 255
+    values[10:20, 20:30] = 255
+    Image.fromarray(values).save(tmp_path / "one.png")
+    done, names = imported(
+        ["-m", "ccl_cli", "label", "one.png", "--out", "o", "--device", "cpu", "-q"], tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(tmp_path / "o" / "summary.csv", newline="") as handle:
+        (row,) = csv.DictReader(handle)
+    assert row["status"] == "ok" and row["kept"] == "2"
+    assert loaded(names, "ccl_cli.backends.cpu") and loaded(names, "numba")  # it labeled
+    names.discard(BLAS_PROBE)  # listed as tried: numba's look for it failed at once
+    assert [package for package in NOT_FOR_A_QUIET_PNG_RUN if loaded(names, package)] == []
+
+
+def test_a_run_with_progress_and_a_tiff_loads_rich_and_tifffile(tmp_path: Path) -> None:
+    """The other side of the test above: the same check sees the modules a run uses."""
+    import tifffile
+
+    tifffile.imwrite(tmp_path / "one.tif", np.eye(8, dtype=np.uint8))
+    done, names = imported(
+        ["-m", "ccl_cli", "label", "one.tif", "--out", "o", "--device", "cpu"], tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert loaded(names, "rich") and loaded(names, "tifffile")
+
+
+def test_settings_without_a_config_file_do_not_load_yaml(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("min-area: 3\n")
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from ccl_cli.config import resolve\n"
+        "resolve([], {'min_area': '2'})\n"
+        "print('yaml' in sys.modules)\n"
+        f"print(resolve([Path({str(config)!r})], {{}}).min_area, 'yaml' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "3", "True"]
