@@ -260,12 +260,12 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
         if floating
         else np.zeros(0)
     )
-    kept_id = np.empty(len(stats), np.int64)
+    kept_id = scratch("kept_id", (len(stats),), np.int64)
     kept = np.empty(count, np.int64)
     spread(
         kernels.keep_components, count, post, stats, component_first, params.min_area, kept_id, kept
     )
-    lookup = np.empty(first[-1], np.int64)
+    lookup = scratch("lookup", (int(first[-1]),), np.int64)
     spread(
         kernels.slot_lookup,
         len(tasks),
@@ -279,8 +279,8 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
     )
     kept_first = np.zeros(count + 1, np.int64)
     np.cumsum(kept, out=kept_first[1:])
-    ints = np.empty((5, kept_first[-1]), np.int64)
-    floats = np.empty((5, kept_first[-1]), np.float64)
+    ints = np.empty((5, int(kept_first[-1])), np.int64)
+    floats = np.empty((5, int(kept_first[-1])), np.float64)
     spread(
         kernels.kept_columns, count, post,
         stats, stats.view(np.int32), component_first, kept_id, kept_first, floating, mean, ints,
