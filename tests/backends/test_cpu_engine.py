@@ -18,8 +18,10 @@ from ccl_cli.contract.params import SUPPORTED_DTYPES, LabelParams
 
 @pytest.fixture(autouse=True)
 def thin_strips(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Strips of one row and up, so that small images have many seams."""
+    """Strips of one row and up, so that small images have many seams; the
+    per-component passes spread over the threads however few components there are."""
     monkeypatch.setattr(engine, "MIN_STRIP_ROWS", 1)
+    monkeypatch.setattr(engine, "SPREAD_COMPONENTS", 0)
 
 
 def assert_same(values: np.ndarray, params: LabelParams, threads: int) -> None:

@@ -505,13 +505,13 @@ def _number(forest, first, t_lo, t_hi):
 
 
 @compiled()
-def merge_seams(prov, parent, tasks, first, image_tasks, forest, counts, eight):
-    """Per image: join local components across strip seams, then number the
+def merge_seams(prov, parent, tasks, first, image_tasks, forest, counts, eight, lo, hi):
+    """Per image lo..hi-1: join local components across strip seams, then number the
     components 1..K in raster order: forest[first[t] + local id] = component
     (0 at the background slots first[t]); counts[n] = K. image_tasks[n] ..
     image_tasks[n + 1]: the tasks of image n, top to bottom."""
     width = prov.shape[2]
-    for n in range(image_tasks.shape[0] - 1):
+    for n in range(lo, hi):
         labels, par = prov[n], parent[n]
         t_lo, t_hi = image_tasks[n], image_tasks[n + 1]
         for t in range(t_lo + 1, t_hi):
@@ -531,10 +531,12 @@ def merge_seams(prov, parent, tasks, first, image_tasks, forest, counts, eight):
 
 
 @compiled()
-def merge_seams_tau(images, prov, parent, tasks, first, image_tasks, forest, counts, eight, tau):
+def merge_seams_tau(
+    images, prov, parent, tasks, first, image_tasks, forest, counts, eight, tau, lo, hi
+):
     """merge_seams in tau mode: neighbours across a seam join when within tau."""
     width = prov.shape[2]
-    for n in range(image_tasks.shape[0] - 1):
+    for n in range(lo, hi):
         image, labels, par = images[n], prov[n], parent[n]
         t_lo, t_hi = image_tasks[n], image_tasks[n + 1]
         for t in range(t_lo + 1, t_hi):
@@ -567,24 +569,26 @@ def reduce_stats(
     stats,
     stats32,
     floating,
+    lo,
+    hi,
 ):
-    """Records of each image's components (stats[component_first[n] + k - 1]) from
-    its local records."""
-    for n in range(image_tasks.shape[0] - 1):
+    """Records of each image's (lo..hi-1) components (stats[component_first[n] + k - 1]) from
+    its local records. merge_seams numbers the components in slot order, so a
+    component's first slot is met when it is one past the last one met: that
+    record is copied, the later ones are added."""
+    for n in range(lo, hi):
         c0 = component_first[n] - 1
-        for c in range(component_first[n], component_first[n + 1]):
-            _clear(stats, stats32, c)
+        met = 0
         for t in range(image_tasks[n], image_tasks[n + 1]):
             for local in range(1, first[t + 1] - first[t]):
-                _merge(
-                    stats,
-                    stats32,
-                    c0 + forest[first[t] + local],
-                    acc,
-                    acc32,
-                    acc_first[t] + local - 1,
-                    floating,
-                )
+                k = forest[first[t] + local]
+                i = acc_first[t] + local - 1
+                if k > met:
+                    met = k
+                    for field in range(RECORD):
+                        stats[c0 + k, field] = acc[i, field]
+                else:
+                    _merge(stats, stats32, c0 + k, acc, acc32, i, floating)
 
 
 @compiled()
@@ -626,10 +630,10 @@ def write_labels(prov, parent, tasks, first, lookup, out, chosen, lo, hi):
 
 
 @compiled()
-def keep_components(stats, component_first, min_area, kept_id, kept):
+def keep_components(stats, component_first, min_area, kept_id, kept, lo, hi):
     """kept_id[c] = the new label of component c (0 if its area is below
-    min_area), numbered 1.. per image; kept[n] = image n's kept components."""
-    for n in range(component_first.shape[0] - 1):
+    min_area), numbered 1.. per image; kept[n] = image n's kept components (images lo..hi-1)."""
+    for n in range(lo, hi):
         k = 0
         for c in range(component_first[n], component_first[n + 1]):
             if stats[c, 0] >= min_area:
@@ -641,9 +645,10 @@ def keep_components(stats, component_first, min_area, kept_id, kept):
 
 
 @compiled()
-def slot_lookup(tasks, first, forest, component_first, kept_id, lookup):
-    """lookup[first[t] + local id] = the final label of that local component (0 for background)."""
-    for t in range(tasks.shape[0]):
+def slot_lookup(tasks, first, forest, component_first, kept_id, lookup, lo, hi):
+    """lookup[first[t] + local id] = the final label of that local component (0 for
+    background), tasks lo..hi-1."""
+    for t in range(lo, hi):
         c0 = component_first[tasks[t, 0]] - 1
         lookup[first[t]] = 0
         for i in range(first[t] + 1, first[t + 1]):
@@ -652,13 +657,13 @@ def slot_lookup(tasks, first, forest, component_first, kept_id, lookup):
 
 @compiled()
 def kept_columns(
-    stats, stats32, component_first, kept_id, kept_first, floating, mean, ints, floats
+    stats, stats32, component_first, kept_id, kept_first, floating, mean, ints, floats, lo, hi
 ):
-    """The statistics columns of the kept components, image after image from
+    """The statistics columns of the kept components of images lo..hi-1, from
     kept_first[n]: ints = area, x, y, width, height; floats = centroid x and y,
     mean, min, max. `mean` holds float images' means (integer means are made here)."""
     bits = np.empty(1, np.int64)
-    for n in range(component_first.shape[0] - 1):
+    for n in range(lo, hi):
         row = kept_first[n] - 1
         for c in range(component_first[n], component_first[n + 1]):
             if kept_id[c] == 0:

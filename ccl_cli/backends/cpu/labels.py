@@ -12,6 +12,8 @@ backend").
 
 from __future__ import annotations
 
+import math
+import mmap
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -30,8 +32,10 @@ from .stages import NumpyStages
 
 #: Fewest rows a strip gets: thinner strips cost more in seams than they gain.
 MIN_STRIP_ROWS = 32
+#: Fewest components (over the strips of a batch) whose per-component passes use every thread.
+SPREAD_COMPONENTS = 50_000
 #: Largest working array kept for the next call of a thread (scratch).
-SCRATCH_LIMIT = 256 << 20
+SCRATCH_LIMIT = 1 << 30
 
 # Threads besides the caller's that run the kernels (they release the GIL), made on first use.
 _workers: list[ThreadPoolExecutor] = []
@@ -78,6 +82,9 @@ def spread(kernel: Callable[..., None], tasks: int, threads: int, *args: object)
     parts = max(1, min(engine_threads(threads), tasks))
     ranges = list(pairwise(tasks * i // parts for i in range(parts + 1)))
     futures = [_pool().submit(kernel, *args, lo, hi) for lo, hi in ranges[1:]]
+    if not futures:
+        kernel(*args, *ranges[0])
+        return
     try:
         kernel(*args, *ranges[0])
     finally:
@@ -105,13 +112,22 @@ class _Scratch(threading.local):
 _scratch = _Scratch()
 
 
+def empty_plain(shape: tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
+    """np.empty in plain 4 KiB pages: numpy asks for huge pages from 4 MiB up, and a huge
+    page's first touch clears all of it, twice the time per byte that labeling touches."""
+    size = math.prod(shape) * np.dtype(dtype).itemsize
+    if size < 4 << 20:
+        return np.empty(shape, dtype)
+    return np.frombuffer(mmap.mmap(-1, size), dtype).reshape(shape)
+
+
 def scratch(name: str, shape: tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
     """An uninitialized working array (never one a result keeps), reusing this
     thread's last one of that name when it is large enough."""
-    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    size = math.prod(shape) * np.dtype(dtype).itemsize
     kept = _scratch.arrays.get(name)
     if kept is None or kept.nbytes < size:
-        kept = np.empty(max(size, 1), np.uint8)
+        kept = empty_plain((max(size, 1),), np.uint8)
         if size <= SCRATCH_LIMIT:
             _scratch.arrays[name] = kept
     return kept[:size].view(dtype).reshape(shape)
@@ -150,12 +166,9 @@ def foreground_rule(dtype: np.dtype, params: LabelParams) -> tuple[int, float]:
 def plan(count: int, height: int, threads: int) -> np.ndarray:
     """Tasks (image, first row, end row): the same strips for every image of the batch."""
     strips = max(1, min(-(-threads // max(count, 1)), height // MIN_STRIP_ROWS))
-    cuts = np.linspace(0, height, strips + 1).round().astype(np.int64)
-    tasks = np.empty((count * strips, 3), np.int64)
-    tasks[:, 0] = np.repeat(np.arange(count), strips)
-    tasks[:, 1] = np.tile(cuts[:-1], count)
-    tasks[:, 2] = np.tile(cuts[1:], count)
-    return tasks
+    cuts = [round(height * i / strips) for i in range(strips + 1)]
+    strip_rows = list(pairwise(cuts))
+    return np.array([(n, r0, r1) for n in range(count) for r0, r1 in strip_rows], np.int64)
 
 
 def _numbers(values: np.ndarray) -> np.ndarray:
@@ -222,17 +235,24 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
     image_tasks = np.arange(count + 1, dtype=np.int64) * (len(tasks) // count)
     forest = np.arange(first[-1], dtype=np.int64)
     components = np.empty(count, np.int64)
+    # the per-component passes, image by image, on one thread unless there are many components
+    post = threads if first[-1] >= SPREAD_COMPONENTS else 1
     if binary:
-        kernels.merge_seams(prov, parent, tasks, first, image_tasks, forest, components, eight)
+        spread(
+            kernels.merge_seams, count, post,
+            prov, parent, tasks, first, image_tasks, forest, components, eight,
+        )  # fmt: skip
     else:
-        kernels.merge_seams_tau(
-            image, prov, parent, tasks, first, image_tasks, forest, components, eight, tau
-        )
+        spread(
+            kernels.merge_seams_tau, count, post,
+            image, prov, parent, tasks, first, image_tasks, forest, components, eight, tau,
+        )  # fmt: skip
     component_first = np.zeros(count + 1, np.int64)
     np.cumsum(components, out=component_first[1:])
     stats = scratch("stats", (component_first[-1], kernels.RECORD), np.int64)
-    kernels.reduce_stats(
-        acc, acc.view(np.int32), acc_first, first, tasks, image_tasks, forest, component_first,
+    spread(
+        kernels.reduce_stats, count, post,
+        acc, acc32, acc_first, first, tasks, image_tasks, forest, component_first,
         stats, stats.view(np.int32), floating,
     )  # fmt: skip
     mean = (
@@ -242,24 +262,30 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
     )
     kept_id = np.empty(len(stats), np.int64)
     kept = np.empty(count, np.int64)
-    kernels.keep_components(stats, component_first, params.min_area, kept_id, kept)
+    spread(
+        kernels.keep_components, count, post, stats, component_first, params.min_area, kept_id, kept
+    )
     lookup = np.empty(first[-1], np.int64)
-    kernels.slot_lookup(tasks, first, forest, component_first, kept_id, lookup)
+    spread(
+        kernels.slot_lookup,
+        len(tasks),
+        post,
+        tasks,
+        first,
+        forest,
+        component_first,
+        kept_id,
+        lookup,
+    )
     kept_first = np.zeros(count + 1, np.int64)
     np.cumsum(kept, out=kept_first[1:])
     ints = np.empty((5, kept_first[-1]), np.int64)
     floats = np.empty((5, kept_first[-1]), np.float64)
-    kernels.kept_columns(
-        stats,
-        stats.view(np.int32),
-        component_first,
-        kept_id,
-        kept_first,
-        floating,
-        mean,
-        ints,
+    spread(
+        kernels.kept_columns, count, post,
+        stats, stats.view(np.int32), component_first, kept_id, kept_first, floating, mean, ints,
         floats,
-    )
+    )  # fmt: skip
     tables = [_table(ints[:, lo:hi], floats[:, lo:hi], floating) for lo, hi in pairwise(kept_first)]
 
     wide: dict[int, np.ndarray] = {}
