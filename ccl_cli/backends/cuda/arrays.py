@@ -8,6 +8,7 @@ function queues work on the current stream and never waits.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -115,8 +116,10 @@ def fill_added(values: Any, readings: Any, mask: Any, radius: int) -> Any:
     return out
 
 
+@functools.lru_cache(maxsize=256)
 def rule_args(params: LabelParams, dtype: np.dtype) -> tuple[Any, ...]:
-    """foreground.cuh's ForegroundRule as kernel arguments."""
+    """foreground.cuh's ForegroundRule as kernel arguments (made once per rule and dtype:
+    a call on a small image is launch-bound)."""
     value = 0.0
     if params.threshold is not None:
         kind, value = (_FG_BELOW if params.invert else _FG_ABOVE), float(params.threshold)
