@@ -368,14 +368,19 @@ def _remove_abandoned(name: str, folder: int, pid: int) -> bool:
 
 
 def _alive(pid: int) -> bool:
-    """Whether `pid` is a live process here (True when unsure)."""
+    """Whether `pid` is a live process here (True when unsure); a zombie (a killed worker
+    not yet reaped) is not: it writes nothing any more."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except (PermissionError, OverflowError):
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as status:  # "pid (name) STATE ..." (Linux)
+            return status.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:

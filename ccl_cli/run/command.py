@@ -198,6 +198,9 @@ def _run(
             pass
         except (KeyboardInterrupt, Stop):
             report.interrupted = True
+        if not isinstance(engine, _Local):  # a worker killed mid-write left its temporary
+            with OutDir(out) as folder:
+                folder.remove_temporaries()  # (a live writer's stays: it holds its flock)
         records.extend(Record(item) for item in source.untaken(len(records)))
         for record in records:
             if record.status == "pending":

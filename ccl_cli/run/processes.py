@@ -15,7 +15,8 @@ the client asks them to stop (it cancels tasks not yet started and waits for
 the running ones). They keep SIGTERM's default: Python's pool terminates the
 workers of a broken pool with it, and a worker that ignored it would keep
 that pool's clean-up spinning forever (a hang at exit). A
-worker killed mid-write leaves a temporary that the next run removes.
+worker killed mid-write leaves a temporary that the run removes once its
+tasks are done (command.py).
 Workers die with this process and write nothing into --out after it (its
 lock is gone then, and another run may write there). A worker watches the
 pipe multiprocessing keeps from this process to it, which ends when this

@@ -113,6 +113,21 @@ def test_stale_temporaries_are_removed(tmp_path: Path) -> None:
     assert all(path.exists() for path in keep)
 
 
+def test_a_temporary_of_a_killed_unreaped_writer_is_stale(tmp_path: Path) -> None:
+    writer = subprocess.Popen(["sleep", "60"])
+    writer.kill()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{writer.pid}/stat").read_bytes().split(b")")[-1].split()[0] != b"Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    stale = touch(tmp_path / f".gccl-tmp-{writer.pid}-0123abcd")  # a zombie's, just made
+    try:
+        assert remove_stale_temporaries(tmp_path) == 1
+        assert not stale.exists()
+    finally:
+        writer.wait()
+
+
 def test_second_lock_is_refused(tmp_path: Path) -> None:
     with OutputLock(tmp_path), pytest.raises(UsageError, match="in use by a running gccl"):
         OutputLock(tmp_path).__enter__()

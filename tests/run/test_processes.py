@@ -7,6 +7,7 @@ seconds column) and --json lines as a run in one process, and stop cleanly.
 from __future__ import annotations
 
 import csv
+import fcntl
 import os
 import signal
 import subprocess
@@ -201,6 +202,33 @@ for name in sys.argv[1:]:
     importlib.import_module(name)
 print(asked)
 """
+
+
+def test_a_temporary_a_killed_worker_left_is_gone_when_the_run_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Worker processes: a temporary whose writer died (no flock on it) is removed at the end;
+    one a live writer holds stays."""
+    make_inputs(tmp_path / "in", 6, 20)
+    out = tmp_path / "out"
+    live = out / ".gccl-tmp-1-00c0ffee"
+    real_label = processes.LocalProcesses.label
+
+    def label(self: Any, *args: Any) -> None:
+        real_label(self, *args)
+        (out / "sub").mkdir(exist_ok=True)
+        (out / "sub" / ".gccl-tmp-999999-0badcafe").write_bytes(b"half")  # its writer is gone
+        fd = os.open(live, os.O_WRONLY | os.O_CREAT)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        held.append(fd)
+
+    held: list[int] = []
+    monkeypatch.setattr(processes.LocalProcesses, "label", label)
+    code, _, stderr = gccl(str(tmp_path / "in"), "-r", "--out", str(out), "--processes", "2")
+    assert code == 0, stderr
+    assert not (out / "sub" / ".gccl-tmp-999999-0badcafe").exists()
+    assert live.exists()  # a writer holds it
+    os.close(held[0])
 
 
 def test_the_fork_servers_preloaded_modules_import_without_cuda():
