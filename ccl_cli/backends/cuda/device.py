@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ...contract.params import LabelParams
-from ...contract.stages import has_stages, label_input
+from ...contract.stages import label_input
 from ...contract.stats import StatsTable
 from .arrays import contiguous
 from .labels import (
@@ -38,6 +38,8 @@ from .labels import (
 from .loader import import_cupy
 from .stages import CudaStages
 
+#: The stage kernels label_input runs (stateless: one for every call).
+_STAGES = CudaStages()
 #: Pixels of one part of a batch labeled with statistics: label offsets are 32-bit.
 MAX_PART_PIXELS = 2**32 - 1
 #: (shape, CuPy dtype) -> (array for the caller, its CuPy view).
@@ -190,9 +192,7 @@ def _part_table(
 def _labels(values: Any, params: LabelParams, out: Any, components: Any = None) -> Any:
     """Kernels 1-2 after the stages on a contiguous batch: K per image (device u32,
     into `components` where given) and the values the statistics read (label_input's)."""
-    if not has_stages(params):  # the common case, without label_input's set-up
-        return dense_labels(values, params, out, components), values
-    image, label_params, read = label_input(values, params, import_cupy(), CudaStages())
+    image, label_params, read = label_input(values, params, import_cupy(), _STAGES)
     return dense_labels(image, label_params, out, components), read
 
 
