@@ -100,12 +100,8 @@ def test_bad_processes_values_name_the_key(value: object):
         apply(Settings(), {"processes": value}, "f.yaml")
 
 
-@pytest.mark.parametrize("served", [False, True], ids=["own-backend", "served"])
-def test_a_worker_killed_mid_job_is_replaced_and_the_output_set_is_complete(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served: bool
-):
-    """served: the workers label through this process's service, as on a GPU."""
-    monkeypatch.setattr(CpuBackend, "uses_gpu", served)
+def remembered_pools(monkeypatch: pytest.MonkeyPatch) -> list[processes.LocalProcesses]:
+    """The LocalProcesses the run makes, as it makes them."""
     pools: list[processes.LocalProcesses] = []
     real_init = processes.LocalProcesses.__init__
 
@@ -114,6 +110,16 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_output_set_is_complete(
         pools.append(self)
 
     monkeypatch.setattr(processes.LocalProcesses, "__init__", remembered)
+    return pools
+
+
+@pytest.mark.parametrize("served", [False, True], ids=["own-backend", "served"])
+def test_a_worker_killed_mid_job_is_replaced_and_the_output_set_is_complete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served: bool
+):
+    """served: the workers label through this process's service, as on a GPU."""
+    monkeypatch.setattr(CpuBackend, "uses_gpu", served)
+    pools = remembered_pools(monkeypatch)
 
     def kill_a_worker() -> None:
         victim = next(iter(pools[0].pool._processes))  # pids of the pool's workers
@@ -138,14 +144,7 @@ def test_the_fork_server_and_a_worker_killed_mid_job_neither_hang_nor_lose_image
 ):
     """Both killed at once; the first worker start after it fails as when the dying server
     never answers (EOFError), before the client sees the server is gone and starts another."""
-    pools: list[processes.LocalProcesses] = []
-    real_init = processes.LocalProcesses.__init__
-
-    def remembered(self: processes.LocalProcesses, *args: Any, **kwargs: Any) -> None:
-        real_init(self, *args, **kwargs)
-        pools.append(self)
-
-    monkeypatch.setattr(processes.LocalProcesses, "__init__", remembered)
+    pools = remembered_pools(monkeypatch)
     killed: list[int] = []
     failed_starts: list[int] = []
     real_connect = forkserver.connect_to_new_process
