@@ -98,3 +98,38 @@ def test_settings_without_a_config_file_do_not_load_yaml(tmp_path: Path) -> None
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "3", "True"]
+
+
+_WITHOUT_NUMBA = """
+import importlib.abc, sys
+class NoNumba(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("numba", "llvmlite"):
+            raise ImportError(f"{name} (blocked in the client process)")
+sys.meta_path.insert(0, NoNumba())
+from ccl_cli.cli import main
+sys.argv = ["gccl", *sys.argv[1:]]
+main()
+"""
+
+
+def test_the_client_of_cpu_worker_processes_never_loads_numba(tmp_path: Path) -> None:
+    """With --processes and the CPU, the workers label (numba loads in their fork
+    server); the client, which only hands out the inputs, would spend its start on it."""
+    values = np.zeros((24, 32), np.uint8)
+    values[2:6, 3:9] = 255
+    (tmp_path / "in").mkdir()
+    for i in range(4):
+        Image.fromarray(values).save(tmp_path / "in" / f"{i}.png")
+    arguments = ["label", "in", "--out", "o", "--device", "cpu", "--processes", "2", "-q"]
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_NUMBA, *arguments],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(tmp_path / "o" / "summary.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(row["status"], row["kept"]) for row in rows] == [("ok", "1")] * 4
