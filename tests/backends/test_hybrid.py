@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from cli_helpers import files, gccl, json_lines, make_inputs
 
-from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.backends import hybrid
+from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.backends.hybrid import HybridBackend
 from ccl_cli.contract.params import LabelParams
 from ccl_cli.run import command
