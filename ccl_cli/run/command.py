@@ -40,6 +40,7 @@ from ..io.outputs import (
     summary_csv,
 )
 from .freshness import RUN_RECORD_NAME, RunRecord
+from .interrupts import cut_short_here
 from .local import LocalRun, usable_cores
 from .records import Admitted, FailFast, Outcomes, Record, Reporter, RunReport, Stop
 from .sources import Arrival, ListSource, Source
@@ -381,8 +382,9 @@ class _StopRequests:
     """Ctrl-C and SIGTERM (cron's timeout, kill) ask the run to stop at its next safe point.
 
     The handlers only set a flag, which the run checks between steps, so no
-    exception lands inside a half-done step (a lock, a queue, a file write).
-    A second Ctrl-C stops at once.
+    exception lands inside a half-done step (a lock, a queue, a file write);
+    only a step marked interruptible (interrupts.py) ends at once. A second
+    Ctrl-C stops at once.
     """
 
     _SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -395,6 +397,8 @@ class _StopRequests:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = True
+        if cut_short_here():  # a read or write in this thread (interrupts.py)
+            raise Stop()
 
     def check(self) -> None:
         """Raise Stop if a stop was requested."""
