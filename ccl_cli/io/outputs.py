@@ -31,7 +31,7 @@ import secrets
 import socket
 import stat
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,9 +99,12 @@ class OutputPaths:
             and (not polygons or self.polygons.exists())
         )
 
-    def first_of(self, identities: set[Identity]) -> Path | None:
-        """The first of these files that is one of `identities` (a run's inputs), if any."""
+    def first_of(self, identities: set[Identity], names: Container[str] = ()) -> Path | None:
+        """The first of these files that is one of `identities` (a run's inputs), if any;
+        with `names`, only files of those names are looked at."""
         for path in self.all():
+            if names and path.name not in names:
+                continue
             try:
                 info = os.lstat(path)
             except OSError:
@@ -150,6 +153,50 @@ def identities(paths: Iterable[Path]) -> set[Identity]:
                 continue
             found.add((info.st_dev, info.st_ino))
     return found
+
+
+class RunInputs:
+    """A run's inputs by identity, to refuse outputs that would replace one of them.
+
+    fixed: every input is known at the start (a list found then). Each output
+    folder is then listed once and only the names there whose inode is an
+    input's are stat'ed: an entry made later is a new file (one of this run's
+    outputs), never one of the inputs. Inputs that arrive over time may be
+    files made after such a listing, so then every output path is stat'ed.
+    """
+
+    def __init__(self, paths: Iterable[Path], fixed: bool) -> None:
+        self.identities = identities(paths)
+        self.fixed = fixed
+        self._inodes = {inode for _, inode in self.identities}
+        self._listed: dict[Path, set[str] | None] = {}
+
+    def add(self, path: Path) -> None:
+        """An input that arrived (one of a fixed list is known already)."""
+        if not self.fixed:
+            self.identities |= identities([path])
+
+    def first_among(self, outputs: OutputPaths) -> Path | None:
+        """The first of `outputs` that is one of the inputs, if any."""
+        if not self.fixed:
+            return outputs.first_of(self.identities)
+        folder = outputs.stats.parent
+        if folder not in self._listed:
+            self._listed[folder] = self._names_of_inputs(folder)
+        names = self._listed[folder]
+        if names is None:
+            return outputs.first_of(self.identities)
+        return outputs.first_of(self.identities, names) if names else None
+
+    def _names_of_inputs(self, folder: Path) -> set[str] | None:
+        """The names in `folder` whose inode is an input's; None when it cannot be listed."""
+        try:
+            with os.scandir(folder) as entries:
+                return {entry.name for entry in entries if entry.inode() in self._inodes}
+        except FileNotFoundError:
+            return set()
+        except OSError:
+            return None
 
 
 class OutDir:

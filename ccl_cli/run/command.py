@@ -30,12 +30,11 @@ from ..io.inputs import check_out_location, expand
 from ..io.outputs import (
     LOCK_NAME,
     SUMMARY_NAME,
-    Identity,
     OutDir,
     OutputLock,
     OutputPaths,
+    RunInputs,
     atomic_write,
-    identities,
     output_paths,
     summary_csv,
 )
@@ -166,10 +165,10 @@ def _run(
     out = settings.out
     records = report.records
     with closing(engine), OutputLock(out), _StopRequests() as stop:
-        found = source.found if isinstance(source, ListSource) else []
-        inputs = identities(item.path for item in found)
+        found = source.found if isinstance(source, ListSource) else None
+        inputs = RunInputs((item.path for item in found or []), found is not None)
         with OutDir(out) as folder:
-            folder.check_summary(inputs)
+            folder.check_summary(inputs.identities)
             removed = folder.remove_temporaries()
         if removed:
             reporter.notice(f"removed {removed} partial file(s) left by an interrupted run")
@@ -276,7 +275,7 @@ def _admitted(
     check_stop: Callable[[], None],
     run_record: RunRecord,
     admitted: dict[int, OutputPaths],
-    inputs: set[Identity],
+    inputs: RunInputs,
 ) -> Iterator[Admitted | None]:
     """The records of `items` (appended to `records`) that need work, with their outputs;
     the others are finished here. A source's pauses (None) pass through.
@@ -305,7 +304,7 @@ def _admitted(
             outcomes.finished(record)
             continue
         paths = output_paths(settings.out, item.relative)
-        inputs |= identities([item.path])
+        inputs.add(item.path)
         taken = _input_among(paths, inputs) or _reserved(item.relative)
         if taken:
             outcomes.fail(record, taken)
@@ -333,9 +332,9 @@ def _admitted(
         yield record, paths
 
 
-def _input_among(paths: OutputPaths, inputs: set[Identity]) -> str:
+def _input_among(paths: OutputPaths, inputs: RunInputs) -> str:
     """Why `paths` may not be written: one of them is an input ("" when none is)."""
-    taken = paths.first_of(inputs)
+    taken = inputs.first_among(paths)
     return f"its output {taken} is one of the inputs; not replaced" if taken else ""
 
 
