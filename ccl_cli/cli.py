@@ -7,13 +7,15 @@ pipeline and give exit 1; Ctrl-C gives 130.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import inspect
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -514,5 +516,27 @@ def main() -> None:
         context = getattr(error, "ctx", None)
         hint = f" (see {context.command_path} --help)" if context is not None else ""
         _say(f"gccl: error: {error.format_message()}{hint}", "red")
-        sys.exit(EXIT_USAGE)
-    sys.exit(code if isinstance(code, int) else 0)
+        _exit(EXIT_USAGE)
+    _exit(code if isinstance(code, int) else 0)
+
+
+def _exit(code: int) -> NoReturn:
+    """End the process with `code`, without the interpreter's teardown.
+
+    A command that returns has closed its outputs, renamed them into place,
+    released --out and ended its worker processes. What normal exit adds is
+    Python freeing every module and the native libraries' teardown (numba's
+    LLVM, CuPy's): 0.2-0.3 s, a fifth of a one-image run. The standard streams
+    are flushed and the atexit handlers run (multiprocessing's ends its helper
+    processes) as in a normal exit. Under a profiler or tracer (cProfile,
+    coverage) the exit is the normal one, which lets them write their results.
+    """
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        sys.exit(code)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe: what normal exit would also lose
+        pass
+    atexit._run_exitfuncs()
+    os._exit(code)

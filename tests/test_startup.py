@@ -1,4 +1,5 @@
-"""What a `gccl label` process imports: the modules its run uses, not the others.
+"""What a `gccl label` process imports (the modules its run uses, not the others), and how
+it ends.
 
 Each run is a fresh Python (`-X importtime` lists every module it imported,
 in every thread), so nothing another test imported counts.
@@ -7,8 +8,10 @@ in every thread), so nothing another test imported counts.
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -98,3 +101,96 @@ def test_settings_without_a_config_file_do_not_load_yaml(tmp_path: Path) -> None
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "3", "True"]
+
+
+_WITHOUT_NUMBA = """
+import importlib.abc, sys
+class NoNumba(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("numba", "llvmlite"):
+            raise ImportError(f"{name} (blocked in the client process)")
+sys.meta_path.insert(0, NoNumba())
+from ccl_cli.cli import main
+sys.argv = ["gccl", *sys.argv[1:]]
+main()
+"""
+
+
+def test_the_client_of_cpu_worker_processes_never_loads_numba(tmp_path: Path) -> None:
+    """With --processes and the CPU, the workers label (numba loads in their fork
+    server); the client, which only hands out the inputs, would spend its start on it."""
+    values = np.zeros((24, 32), np.uint8)
+    values[2:6, 3:9] = 255
+    (tmp_path / "in").mkdir()
+    for i in range(4):
+        Image.fromarray(values).save(tmp_path / "in" / f"{i}.png")
+    arguments = ["label", "in", "--out", "o", "--device", "cpu", "--processes", "2", "-q"]
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_NUMBA, *arguments],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(tmp_path / "o" / "summary.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(row["status"], row["kept"]) for row in rows] == [("ok", "1")] * 4
+
+
+def test_a_command_ends_with_its_code_its_output_whole_and_no_process_left(
+    tmp_path: Path,
+) -> None:
+    """The command skips the interpreter's teardown (cli._exit): every JSON line and the
+    summary are there, the exit code says an input failed, no worker process is left."""
+    (tmp_path / "in").mkdir()
+    for i in range(20):
+        Image.fromarray(np.eye(16, dtype=np.uint8) * 255).save(tmp_path / "in" / f"{i:02}.png")
+    (tmp_path / "in" / "bad.png").write_bytes(b"not a png")
+    arguments = ["label", "in", "--out", "o", "--device", "cpu", "--processes", "2", "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "ccl_cli", *arguments],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert sorted(line["status"] for line in lines) == ["failed"] + ["ok"] * 20
+    with open(tmp_path / "o" / "summary.csv", newline="") as handle:
+        assert len(list(csv.DictReader(handle))) == 21
+    assert _processes_in(tmp_path) == []
+
+
+def _processes_in(folder: Path, seconds: float = 10.0) -> list[int]:
+    """The processes whose working folder is `folder` (the run's workers and fork server),
+    once they are gone or after `seconds`: a fork server ends just after its client."""
+    deadline = time.monotonic() + seconds
+    while True:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and (entry / "cwd").resolve() == folder.resolve():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def test_under_a_profiler_the_command_exits_normally_so_it_writes_its_results(
+    tmp_path: Path,
+) -> None:
+    Image.fromarray(np.eye(16, dtype=np.uint8) * 255).save(tmp_path / "one.png")
+    arguments = ["label", "one.png", "--out", "o", "--device", "cpu", "-q"]
+    done = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-o", "run.prof", "-m", "ccl_cli", *arguments],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "run.prof").stat().st_size > 0

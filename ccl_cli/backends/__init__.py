@@ -33,17 +33,13 @@ def make_backend(
     CUDA starts, and warms up, in a thread (hybrid.py); without it auto waits
     for CUDA's start.
     """
-    from .cpu.backend import CpuBackend
-
-    if devices is not None and device == "cpu":
-        raise UsageError("--devices picks GPUs; it does not go with --device cpu")
-    if device == "cpu" or (device == "auto" and devices is None and not find_spec("cupy")):
-        return CpuBackend(threads)  # without CuPy auto says nothing (the docstring says why)
+    if cpu_only(device, devices):
+        return _cpu(threads)  # without CuPy auto says nothing (the docstring says why)
     if device == "auto" and devices is None and cpu_first is not None and find_spec("cupy"):
         from .hybrid import HybridBackend
 
         params = cpu_first
-        return HybridBackend(CpuBackend(threads), lambda: _started_cuda(params), notice, _why)
+        return HybridBackend(_cpu(threads), lambda: _started_cuda(params), notice, _why)
     from .cuda.backend import CudaBackend
     from .cuda.loader import cuda_status
 
@@ -55,7 +51,7 @@ def make_backend(
             return CudaBackend(0)
         if status.cupy_version is not None:  # CuPy is there, so a GPU was meant to work
             notice(f"no usable CUDA device ({status.reason}); labeling on the CPU")
-        return CpuBackend(threads)
+        return _cpu(threads)
     index = int(device.partition(":")[2] or 0)
     if not status.usable:
         raise BackendUnavailable(f"--device {device}: {status.reason}")
@@ -65,6 +61,21 @@ def make_backend(
             f"numbered 0 to {len(status.devices) - 1}"
         )
     return CudaBackend(index)
+
+
+def _cpu(threads: int | None) -> Backend:
+    """The CPU backend (numba loads with it)."""
+    from .cpu.backend import CpuBackend
+
+    return CpuBackend(threads)
+
+
+def cpu_only(device: str, devices: str | None) -> bool:
+    """Whether --device and --devices mean the CPU backend without a look for a GPU:
+    --device cpu, or auto where CuPy is not installed."""
+    if devices is not None and device == "cpu":
+        raise UsageError("--devices picks GPUs; it does not go with --device cpu")
+    return device == "cpu" or (device == "auto" and devices is None and not find_spec("cupy"))
 
 
 def _multi_device(devices: str, status: CudaStatus) -> Backend:

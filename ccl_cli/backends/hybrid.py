@@ -2,20 +2,28 @@
 
 Making a CUDA backend (CuPy's import, the driver, a context, the kernels)
 takes about a second, longer than a small job takes on the CPU, and its
-imports compete with the run for Python's GIL. So batches are labeled on the
-CPU, the GPU starts in a daemon thread once the CPU has labeled
-START_AFTER_PIXELS (a job done sooner never pays for CUDA), and each batch
-goes to the GPU if it is ready by then. The backends give the same bytes, so
-which one labels a batch changes nothing in the outputs (BatchResult.backend
-says which did). A run that ends first never waits for the thread: a daemon
-thread does not hold up the interpreter's exit. A GPU that fails later
-(a lost device, out of memory beyond what splitting handles) is dropped with
-one notice, and that batch and the rest are labeled on the CPU.
+imports compete with the run for Python's GIL: a stream's images wait
+hundreds of milliseconds meanwhile, and the process grows by 700 MB. So
+batches are labeled on the CPU, and the GPU is started (in a daemon thread)
+only when the CPU's labeling is what the run waits for: once it has labeled
+for START_AFTER_SECONDS, and for at least BUSY_SHARE of the time since it
+began. A job done sooner never pays for CUDA; neither does a stream the CPU
+keeps up with, nor a job whose time goes to decoding and writing (a GPU
+would save little of it). The share is measured over periods of
+PERIOD_SECONDS at least, so that a stream that idled for hours and then
+floods in starts the GPU too. Each batch goes to the GPU if it is ready by
+then. The backends give the same bytes, so which one labels a batch changes
+nothing in the outputs (BatchResult.backend says which did). A run that ends
+first never waits for the thread: a daemon thread does not hold up the
+interpreter's exit. A GPU that fails later (a lost device, out of memory
+beyond what splitting handles) is dropped with one notice, and that batch
+and the rest are labeled on the CPU.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -24,10 +32,13 @@ import numpy as np
 from ..contract.params import LabelParams
 from .base import Backend, BatchResult, LabelSteps, in_one_step
 
-#: Pixels labeled on the CPU after which the GPU is started (0: at once): about
-#: 0.1-0.5 s of CPU labeling, a pixel count so that the CPU's one-time start
-#: (loading its compiled kernels) does not count.
-START_AFTER_PIXELS = 20_000_000
+#: Seconds of CPU labeling after which the GPU may start (0: at once): half of
+#: what its start costs.
+START_AFTER_SECONDS = 0.5
+#: The least share of the time since the CPU began labeling that it spent labeling.
+BUSY_SHARE = 0.5
+#: Shortest period over which that share is measured before the count starts anew.
+PERIOD_SECONDS = 2.0
 
 
 class HybridBackend:
@@ -35,8 +46,8 @@ class HybridBackend:
 
     start: makes the GPU backend (in a thread); it raises when there is none,
     and the run stays on the CPU (then `notice` gets why, if `why` names it).
-    start_after: pixels labeled on the CPU before the GPU is started (0: now;
-    None: START_AFTER_PIXELS).
+    start_after: seconds of CPU labeling before the GPU is started (0: now;
+    None: START_AFTER_SECONDS).
     """
 
     #: Made for a run in this process only (make_backend's cpu_first), never served
@@ -49,7 +60,7 @@ class HybridBackend:
         start: Callable[[], Backend],
         notice: Callable[[str], None],
         why: Callable[[BaseException], str | None] = lambda error: None,
-        start_after: int | None = None,
+        start_after: float | None = None,
     ) -> None:
         self.cpu = cpu
         self.notice = notice
@@ -60,9 +71,11 @@ class HybridBackend:
         self._thread = threading.Thread(
             target=self._start, args=(start, why), name="gccl-gpu-start", daemon=True
         )
-        self._cpu_pixels_left = START_AFTER_PIXELS if start_after is None else start_after
+        self._start_after = START_AFTER_SECONDS if start_after is None else start_after
+        self._busy = 0.0  # seconds of CPU labeling since self._since
+        self._since: float | None = None  # None: before the first CPU batch ended
         self._started = False
-        if self._cpu_pixels_left <= 0:
+        if self._start_after <= 0:
             self._start_gpu()
 
     def _start_gpu(self) -> None:
@@ -115,13 +128,28 @@ class HybridBackend:
             else:
                 result.backend = result.backend or backend.name
                 return result
+        began = time.monotonic()
         result = self.cpu.label(batch, params, out, narrow)
         result.backend = result.backend or self.cpu.name
         if not self._started:
-            self._cpu_pixels_left -= int(np.prod(np.shape(batch)))
-            if self._cpu_pixels_left <= 0:
-                self._start_gpu()
+            self._count(began, time.monotonic())
         return result
+
+    def _count(self, began: float, ended: float) -> None:
+        """Add one CPU batch to the busy time; start the GPU when it is due (module docstring).
+
+        The first batch does not count: its time is mostly the engine's one-time
+        start (loading its compiled kernels, or compiling them on a new machine).
+        """
+        if self._since is None:
+            self._since = ended
+            return
+        self._busy += ended - began
+        elapsed = ended - self._since
+        if self._busy >= self._start_after and self._busy >= BUSY_SHARE * elapsed:
+            self._start_gpu()
+        elif elapsed >= PERIOD_SECONDS and self._busy < BUSY_SHARE * elapsed:
+            self._since, self._busy = ended, 0.0
 
     def per_device(self) -> list[Backend]:
         """This backend: it labels on one device at a time."""

@@ -133,8 +133,6 @@ def streams(settings: Settings) -> bool:
 
 def run_source(source: Source, settings: Settings, reporter: Reporter) -> RunReport:
     """Label the inputs of `source` into --out: the lock, the engine, summary.csv."""
-    if settings.scheduler is None and not settings.device.startswith("cuda"):
-        skip_blas_probe()  # this process or its workers may label on the CPU
     out = checked_out(settings)
     engine = _engine(settings, reporter, source.total)
     started = time.perf_counter()
@@ -262,6 +260,8 @@ def _engine(settings: Settings, reporter: Reporter, inputs: int | None) -> Engin
     count = process_count(settings.processes, 1 if inputs is None else inputs, cores)
     if count > 1 and inputs is not None:
         return LocalProcesses(count, settings, start_fork_server(), inputs, reporter.notice)
+    if not settings.device.startswith("cuda"):
+        skip_blas_probe()  # this process may label on the CPU
     params = settings.label_params()  # auto labels on the CPU while CUDA starts
     backend = make_backend(settings.device, workers, reporter.notice, settings.devices, params)
     return _Local(backend, workers)

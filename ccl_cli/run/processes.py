@@ -54,7 +54,7 @@ from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
-from ..backends import make_backend
+from ..backends import cpu_only, make_backend
 from ..backends.base import warm_up
 from ..config import Settings
 from ..errors import UsageError
@@ -72,9 +72,8 @@ RETRIES = 2
 START_PAUSE_SECONDS = 0.2
 #: Seconds closing waits for the workers to end before it kills them.
 CLOSE_SECONDS = 5.0
-#: Modules the fork server imports once for every worker: the worker's set-up and
-#: tasks (this module imports tasks.py), the labeling service and the CPU backend (numba).
-PRELOADED = ("ccl_cli.run.processes", "ccl_cli.run.service", "ccl_cli.backends.cpu.backend")
+#: What the fork server imports once for every worker (worker_start.py).
+PRELOADED = ("ccl_cli.run.worker_start",)
 #: prctl(2)'s option that sends a signal on the parent's death (Linux).
 _PR_SET_PDEATHSIG = 1
 #: Cores per process --processes auto gives (each process runs that many threads).
@@ -113,7 +112,8 @@ class LocalProcesses:
 
         This process's backend (--device, --devices) is made in a thread, so
         that the workers start decoding meanwhile: making a CUDA backend
-        (CuPy's import, the driver, a context) takes about a second.
+        (CuPy's import, the driver, a context) takes about a second. Where
+        the CPU is all there is, there is none: the workers label on their own.
         """
         self.count = count
         self.threads = settings.workers or max(1, usable_cores() // count)
@@ -127,7 +127,10 @@ class LocalProcesses:
         )
         self.backend_error: BaseException | None = None
         self.making: threading.Thread | None = None
-        if self.service is None:  # workers label on their own: check the device first
+        if cpu_only(settings.device, settings.devices):  # the workers label on their own
+            if self.service is not None:
+                self.service.serve([])
+        elif self.service is None:  # workers label on their own: check the device first
             self._make_backend(settings, notice)
             if self.backend_error is not None:
                 raise self.backend_error

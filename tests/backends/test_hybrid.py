@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from cli_helpers import files, gccl, json_lines, make_inputs
 
+from ccl_cli.backends import hybrid
 from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.backends.hybrid import HybridBackend
 from ccl_cli.contract.params import LabelParams
@@ -166,23 +167,83 @@ def test_a_gpu_that_cannot_start_leaves_the_cpu_and_says_why():
     assert notices == ["no GPU (no driver)"]
 
 
-def test_the_gpu_starts_only_once_the_cpu_has_labeled_start_after_pixels():
+class Clock:
+    """hybrid.time's stand-in: monotonic() is what the test says."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class TimedCpu(CpuBackend):
+    """A CPU backend whose labeling takes `seconds` on `clock` (the next call's `seconds`)."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(1)
+        self.clock = clock
+        self.seconds = 0.0
+
+    def label(self, batch: Any, params: LabelParams, out: Any = None, narrow: bool = False):
+        self.clock.now += self.seconds
+        return super().label(batch, params, out, narrow)
+
+
+def timed_hybrid(monkeypatch: pytest.MonkeyPatch) -> tuple[HybridBackend, TimedCpu, list[int]]:
+    """A hybrid backend on a test clock, and the list its GPU starts append to."""
+    clock = Clock()
+    monkeypatch.setattr(hybrid, "time", clock)
     started: list[int] = []
 
     def start() -> FakeGpu:
         started.append(1)
         return FakeGpu()
 
-    batch = np.zeros((1, 40, 40), np.uint8)
-    batch[:, ::2, ::2] = 1
-    backend = HybridBackend(CpuBackend(1), start, lambda message: None, start_after=3 * 1600)
-    assert not backend.wait_started(0) and started == []  # not at construction
-    for _ in range(2):  # 3200 pixels labeled: not yet
-        assert backend.label(batch, LabelParams()).components == [400]
+    cpu = TimedCpu(clock)
+    return HybridBackend(cpu, start, lambda message: None), cpu, started
+
+
+BATCH = np.eye(8, dtype=np.uint8)[np.newaxis]
+
+
+def test_the_gpu_starts_once_cpu_labeling_is_what_the_run_waits_for(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    backend, cpu, started = timed_hybrid(monkeypatch)
+    assert not backend.wait_started(0)  # not at construction
+    cpu.seconds = 5.0  # the first batch loads (or compiles) the kernels: not counted
+    assert backend.label(BATCH, LabelParams()).backend == "cpu"
+    cpu.seconds = hybrid.START_AFTER_SECONDS / 2.5  # then batches back to back
+    for _ in range(2):
+        backend.label(BATCH, LabelParams())
+    assert not backend.wait_started(0) and started == []  # 0.8 of START_AFTER_SECONDS
+    backend.label(BATCH, LabelParams())
+    assert backend.wait_started(30) and started == [1]
+    assert backend.label(BATCH, LabelParams()).backend == "fake-gpu"
+
+
+def test_a_stream_the_cpu_keeps_up_with_never_starts_the_gpu(monkeypatch: pytest.MonkeyPatch):
+    backend, cpu, started = timed_hybrid(monkeypatch)
+    cpu.seconds = 0.004  # an image every 10 ms, labeled in 4
+    for _ in range(5000):  # 50 s, 20 s of it labeling
+        assert backend.label(BATCH, LabelParams()).backend == "cpu"
+        cpu.clock.now += 0.006
     assert not backend.wait_started(0) and started == []
-    assert backend.label(batch, LabelParams()).backend == "cpu"  # 4800
-    assert backend.wait_started(30) and started == [1]  # after that third CPU batch
-    assert backend.label(batch, LabelParams()).backend == "fake-gpu"
+
+
+def test_a_flood_after_a_quiet_hour_starts_the_gpu(monkeypatch: pytest.MonkeyPatch):
+    backend, cpu, started = timed_hybrid(monkeypatch)
+    cpu.seconds = 0.004
+    for _ in range(3600):  # an image a second for an hour
+        backend.label(BATCH, LabelParams())
+        cpu.clock.now += 1.0
+    assert started == []
+    busy = 0.0  # then images back to back
+    while not started and busy < hybrid.PERIOD_SECONDS + hybrid.START_AFTER_SECONDS + 0.1:
+        backend.label(BATCH, LabelParams())
+        busy += cpu.seconds
+    assert backend.wait_started(30) and started == [1]
 
 
 def test_auto_run_does_not_wait_for_a_hung_cuda_start(tmp_path: Path):
@@ -194,7 +255,7 @@ import ccl_cli.backends as backends
 backends.find_spec = lambda name: True  # as if CuPy were installed
 backends._started_cuda = lambda params: threading.Event().wait()  # a start that never ends
 import ccl_cli.backends.hybrid as hybrid
-hybrid.START_AFTER_PIXELS = 0  # started at once
+hybrid.START_AFTER_SECONDS = 0  # started at once
 from ccl_cli.cli import app
 sys.argv = ["gccl", "label", {str(tmp_path / "in")!r}, "-r", "--out", {str(tmp_path / "out")!r},
             "--quiet", "--json"]

@@ -199,7 +199,8 @@ class NoCuda(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, NoCuda())
 for name in sys.argv[1:]:
     importlib.import_module(name)
-print(asked)
+loaded = [name for name in WORKER_MODULES if name in sys.modules]
+print(asked, loaded, "scipy.linalg" in sys.modules)
 """
 
 
@@ -230,17 +231,30 @@ def test_a_temporary_a_killed_worker_left_is_gone_when_the_run_ends(
     os.close(held[0])
 
 
-def test_the_fork_servers_preloaded_modules_import_without_cuda():
-    """The fork server drops a preloaded name that fails to import without a word."""
-    assert "ccl_cli.run.processes" in processes.PRELOADED  # the workers' set-up
+#: What a worker runs: its set-up and tasks, the labeling service, the CPU engine and numba's
+#: numpy support (the first label loads it).
+_WORKER_MODULES = (
+    "ccl_cli.run.processes",
+    "ccl_cli.run.tasks",
+    "ccl_cli.run.service",
+    "ccl_cli.backends.cpu.kernels",
+    "numba.np.arraymath",
+)
+
+
+def test_the_fork_server_loads_the_workers_modules_without_cuda_or_blas():
+    """The fork server drops a preloaded name that fails to import without a word: each
+    imports here, loads what a worker runs, no CUDA package and not numba's BLAS probe
+    (scipy.linalg, which the tests' SciPy would give)."""
+    script = f"WORKER_MODULES = {_WORKER_MODULES!r}\n{_IMPORT_PRELOADED}"
     result = subprocess.run(
-        [sys.executable, "-c", _IMPORT_PRELOADED, *processes.PRELOADED],
+        [sys.executable, "-c", script, *processes.PRELOADED],
         capture_output=True,
         text=True,
         timeout=WAIT_SECONDS,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"  # no CUDA package was even looked for
+    assert result.stdout.strip() == f"[] {list(_WORKER_MODULES)} False"
 
 
 def _running(pid: int) -> bool:

@@ -299,6 +299,12 @@ def test_with_cpu_meanwhile_a_failing_gpu_is_dropped_with_one_notice():
         service.close()
 
 
+def serve_the_cpu_as_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--device cpu runs as a GPU would: the client makes the backend and serves it."""
+    monkeypatch.setattr(CpuBackend, "uses_gpu", True)
+    monkeypatch.setattr(processes, "cpu_only", lambda device, devices: False)
+
+
 def test_without_a_gpu_to_serve_the_worker_labels_on_its_own():
     service = LabelingService(workers=1)
     service.serve([])
@@ -318,7 +324,7 @@ def test_without_a_gpu_to_serve_the_worker_labels_on_its_own():
 def test_workers_served_by_this_process_write_what_one_process_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(CpuBackend, "uses_gpu", True)  # served as a GPU backend is
+    serve_the_cpu_as_a_gpu(monkeypatch)
     make_inputs(tmp_path / "in", 13, 40)
     args = [str(tmp_path / "in"), "-r", "--min-area", "2", "--preview", "--polygons"]
     assert gccl(*args, "--out", str(tmp_path / "one"), "--processes", "1")[0] == 0
@@ -334,7 +340,7 @@ def test_workers_served_by_this_process_write_what_one_process_writes(
 def test_the_served_backend_is_warmed_up_with_the_runs_parameters_before_serving(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(CpuBackend, "uses_gpu", True)  # served as a GPU backend is
+    serve_the_cpu_as_a_gpu(monkeypatch)
     warmed: list[tuple[str, LabelParams]] = []
     monkeypatch.setattr(
         processes, "warm_up", lambda backend, params: warmed.append((backend.name, params))
@@ -388,6 +394,7 @@ def test_an_unusable_device_found_while_workers_start_is_exit_2_with_nothing_wri
         raise BackendUnavailable("--device cuda: no CUDA device")
 
     monkeypatch.setattr(processes, "make_backend", unusable)
+    monkeypatch.setattr(processes, "cpu_only", lambda device, devices: False)  # a GPU is asked
     make_inputs(tmp_path / "in", 13, 40)
     code, _, stderr = gccl(
         str(tmp_path / "in"), "-r", "--out", str(tmp_path / "out"), "--processes", "2"
@@ -408,6 +415,7 @@ def test_an_unusable_device_is_exit_2_even_when_every_input_is_skipped(
         raise BackendUnavailable("--device cuda: no CUDA device")
 
     monkeypatch.setattr(processes, "make_backend", unusable)
+    monkeypatch.setattr(processes, "cpu_only", lambda device, devices: False)  # a GPU is asked
     options = ["-r", "--out", str(out), "--processes", "2", "--skip-existing"]
     code, _, stderr = gccl(str(tmp_path / "in"), *options)
     assert code == 2 and "no CUDA device" in stderr
@@ -423,7 +431,7 @@ def test_without_memory_files_workers_label_on_their_own(
     assert gccl(*args, "--out", str(tmp_path / "one"), "--processes", "1")[0] == 0
     assert gccl(*args, "--out", str(tmp_path / "many"), "--processes", "2")[0] == 0
     assert files(tmp_path / "many") == files(tmp_path / "one")
-    monkeypatch.setattr(CpuBackend, "uses_gpu", True)  # as a GPU backend would
+    serve_the_cpu_as_a_gpu(monkeypatch)
     code, _, stderr = gccl(*args, "--out", str(tmp_path / "gpu"), "--processes", "2")
     assert code == 2 and "needs Linux" in stderr
     assert not (tmp_path / "gpu").exists()  # found before the workers started

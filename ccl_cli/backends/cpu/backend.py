@@ -12,7 +12,7 @@ import numpy as np
 from ...contract.outlines import Outlines
 from ...contract.params import LabelParams
 from ..base import Backend, BatchResult, LabelSteps, in_one_step, label_dtype, nothing_to_undo
-from .labels import empty_plain, label_batch
+from .labels import label_batch
 from .outlines import outlines
 
 
@@ -44,7 +44,7 @@ class CpuBackend:
         batch = np.asarray(batch)
         if batch.ndim != 3:
             raise ValueError(f"a batch is (N, H, W), got shape {batch.shape}")
-        labels = empty_plain(batch.shape, label_dtype(narrow)) if out is None else out
+        labels = np.empty(batch.shape, label_dtype(narrow)) if out is None else out
         labeled = label_batch(batch, params, self.threads, labels)
         result = BatchResult(labels, labeled.tables, labeled.components, wide=labeled.wide)
         if params.polygons:

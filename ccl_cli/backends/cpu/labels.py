@@ -113,12 +113,21 @@ _scratch = _Scratch()
 
 
 def empty_plain(shape: tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
-    """np.empty in plain 4 KiB pages: numpy asks for huge pages from 4 MiB up, and a huge
-    page's first touch clears all of it, twice the time per byte that labeling touches."""
+    """np.empty in plain 4 KiB pages, private to this process.
+
+    numpy asks for huge pages from 4 MiB up, and a huge page's first touch
+    clears all of it: a working array sized for the worst case but touched
+    sparsely (a record per label) then costs twice the time per byte that
+    labeling touches. Arrays that are written whole (the labels) are better
+    in numpy's memory, which the allocator also recycles between calls.
+    """
     size = math.prod(shape) * np.dtype(dtype).itemsize
     if size < 4 << 20:
         return np.empty(shape, dtype)
-    return np.frombuffer(mmap.mmap(-1, size), dtype).reshape(shape)
+    memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):  # Linux
+        memory.madvise(mmap.MADV_NOHUGEPAGE)
+    return np.frombuffer(memory, dtype).reshape(shape)
 
 
 def scratch(name: str, shape: tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:

@@ -27,3 +27,13 @@ def skip_blas_probe() -> None:
     finally:
         if _PROBE in sys.modules and sys.modules[_PROBE] is None:
             del sys.modules[_PROBE]
+
+
+def ready_numba() -> None:
+    """numba ready to label at once: its numpy support without the BLAS probe, and its
+    implementation registries, which its first cache load or compilation loads, loaded
+    now (by running one small cached loop of the engine)."""
+    skip_blas_probe()
+    from . import kernels
+
+    kernels.order_key(0)
