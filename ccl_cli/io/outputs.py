@@ -73,13 +73,31 @@ Identity = tuple[int, int]
 
 @dataclass(frozen=True)
 class OutputPaths:
-    """The files one input may produce under --out."""
+    """The files one input may produce under --out: `folder` / `stem` + each kind's suffix
+    (each path made when asked for: most are never needed)."""
 
-    labels_png: Path
-    labels_tif: Path
-    stats: Path
-    preview: Path
-    polygons: Path
+    folder: Path
+    stem: str
+
+    @property
+    def labels_png(self) -> Path:
+        return self.folder / (self.stem + ".labels.png")
+
+    @property
+    def labels_tif(self) -> Path:
+        return self.folder / (self.stem + ".labels.tif")
+
+    @property
+    def stats(self) -> Path:
+        return self.folder / (self.stem + ".stats.csv")
+
+    @property
+    def preview(self) -> Path:
+        return self.folder / (self.stem + ".preview.png")
+
+    @property
+    def polygons(self) -> Path:
+        return self.folder / (self.stem + ".polygons.geojson")
 
     def labels(self, tiff: bool) -> Path:
         """The label image path for the chosen format."""
@@ -116,14 +134,7 @@ class OutputPaths:
 
 def output_paths(out: Path, relative: Path) -> OutputPaths:
     """Outputs of the input at `relative`: only its last suffix is replaced."""
-    stem = out / relative.parent / relative.stem
-    return OutputPaths(
-        labels_png=stem.with_name(stem.name + ".labels.png"),
-        labels_tif=stem.with_name(stem.name + ".labels.tif"),
-        stats=stem.with_name(stem.name + ".stats.csv"),
-        preview=stem.with_name(stem.name + ".preview.png"),
-        polygons=stem.with_name(stem.name + ".polygons.geojson"),
-    )
+    return OutputPaths(out / relative.parent, relative.stem)
 
 
 def check_before_changes(check: Callable[[], None]) -> None:
@@ -180,7 +191,7 @@ class RunInputs:
         """The first of `outputs` that is one of the inputs, if any."""
         if not self.fixed:
             return outputs.first_of(self.identities)
-        folder = outputs.stats.parent
+        folder = outputs.folder
         if folder not in self._listed:
             self._listed[folder] = self._names_of_inputs(folder)
         names = self._listed[folder]
@@ -209,6 +220,7 @@ class OutDir:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._prefix = os.path.join(str(root), "")  # root's text ending in the separator
         try:
             root.mkdir(parents=True, exist_ok=True)
             # --out itself is the user's choice and may be a link; what lies below is not.
@@ -319,12 +331,16 @@ class OutDir:
 
     def _folder(self, path: Path, create: bool) -> tuple[int, str]:
         """A descriptor of `path`'s folder (the caller closes it) and its name there."""
-        try:
-            relative = path.relative_to(self.root)
-        except ValueError:
-            raise InputError(f"{path} is outside --out {self.root}; not written") from None
-        parts = relative.parts
-        if not parts or relative.is_absolute() or any(part in ("..", ".") for part in parts):
+        text = str(path)
+        if text.startswith(self._prefix):  # the usual case, without pathlib's parsing
+            parts: Sequence[str] = text[len(self._prefix) :].split(os.sep)
+        else:
+            try:
+                relative = path.relative_to(self.root)
+            except ValueError:
+                raise InputError(f"{path} is outside --out {self.root}; not written") from None
+            parts = () if relative.is_absolute() else relative.parts
+        if not parts or any(part in ("..", ".", "") for part in parts):
             raise InputError(f"{path} would leave --out {self.root}; not written")
         fd = os.dup(self.fd)
         for index, part in enumerate(parts[:-1]):  # each step closes the folder it leaves
