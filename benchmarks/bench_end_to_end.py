@@ -14,8 +14,11 @@ commands (a fresh Python each, start-up included), median of --repeat runs:
   255 on 0), the defaults. The peer labels with cv2.connectedComponentsWithStats;
   with --peer-processes 1 it is a plain loop in one process (no pool).
 
-gccl runs with --json, and the times its first and last record lines came
-are reported too: before the first is start-up, after the last the exit.
+Every run writes into an empty folder, and the peer's runs alternate with
+gccl's (one of each configuration in turn), so that both meet the same file
+system and the same load. gccl runs with --json, and the times its first
+and last record lines came are reported too: before the first is start-up,
+after the last the exit.
 The peer is a multiprocessing Pool of --peer-processes workers with one
 OpenCV thread each. Labeling's share of gccl's wall time is measured apart:
 the same images, decoded beforehand and stacked in page-locked memory as
@@ -310,17 +313,9 @@ def main() -> None:
             str(peer_out),
             str(args.peer_processes),
         ]
-        peer_seconds = statistics.median(timed(peer, env) for _ in range(args.repeat))
-        row = {
-            "job": kind,
-            "images": len(paths),
-            "peer_seconds": peer_seconds,
-            "peer_images_per_s": len(paths) / peer_seconds,
-            "gccl": [],
-        }
-        for extra in configurations:
-            out = args.work / "gccl" / kind
-            command = [
+        outs = [args.work / "gccl" / kind / str(index) for index in range(len(configurations))]
+        commands = [
+            [
                 sys.executable,
                 "-m",
                 "ccl_cli",
@@ -334,12 +329,27 @@ def main() -> None:
                 *options,
                 *extra.split(),
             ]
-            runs = []
-            for _ in range(args.repeat):
+            for out, extra in zip(outs, configurations, strict=True)
+        ]
+        peer_runs: list[float] = []
+        runs: list[list[tuple[float, float, float]]] = [[] for _ in configurations]
+        for _ in range(args.repeat):  # alternated, each into an empty folder
+            shutil.rmtree(peer_out, ignore_errors=True)
+            peer_runs.append(timed(peer, env))
+            for out, command, times in zip(outs, commands, runs, strict=True):
                 shutil.rmtree(out, ignore_errors=True)
-                runs.append(timed_records(command, env))
-            wall, first, last = (statistics.median(run[i] for run in runs) for i in range(3))
-            peer_kept = kept_counts(peer_out)
+                times.append(timed_records(command, env))
+        peer_seconds = statistics.median(peer_runs)
+        row = {
+            "job": kind,
+            "images": len(paths),
+            "peer_seconds": peer_seconds,
+            "peer_images_per_s": len(paths) / peer_seconds,
+            "gccl": [],
+        }
+        peer_kept = kept_counts(peer_out)
+        for out, extra, times in zip(outs, configurations, runs, strict=True):
+            wall, first, last = (statistics.median(run[i] for run in times) for i in range(3))
             mismatched = [
                 name for name, kept in kept_counts(out).items() if peer_kept[name] != kept
             ]

@@ -439,10 +439,15 @@ main()
 """
 
 
-def test_sigterm_stops_a_run_whose_decode_never_returns(tmp_path: Path) -> None:
+#: Image sides decoded in the run's own thread (12) and in its pool (300: 90,000 bytes).
+SIDES = [12, 300]
+
+
+@pytest.mark.parametrize("side", SIDES)
+def test_sigterm_stops_a_run_whose_decode_never_returns(tmp_path: Path, side: int) -> None:
     for i in range(3):
-        mask(tmp_path / "in" / f"a{i}.png", seed=i)
-    mask(tmp_path / "in" / "b_hang.png")
+        mask(tmp_path / "in" / f"a{i}.png", side, seed=i)
+    mask(tmp_path / "in" / "b_hang.png", side)
     ready = tmp_path / "ready"
     args = ["label", "in", "--out", "out", "--quiet", "--device", "cpu", "--workers", "2"]
     run = subprocess.Popen(
@@ -462,6 +467,50 @@ def test_sigterm_stops_a_run_whose_decode_never_returns(tmp_path: Path) -> None:
     rows = summary(tmp_path / "out")
     assert rows["in/b_hang.png"]["status"] == "not-run"
     assert not [p for p in (tmp_path / "out").iterdir() if "gccl-tmp" in p.name]
+
+
+#: Runs gccl with os.rename never returning for the outputs of b.png: argv = ready,
+#: gccl's arguments.
+HUNG_WRITE = """
+import os, sys, threading
+real = os.rename
+ready = sys.argv[1]
+def hung(source, target, **kwargs):
+    if str(target).startswith("b."):
+        open(ready, "w").close()
+        threading.Event().wait()
+    real(source, target, **kwargs)
+os.rename = hung
+sys.argv = ["gccl", *sys.argv[2:]]
+from ccl_cli.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("side", SIDES)
+def test_sigterm_stops_a_run_whose_write_never_returns(tmp_path: Path, side: int) -> None:
+    mask(tmp_path / "in" / "a.png", side)
+    mask(tmp_path / "in" / "b.png", side, seed=1)
+    ready = tmp_path / "ready"
+    args = ["label", "in", "--out", "out", "--quiet", "--device", "cpu", "--batch-size", "1"]
+    run = subprocess.Popen(
+        [sys.executable, "-c", HUNG_WRITE, str(ready), *args],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(ready, run)
+        run.terminate()
+        _, stderr = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    assert run.returncode == 130, stderr
+    rows = summary(tmp_path / "out")
+    assert rows["in/a.png"]["status"] == "ok"
+    assert rows["in/b.png"]["status"] == "not-run"
+    assert not (tmp_path / "out" / "b.labels.png").exists()
 
 
 #: Runs gccl with numpy.stack raising MemoryError for batches of more than one image.

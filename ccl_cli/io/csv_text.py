@@ -25,8 +25,8 @@ import orjson
 
 from ..contract.stats import CSV_COLUMNS, StatsTable
 
-#: Tables of at most this many rows are printed value by value with str and repr:
-#: below it numpy's fixed cost per call outweighs what the bulk path saves.
+#: Tables of at most this many rows are printed row by row (_rows_one_by_one): below it
+#: numpy's fixed cost per call outweighs what the bulk path saves.
 SHORT_TABLE_ROWS = 128
 #: repr prints these floats in plain notation, and so does orjson (module docstring).
 _PLAIN_LOW, _PLAIN_HIGH = 1e-4, 1e16
@@ -124,16 +124,28 @@ def stats_csv(table: StatsTable) -> str:
 
 
 def _rows_one_by_one(table: StatsTable) -> str:
-    """The CSV rows of a short table, each value printed by str (integers) or repr (floats)."""
-    ints = [column.tolist() for column in (table.area, table.x, table.y, table.width, table.height)]
-    floats = [column.tolist() for column in (table.centroid_x, table.centroid_y, table.mean)]
-    bounds = [table.min.tolist(), table.max.tolist()]
+    """The CSV rows of a short table: every row as one orjson array where every float
+    prints as repr would (module docstring), else each value printed by str or repr."""
+    count = len(table)
+    ints = [table.area, table.x, table.y, table.width, table.height]
+    floats = [table.centroid_x, table.centroid_y, table.mean]
     if table.integer_values:
-        bounds = [[int(value) for value in column] for column in bounds]
-    lines = [
-        f"{i + 1},{a},{x},{y},{w},{h},{cx!r},{cy!r},{mean!r},{low!r},{high!r}\n"
-        for i, (a, x, y, w, h, cx, cy, mean, low, high) in enumerate(
-            zip(*ints, *floats, *bounds, strict=True)
-        )
-    ]
-    return "".join(lines)
+        ints += [table.min.astype(np.int64), table.max.astype(np.int64)]
+    else:
+        floats += [table.min, table.max]
+    ints[5:5] = floats  # the columns' order: area..height, centroids, mean, min, max
+    rows = zip(range(1, count + 1), *(column.tolist() for column in ints), strict=True)
+    if count and ORJSON_MATCHES_REPR and _all_plain(np.stack(floats)):
+        text = orjson.dumps(list(rows))  # b"[[1,4,...],[2,...]]"
+        return text[2:-2].replace(b"],[", b"\n").decode("ascii") + "\n"
+    return "".join(
+        f"{i},{a},{x},{y},{w},{h},{cx!r},{cy!r},{mean!r},{low!r},{high!r}\n"
+        for i, a, x, y, w, h, cx, cy, mean, low, high in rows
+    )
+
+
+def _all_plain(values: np.ndarray) -> bool:
+    """Whether every value is zero or of a magnitude that repr prints in plain notation."""
+    magnitude = np.abs(values)
+    plain = (magnitude >= _PLAIN_LOW) & (magnitude < _PLAIN_HIGH)  # False for NaN
+    return bool(np.count_nonzero(magnitude) == np.count_nonzero(plain))

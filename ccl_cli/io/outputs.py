@@ -31,7 +31,7 @@ import secrets
 import socket
 import stat
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,13 +73,31 @@ Identity = tuple[int, int]
 
 @dataclass(frozen=True)
 class OutputPaths:
-    """The files one input may produce under --out."""
+    """The files one input may produce under --out: `folder` / `stem` + each kind's suffix
+    (each path made when asked for: most are never needed)."""
 
-    labels_png: Path
-    labels_tif: Path
-    stats: Path
-    preview: Path
-    polygons: Path
+    folder: Path
+    stem: str
+
+    @property
+    def labels_png(self) -> Path:
+        return self.folder / (self.stem + ".labels.png")
+
+    @property
+    def labels_tif(self) -> Path:
+        return self.folder / (self.stem + ".labels.tif")
+
+    @property
+    def stats(self) -> Path:
+        return self.folder / (self.stem + ".stats.csv")
+
+    @property
+    def preview(self) -> Path:
+        return self.folder / (self.stem + ".preview.png")
+
+    @property
+    def polygons(self) -> Path:
+        return self.folder / (self.stem + ".polygons.geojson")
 
     def labels(self, tiff: bool) -> Path:
         """The label image path for the chosen format."""
@@ -99,9 +117,12 @@ class OutputPaths:
             and (not polygons or self.polygons.exists())
         )
 
-    def first_of(self, identities: set[Identity]) -> Path | None:
-        """The first of these files that is one of `identities` (a run's inputs), if any."""
+    def first_of(self, identities: set[Identity], names: Container[str] = ()) -> Path | None:
+        """The first of these files that is one of `identities` (a run's inputs), if any;
+        with `names`, only files of those names are looked at."""
         for path in self.all():
+            if names and path.name not in names:
+                continue
             try:
                 info = os.lstat(path)
             except OSError:
@@ -113,14 +134,7 @@ class OutputPaths:
 
 def output_paths(out: Path, relative: Path) -> OutputPaths:
     """Outputs of the input at `relative`: only its last suffix is replaced."""
-    stem = out / relative.parent / relative.stem
-    return OutputPaths(
-        labels_png=stem.with_name(stem.name + ".labels.png"),
-        labels_tif=stem.with_name(stem.name + ".labels.tif"),
-        stats=stem.with_name(stem.name + ".stats.csv"),
-        preview=stem.with_name(stem.name + ".preview.png"),
-        polygons=stem.with_name(stem.name + ".polygons.geojson"),
-    )
+    return OutputPaths(out / relative.parent, relative.stem)
 
 
 def check_before_changes(check: Callable[[], None]) -> None:
@@ -152,6 +166,50 @@ def identities(paths: Iterable[Path]) -> set[Identity]:
     return found
 
 
+class RunInputs:
+    """A run's inputs by identity, to refuse outputs that would replace one of them.
+
+    fixed: every input is known at the start (a list found then). Each output
+    folder is then listed once and only the names there whose inode is an
+    input's are stat'ed: an entry made later is a new file (one of this run's
+    outputs), never one of the inputs. Inputs that arrive over time may be
+    files made after such a listing, so then every output path is stat'ed.
+    """
+
+    def __init__(self, paths: Iterable[Path], fixed: bool) -> None:
+        self.identities = identities(paths)
+        self.fixed = fixed
+        self._inodes = {inode for _, inode in self.identities}
+        self._listed: dict[Path, set[str] | None] = {}
+
+    def add(self, path: Path) -> None:
+        """An input that arrived (one of a fixed list is known already)."""
+        if not self.fixed:
+            self.identities |= identities([path])
+
+    def first_among(self, outputs: OutputPaths) -> Path | None:
+        """The first of `outputs` that is one of the inputs, if any."""
+        if not self.fixed:
+            return outputs.first_of(self.identities)
+        folder = outputs.folder
+        if folder not in self._listed:
+            self._listed[folder] = self._names_of_inputs(folder)
+        names = self._listed[folder]
+        if names is None:
+            return outputs.first_of(self.identities)
+        return outputs.first_of(self.identities, names) if names else None
+
+    def _names_of_inputs(self, folder: Path) -> set[str] | None:
+        """The names in `folder` whose inode is an input's; None when it cannot be listed."""
+        try:
+            with os.scandir(folder) as entries:
+                return {entry.name for entry in entries if entry.inode() in self._inodes}
+        except FileNotFoundError:
+            return set()
+        except OSError:
+            return None
+
+
 class OutDir:
     """The --out folder, opened once: every file written or removed under it goes through here.
 
@@ -162,6 +220,7 @@ class OutDir:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._prefix = os.path.join(str(root), "")  # root's text ending in the separator
         try:
             root.mkdir(parents=True, exist_ok=True)
             # --out itself is the user's choice and may be a link; what lies below is not.
@@ -272,12 +331,16 @@ class OutDir:
 
     def _folder(self, path: Path, create: bool) -> tuple[int, str]:
         """A descriptor of `path`'s folder (the caller closes it) and its name there."""
-        try:
-            relative = path.relative_to(self.root)
-        except ValueError:
-            raise InputError(f"{path} is outside --out {self.root}; not written") from None
-        parts = relative.parts
-        if not parts or relative.is_absolute() or any(part in ("..", ".") for part in parts):
+        text = str(path)
+        if text.startswith(self._prefix):  # the usual case, without pathlib's parsing
+            parts: Sequence[str] = text[len(self._prefix) :].split(os.sep)
+        else:
+            try:
+                relative = path.relative_to(self.root)
+            except ValueError:
+                raise InputError(f"{path} is outside --out {self.root}; not written") from None
+            parts = () if relative.is_absolute() else relative.parts
+        if not parts or any(part in ("..", ".", "") for part in parts):
             raise InputError(f"{path} would leave --out {self.root}; not written")
         fd = os.dup(self.fd)
         for index, part in enumerate(parts[:-1]):  # each step closes the folder it leaves

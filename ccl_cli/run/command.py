@@ -30,16 +30,16 @@ from ..io.inputs import check_out_location, expand
 from ..io.outputs import (
     LOCK_NAME,
     SUMMARY_NAME,
-    Identity,
     OutDir,
     OutputLock,
     OutputPaths,
+    RunInputs,
     atomic_write,
-    identities,
     output_paths,
     summary_csv,
 )
 from .freshness import RUN_RECORD_NAME, RunRecord
+from .interrupts import cut_short_here
 from .local import LocalRun, usable_cores
 from .records import Admitted, FailFast, Outcomes, Record, Reporter, RunReport, Stop
 from .sources import Arrival, ListSource, Source
@@ -163,10 +163,10 @@ def _run(
     out = settings.out
     records = report.records
     with closing(engine), OutputLock(out), _StopRequests() as stop:
-        found = source.found if isinstance(source, ListSource) else []
-        inputs = identities(item.path for item in found)
+        found = source.found if isinstance(source, ListSource) else None
+        inputs = RunInputs((item.path for item in found or []), found is not None)
         with OutDir(out) as folder:
-            folder.check_summary(inputs)
+            folder.check_summary(inputs.identities)
             removed = folder.remove_temporaries()
         if removed:
             reporter.notice(f"removed {removed} partial file(s) left by an interrupted run")
@@ -275,7 +275,7 @@ def _admitted(
     check_stop: Callable[[], None],
     run_record: RunRecord,
     admitted: dict[int, OutputPaths],
-    inputs: set[Identity],
+    inputs: RunInputs,
 ) -> Iterator[Admitted | None]:
     """The records of `items` (appended to `records`) that need work, with their outputs;
     the others are finished here. A source's pauses (None) pass through.
@@ -304,7 +304,7 @@ def _admitted(
             outcomes.finished(record)
             continue
         paths = output_paths(settings.out, item.relative)
-        inputs |= identities([item.path])
+        inputs.add(item.path)
         taken = _input_among(paths, inputs) or _reserved(item.relative)
         if taken:
             outcomes.fail(record, taken)
@@ -332,9 +332,9 @@ def _admitted(
         yield record, paths
 
 
-def _input_among(paths: OutputPaths, inputs: set[Identity]) -> str:
+def _input_among(paths: OutputPaths, inputs: RunInputs) -> str:
     """Why `paths` may not be written: one of them is an input ("" when none is)."""
-    taken = paths.first_of(inputs)
+    taken = inputs.first_among(paths)
     return f"its output {taken} is one of the inputs; not replaced" if taken else ""
 
 
@@ -381,8 +381,9 @@ class _StopRequests:
     """Ctrl-C and SIGTERM (cron's timeout, kill) ask the run to stop at its next safe point.
 
     The handlers only set a flag, which the run checks between steps, so no
-    exception lands inside a half-done step (a lock, a queue, a file write).
-    A second Ctrl-C stops at once.
+    exception lands inside a half-done step (a lock, a queue, a file write);
+    only a step marked interruptible (interrupts.py) ends at once. A second
+    Ctrl-C stops at once.
     """
 
     _SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -395,6 +396,8 @@ class _StopRequests:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = True
+        if cut_short_here():  # a read or write in this thread (interrupts.py)
+            raise Stop()
 
     def check(self) -> None:
         """Raise Stop if a stop was requested."""

@@ -2,13 +2,17 @@
 
 Decoding and encoding run in a thread pool (the codecs release the GIL);
 decoded images wait in groups of one shape and dtype until a group fills a
-batch, which the backend labels in one call. Worker processes and Dask tasks
+batch, which the backend labels in one call. Images of at most INLINE_BYTES
+are decoded and written in this thread instead: for them, handing each step
+to a pool thread and back costs more than running it beside the others
+gains (the threads take turns at the GIL). Worker processes and Dask tasks
 run this same code on their share of the inputs.
 
 The threads are daemons and every wait on them also watches for a stop
 request: Ctrl-C or SIGTERM ends the run within POLL_SECONDS even when a
 decode never returns (a stalled network file system); what is in flight is
-abandoned (writes get STOP_GRACE_SECONDS to finish). A batch the backend
+abandoned (writes get STOP_GRACE_SECONDS to finish). A decode or write in
+this thread is interruptible (interrupts.py): a stop request ends it at once. A batch the backend
 cannot fit in memory (MemoryError) is labeled again one image at a time
 before its images fail. Every file goes through one OutDir (io/outputs.py):
 nothing is written outside --out or through a link there.
@@ -41,9 +45,13 @@ from ..io import images
 from ..io.csv_text import stats_csv
 from ..io.inputs import InputItem
 from ..io.outputs import OutDir, OutputPaths
+from .interrupts import interruptible
 from .records import Admitted, Outcomes, Record, Reporter, Stop
 
 PNG_LABEL_LIMIT = 65535
+#: Images of at most this many bytes (decoded) are read and written in this thread; the
+#: first input is read here, the next ones as the size of the one before says.
+INLINE_BYTES = 1 << 16
 #: Cap on images per batch when --batch-size is auto.
 AUTO_BATCH_LIMIT = 256
 #: How often a wait on the threads looks for a stop request, in seconds.
@@ -140,6 +148,7 @@ class LocalRun:
         self.groups: dict[tuple[tuple[int, ...], str], list[_Decoded]] = {}
         self.pending_bytes = 0
         self.writes: deque[tuple[_Decoded, Future[tuple[dict[str, str], float]], float]] = deque()
+        self.small = True  # whether the last image decoded was of at most INLINE_BYTES
 
     def work(self, admitted: Iterable[Admitted | None]) -> None:
         """Decode, label and write every admitted record.
@@ -159,7 +168,7 @@ class LocalRun:
                             self._finish(reads)
                             continue
                         record, paths = entry
-                        read = pool.submit(_read, record.item, self.settings)
+                        read = self._step(self.small, _read, record.item, self.settings)
                         reads.append((record, paths, read))
                         while len(reads) > 2 * self.workers:
                             self._take_read(*reads.popleft())
@@ -196,6 +205,7 @@ class LocalRun:
         except Exception as error:
             self.outcomes.fail(record, f"cannot read ({type(error).__name__}: {error})")
             return
+        self.small = values.nbytes <= INLINE_BYTES
         height, width = values.shape
         record.width, record.height, record.dtype = width, height, str(values.dtype)
         problem = background_problem(values.dtype, self.params)
@@ -211,6 +221,24 @@ class LocalRun:
         while self.pending_bytes > 2 * self._budget() and self.groups:
             self._flush(max(self.groups, key=lambda k: len(self.groups[k])))
         self._drain_writes(2 * self.workers)
+
+    def _step(self, here: bool, function: Callable[..., Any], *args: Any) -> Future[Any]:
+        """function(*args) queued for the pool, or run in this thread now (`here`, after
+        checking for a stop request, and interruptible); its result as a Future either way."""
+        if not here:
+            return self.pool.submit(function, *args)
+        self.check_stop()
+        future: Future[Any] = Future()
+        try:
+            with interruptible():
+                result = function(*args)
+        except (KeyboardInterrupt, Stop):
+            raise
+        except Exception as error:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+        return future
 
     def _batch_size(self, values: np.ndarray) -> int:
         if isinstance(self.settings.batch_size, int):
@@ -259,10 +287,13 @@ class LocalRun:
             labels = np.asarray(result.image(i))
             table = result.tables[i]
             outlines = result.polygons[i] if result.polygons is not None else None
-            future = self.pool.submit(
-                _write, decoded, labels, table, outlines, self.settings, self.out
+            small = decoded.values.nbytes <= INLINE_BYTES
+            future = self._step(
+                small, _write, decoded, labels, table, outlines, self.settings, self.out
             )
             self.writes.append((decoded, future, decoded.decode_seconds + share))
+            if small:  # reported before the next write here, which a stop may cut short
+                self._drain_writes(0)
 
     def _batch_result(self, group: list[_Decoded], key: tuple[tuple[int, ...], str]) -> BatchResult:
         """The backend's result for `group` stacked into one batch."""

@@ -126,3 +126,27 @@ def test_stats_csv_equals_printing_value_by_value(integer_values: bool, count: i
     )
     assert stats_csv(table) == reference_csv(table)
     assert stats_csv(table.take(np.zeros(0, np.int64))) == ",".join(CSV_COLUMNS) + "\n"
+
+
+@pytest.mark.parametrize("odd", [None, -0.0, 1e-5, np.nextafter(1e-4, 0), 1e16, np.nan, -np.inf])
+@pytest.mark.parametrize("column", ["centroid_x", "mean", "min"])
+def test_short_tables_print_as_repr_whatever_one_float_is(odd: float | None, column: str):
+    rng = np.random.default_rng(5)
+    count = 6
+    values = rng.integers(-1000, 1000, (3, count)) / 7
+    table = StatsTable(
+        area=rng.integers(1, 100, count),
+        x=rng.integers(0, 50, count),
+        y=rng.integers(0, 50, count),
+        width=rng.integers(1, 50, count),
+        height=rng.integers(1, 50, count),
+        centroid_x=rng.integers(0, 5000, count) / 7,
+        centroid_y=rng.integers(0, 5000, count) / 7,
+        mean=values[0],
+        min=values[1],
+        max=values[2],
+        integer_values=False,
+    )
+    if odd is not None:
+        getattr(table, column)[2] = odd
+    assert stats_csv(table) == reference_csv(table)

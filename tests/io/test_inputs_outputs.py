@@ -17,6 +17,7 @@ from ccl_cli.io.inputs import check_out_location, expand
 from ccl_cli.io.outputs import (
     LOCK_NAME,
     OutputLock,
+    RunInputs,
     atomic_write,
     output_paths,
     remove_stale_temporaries,
@@ -89,6 +90,22 @@ def test_only_the_last_suffix_is_replaced(tmp_path: Path) -> None:
     touch(paths.stats)
     assert paths.complete(preview=False)
     assert not paths.complete(preview=True)
+
+
+@pytest.mark.parametrize("fixed", [True, False])
+def test_outputs_that_are_inputs_are_found_under_any_name(tmp_path: Path, fixed: bool) -> None:
+    first = touch(tmp_path / "in" / "a.png")
+    out = tmp_path / "out"
+    touch(out / "sub" / "a.stats.csv")  # the user's file, not an input
+    os.link(first, out / "sub" / "b.labels.tif")  # the input a.png under an output's name
+    os.symlink(first, out / "b.preview.png")  # a link to it is not the input itself
+    inputs = RunInputs([first] if fixed else [], fixed)
+    if not fixed:
+        inputs.add(first)
+    assert inputs.first_among(output_paths(out, Path("sub/b.png"))) == out / "sub/b.labels.tif"
+    assert inputs.first_among(output_paths(out, Path("sub/a.png"))) is None
+    assert inputs.first_among(output_paths(out, Path("b.png"))) is None
+    assert inputs.first_among(output_paths(out, Path("new/b.png"))) is None
 
 
 def test_atomic_write_replaces_whole_and_leaves_no_temporary(tmp_path: Path) -> None:
