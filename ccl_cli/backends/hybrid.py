@@ -5,19 +5,20 @@ takes about a second, longer than a small job takes on the CPU, and its
 imports compete with the run for Python's GIL: a stream's images wait
 hundreds of milliseconds meanwhile, and the process grows by 700 MB. So
 batches are labeled on the CPU, and the GPU is started (in a daemon thread)
-only when the CPU's labeling is what the run waits for: once it has labeled
-for START_AFTER_SECONDS, and for at least BUSY_SHARE of the time since it
-began. A job done sooner never pays for CUDA; neither does a stream the CPU
-keeps up with, nor a job whose time goes to decoding and writing (a GPU
-would save little of it). The share is measured over periods of
-PERIOD_SECONDS at least, so that a stream that idled for hours and then
-floods in starts the GPU too. Each batch goes to the GPU if it is ready by
-then. The backends give the same bytes, so which one labels a batch changes
-nothing in the outputs (BatchResult.backend says which did). A run that ends
-first never waits for the thread: a daemon thread does not hold up the
-interpreter's exit. A GPU that fails later (a lost device, out of memory
-beyond what splitting handles) is dropped with one notice, and that batch
-and the rest are labeled on the CPU.
+only once the CPU has labeled for START_AFTER_SECONDS and the labeling is
+what the run waits for: it took at least BUSY_SHARE of the time since it
+began, or inputs were waiting for it (batches of BEHIND_IMAGES images and
+more on average: a list of inputs, or a stream faster than the CPU). A job
+done sooner never pays for CUDA, nor does a stream the CPU keeps up with.
+The count is measured over periods of PERIOD_SECONDS at least, so that a
+stream that idled for hours and then floods in starts the GPU too. Each
+batch goes to the GPU if it is ready by then. The backends give the same
+bytes, so which one labels a batch changes nothing in the outputs
+(BatchResult.backend says which did). A run that ends first never waits for
+the thread: a daemon thread does not hold up the interpreter's exit. A GPU
+that fails later (a lost device, out of memory beyond what splitting
+handles) is dropped with one notice, and that batch and the rest are labeled
+on the CPU.
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ from .base import Backend, BatchResult, LabelSteps, in_one_step
 START_AFTER_SECONDS = 0.5
 #: The least share of the time since the CPU began labeling that it spent labeling.
 BUSY_SHARE = 0.5
-#: Shortest period over which that share is measured before the count starts anew.
+#: Images per batch, on average, that mean inputs were waiting for the labeling: a
+#: stream the CPU keeps up with has its batch window's arrivals, one or two.
+BEHIND_IMAGES = 4
+#: Shortest period over which these are measured before the count starts anew.
 PERIOD_SECONDS = 2.0
 
 
@@ -73,6 +77,8 @@ class HybridBackend:
         )
         self._start_after = START_AFTER_SECONDS if start_after is None else start_after
         self._busy = 0.0  # seconds of CPU labeling since self._since
+        self._batches = 0  # CPU batches since self._since, and their images
+        self._images = 0
         self._since: float | None = None  # None: before the first CPU batch ended
         self._started = False
         if self._start_after <= 0:
@@ -132,11 +138,11 @@ class HybridBackend:
         result = self.cpu.label(batch, params, out, narrow)
         result.backend = result.backend or self.cpu.name
         if not self._started:
-            self._count(began, time.monotonic())
+            self._count(began, time.monotonic(), len(batch))
         return result
 
-    def _count(self, began: float, ended: float) -> None:
-        """Add one CPU batch to the busy time; start the GPU when it is due (module docstring).
+    def _count(self, began: float, ended: float, images: int) -> None:
+        """Add one CPU batch to the counts; start the GPU when it is due (module docstring).
 
         The first batch does not count: its time is mostly the engine's one-time
         start (loading its compiled kernels, or compiling them on a new machine).
@@ -145,11 +151,16 @@ class HybridBackend:
             self._since = ended
             return
         self._busy += ended - began
+        self._batches += 1
+        self._images += images
         elapsed = ended - self._since
-        if self._busy >= self._start_after and self._busy >= BUSY_SHARE * elapsed:
+        waited_for = (
+            self._busy >= BUSY_SHARE * elapsed or self._images >= BEHIND_IMAGES * self._batches
+        )
+        if self._busy >= self._start_after and waited_for:
             self._start_gpu()
-        elif elapsed >= PERIOD_SECONDS and self._busy < BUSY_SHARE * elapsed:
-            self._since, self._busy = ended, 0.0
+        elif elapsed >= PERIOD_SECONDS and not waited_for:
+            self._since, self._busy, self._batches, self._images = ended, 0.0, 0, 0
 
     def per_device(self) -> list[Backend]:
         """This backend: it labels on one device at a time."""

@@ -232,6 +232,19 @@ def test_a_stream_the_cpu_keeps_up_with_never_starts_the_gpu(monkeypatch: pytest
     assert not backend.wait_started(0) and started == []
 
 
+def test_inputs_waiting_for_the_labeling_start_the_gpu(monkeypatch: pytest.MonkeyPatch):
+    """Batches of many images: a list job, or a stream faster than the run (its decoding
+    and writing), even when labeling is a small share of the time."""
+    backend, cpu, started = timed_hybrid(monkeypatch)
+    cpu.seconds = 0.004
+    batch = np.repeat(BATCH, hybrid.BEHIND_IMAGES, axis=0)
+    for _ in range(int(hybrid.START_AFTER_SECONDS / cpu.seconds) + 1):
+        assert not started
+        backend.label(batch, LabelParams())
+        cpu.clock.now += 0.006
+    assert backend.wait_started(30) and started == [1]
+
+
 def test_a_flood_after_a_quiet_hour_starts_the_gpu(monkeypatch: pytest.MonkeyPatch):
     backend, cpu, started = timed_hybrid(monkeypatch)
     cpu.seconds = 0.004
