@@ -3,7 +3,7 @@
 Making a CUDA backend (CuPy's import, the driver, a context, the kernels)
 takes about a second, longer than a small job takes on the CPU, and its
 imports compete with the run for Python's GIL: a stream's images wait
-hundreds of milliseconds meanwhile, and the process grows by 700 MB. So
+meanwhile, and the process grows by hundreds of MB. So
 batches are labeled on the CPU, and the GPU is started (in a daemon thread)
 only once the CPU has labeled for START_AFTER_SECONDS and the labeling is
 what the run waits for: it took at least BUSY_SHARE of the time since it
@@ -50,8 +50,6 @@ class HybridBackend:
 
     start: makes the GPU backend (in a thread); it raises when there is none,
     and the run stays on the CPU (then `notice` gets why, if `why` names it).
-    start_after: seconds of CPU labeling before the GPU is started (0: now;
-    None: START_AFTER_SECONDS).
     """
 
     #: Made for a run in this process only (make_backend's cpu_first), never served
@@ -64,7 +62,6 @@ class HybridBackend:
         start: Callable[[], Backend],
         notice: Callable[[str], None],
         why: Callable[[BaseException], str | None] = lambda error: None,
-        start_after: float | None = None,
     ) -> None:
         self.cpu = cpu
         self.notice = notice
@@ -75,13 +72,12 @@ class HybridBackend:
         self._thread = threading.Thread(
             target=self._start, args=(start, why), name="gccl-gpu-start", daemon=True
         )
-        self._start_after = START_AFTER_SECONDS if start_after is None else start_after
         self._busy = 0.0  # seconds of CPU labeling since self._since
         self._batches = 0  # CPU batches since self._since, and their images
         self._images = 0
         self._since: float | None = None  # None: before the first CPU batch ended
         self._started = False
-        if self._start_after <= 0:
+        if START_AFTER_SECONDS <= 0:
             self._start_gpu()
 
     def _start_gpu(self) -> None:
@@ -157,7 +153,7 @@ class HybridBackend:
         waited_for = (
             self._busy >= BUSY_SHARE * elapsed or self._images >= BEHIND_IMAGES * self._batches
         )
-        if self._busy >= self._start_after and waited_for:
+        if self._busy >= START_AFTER_SECONDS and waited_for:
             self._start_gpu()
         elif elapsed >= PERIOD_SECONDS and not waited_for:
             self._since, self._busy, self._batches, self._images = ended, 0.0, 0, 0

@@ -124,8 +124,8 @@ class _KernelCase:
         try:
             prepared = engine.prepare(host, params)
             # The first call warms up and is checked: GPU modules and memory pools, and a CPU
-            # engine's working memory for this batch size (its first touch cost gccl's CPU
-            # engine up to twice a steady call's time on large batches).
+            # engine's working memory for this batch size (whose first touch a steady call
+            # does not pay).
             _, output = timed(lambda: engine.run(prepared, params))
             total = output.total()
             if batch == 1:

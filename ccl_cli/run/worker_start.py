@@ -3,9 +3,8 @@
 The worker's set-up and tasks (processes.py, tasks.py), the labeling service
 and the CPU engine, with numba ready to label: its numpy support imported
 without the BLAS probe and its implementation registries loaded
-(numba_start.py). Each worker would otherwise spend about half a second on
-them before its first image. Importing this module does that work: the fork
-server can only import.
+(numba_start.py). Each worker would otherwise do that before its first
+image. Importing this module does the work: the fork server can only import.
 """
 
 from __future__ import annotations

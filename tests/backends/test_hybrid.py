@@ -72,6 +72,13 @@ def _reference(inputs: Path, tmp_path: Path) -> tuple[dict[str, bytes], dict]:
     return files(tmp_path / "ref"), json_lines(stdout, moved=("ref", "out"))
 
 
+@pytest.fixture
+def at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hybrid backends made in the test start their GPU at construction."""
+    monkeypatch.setattr(hybrid, "START_AFTER_SECONDS", 0)
+
+
+@pytest.mark.usefixtures("at_once")
 def test_small_job_finishes_on_the_cpu_without_waiting(
     inputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -83,7 +90,7 @@ def test_small_job_finishes_on_the_cpu_without_waiting(
         never.wait()
         return gpu
 
-    backend = HybridBackend(CpuBackend(1), start, lambda message: None, start_after=0)
+    backend = HybridBackend(CpuBackend(1), start, lambda message: None)
     out = tmp_path / "out"
     code, stdout, _ = _run_with(
         monkeypatch, backend, str(inputs), "-r", "--out", str(out), "--json"
@@ -102,6 +109,7 @@ def test_small_job_finishes_on_the_cpu_without_waiting(
     never.set()
 
 
+@pytest.mark.usefixtures("at_once")
 def test_large_job_uses_both_with_identical_outputs(
     inputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -119,7 +127,7 @@ def test_large_job_uses_both_with_identical_outputs(
         ready.set()
         assert holder[0].wait_started(30)
 
-    backend = HybridBackend(CountingCpu(first_batch), start, lambda message: None, start_after=0)
+    backend = HybridBackend(CountingCpu(first_batch), start, lambda message: None)
     holder.append(backend)
     out = tmp_path / "out"
     args = [str(inputs), "-r", "--out", str(out), "--json", "--batch-size", "1", "--workers", "1"]
@@ -131,13 +139,14 @@ def test_large_job_uses_both_with_identical_outputs(
     assert files(out) == reference
 
 
+@pytest.mark.usefixtures("at_once")
 def test_gpu_failure_moves_the_rest_to_the_cpu_with_one_notice(
     inputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     reference, _ = _reference(inputs, tmp_path)
     gpu = FakeGpu(fail_from=3)
     notices: list[str] = []
-    backend = HybridBackend(CpuBackend(1), lambda: gpu, notices.append, start_after=0)
+    backend = HybridBackend(CpuBackend(1), lambda: gpu, notices.append)
     assert backend.wait_started(30)
     out = tmp_path / "out"
     args = [str(inputs), "-r", "--out", str(out), "--json", "--batch-size", "1", "--workers", "1"]
@@ -150,15 +159,14 @@ def test_gpu_failure_moves_the_rest_to_the_cpu_with_one_notice(
     assert files(out) == reference
 
 
+@pytest.mark.usefixtures("at_once")
 def test_a_gpu_that_cannot_start_leaves_the_cpu_and_says_why():
     notices: list[str] = []
 
     def start() -> FakeGpu:
         raise RuntimeError("no driver")
 
-    backend = HybridBackend(
-        CpuBackend(1), start, notices.append, lambda error: f"no GPU ({error})", start_after=0
-    )
+    backend = HybridBackend(CpuBackend(1), start, notices.append, lambda error: f"no GPU ({error})")
     assert backend.wait_started(30)
     batch = np.zeros((2, 5, 5), np.uint8)
     batch[:, 1:3, 1:3] = 1
