@@ -48,6 +48,9 @@ from .stream import StdinSource
 NO_IMAGES = "no images found in the inputs (.png, .tif, .tiff, .npy)"
 #: How often a run with no end (gccl watch) rewrites summary.csv, at most, in seconds.
 LIVE_SUMMARY_SECONDS = 1.0
+#: The largest share of such a run's time its rewrites may take: a summary of millions of
+#: rows is rewritten less often than every LIVE_SUMMARY_SECONDS.
+LIVE_SUMMARY_SHARE = 0.1
 
 
 class Engine(Protocol):
@@ -349,22 +352,30 @@ def _reserved(relative: Path) -> str:
 class _LiveSummary:
     """summary.csv of a run with no end, rewritten whole (atomically) as records finish.
 
-    At most every LIVE_SUMMARY_SECONDS, with the records finished so far; the
-    run's end writes it once more with every record.
+    At most every LIVE_SUMMARY_SECONDS (longer once a rewrite takes more than
+    LIVE_SUMMARY_SHARE of that), with the records finished so far; the run's
+    end writes it once more with every record. Between rewrites a call costs
+    nothing: the run calls it between batches, and a stream's records grow
+    without end.
     """
 
     def __init__(self, path: Path, records: list[Record], reporter: Reporter) -> None:
         self.path = path
         self.records = records
         self.reporter = reporter
-        self.written: tuple[int, float] = (0, 0.0)  # finished records, when
+        self.written = 0  # finished records in the file
+        self.looked = 0.0  # when the records were last looked at
+        self.interval = LIVE_SUMMARY_SECONDS
         self.failed = False
 
     def maybe_write(self) -> None:
         """Rewrite summary.csv if records finished since the last write, long enough ago."""
+        began = time.monotonic()
+        if began - self.looked < self.interval:
+            return
+        self.looked = began
         finished = [record for record in self.records if record.status != "pending"]
-        count, at = self.written
-        if len(finished) == count or time.monotonic() - at < LIVE_SUMMARY_SECONDS:
+        if len(finished) == self.written:
             return
         try:
             atomic_write(self.path, summary_csv(record.row() for record in finished))
@@ -374,7 +385,9 @@ class _LiveSummary:
             self.failed = True
             return
         self.failed = False
-        self.written = (len(finished), time.monotonic())
+        self.written = len(finished)
+        took = time.monotonic() - began
+        self.interval = max(LIVE_SUMMARY_SECONDS, took / LIVE_SUMMARY_SHARE)
 
 
 class _StopRequests:
