@@ -443,16 +443,13 @@ main()
 SIDES = [12, 300]
 
 
-@pytest.mark.parametrize("side", SIDES)
-def test_sigterm_stops_a_run_whose_decode_never_returns(tmp_path: Path, side: int) -> None:
-    for i in range(3):
-        mask(tmp_path / "in" / f"a{i}.png", side, seed=i)
-    mask(tmp_path / "in" / "b_hang.png", side)
-    ready = tmp_path / "ready"
-    args = ["label", "in", "--out", "out", "--quiet", "--device", "cpu", "--workers", "2"]
+def terminated_when_stuck(script: str, folder: Path, args: list[str]) -> tuple[int, str]:
+    """Run `script` (argv: a ready file, gccl's arguments) in `folder`, SIGTERM it once it
+    is stuck (its ready file exists): its exit code and stderr."""
+    ready = folder / "ready"
     run = subprocess.Popen(
-        [sys.executable, "-c", HUNG_DECODE, str(ready), *args],
-        cwd=tmp_path,
+        [sys.executable, "-c", script, str(ready), *args],
+        cwd=folder,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -463,7 +460,17 @@ def test_sigterm_stops_a_run_whose_decode_never_returns(tmp_path: Path, side: in
         _, stderr = run.communicate(timeout=60)
     finally:
         run.kill()
-    assert run.returncode == 130, stderr
+    return run.returncode, stderr
+
+
+@pytest.mark.parametrize("side", SIDES)
+def test_sigterm_stops_a_run_whose_decode_never_returns(tmp_path: Path, side: int) -> None:
+    for i in range(3):
+        mask(tmp_path / "in" / f"a{i}.png", side, seed=i)
+    mask(tmp_path / "in" / "b_hang.png", side)
+    args = ["label", "in", "--out", "out", "--quiet", "--device", "cpu", "--workers", "2"]
+    code, stderr = terminated_when_stuck(HUNG_DECODE, tmp_path, args)
+    assert code == 130, stderr
     rows = summary(tmp_path / "out")
     assert rows["in/b_hang.png"]["status"] == "not-run"
     assert not [p for p in (tmp_path / "out").iterdir() if "gccl-tmp" in p.name]
@@ -491,22 +498,9 @@ main()
 def test_sigterm_stops_a_run_whose_write_never_returns(tmp_path: Path, side: int) -> None:
     mask(tmp_path / "in" / "a.png", side)
     mask(tmp_path / "in" / "b.png", side, seed=1)
-    ready = tmp_path / "ready"
     args = ["label", "in", "--out", "out", "--quiet", "--device", "cpu", "--batch-size", "1"]
-    run = subprocess.Popen(
-        [sys.executable, "-c", HUNG_WRITE, str(ready), *args],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        wait_for(ready, run)
-        run.terminate()
-        _, stderr = run.communicate(timeout=60)
-    finally:
-        run.kill()
-    assert run.returncode == 130, stderr
+    code, stderr = terminated_when_stuck(HUNG_WRITE, tmp_path, args)
+    assert code == 130, stderr
     rows = summary(tmp_path / "out")
     assert rows["in/a.png"]["status"] == "ok"
     assert rows["in/b.png"]["status"] == "not-run"

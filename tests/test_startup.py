@@ -35,15 +35,16 @@ NOT_FOR_A_QUIET_PNG_RUN = (
 )
 
 
+def python(arguments: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run `python ARGUMENTS` in `cwd` (a fresh process), its output captured."""
+    return subprocess.run(
+        [sys.executable, *arguments], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
 def imported(arguments: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     """Run `python -X importtime ARGUMENTS`; its result and the modules it imported."""
-    done = subprocess.run(
-        [sys.executable, "-X", "importtime", *arguments],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = python(["-X", "importtime", *arguments], cwd)
     names = {
         line.rsplit("|", 1)[1].strip()
         for line in done.stderr.splitlines()
@@ -125,13 +126,7 @@ def test_the_client_of_cpu_worker_processes_never_loads_numba(tmp_path: Path) ->
     for i in range(4):
         Image.fromarray(values).save(tmp_path / "in" / f"{i}.png")
     arguments = ["label", "in", "--out", "o", "--device", "cpu", "--processes", "2", "-q"]
-    done = subprocess.run(
-        [sys.executable, "-c", _WITHOUT_NUMBA, *arguments],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = python(["-c", _WITHOUT_NUMBA, *arguments], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     with open(tmp_path / "o" / "summary.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
@@ -148,13 +143,7 @@ def test_a_command_ends_with_its_code_its_output_whole_and_no_process_left(
         Image.fromarray(np.eye(16, dtype=np.uint8) * 255).save(tmp_path / "in" / f"{i:02}.png")
     (tmp_path / "in" / "bad.png").write_bytes(b"not a png")
     arguments = ["label", "in", "--out", "o", "--device", "cpu", "--processes", "2", "--json"]
-    done = subprocess.run(
-        [sys.executable, "-m", "ccl_cli", *arguments],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = python(["-m", "ccl_cli", *arguments], tmp_path)
     assert done.returncode == 1, done.stderr[-2000:]
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert sorted(line["status"] for line in lines) == ["failed"] + ["ok"] * 20
@@ -185,12 +174,6 @@ def test_under_a_profiler_the_command_exits_normally_so_it_writes_its_results(
 ) -> None:
     Image.fromarray(np.eye(16, dtype=np.uint8) * 255).save(tmp_path / "one.png")
     arguments = ["label", "one.png", "--out", "o", "--device", "cpu", "-q"]
-    done = subprocess.run(
-        [sys.executable, "-m", "cProfile", "-o", "run.prof", "-m", "ccl_cli", *arguments],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = python(["-m", "cProfile", "-o", "run.prof", "-m", "ccl_cli", *arguments], tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "run.prof").stat().st_size > 0

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 from cli_helpers import files, gccl, json_lines, make_inputs
+from clocks import TestClock
 
 from ccl_cli.backends import hybrid
 from ccl_cli.backends.cpu.backend import CpuBackend
@@ -175,20 +176,10 @@ def test_a_gpu_that_cannot_start_leaves_the_cpu_and_says_why():
     assert notices == ["no GPU (no driver)"]
 
 
-class Clock:
-    """hybrid.time's stand-in: monotonic() is what the test says."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-
 class TimedCpu(CpuBackend):
     """A CPU backend whose labeling takes `seconds` on `clock` (the next call's `seconds`)."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: TestClock) -> None:
         super().__init__(1)
         self.clock = clock
         self.seconds = 0.0
@@ -200,7 +191,7 @@ class TimedCpu(CpuBackend):
 
 def timed_hybrid(monkeypatch: pytest.MonkeyPatch) -> tuple[HybridBackend, TimedCpu, list[int]]:
     """A hybrid backend on a test clock, and the list its GPU starts append to."""
-    clock = Clock()
+    clock = TestClock()
     monkeypatch.setattr(hybrid, "time", clock)
     started: list[int] = []
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import WAIT_SECONDS, files, gccl, make_inputs
+from clocks import TestClock
 
 from ccl_cli.io.inputs import InputItem
 from ccl_cli.run import command
@@ -106,16 +107,6 @@ def test_stdin_lines_name_files_folders_and_globs(tmp_path: Path):
     assert names == ["img000.npy", "img001.png", "img002.png", "img004.png"]
 
 
-class _Clock:
-    """command.time's stand-in: monotonic() is what the test says."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-
 class _LookedAt(list):
     """A record list that counts how often it is gone through."""
 
@@ -129,7 +120,7 @@ class _LookedAt(list):
 def _live_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_seconds: float):
     """A live summary on a test clock whose rewrite takes `write_seconds`, its records,
     the clock, and the row counts it wrote."""
-    clock = _Clock()
+    clock = TestClock()
     monkeypatch.setattr(command, "time", clock)
     written: list[int] = []
 
