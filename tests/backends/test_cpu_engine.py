@@ -21,6 +21,7 @@ def thin_strips(monkeypatch: pytest.MonkeyPatch) -> None:
     """Strips of one row and up, so that small images have many seams; the
     per-component passes spread over the threads however few components there are."""
     monkeypatch.setattr(engine, "MIN_STRIP_ROWS", 1)
+    monkeypatch.setattr(engine, "MIN_STRIP_PIXELS", 1)
     monkeypatch.setattr(engine, "SPREAD_COMPONENTS", 0)
 
 

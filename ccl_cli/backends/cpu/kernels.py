@@ -420,6 +420,7 @@ def label_binary(
     acc,
     acc32,
     local_counts,
+    lasts,
     eight,
     rule,
     a,
@@ -428,8 +429,8 @@ def label_binary(
 ):
     """Binary first pass of tasks lo..hi-1, then each task's labels flattened to
     local ids 1..m (parent[label] = local id), its records summed into records
-    acc_first[t] + (local id - 1), and local_counts[t] = m. acc_first[t]: the
-    first record of task t (it has one per label it may make)."""
+    acc_first[t] + (local id - 1), local_counts[t] = m and lasts[t] = its last
+    label. acc_first[t]: the first record of task t (it has one per label it may make)."""
     floating = float_values(values)
     width = images.shape[2]
     fg = np.empty(width, np.bool_)
@@ -444,12 +445,13 @@ def label_binary(
             fg, runs, above,
         )  # fmt: skip
         local_counts[t] = _flatten(parent[n], acc, acc32, base, last, acc_first[t], floating)
+        lasts[t] = last
 
 
 @compiled()
 def label_tau(
-    images, values, prov, parent, tasks, acc_first, acc, acc32, local_counts, eight, rule, a, tau,
-    lo, hi,
+    images, values, prov, parent, tasks, acc_first, acc, acc32, local_counts, lasts, eight, rule,
+    a, tau, lo, hi,
 ):  # fmt: skip
     """label_binary in tau mode: neighbours join when their values are within tau."""
     floating = float_values(values)
@@ -467,6 +469,7 @@ def label_tau(
             tau, fg, m, f, fp,
         )  # fmt: skip
         local_counts[t] = _flatten(parent[n], acc, acc32, base, last, acc_first[t], floating)
+        lasts[t] = last
 
 
 @compiled()
@@ -614,19 +617,30 @@ def float_terms(values, prov, parent, tasks, first, shift, sums, lo, hi):
 
 
 @compiled()
-def write_labels(prov, parent, tasks, first, lookup, out, chosen, lo, hi):
-    """out[n] = lookup[first[t] + local id] (lookup[first[t]] = 0) over tasks
-    lo..hi-1 of the images with chosen[n]."""
+def write_labels(
+    prov, parent, tasks, first, forest, component_first, kept_id, lasts, out, chosen, lo, hi
+):
+    """out[n] = the final label of each pixel (0 for background and for components
+    min-area dropped), over tasks lo..hi-1 of the images with chosen[n].
+
+    Each of the task's labels first gets its final label in place of its local
+    id (parent[label]: parent[0] stays 0, the background), so that a pixel
+    costs one lookup. Every task is written by one call only: the mapping is
+    not applied twice."""
     for t in range(lo, hi):
         n, r0, r1 = tasks[t, 0], tasks[t, 1], tasks[t, 2]
         if not chosen[n]:
             continue
         labels, par, target = prov[n], parent[n], out[n]
+        width = labels.shape[1]
         off = first[t]
+        c0 = component_first[n] - 1
+        for label in range(r0 * width + 1, lasts[t] + 1):
+            par[label] = kept_id[c0 + forest[off + par[label]]]
         for y in range(r0, r1):
             row, dst = labels[y], target[y]
-            for x in range(labels.shape[1]):
-                dst[x] = lookup[off + par[row[x]]]
+            for x in range(width):
+                dst[x] = par[row[x]]
 
 
 @compiled()
@@ -642,17 +656,6 @@ def keep_components(stats, component_first, min_area, kept_id, kept, lo, hi):
             else:
                 kept_id[c] = 0
         kept[n] = k
-
-
-@compiled()
-def slot_lookup(tasks, first, forest, component_first, kept_id, lookup, lo, hi):
-    """lookup[first[t] + local id] = the final label of that local component (0 for
-    background), tasks lo..hi-1."""
-    for t in range(lo, hi):
-        c0 = component_first[tasks[t, 0]] - 1
-        lookup[first[t]] = 0
-        for i in range(first[t] + 1, first[t + 1]):
-            lookup[i] = kept_id[c0 + forest[i]]
 
 
 @compiled()

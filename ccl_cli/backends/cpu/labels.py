@@ -32,6 +32,9 @@ from .stages import NumpyStages
 
 #: Fewest rows a strip gets: thinner strips cost more in seams than they gain.
 MIN_STRIP_ROWS = 32
+#: Fewest pixels a strip gets: handing a strip to another thread and waiting for it
+#: costs about as much as labeling this many pixels (binary and tau images on 2 cores).
+MIN_STRIP_PIXELS = 1 << 15
 #: Fewest components (over the strips of a batch) whose per-component passes use every thread.
 SPREAD_COMPONENTS = 50_000
 #: Largest working array kept for the next call of a thread (scratch).
@@ -79,12 +82,12 @@ def spread(kernel: Callable[..., None], tasks: int, threads: int, *args: object)
     engine_threads(threads) threads: this one and the workers' (the kernels release
     the GIL). Every task writes only its own part of the arrays, so the ranges
     change no result."""
-    parts = max(1, min(engine_threads(threads), tasks))
+    parts = 1 if threads <= 1 else min(engine_threads(threads), tasks)
+    if parts <= 1:
+        kernel(*args, 0, tasks)
+        return
     ranges = list(pairwise(tasks * i // parts for i in range(parts + 1)))
     futures = [_pool().submit(kernel, *args, lo, hi) for lo, hi in ranges[1:]]
-    if not futures:
-        kernel(*args, *ranges[0])
-        return
     try:
         kernel(*args, *ranges[0])
     finally:
@@ -172,9 +175,16 @@ def foreground_rule(dtype: np.dtype, params: LabelParams) -> tuple[int, float]:
     return kernels.FG_NOT, float(target)
 
 
-def plan(count: int, height: int, threads: int) -> np.ndarray:
+def plan(count: int, height: int, width: int, threads: int) -> np.ndarray:
     """Tasks (image, first row, end row): the same strips for every image of the batch."""
-    strips = max(1, min(-(-threads // max(count, 1)), height // MIN_STRIP_ROWS))
+    strips = max(
+        1,
+        min(
+            -(-threads // max(count, 1)),
+            height // MIN_STRIP_ROWS,
+            height * width // MIN_STRIP_PIXELS,
+        ),
+    )
     cuts = [round(height * i / strips) for i in range(strips + 1)]
     strip_rows = list(pairwise(cuts))
     return np.array([(n, r0, r1) for n in range(count) for r0, r1 in strip_rows], np.int64)
@@ -218,24 +228,25 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
         np.int64 if height * width >= 2**31 - 1 else np.int32,
     )
     parent[:, 0] = 0
-    tasks = plan(count, height, threads)
+    tasks = plan(count, height, width, threads)
     # a binary strip makes at most one label per run, a tau strip one per pixel
     per_row = (width + 1) // 2 if binary else width
     acc_first = np.zeros(len(tasks) + 1, np.int64)
     np.cumsum((tasks[:, 2] - tasks[:, 1]) * per_row, out=acc_first[1:])
     acc = scratch("acc", (acc_first[-1], kernels.RECORD), np.int64)
     local_counts = np.empty(len(tasks), np.int64)
+    lasts = np.empty(len(tasks), np.int64)
     acc32 = acc.view(np.int32)
     if binary:
         spread(
             kernels.label_binary, len(tasks), threads,
-            image, numbers, prov, parent, tasks, acc_first, acc, acc32, local_counts,
+            image, numbers, prov, parent, tasks, acc_first, acc, acc32, local_counts, lasts,
             eight, rule, a,
         )  # fmt: skip
     else:
         spread(
             kernels.label_tau, len(tasks), threads,
-            image, numbers, prov, parent, tasks, acc_first, acc, acc32, local_counts,
+            image, numbers, prov, parent, tasks, acc_first, acc, acc32, local_counts, lasts,
             eight, rule, a, tau,
         )  # fmt: skip
 
@@ -274,18 +285,6 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
     spread(
         kernels.keep_components, count, post, stats, component_first, params.min_area, kept_id, kept
     )
-    lookup = scratch("lookup", (int(first[-1]),), np.int64)
-    spread(
-        kernels.slot_lookup,
-        len(tasks),
-        post,
-        tasks,
-        first,
-        forest,
-        component_first,
-        kept_id,
-        lookup,
-    )
     kept_first = np.zeros(count + 1, np.int64)
     np.cumsum(kept, out=kept_first[1:])
     ints = np.empty((5, int(kept_first[-1])), np.int64)
@@ -300,7 +299,7 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
     wide: dict[int, np.ndarray] = {}
     if out.dtype == np.uint16:
         too_many = kept > NARROW_LIMIT
-        write = (prov, parent, tasks, first, lookup)
+        write = (prov, parent, tasks, first, forest, component_first, kept_id, lasts)
         spread(kernels.write_labels, len(tasks), threads, *write, out, ~too_many)
         if too_many.any():
             spread(kernels.write_labels, len(tasks), threads, *write, prov, too_many)
@@ -308,7 +307,8 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
     else:
         spread(
             kernels.write_labels, len(tasks), threads,
-            prov, parent, tasks, first, lookup, prov, np.ones(count, bool),
+            prov, parent, tasks, first, forest, component_first, kept_id, lasts, prov,
+            np.ones(count, bool),
         )  # fmt: skip
         if not in_place:
             out[...] = prov.view(np.uint32)
