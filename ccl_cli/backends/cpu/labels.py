@@ -297,19 +297,15 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
     tables = [_table(ints[:, lo:hi], floats[:, lo:hi], floating) for lo, hi in pairwise(kept_first)]
 
     wide: dict[int, np.ndarray] = {}
+    write = (prov, parent, tasks, first, forest, component_first, kept_id, lasts)
     if out.dtype == np.uint16:
         too_many = kept > NARROW_LIMIT
-        write = (prov, parent, tasks, first, forest, component_first, kept_id, lasts)
         spread(kernels.write_labels, len(tasks), threads, *write, out, ~too_many)
         if too_many.any():
             spread(kernels.write_labels, len(tasks), threads, *write, prov, too_many)
             wide = {int(n): prov[n].view(np.uint32).copy() for n in np.flatnonzero(too_many)}
     else:
-        spread(
-            kernels.write_labels, len(tasks), threads,
-            prov, parent, tasks, first, forest, component_first, kept_id, lasts, prov,
-            np.ones(count, bool),
-        )  # fmt: skip
+        spread(kernels.write_labels, len(tasks), threads, *write, prov, np.ones(count, bool))
         if not in_place:
             out[...] = prov.view(np.uint32)
     return Labeled(tables, [int(c) for c in components], wide)
