@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 DEMO_OUT ?= demo-out
 NVCC ?= nvcc
 
-.PHONY: demo test lint pytest cubins cubins-check venv clean
+.PHONY: demo test lint pytest cubins cubins-check cpu-engine cpu-engine-check venv clean
 
 # A venv with the package (editable) and the dev tools; re-run pip when pyproject changes.
 $(VENV)/.installed-dev: pyproject.toml
@@ -44,7 +44,7 @@ lint: $(VENV)/.installed-dev
 pytest: $(VENV)/.installed-dev
 	$(VENV)/bin/pytest -q
 
-test: lint cubins-check pytest
+test: lint cubins-check cpu-engine-check pytest
 
 # One fatbin for every supported GPU generation, plus a manifest of the sources' hash.
 cubins:
@@ -54,6 +54,15 @@ cubins:
 # compiles every .cu when nvcc is present, so a kernel that does not compile fails.
 cubins-check:
 	$(PYTHON) scripts/build_cubins.py --check --nvcc $(NVCC)
+
+# The CPU engine's library for Linux x86-64, plus a manifest of the sources' hash.
+cpu-engine: $(VENV)/.installed-dev
+	$(PY) scripts/build_cpu_engine.py
+
+# Exit 0 only when the committed library was built from today's sources and they compile
+# without warnings (other platforms compile the same sources at first use).
+cpu-engine-check: $(VENV)/.installed-dev
+	$(PY) scripts/build_cpu_engine.py --check
 
 clean:
 	rm -rf $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info

@@ -525,8 +525,8 @@ def _exit(code: int) -> NoReturn:
 
     A command that returns has closed its outputs, renamed them into place,
     released --out and ended its worker processes. What normal exit adds is
-    Python freeing every module and the native libraries' teardown (numba's
-    LLVM, CuPy's), a good part of a short run. The standard streams
+    Python freeing every module and the native libraries' teardown (CuPy's),
+    a good part of a short run. The standard streams
     are flushed and the atexit handlers run (multiprocessing's ends its helper
     processes) as in a normal exit. Under a profiler or tracer (cProfile,
     coverage) the exit is the normal one, which lets them write their results.

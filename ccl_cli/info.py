@@ -18,7 +18,9 @@ def _version_of(package: str) -> str:
 
 def collect_info() -> str:
     """A plain-text report: versions, backends, CUDA devices and the kernels' origin."""
+    from .backends.cpu.native import engine
     from .backends.cuda.loader import cuda_status, fatbin_architectures
+    from .errors import BackendUnavailable
 
     status = cuda_status()
     lines = [
@@ -31,8 +33,11 @@ def collect_info() -> str:
             for name in ("numpy", "connected-components-3d", "tifffile", "imagecodecs", "pillow")
         ),
         "backends:",
-        "  cpu: available (compiled numba engine)",
     ]
+    try:
+        lines.append(f"  cpu: available (compiled engine: {engine().origin})")
+    except BackendUnavailable as error:
+        lines.append(f"  cpu: not usable: {error}")
     if status.usable:
         lines.append(f"  cuda: available (CuPy {status.cupy_version})")
         lines.extend(f"    device {i}: {name}" for i, name in enumerate(status.devices))

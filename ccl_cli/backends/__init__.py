@@ -64,7 +64,7 @@ def make_backend(
 
 
 def _cpu(threads: int | None) -> Backend:
-    """The CPU backend (numba loads with it)."""
+    """The CPU backend (its compiled engine loads with it)."""
     from .cpu.backend import CpuBackend
 
     return CpuBackend(threads)

@@ -15,6 +15,7 @@ gives each image's labels whichever way they came.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Generator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -29,6 +30,13 @@ from ..contract.stats import StatsTable
 
 #: The largest label a narrowed (uint16) label image can hold.
 NARROW_LIMIT = 65535
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (taskset and cgroup cpusets included)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 @dataclass

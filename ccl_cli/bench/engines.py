@@ -244,7 +244,14 @@ class GcclCpu(_Gccl):
         return f"CpuBackend.label: labels + statistics, {cpu_threads()} threads over row strips"
 
     def unavailable(self) -> str | None:
-        return _missing("numba")
+        from ..backends.cpu.native import engine
+        from ..errors import BackendUnavailable
+
+        try:
+            engine()
+        except BackendUnavailable as error:
+            return str(error)
+        return None
 
     def prepare(self, batch: np.ndarray, params: LabelParams) -> Any:
         return batch

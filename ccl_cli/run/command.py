@@ -19,8 +19,7 @@ from types import FrameType
 from typing import Any, Protocol
 
 from ..backends import make_backend
-from ..backends.base import Backend
-from ..backends.cpu.numba_start import skip_blas_probe
+from ..backends.base import Backend, usable_cores
 from ..config import Settings
 from ..errors import (
     GcclError,
@@ -40,7 +39,7 @@ from ..io.outputs import (
 )
 from .freshness import RUN_RECORD_NAME, RunRecord
 from .interrupts import cut_short_here
-from .local import LocalRun, usable_cores
+from .local import LocalRun
 from .records import Admitted, FailFast, Outcomes, Record, Reporter, RunReport, Stop
 from .sources import Arrival, ListSource, Source
 from .stream import StdinSource
@@ -263,8 +262,6 @@ def _engine(settings: Settings, reporter: Reporter, inputs: int | None) -> Engin
     count = process_count(settings.processes, 1 if inputs is None else inputs, cores)
     if count > 1 and inputs is not None:
         return LocalProcesses(count, settings, start_fork_server(), inputs, reporter.notice)
-    if not settings.device.startswith("cuda"):
-        skip_blas_probe()  # this process may label on the CPU
     params = settings.label_params()  # auto labels on the CPU while CUDA starts
     backend = make_backend(settings.device, workers, reporter.notice, settings.devices, params)
     return _Local(backend, workers)

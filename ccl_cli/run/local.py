@@ -20,7 +20,6 @@ nothing is written outside --out or through a link there.
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
@@ -32,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.base import Backend, BatchResult
+from ..backends.base import Backend, BatchResult, usable_cores
 from ..config import Settings
 from ..contract.outlines import Outlines, geojson
 from ..contract.params import LabelParams, background_problem
@@ -66,13 +65,6 @@ class _Decoded:
     paths: OutputPaths
     values: np.ndarray
     decode_seconds: float
-
-
-def usable_cores() -> int:
-    """The CPU cores this process may run on (taskset and cgroup cpusets included)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def label_admitted(

@@ -55,11 +55,10 @@ from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
 from ..backends import cpu_only, make_backend
-from ..backends.base import warm_up
+from ..backends.base import usable_cores, warm_up
 from ..config import Settings
 from ..errors import UsageError
 from ..io.outputs import check_before_changes
-from .local import usable_cores
 from .records import Admitted, Outcomes
 from .tasks import TaskRunner, label_task, spread_task_size, use_backend
 

@@ -43,7 +43,6 @@ from ..backends.base import (
     label_dtype,
     nothing_to_undo,
 )
-from ..backends.cpu.numba_start import skip_blas_probe
 from ..backends.cuda.backend import HOST_BATCH_BYTES
 from ..backends.steps import StepRunner
 from ..contract.params import LabelParams
@@ -352,7 +351,6 @@ class ServedBackend:
         if self.cpu is None:
             from ..backends.cpu.backend import CpuBackend
 
-            skip_blas_probe()  # a worker process of the command (numba_start)
             self.cpu = CpuBackend(self.threads)
         return self.cpu
 

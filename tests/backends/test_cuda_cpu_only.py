@@ -123,7 +123,7 @@ def test_api_rejects_bad_shapes():
 
 def test_api_stages_match_the_backend_with_the_same_params():
     rng = np.random.default_rng(5)
-    image = (rng.random((40, 50)) < 0.6).astype(np.uint16) * rng.integers(1, 60, (40, 50))
+    image = (rng.random((40, 50)) < 0.6) * rng.integers(1, 60, (40, 50), np.uint16)
     labels, tables = api.label(
         image, device="cpu", tau=6, open=1, dilate=2, smooth="binomial:2", connectivity=4
     )

@@ -37,7 +37,7 @@ class Recording(CpuBackend):
 @pytest.mark.parametrize("count", [1, 2, 3, 7])
 def test_split_batches_give_the_single_backend_answer(count: int) -> None:
     rng = np.random.default_rng(count)
-    batch = (rng.random((count, 31, 43)) < 0.5).astype(np.uint8) * rng.integers(1, 9, (count, 1, 1))
+    batch = (rng.random((count, 31, 43)) < 0.5) * rng.integers(1, 9, (count, 1, 1), np.uint8)
     params = LabelParams(tau=2, connectivity=4, min_area=2)
     parts = [Recording() for _ in range(3)]
     expected = CpuBackend(threads=1).label(batch, params)

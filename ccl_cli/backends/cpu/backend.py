@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ...contract.outlines import Outlines
-from ...contract.params import LabelParams
+from ...contract.params import SUPPORTED_DTYPES, LabelParams
 from ..base import Backend, BatchResult, LabelSteps, in_one_step, label_dtype, nothing_to_undo
 from .labels import label_batch
 from .outlines import outlines
@@ -44,6 +44,8 @@ class CpuBackend:
         batch = np.asarray(batch)
         if batch.ndim != 3:
             raise ValueError(f"a batch is (N, H, W), got shape {batch.shape}")
+        if batch.dtype not in SUPPORTED_DTYPES:
+            raise ValueError(f"unsupported dtype {batch.dtype}")
         labels = np.empty(batch.shape, label_dtype(narrow)) if out is None else out
         labeled = label_batch(batch, params, self.threads, labels)
         result = BatchResult(labels, labeled.tables, labeled.components, wide=labeled.wide)

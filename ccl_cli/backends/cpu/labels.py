@@ -1,17 +1,19 @@
-"""The CPU labeling engine: numba loops (kernels.py) over row strips, on every core.
+"""The CPU labeling engine: compiled loops (src/engine.c, loaded by native.py) over row
+strips, on every core.
 
 Each image of a batch is cut into row strips, enough to keep the threads busy
 (one strip per image when the batch has as many images as threads). Strips
 are labeled at once (labels and per-run statistics in one pass), their seams
 joined, and every label image written in one more pass; the order of the
 labels and every statistic are those of the README's contract whatever the
-strips and the threads (kernels.py says why). numba compiles the loops on
-first use for each dtype and keeps them in its on-disk cache (README, "CPU
-backend").
+strips and the threads (src/engine.h says why). This module plans the strips,
+holds the working arrays and hands ranges of strips or images to the threads.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import math
 import mmap
 import threading
@@ -20,14 +22,13 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
 
-import numba
 import numpy as np
 
 from ...contract.params import LabelParams, canonical_bools, dtype_max
 from ...contract.stages import has_stages, label_input
 from ...contract.stats import StatsTable, float_mean, float_sum_shift
-from ..base import NARROW_LIMIT
-from . import kernels
+from ..base import NARROW_LIMIT, usable_cores
+from .native import Batch, engine
 from .stages import NumpyStages
 
 #: Fewest rows a strip gets: thinner strips cost more in seams than they gain.
@@ -40,7 +41,23 @@ SPREAD_COMPONENTS = 50_000
 #: Largest working array kept for the next call of a thread (scratch).
 SCRATCH_LIMIT = 1 << 30
 
-# Threads besides the caller's that run the kernels (they release the GIL), made on first use.
+#: A statistics record's int64 fields (engine.h's gccl_record).
+RECORD = 8
+#: Pixel types of the engine (engine.h's enum gccl_type); 1-bit images are read as bytes.
+PIXEL_TYPES = {
+    np.dtype(np.uint8): 0,
+    np.dtype(np.int8): 1,
+    np.dtype(np.uint16): 2,
+    np.dtype(np.int16): 3,
+    np.dtype(np.uint32): 4,
+    np.dtype(np.int32): 5,
+    np.dtype(np.float32): 6,
+    np.dtype(np.float64): 7,
+}
+# Foreground rules (engine.h's enum gccl_rule): every non-NaN pixel, v != a, v > a, v < a.
+FG_ALL, FG_NOT, FG_ABOVE, FG_BELOW = 0, 1, 2, 3
+
+# Threads besides the caller's that run the engine (ctypes releases the GIL), made on first use.
 _workers: list[ThreadPoolExecutor] = []
 _workers_lock = threading.Lock()
 
@@ -56,13 +73,14 @@ class Labeled:
     wide: dict[int, np.ndarray] = field(default_factory=dict)
 
 
+@functools.cache
 def pool_size() -> int:
-    """The threads of numba's pool (NUMBA_NUM_THREADS, by default the cores)."""
-    return int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+    """The threads the engine runs on at most: the cores this process may use."""
+    return usable_cores()
 
 
 def engine_threads(threads: int) -> int:
-    """The threads the engine can use: `threads`, at most numba's pool size."""
+    """The threads the engine can use: `threads`, at most pool_size()."""
     return max(1, min(threads, pool_size()))
 
 
@@ -77,23 +95,28 @@ def label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.nd
     return _label_batch(batch, params, threads, out)
 
 
-def spread(kernel: Callable[..., None], tasks: int, threads: int, *args: object) -> None:
-    """kernel(*args, lo, hi) over contiguous ranges lo..hi-1 of the tasks, on up to
-    engine_threads(threads) threads: this one and the workers' (the kernels release
-    the GIL). Every task writes only its own part of the arrays, so the ranges
-    change no result."""
+def spread(entry: Callable[..., int], tasks: int, threads: int, *args: object) -> None:
+    """entry(*args, lo, hi) over contiguous ranges lo..hi-1 of the tasks, on up to
+    engine_threads(threads) threads: this one and the workers' (ctypes releases the
+    GIL). Every task writes only its own part of the arrays, so the ranges change no
+    result. An entry that ran out of memory raises MemoryError."""
     parts = 1 if threads <= 1 else min(engine_threads(threads), tasks)
     if parts <= 1:
-        kernel(*args, 0, tasks)
+        _check(entry(*args, 0, tasks))
         return
     ranges = list(pairwise(tasks * i // parts for i in range(parts + 1)))
-    futures = [_pool().submit(kernel, *args, lo, hi) for lo, hi in ranges[1:]]
+    futures = [_pool().submit(entry, *args, lo, hi) for lo, hi in ranges[1:]]
     try:
-        kernel(*args, *ranges[0])
+        _check(entry(*args, *ranges[0]))
     finally:
         wait(futures)
     for future in futures:
-        future.result()
+        _check(future.result())
+
+
+def _check(code: int) -> None:
+    if code != 0:
+        raise MemoryError("the CPU engine ran out of memory")
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -159,20 +182,20 @@ def raster_components(values: np.ndarray, params: LabelParams) -> tuple[np.ndarr
 
 
 def foreground_rule(dtype: np.dtype, params: LabelParams) -> tuple[int, float]:
-    """contract.params.foreground_mask as (rule, a) for the kernels, which compare in float64.
+    """contract.params.foreground_mask as (rule, a) for the engine, which compares in float64.
 
     float64 holds every value of a supported dtype exactly, so the comparison
     there is the one foreground_mask makes natively or in float64.
     """
     if params.threshold is not None:
-        rule = kernels.FG_BELOW if params.invert else kernels.FG_ABOVE
+        rule = FG_BELOW if params.invert else FG_ABOVE
         return rule, float(params.threshold)
     if params.background is None:
-        return kernels.FG_ALL, 0.0
+        return FG_ALL, 0.0
     target = params.background
     if params.invert:
         target = -target if dtype.kind == "f" else dtype_max(dtype) - target
-    return kernels.FG_NOT, float(target)
+    return FG_NOT, float(target)
 
 
 def plan(count: int, height: int, width: int, threads: int) -> np.ndarray:
@@ -191,12 +214,12 @@ def plan(count: int, height: int, width: int, threads: int) -> np.ndarray:
 
 
 def _numbers(values: np.ndarray) -> np.ndarray:
-    """Values as the kernels read them: 1-bit as bytes 0/1."""
+    """Values as the engine reads them: 1-bit as bytes 0/1."""
     return values.view(np.uint8) if values.dtype == np.bool_ else values
 
 
 def _inputs(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, LabelParams, np.ndarray]:
-    """The image the kernels label, its parameters, and the values the statistics
+    """The image the engine labels, its parameters, and the values the statistics
     read (contract.stages.label_input, image by image)."""
     if not has_stages(params):
         return values, params, values
@@ -206,113 +229,132 @@ def _inputs(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, LabelP
     return image, staged[0][1], read
 
 
+class _Call:
+    """One labeling's gccl_batch (engine.h) and the arrays it points at, kept alive with it."""
+
+    def __init__(self, **fields: float) -> None:
+        self.batch = Batch(**fields)
+        self.reference = ctypes.byref(self.batch)
+        self.arrays: dict[str, np.ndarray] = {}
+        self.library = engine().library
+
+    def point(self, **arrays: np.ndarray) -> None:
+        """Give the batch these (C-contiguous) arrays under their gccl_batch names."""
+        for name, array in arrays.items():
+            self.arrays[name] = array
+            setattr(self.batch, name, array.ctypes.data)
+
+    def spread(self, entry: str, items: int, threads: int, *extra: object) -> None:
+        """The library's `entry`(batch, *extra, lo, hi) over the items (module spread)."""
+        spread(getattr(self.library, entry), items, threads, self.reference, *extra)
+
+
 def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.ndarray) -> Labeled:
     values = np.ascontiguousarray(canonical_bools(batch))
     count, height, width = values.shape
     if count == 0:
         return Labeled([], [])
+    if height * width >= 2**31 - 1:
+        raise ValueError(f"an image may hold at most 2**31 - 2 pixels, got {height}x{width}")
     image, label_params, values = _inputs(values, params)
     rule, a = foreground_rule(image.dtype, label_params)
     image, numbers = _numbers(image), _numbers(values)
-    binary = label_params.tau is None
-    tau = 0.0 if label_params.tau is None else float(label_params.tau)
-    eight = label_params.connectivity == 8
     floating = values.dtype.kind == "f"
+    binary = label_params.tau is None
+    call = _Call(
+        count=count,
+        height=height,
+        width=width,
+        image_type=PIXEL_TYPES[image.dtype],
+        value_type=PIXEL_TYPES[numbers.dtype],
+        rule=rule,
+        eight=label_params.connectivity == 8,
+        tau_mode=not binary,
+        floating=floating,
+        min_area=params.min_area,
+        a=a,
+        tau=0.0 if label_params.tau is None else float(label_params.tau),
+    )
+    call.point(image=image, values=numbers)
 
     # Provisional labels live in the output when it is uint32, else in a scratch image.
     in_place = out.dtype == np.uint32 and out.flags.c_contiguous
     prov = out.view(np.int32) if in_place else scratch("prov", values.shape, np.int32)
-    parent = scratch(
-        "parent",
-        (count, height * width + 1),
-        np.int64 if height * width >= 2**31 - 1 else np.int32,
-    )
+    parent = scratch("parent", (count, height * width + 1), np.int32)
     parent[:, 0] = 0
     tasks = plan(count, height, width, threads)
     # a binary strip makes at most one label per run, a tau strip one per pixel
     per_row = (width + 1) // 2 if binary else width
     acc_first = np.zeros(len(tasks) + 1, np.int64)
     np.cumsum((tasks[:, 2] - tasks[:, 1]) * per_row, out=acc_first[1:])
-    acc = scratch("acc", (acc_first[-1], kernels.RECORD), np.int64)
     local_counts = np.empty(len(tasks), np.int64)
     lasts = np.empty(len(tasks), np.int64)
-    acc32 = acc.view(np.int32)
-    if binary:
-        spread(
-            kernels.label_binary, len(tasks), threads,
-            image, numbers, prov, parent, tasks, acc_first, acc, acc32, local_counts, lasts,
-            eight, rule, a,
-        )  # fmt: skip
-    else:
-        spread(
-            kernels.label_tau, len(tasks), threads,
-            image, numbers, prov, parent, tasks, acc_first, acc, acc32, local_counts, lasts,
-            eight, rule, a, tau,
-        )  # fmt: skip
+    call.point(
+        prov=prov,
+        parent=parent,
+        tasks=tasks,
+        acc_first=acc_first,
+        acc=scratch("acc", (acc_first[-1], RECORD), np.int64),
+        local_counts=local_counts,
+        lasts=lasts,
+    )
+    call.spread("gccl_label_strips", len(tasks), threads)
 
     first = np.zeros(len(tasks) + 1, np.int64)  # slot first[t] is task t's background
     np.cumsum(local_counts + 1, out=first[1:])
-    image_tasks = np.arange(count + 1, dtype=np.int64) * (len(tasks) // count)
-    forest = np.arange(first[-1], dtype=np.int64)
     components = np.empty(count, np.int64)
+    call.point(
+        first=first,
+        image_tasks=np.arange(count + 1, dtype=np.int64) * (len(tasks) // count),
+        forest=np.arange(first[-1], dtype=np.int64),
+        components=components,
+    )
     # the per-component passes, image by image, on one thread unless there are many components
     post = threads if first[-1] >= SPREAD_COMPONENTS else 1
-    if binary:
-        spread(
-            kernels.merge_seams, count, post,
-            prov, parent, tasks, first, image_tasks, forest, components, eight,
-        )  # fmt: skip
-    else:
-        spread(
-            kernels.merge_seams_tau, count, post,
-            image, prov, parent, tasks, first, image_tasks, forest, components, eight, tau,
-        )  # fmt: skip
+    call.spread("gccl_merge_seams", count, post)
     component_first = np.zeros(count + 1, np.int64)
     np.cumsum(components, out=component_first[1:])
-    stats = scratch("stats", (component_first[-1], kernels.RECORD), np.int64)
-    spread(
-        kernels.reduce_stats, count, post,
-        acc, acc32, acc_first, first, tasks, image_tasks, forest, component_first,
-        stats, stats.view(np.int32), floating,
-    )  # fmt: skip
-    mean = (
-        _float_means(stats, numbers, prov, parent, tasks, first, forest, component_first, threads)
-        if floating
-        else np.zeros(0)
-    )
-    kept_id = scratch("kept_id", (len(stats),), np.int64)
+    stats = scratch("stats", (component_first[-1], RECORD), np.int64)
+    call.point(component_first=component_first, stats=stats)
+    call.spread("gccl_reduce_stats", count, post)
+    if floating:
+        call.point(mean=_float_means(call, threads))
     kept = np.empty(count, np.int64)
-    spread(
-        kernels.keep_components, count, post, stats, component_first, params.min_area, kept_id, kept
-    )
+    call.point(kept_id=scratch("kept_id", (len(stats),), np.int64), kept=kept)
+    call.spread("gccl_keep_components", count, post)
     kept_first = np.zeros(count + 1, np.int64)
     np.cumsum(kept, out=kept_first[1:])
     ints = np.empty((5, int(kept_first[-1])), np.int64)
     floats = np.empty((5, int(kept_first[-1])), np.float64)
-    spread(
-        kernels.kept_columns, count, post,
-        stats, stats.view(np.int32), component_first, kept_id, kept_first, floating, mean, ints,
-        floats,
-    )  # fmt: skip
+    call.point(kept_first=kept_first, ints=ints, floats=floats)
+    call.spread("gccl_kept_columns", count, post)
     tables = [_table(ints[:, lo:hi], floats[:, lo:hi], floating) for lo, hi in pairwise(kept_first)]
 
     wide: dict[int, np.ndarray] = {}
-    write = (prov, parent, tasks, first, forest, component_first, kept_id, lasts)
     if out.dtype == np.uint16:
         too_many = kept > NARROW_LIMIT
-        spread(kernels.write_labels, len(tasks), threads, *write, out, ~too_many)
+        chosen = ~too_many
+        call.spread(
+            "gccl_write_labels", len(tasks), threads, out.ctypes.data, 2, chosen.ctypes.data
+        )
         if too_many.any():
-            spread(kernels.write_labels, len(tasks), threads, *write, prov, too_many)
+            chosen = too_many
+            call.spread(
+                "gccl_write_labels", len(tasks), threads, prov.ctypes.data, 4, chosen.ctypes.data
+            )
             wide = {int(n): prov[n].view(np.uint32).copy() for n in np.flatnonzero(too_many)}
     else:
-        spread(kernels.write_labels, len(tasks), threads, *write, prov, np.ones(count, bool))
+        chosen = np.ones(count, bool)
+        call.spread(
+            "gccl_write_labels", len(tasks), threads, prov.ctypes.data, 4, chosen.ctypes.data
+        )
         if not in_place:
             out[...] = prov.view(np.uint32)
     return Labeled(tables, [int(c) for c in components], wide)
 
 
 def _table(ints: np.ndarray, floats: np.ndarray, floating: bool) -> StatsTable:
-    """The StatsTable of kernels.kept_columns' columns (views of them)."""
+    """The StatsTable of gccl_kept_columns' columns (views of them)."""
     area, x, y, width, height = ints
     centroid_x, centroid_y, mean, v_min, v_max = floats
     return StatsTable(
@@ -320,22 +362,14 @@ def _table(ints: np.ndarray, floats: np.ndarray, floating: bool) -> StatsTable:
     )
 
 
-def _float_means(
-    stats: np.ndarray,
-    numbers: np.ndarray,
-    prov: np.ndarray,
-    parent: np.ndarray,
-    tasks: np.ndarray,
-    first: np.ndarray,
-    forest: np.ndarray,
-    component_first: np.ndarray,
-    threads: int,
-) -> np.ndarray:
+def _float_means(call: _Call, threads: int) -> np.ndarray:
     """The mean of every component of a float batch (contract.stats' rule).
 
     One more pass over the pixels: each value's term needs its component's
     shift, which needs the component's area and largest finite |v|.
     """
+    stats, tasks, first = call.arrays["stats"], call.arrays["tasks"], call.arrays["first"]
+    forest, component_first = call.arrays["forest"], call.arrays["component_first"]
     area = stats[:, 0]
     shift = float_sum_shift(stats[:, 3].view(np.float64), area)
     slot_component = np.repeat(component_first[tasks[:, 0]] - 1, np.diff(first)) + forest
@@ -344,18 +378,8 @@ def _float_means(
         shift[np.where(background, 0, slot_component)] if len(shift) else np.zeros_like(forest)
     )
     sums = np.empty(len(forest), np.int64)
-    spread(
-        kernels.float_terms,
-        len(tasks),
-        threads,
-        numbers,
-        prov,
-        parent,
-        tasks,
-        first,
-        slot_shift,
-        sums,
-    )
+    call.point(shift=slot_shift, sums=sums)
+    call.spread("gccl_float_terms", len(tasks), threads)
     total = np.zeros(len(area), np.int64)
     np.add.at(total, slot_component[~background], sums[~background])
     v_min, v_max = _from_key(stats[:, 4]), _from_key(stats[:, 5])
@@ -363,5 +387,5 @@ def _float_means(
 
 
 def _from_key(keys: np.ndarray) -> np.ndarray:
-    """float64 values from their kernels.order_key keys (the map is its own inverse)."""
+    """float64 values from their order keys (engine.c's order_key, its own inverse)."""
     return (keys ^ ((keys >> 63) & 0x7FFFFFFFFFFFFFFF)).view(np.float64)

@@ -1,0 +1,534 @@
+/* The CPU labeling engine (engine.h says how a batch is labeled). labels.py calls each
+ * entry point on ranges lo..hi-1 of tasks or images from several threads at once; every
+ * call writes only its own part of the arrays, so the ranges change no result. */
+#include "engine.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define LOW63 INT64_C(0x7FFFFFFFFFFFFFFF)
+
+/* float64 bits -> int64 whose order is IEEE totalOrder (-0.0 below +0.0); an involution. */
+static inline int64_t order_key(int64_t bits) { return bits ^ ((bits >> 63) & LOW63); }
+
+static inline int64_t float_bits(double v) {
+    int64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    return bits;
+}
+
+static inline double bits_float(int64_t bits) {
+    double v;
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
+static int64_t type_bytes(int64_t type) {
+    static const int64_t bytes[GCCL_TYPES] = {1, 1, 2, 2, 4, 4, 4, 8};
+    return bytes[type];
+}
+
+/* Join the sets of i and j (compressing both paths); the root is the smaller root. */
+static inline int32_t unite(int32_t *parent, int32_t i, int32_t j) {
+    int32_t ri = i, rj = j;
+    while (parent[ri] < ri) ri = parent[ri];
+    while (parent[rj] < rj) rj = parent[rj];
+    int32_t root = ri < rj ? ri : rj;
+    while (parent[i] < i) {
+        int32_t next = parent[i];
+        parent[i] = root;
+        i = next;
+    }
+    parent[i] = root;
+    while (parent[j] < j) {
+        int32_t next = parent[j];
+        parent[j] = root;
+        j = next;
+    }
+    parent[j] = root;
+    return root;
+}
+
+static inline void clear_record(gccl_record *r) {
+    r->area = r->sum_x = r->sum_y = r->total = 0;
+    r->lo = LOW63;
+    r->hi = -LOW63 - 1;
+    r->x_min = r->y_min = INT32_MAX;
+    r->x_max = r->y_max = -1;
+}
+
+/* Label n + 1: a set of its own with a cleared record acc[off + n + 1]. */
+static inline int64_t new_label(int32_t *parent, gccl_record *acc, int64_t n, int64_t off) {
+    n += 1;
+    parent[n] = (int32_t)n;
+    clear_record(&acc[off + n]);
+    return n;
+}
+
+/* Add a run (pixels x0..x0+length-1 of row y) to record r. */
+static inline void add_run(gccl_record *r, int64_t length, int64_t x0, int64_t y, int64_t total,
+                           int64_t lo, int64_t hi, int floating) {
+    r->area += length;
+    r->sum_x += length * (2 * x0 + length - 1) / 2;
+    r->sum_y += length * y;
+    if (floating) {
+        r->total = total > r->total ? total : r->total; /* |v| bits order as the floats */
+    } else {
+        r->total += total;
+    }
+    r->lo = lo < r->lo ? lo : r->lo;
+    r->hi = hi > r->hi ? hi : r->hi;
+    int32_t first = (int32_t)x0, last = (int32_t)(x0 + length - 1), row = (int32_t)y;
+    r->x_min = first < r->x_min ? first : r->x_min;
+    r->x_max = last > r->x_max ? last : r->x_max;
+    r->y_min = row < r->y_min ? row : r->y_min;
+    r->y_max = row > r->y_max ? row : r->y_max;
+}
+
+/* Record dst += record src. */
+static inline void merge_record(gccl_record *dst, const gccl_record *src, int floating) {
+    dst->area += src->area;
+    dst->sum_x += src->sum_x;
+    dst->sum_y += src->sum_y;
+    if (floating) {
+        dst->total = src->total > dst->total ? src->total : dst->total;
+    } else {
+        dst->total += src->total;
+    }
+    dst->lo = src->lo < dst->lo ? src->lo : dst->lo;
+    dst->hi = src->hi > dst->hi ? src->hi : dst->hi;
+    dst->x_min = src->x_min < dst->x_min ? src->x_min : dst->x_min;
+    dst->x_max = src->x_max > dst->x_max ? src->x_max : dst->x_max;
+    dst->y_min = src->y_min < dst->y_min ? src->y_min : dst->y_min;
+    dst->y_max = src->y_max > dst->y_max ? src->y_max : dst->y_max;
+}
+
+/* The foreground runs of a row: runs[2 i], runs[2 i + 1] = start and end (exclusive) of
+ * run i; returns their number. Branch-free: a store per pixel. */
+static int64_t row_runs(const uint8_t *fg, int64_t width, int64_t *runs) {
+    int64_t k = 0;
+    uint8_t previous = 0;
+    for (int64_t x = 0; x < width; x++) {
+        uint8_t f = fg[x];
+        runs[k] = x;
+        k += f != previous;
+        previous = f;
+    }
+    runs[k] = width;
+    k += previous;
+    return k / 2;
+}
+
+/* Whether values u and v join: equal (infinities too) or within tau. */
+static inline uint8_t close_values(double u, double v, double tau) {
+    return (u == v) | (fabs(u - v) <= tau);
+}
+
+typedef void (*row_rule)(const void *pixels, int64_t width, int64_t rule, double a, uint8_t *fg);
+typedef void (*row_float64)(const void *pixels, int64_t width, double *f);
+
+#define PIXEL uint8_t
+#define SUFFIX u8
+#define FLOATING 0
+#include "strip.h"
+#undef PIXEL
+#undef SUFFIX
+#undef FLOATING
+#define PIXEL int8_t
+#define SUFFIX i8
+#define FLOATING 0
+#include "strip.h"
+#undef PIXEL
+#undef SUFFIX
+#undef FLOATING
+#define PIXEL uint16_t
+#define SUFFIX u16
+#define FLOATING 0
+#include "strip.h"
+#undef PIXEL
+#undef SUFFIX
+#undef FLOATING
+#define PIXEL int16_t
+#define SUFFIX i16
+#define FLOATING 0
+#include "strip.h"
+#undef PIXEL
+#undef SUFFIX
+#undef FLOATING
+#define PIXEL uint32_t
+#define SUFFIX u32
+#define FLOATING 0
+#include "strip.h"
+#undef PIXEL
+#undef SUFFIX
+#undef FLOATING
+#define PIXEL int32_t
+#define SUFFIX i32
+#define FLOATING 0
+#include "strip.h"
+#undef PIXEL
+#undef SUFFIX
+#undef FLOATING
+#define PIXEL float
+#define SUFFIX f32
+#define FLOATING 1
+#include "strip.h"
+#undef PIXEL
+#undef SUFFIX
+#undef FLOATING
+#define PIXEL double
+#define SUFFIX f64
+#define FLOATING 1
+#include "strip.h"
+#undef PIXEL
+#undef SUFFIX
+#undef FLOATING
+
+/* The per-type functions, indexed by enum gccl_type. */
+#define BY_TYPE(name) \
+    {name##_u8, name##_i8, name##_u16, name##_i16, name##_u32, name##_i32, name##_f32, name##_f64}
+
+typedef int64_t (*strip_labeling)(const gccl_batch *, const uint8_t *, row_rule, const void *,
+                                  int32_t *, int32_t *, int64_t, int64_t, int64_t, uint8_t *,
+                                  int64_t *, int64_t *);
+typedef void (*run_statistics)(const gccl_batch *, const uint8_t *, const int32_t *,
+                               const void *, int64_t, int64_t);
+typedef void (*mean_terms)(const gccl_batch *, const void *, const int32_t *, const int32_t *,
+                           int64_t, int64_t, int64_t);
+
+static const row_rule FOREGROUND_ROW[GCCL_TYPES] = BY_TYPE(foreground_row);
+static const row_float64 FLOAT64_ROW[GCCL_TYPES] = BY_TYPE(float64_row);
+static const strip_labeling BINARY_STRIP[GCCL_TYPES] = BY_TYPE(binary_strip);
+static const run_statistics TAU_RUNS[GCCL_TYPES] = BY_TYPE(tau_runs);
+static const mean_terms FLOAT_TERMS[GCCL_TYPES] = BY_TYPE(float_terms);
+
+/* m[x]: 1 foreground, 2 joins left, 4 joins up, 8 joins up-left, 16 joins up-right. */
+static void tau_bits(const uint8_t *fg, const double *f, const double *fp, const int32_t *up,
+                     int has_up, int eight, double tau, int64_t width, uint8_t *m) {
+    m[0] = fg[0];
+    for (int64_t x = 1; x < width; x++) {
+        m[x] = fg[x] | (uint8_t)((fg[x] & fg[x - 1] & close_values(f[x], f[x - 1], tau)) << 1);
+    }
+    if (!has_up) return;
+    for (int64_t x = 0; x < width; x++) {
+        m[x] |= (uint8_t)((fg[x] & (up[x] != 0) & close_values(f[x], fp[x], tau)) << 2);
+    }
+    if (!eight) return;
+    for (int64_t x = 1; x < width; x++) {
+        m[x] |= (uint8_t)((fg[x] & (up[x - 1] != 0) & close_values(f[x], fp[x - 1], tau)) << 3);
+    }
+    for (int64_t x = 0; x + 1 < width; x++) {
+        m[x] |= (uint8_t)((fg[x] & (up[x + 1] != 0) & close_values(f[x], fp[x + 1], tau)) << 4);
+    }
+}
+
+/* q's set joined to `label`'s (label 0: none yet); returns the label the pixel takes. */
+static inline int32_t join_label(int32_t *parent, int32_t label, int32_t q) {
+    if (label == 0) return q;
+    return label != q ? unite(parent, label, q) : label;
+}
+
+/* A tau row: join every neighbour m says joins (joins is not transitive). */
+static int64_t tau_row(const uint8_t *m, const int32_t *up, int32_t *cur, int32_t *parent,
+                       gccl_record *acc, int64_t n, int64_t off, int64_t width) {
+    for (int64_t x = 0; x < width; x++) {
+        uint8_t k = m[x];
+        if (k == 0) {
+            cur[x] = 0;
+            continue;
+        }
+        int32_t label = (k & 2) ? cur[x - 1] : 0;
+        if (k & 4) label = join_label(parent, label, up[x]);
+        if (k & 8) label = join_label(parent, label, up[x - 1]);
+        if (k & 16) label = join_label(parent, label, up[x + 1]);
+        if (label == 0) {
+            n = new_label(parent, acc, n, off);
+            label = (int32_t)n;
+        }
+        cur[x] = label;
+    }
+    return n;
+}
+
+/* Tau first pass over rows r0..r1-1 of one image (as binary_strip). */
+static int64_t tau_strip(const gccl_batch *b, const uint8_t *image, const uint8_t *values,
+                         int32_t *prov, int32_t *parent, int64_t r0, int64_t r1, int64_t off,
+                         uint8_t *fg, uint8_t *m, double *f, double *fp) {
+    const int64_t width = b->width;
+    const int64_t image_row = width * type_bytes(b->image_type);
+    const int64_t value_row = width * type_bytes(b->value_type);
+    const row_rule foreground = FOREGROUND_ROW[b->image_type];
+    const row_float64 to_float64 = FLOAT64_ROW[b->image_type];
+    const run_statistics runs = TAU_RUNS[b->value_type];
+    int64_t n = r0 * width;
+    for (int64_t y = r0; y < r1; y++) {
+        const uint8_t *row = image + y * image_row;
+        foreground(row, width, b->rule, b->a, fg);
+        to_float64(row, width, f);
+        int32_t *cur = prov + y * width;
+        const int32_t *up = y > r0 ? cur - width : cur; /* read only below the strip's top */
+        tau_bits(fg, f, fp, up, y > r0, (int)b->eight, b->tau, width, m);
+        n = tau_row(m, up, cur, parent, b->acc, n, off, width);
+        runs(b, m, cur, values + y * value_row, y, off);
+        double *swap = f;
+        f = fp;
+        fp = swap;
+    }
+    return n;
+}
+
+/* A strip's labels base+1..last flattened to local ids 1..m (par[label] = local id), their
+ * records summed into acc[at + local id - 1]; returns m. */
+static int64_t flatten(int32_t *par, gccl_record *acc, int64_t base, int64_t last, int64_t at,
+                       int floating) {
+    int64_t m = 0;
+    for (int64_t label = base + 1; label <= last; label++) {
+        int32_t p = par[label];
+        int64_t j = at + label - base - 1;
+        if (p < label) {
+            int32_t local = par[p];
+            par[label] = local;
+            merge_record(&acc[at + local - 1], &acc[j], floating);
+        } else { /* no label merged into local id m yet: its record is a copy */
+            m += 1;
+            par[label] = (int32_t)m;
+            if (at + m - 1 != j) acc[at + m - 1] = acc[j];
+        }
+    }
+    return m;
+}
+
+static int64_t pixels_of(const gccl_batch *b) { return b->height * b->width; }
+
+/* First pass of tasks lo..hi-1, then each task's labels flattened to local ids 1..m
+ * (parent[label] = local id), its records summed into acc[acc_first[t] + local id - 1],
+ * local_counts[t] = m and lasts[t] = its last label. Returns 0, or -1 out of memory. */
+EXPORT int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
+    const int64_t width = b->width, pixels = pixels_of(b);
+    const int64_t image_bytes = pixels * type_bytes(b->image_type);
+    const int64_t value_bytes = pixels * type_bytes(b->value_type);
+    uint8_t *fg = malloc((size_t)width);
+    uint8_t *m = malloc((size_t)width);
+    int64_t *runs = malloc(sizeof(int64_t) * (size_t)(4 * width + 4));
+    double *f = malloc(sizeof(double) * (size_t)(2 * width));
+    int failed = !fg || !m || !runs || !f;
+    for (int64_t t = lo; t < hi && !failed; t++) {
+        int64_t n = b->tasks[3 * t], r0 = b->tasks[3 * t + 1], r1 = b->tasks[3 * t + 2];
+        int64_t base = r0 * width, off = b->acc_first[t] - base - 1;
+        const uint8_t *image = (const uint8_t *)b->image + n * image_bytes;
+        const uint8_t *values = (const uint8_t *)b->values + n * value_bytes;
+        int32_t *prov = b->prov + n * pixels, *parent = b->parent + n * (pixels + 1);
+        int64_t last;
+        if (b->tau_mode) {
+            last = tau_strip(b, image, values, prov, parent, r0, r1, off, fg, m, f, f + width);
+        } else {
+            last = BINARY_STRIP[b->value_type](b, image, FOREGROUND_ROW[b->image_type], values,
+                                               prov, parent, r0, r1, off, fg, runs,
+                                               runs + 2 * width + 2);
+        }
+        b->local_counts[t] = flatten(parent, b->acc, base, last, b->acc_first[t],
+                                     (int)b->floating);
+        b->lasts[t] = last;
+    }
+    free(fg);
+    free(m);
+    free(runs);
+    free(f);
+    return failed ? -1 : 0;
+}
+
+static inline int64_t find(const int64_t *forest, int64_t i) {
+    while (forest[i] < i) i = forest[i];
+    return i;
+}
+
+/* Join the sets of g and h in the seam forest, the smaller root the root. */
+static inline void join_slots(int64_t *forest, int64_t g, int64_t h) {
+    int64_t rg = find(forest, g), rh = find(forest, h);
+    if (rg < rh) {
+        forest[rh] = rg;
+    } else if (rh < rg) {
+        forest[rg] = rh;
+    }
+}
+
+/* Flatten the forest over the slots of tasks t_lo..t_hi-1: components 1..K in raster
+ * order (0 at the background slots); returns K. */
+static int64_t number_components(int64_t *forest, const int64_t *first, int64_t t_lo,
+                                 int64_t t_hi) {
+    int64_t k = 0;
+    for (int64_t t = t_lo; t < t_hi; t++) {
+        forest[first[t]] = 0;
+        for (int64_t i = first[t] + 1; i < first[t + 1]; i++) {
+            int64_t f = forest[i];
+            if (f < i) {
+                forest[i] = forest[f];
+            } else {
+                forest[i] = ++k;
+            }
+        }
+    }
+    return k;
+}
+
+/* Per image lo..hi-1: join local components across strip seams (in tau mode only
+ * neighbours within tau), then number the components 1..K in raster order:
+ * forest[first[t] + local id] = component (0 at the background slots first[t]);
+ * components[n] = K. Returns 0, or -1 out of memory. */
+EXPORT int gccl_merge_seams(const gccl_batch *b, int64_t lo, int64_t hi) {
+    const int64_t width = b->width, pixels = pixels_of(b);
+    const int64_t image_row = width * type_bytes(b->image_type);
+    double *f = b->tau_mode ? malloc(sizeof(double) * (size_t)(2 * width)) : NULL;
+    if (b->tau_mode && !f) return -1;
+    for (int64_t n = lo; n < hi; n++) {
+        const int32_t *labels = b->prov + n * pixels, *par = b->parent + n * (pixels + 1);
+        const uint8_t *image = (const uint8_t *)b->image + n * pixels * type_bytes(b->image_type);
+        int64_t t_lo = b->image_tasks[n], t_hi = b->image_tasks[n + 1];
+        for (int64_t t = t_lo + 1; t < t_hi; t++) {
+            int64_t y = b->tasks[3 * t + 1];
+            int64_t here = b->first[t], above = b->first[t - 1];
+            const int32_t *row = labels + y * width, *up = row - width;
+            if (f) {
+                FLOAT64_ROW[b->image_type](image + y * image_row, width, f);
+                FLOAT64_ROW[b->image_type](image + (y - 1) * image_row, width, f + width);
+            }
+            for (int64_t x = 0; x < width; x++) {
+                int32_t p = row[x];
+                if (p == 0) continue;
+                int64_t x_lo = b->eight && x > 0 ? x - 1 : x;
+                int64_t x_hi = b->eight && x + 1 < width ? x + 1 : x;
+                for (int64_t xn = x_lo; xn <= x_hi; xn++) {
+                    int32_t q = up[xn];
+                    if (q != 0 && (!f || close_values(f[x], f[width + xn], b->tau))) {
+                        join_slots(b->forest, here + par[p], above + par[q]);
+                    }
+                }
+            }
+        }
+        b->components[n] = number_components(b->forest, b->first, t_lo, t_hi);
+    }
+    free(f);
+    return 0;
+}
+
+/* Records of each image's (lo..hi-1) components (stats[component_first[n] + k - 1]) from
+ * its local records. The seams numbered the components in slot order, so a component's
+ * first slot is met when it is one past the last one met: that record is copied, the
+ * later ones are added. */
+EXPORT int gccl_reduce_stats(const gccl_batch *b, int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; n++) {
+        int64_t before = b->component_first[n] - 1; /* component k is stats[before + k] */
+        int64_t met = 0;
+        for (int64_t t = b->image_tasks[n]; t < b->image_tasks[n + 1]; t++) {
+            for (int64_t local = 1; local < b->first[t + 1] - b->first[t]; local++) {
+                int64_t k = b->forest[b->first[t] + local];
+                const gccl_record *record = &b->acc[b->acc_first[t] + local - 1];
+                if (k > met) {
+                    met = k;
+                    b->stats[before + k] = *record;
+                } else {
+                    merge_record(&b->stats[before + k], record, (int)b->floating);
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* sums[first[t] + local id] = sum over its finite pixels of trunc(v * 2**shift[same]), for
+ * tasks lo..hi-1 of a float batch. */
+EXPORT int gccl_float_terms(const gccl_batch *b, int64_t lo, int64_t hi) {
+    const int64_t pixels = pixels_of(b), value_bytes = pixels * type_bytes(b->value_type);
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t n = b->tasks[3 * t], r0 = b->tasks[3 * t + 1], r1 = b->tasks[3 * t + 2];
+        int64_t off = b->first[t];
+        for (int64_t i = off; i < b->first[t + 1]; i++) b->sums[i] = 0;
+        FLOAT_TERMS[b->value_type](b, (const uint8_t *)b->values + n * value_bytes,
+                                   b->prov + n * pixels, b->parent + n * (pixels + 1), r0, r1,
+                                   off);
+    }
+    return 0;
+}
+
+/* kept_id[c] = the new label of component c (0 if its area is below min_area), numbered
+ * 1.. per image; kept[n] = image n's kept components (images lo..hi-1). */
+EXPORT int gccl_keep_components(const gccl_batch *b, int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; n++) {
+        int64_t k = 0;
+        for (int64_t c = b->component_first[n]; c < b->component_first[n + 1]; c++) {
+            b->kept_id[c] = b->stats[c].area >= b->min_area ? ++k : 0;
+        }
+        b->kept[n] = k;
+    }
+    return 0;
+}
+
+/* The statistics columns of the kept components of images lo..hi-1, from row
+ * kept_first[n]: ints = area, x, y, width, height; floats = centroid x and y, mean, min,
+ * max (float images' means come from `mean`, integer means are made here). */
+EXPORT int gccl_kept_columns(const gccl_batch *b, int64_t lo, int64_t hi) {
+    const int64_t rows = b->kept_first[b->count];
+    int64_t *area = b->ints, *x = area + rows, *y = x + rows, *width = y + rows;
+    int64_t *height = width + rows;
+    double *centroid_x = b->floats, *centroid_y = centroid_x + rows, *mean = centroid_y + rows;
+    double *v_min = mean + rows, *v_max = v_min + rows;
+    for (int64_t n = lo; n < hi; n++) {
+        int64_t before = b->kept_first[n] - 1;
+        for (int64_t c = b->component_first[n]; c < b->component_first[n + 1]; c++) {
+            if (b->kept_id[c] == 0) continue;
+            int64_t r = before + b->kept_id[c];
+            const gccl_record *s = &b->stats[c];
+            area[r] = s->area;
+            x[r] = s->x_min;
+            y[r] = s->y_min;
+            width[r] = s->x_max - s->x_min + 1;
+            height[r] = s->y_max - s->y_min + 1;
+            centroid_x[r] = (double)s->sum_x / (double)s->area;
+            centroid_y[r] = (double)s->sum_y / (double)s->area;
+            if (b->floating) {
+                mean[r] = b->mean[c];
+                v_min[r] = bits_float(order_key(s->lo));
+                v_max[r] = bits_float(order_key(s->hi));
+            } else {
+                mean[r] = (double)s->total / (double)s->area;
+                v_min[r] = (double)s->lo;
+                v_max[r] = (double)s->hi;
+            }
+        }
+    }
+    return 0;
+}
+
+/* out[n] = the final label of each pixel (0 for background and for components min-area
+ * dropped), over tasks lo..hi-1 of the images with chosen[n]; out holds out_bytes (2 or
+ * 4) per label and may be prov itself.
+ *
+ * Each of the task's labels first gets its final label in place of its local id
+ * (parent[label]; parent[0] stays 0, the background), so that a pixel costs one lookup.
+ * Every task is written by one call only: the mapping is not applied twice. */
+EXPORT int gccl_write_labels(const gccl_batch *b, void *out, int64_t out_bytes,
+                             const uint8_t *chosen, int64_t lo, int64_t hi) {
+    const int64_t width = b->width, pixels = pixels_of(b);
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t n = b->tasks[3 * t], r0 = b->tasks[3 * t + 1], r1 = b->tasks[3 * t + 2];
+        if (!chosen[n]) continue;
+        const int32_t *labels = b->prov + n * pixels;
+        int32_t *par = b->parent + n * (pixels + 1);
+        const int64_t *forest = b->forest + b->first[t];
+        int64_t before = b->component_first[n] - 1; /* component k is kept_id[before + k] */
+        for (int64_t label = r0 * width + 1; label <= b->lasts[t]; label++) {
+            par[label] = (int32_t)b->kept_id[before + forest[par[label]]];
+        }
+        int64_t lo_pixel = r0 * width, hi_pixel = r1 * width;
+        if (out_bytes == 2) {
+            uint16_t *dst = (uint16_t *)out + n * pixels;
+            for (int64_t i = lo_pixel; i < hi_pixel; i++) dst[i] = (uint16_t)par[labels[i]];
+        } else {
+            uint32_t *dst = (uint32_t *)out + n * pixels;
+            for (int64_t i = lo_pixel; i < hi_pixel; i++) dst[i] = (uint32_t)par[labels[i]];
+        }
+    }
+    return 0;
+}

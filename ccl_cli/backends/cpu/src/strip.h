@@ -1,0 +1,168 @@
+/* The loops that read pixels, once per pixel type: engine.c includes this file with
+ * PIXEL (the C type), SUFFIX (the name suffix) and FLOATING (1 for float types) defined.
+ * The same functions serve an image read for its foreground and joins and values read for
+ * their statistics, which may be of different types (a mask after morphology). */
+
+#define CAT2(a, b) a##_##b
+#define CAT(a, b) CAT2(a, b)
+
+/* fg[x] = whether row[x] is foreground under `rule`, compared in float64. */
+static void CAT(foreground_row, SUFFIX)(const void *pixels, int64_t width, int64_t rule,
+                                        double a, uint8_t *fg) {
+    const PIXEL *row = (const PIXEL *)pixels;
+    switch (rule) {
+    case GCCL_FG_NOT:
+        for (int64_t x = 0; x < width; x++) {
+            double v = (double)row[x];
+            fg[x] = (v != a) & (v == v);
+        }
+        break;
+    case GCCL_FG_ABOVE:
+        for (int64_t x = 0; x < width; x++) fg[x] = (double)row[x] > a;
+        break;
+    case GCCL_FG_BELOW:
+        for (int64_t x = 0; x < width; x++) fg[x] = (double)row[x] < a;
+        break;
+    default:
+        for (int64_t x = 0; x < width; x++) {
+            double v = (double)row[x];
+            fg[x] = v == v;
+        }
+    }
+}
+
+/* f[x] = row[x] as float64 (exact for every pixel type). */
+static void CAT(float64_row, SUFFIX)(const void *pixels, int64_t width, double *f) {
+    const PIXEL *row = (const PIXEL *)pixels;
+    for (int64_t x = 0; x < width; x++) f[x] = (double)row[x];
+}
+
+/* One pixel value's (sum term, |v| bits when finite, order key); see gccl_record. */
+static inline void CAT(pixel_value, SUFFIX)(PIXEL v, int64_t *term, int64_t *magnitude,
+                                            int64_t *key) {
+#if FLOATING
+    double fv = (double)v;
+    *term = 0;
+    *key = order_key(float_bits(fv));
+    *magnitude = isinf(fv) ? 0 : float_bits(fabs(fv));
+#else
+    *term = (int64_t)v;
+    *magnitude = 0;
+    *key = (int64_t)v;
+#endif
+}
+
+/* The statistics of pixels s..e-1 of one row of values, added to record `r` as a run. */
+static inline void CAT(add_run, SUFFIX)(gccl_record *r, const PIXEL *row, int64_t s,
+                                        int64_t e, int64_t y) {
+    int64_t term, magnitude, key;
+    CAT(pixel_value, SUFFIX)(row[s], &term, &magnitude, &key);
+    int64_t total = FLOATING ? magnitude : term, lo = key, hi = key;
+    for (int64_t x = s + 1; x < e; x++) {
+        CAT(pixel_value, SUFFIX)(row[x], &term, &magnitude, &key);
+        if (FLOATING) {
+            total = magnitude > total ? magnitude : total;
+        } else {
+            total += term;
+        }
+        lo = key < lo ? key : lo;
+        hi = key > hi ? key : hi;
+    }
+    add_run(r, e - s, s, y, total, lo, hi, FLOATING);
+}
+
+/* Binary first pass over rows r0..r1-1 of one image, run by run (labels from
+ * r0 * width + 1, label l's record at acc[off + l]); returns the last label made.
+ *
+ * A run joins every run of the row above that touches it (8-connectivity: also
+ * diagonally); a run touching none starts a label, so labels are made in raster order of
+ * their first pixel. runs and above: two (2 * width + 2) buffers, the run bounds of this
+ * row and of the previous one. */
+static int64_t CAT(binary_strip, SUFFIX)(const gccl_batch *b, const uint8_t *image,
+                                         row_rule foreground, const void *value_pixels,
+                                         int32_t *prov, int32_t *parent, int64_t r0,
+                                         int64_t r1, int64_t off, uint8_t *fg, int64_t *runs,
+                                         int64_t *above) {
+    const int64_t width = b->width;
+    const int64_t grow = b->eight ? 1 : 0;
+    const int64_t pixel_bytes = type_bytes(b->image_type);
+    const PIXEL *values = (const PIXEL *)value_pixels;
+    int64_t n = r0 * width;
+    int64_t n_above = 0;
+    for (int64_t y = r0; y < r1; y++) {
+        foreground(image + y * width * pixel_bytes, width, b->rule, b->a, fg);
+        int64_t k = row_runs(fg, width, runs);
+        int32_t *cur = prov + y * width;
+        const int32_t *up = y > r0 ? cur - width : cur; /* read only below the strip's top */
+        const PIXEL *vrow = values + y * width;
+        int64_t j = 0, x = 0;
+        for (int64_t i = 0; i < k; i++) {
+            int64_t s = runs[2 * i], e = runs[2 * i + 1];
+            while (j < n_above && above[2 * j + 1] + grow <= s) j++;
+            int32_t label = 0;
+            for (int64_t jj = j; jj < n_above && above[2 * jj] < e + grow; jj++) {
+                int32_t q = up[above[2 * jj]];
+                if (label == 0) {
+                    label = q;
+                } else if (label != q) {
+                    label = unite(parent, label, q);
+                }
+            }
+            if (label == 0) {
+                n = new_label(parent, b->acc, n, off);
+                label = (int32_t)n;
+            }
+            for (int64_t xx = x; xx < s; xx++) cur[xx] = 0;
+            for (int64_t xx = s; xx < e; xx++) cur[xx] = label;
+            CAT(add_run, SUFFIX)(&b->acc[off + label], vrow, s, e, y);
+            x = e;
+        }
+        for (int64_t xx = x; xx < width; xx++) cur[xx] = 0;
+        int64_t *swap = runs;
+        runs = above;
+        above = swap;
+        n_above = k;
+    }
+    return n;
+}
+
+/* The statistics of a tau row: each run (a foreground pixel, cont[x] odd, and the pixels
+ * after it that join their left neighbour, cont[x] & 2) is in one set, so it is summed
+ * into the record of its first pixel's label. */
+static void CAT(tau_runs, SUFFIX)(const gccl_batch *b, const uint8_t *cont, const int32_t *cur,
+                                  const void *value_row, int64_t y, int64_t off) {
+    const int64_t width = b->width;
+    const PIXEL *vrow = (const PIXEL *)value_row;
+    int64_t x = 0;
+    while (x < width) {
+        if (cont[x] == 0) {
+            x++;
+            continue;
+        }
+        int64_t x0 = x++;
+        while (x < width && (cont[x] & 2)) x++;
+        CAT(add_run, SUFFIX)(&b->acc[off + cur[x0]], vrow, x0, x, y);
+    }
+}
+
+/* sums[off + local id] += trunc(v * 2**shift[same]) over the finite pixels of rows r0..r1-1
+ * (float images; par maps each provisional label to its strip's local id). */
+static void CAT(float_terms, SUFFIX)(const gccl_batch *b, const void *value_pixels,
+                                     const int32_t *labels, const int32_t *par, int64_t r0,
+                                     int64_t r1, int64_t off) {
+    const int64_t width = b->width;
+    const PIXEL *values = (const PIXEL *)value_pixels;
+    for (int64_t y = r0; y < r1; y++) {
+        for (int64_t x = 0; x < width; x++) {
+            int32_t p = labels[y * width + x];
+            if (p == 0) continue;
+            double fv = (double)values[y * width + x];
+            if (isinf(fv)) continue;
+            int64_t i = off + par[p];
+            b->sums[i] += (int64_t)trunc(ldexp(fv, (int)b->shift[i]));
+        }
+    }
+}
+
+#undef CAT
+#undef CAT2
