@@ -255,7 +255,8 @@ def _engine(settings: Settings, reporter: Reporter, inputs: int | None) -> Engin
         from .cluster import Cluster
 
         return Cluster(settings.scheduler)
-    from .processes import LocalProcesses, process_count, start_fork_server
+    from .fork_server import start_fork_server
+    from .processes import LocalProcesses, process_count
 
     cores = usable_cores()
     workers = settings.workers or cores

@@ -49,7 +49,6 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from functools import partial
-from multiprocessing import forkserver
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
@@ -59,6 +58,7 @@ from ..backends.base import usable_cores, warm_up
 from ..config import Settings
 from ..errors import UsageError
 from ..io.outputs import check_before_changes
+from .fork_server import let_go_of_the_fork_server
 from .records import Admitted, Outcomes
 from .tasks import TaskRunner, label_task, spread_task_size, use_backend
 
@@ -71,8 +71,6 @@ RETRIES = 2
 START_PAUSE_SECONDS = 0.2
 #: Seconds closing waits for the workers to end before it kills them.
 CLOSE_SECONDS = 5.0
-#: What the fork server imports once for every worker (worker_start.py).
-PRELOADED = ("ccl_cli.run.worker_start",)
 #: prctl(2)'s option that sends a signal on the parent's death (Linux).
 _PR_SET_PDEATHSIG = 1
 #: Cores per process --processes auto gives (each process runs that many threads).
@@ -118,29 +116,31 @@ class LocalProcesses:
         self.threads = settings.workers or max(1, usable_cores() // count)
         self.task_size = spread_task_size(inputs, count)
         self.context = context
-        from .service import SHARED_MEMORY, LabelingService
-
-        auto = settings.device == "auto"  # CPU labeling while the GPU starts
-        self.service: LabelingService | None = (
-            LabelingService(count, auto, notice) if SHARED_MEMORY else None
-        )
+        self.service: LabelingService | None = None
         self.backend_error: BaseException | None = None
         self.making: threading.Thread | None = None
-        if cpu_only(settings.device, settings.devices):  # the workers label on their own
-            if self.service is not None:
-                self.service.serve([])
-        elif self.service is None:  # workers label on their own: check the device first
-            self._make_backend(settings, notice)
-            if self.backend_error is not None:
-                raise self.backend_error
-        else:
-            self.making = threading.Thread(
-                target=self._make_backend, args=(settings, notice), name="gccl-backend", daemon=True
-            )
-            self.making.start()
+        if not cpu_only(settings.device, settings.devices):  # else the workers label alone
+            self._start_backend(count, settings, notice)
         self.lock = threading.Lock()
         self.closing = False
         self.pool = self._new_pool()
+
+    def _start_backend(self, count: int, settings: Settings, notice: Callable[[str], None]) -> None:
+        """The backend made in a thread for the service to hand out; without a service
+        (no shared memory here), made now, so that an unusable device fails the run."""
+        from .service import SHARED_MEMORY, LabelingService
+
+        if not SHARED_MEMORY:  # workers label on their own: check the device first
+            self._make_backend(settings, notice)
+            if self.backend_error is not None:
+                raise self.backend_error
+            return
+        auto = settings.device == "auto"  # CPU labeling while the GPU starts
+        self.service = LabelingService(count, auto, notice)
+        self.making = threading.Thread(
+            target=self._make_backend, args=(settings, notice), name="gccl-backend", daemon=True
+        )
+        self.making.start()
 
     def _make_backend(self, settings: Settings, notice: Callable[[str], None]) -> None:
         """Make the backend and hand it to the service (its failure ends the run: label)."""
@@ -289,19 +289,6 @@ class LocalProcesses:
         return True
 
 
-def start_fork_server() -> Any:
-    """The fork-server context of the workers, its server started (or starting) now.
-
-    The server imports the pipeline once and every worker forks from it with
-    the modules loaded. Starting it takes about as long as those imports, so
-    it is started in a thread, before this process sets up its backend.
-    """
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(PRELOADED))
-    threading.Thread(target=forkserver.ensure_running, daemon=True).start()
-    return context
-
-
 def _settle(outcome: Future[Any], result: Any = None, error: BaseException | None = None) -> None:
     """Finish `outcome` unless the client cancelled it meanwhile."""
     if not outcome.set_running_or_notify_cancel():
@@ -321,7 +308,7 @@ def _start_worker(service: ServiceAddress | None, threads: int) -> None:
     """A worker's set-up: die with the client and change nothing in --out after it (module
     docstring), ignore Ctrl-C (the client stops it), label through the service (without
     one, its tasks make a CPU backend of their own)."""
-    _let_go_of_the_fork_server()
+    let_go_of_the_fork_server()
     _die_with_parent()
     client = multiprocessing.parent_process()
     if client is not None:
@@ -332,22 +319,6 @@ def _start_worker(service: ServiceAddress | None, threads: int) -> None:
         from .service import ServedBackend
 
         use_backend(ServedBackend(service, threads))
-
-
-def _let_go_of_the_fork_server() -> None:
-    """Close this worker's copy of the pipe that keeps the fork server running.
-
-    multiprocessing hands every process of the fork server the write end of
-    the server's "alive" pipe (so that it could start processes of its own);
-    the server exits when that pipe ends, so a worker holding it keeps the
-    server, and through it itself, alive after the client died. The pipe is
-    reachable only through the module's private state.
-    """
-    server: Any = getattr(forkserver, "_forkserver", None)
-    fd = getattr(server, "_forkserver_alive_fd", None)
-    if isinstance(fd, int):
-        os.close(fd)
-        server._forkserver_alive_fd = None
 
 
 def _die_with_parent() -> None:
