@@ -1,15 +1,20 @@
 /* The loops that read pixels, once per pixel type: engine.c includes this file with
- * PIXEL (the C type), SUFFIX (the name suffix) and FLOATING (1 for float types) defined.
+ * PIXEL (the C type), PIXEL_MIN and PIXEL_MAX (its range, integer types), SUFFIX (the name
+ * suffix) and FLOATING (1 for float types) defined.
  * The same functions serve an image read for its foreground and joins and values read for
  * their statistics, which may be of different types (a mask after morphology). */
 
 #define CAT2(a, b) a##_##b
 #define CAT(a, b) CAT2(a, b)
 
-/* fg[x] = whether row[x] is foreground under `rule`, compared in float64. */
+/* fg[x] = whether row[x] is foreground under `rule`: the float64 comparison with `a`, which
+ * for integer pixels is made once into an integer one (no pixel is NaN, and every pixel is
+ * an integer: v > a is v > floor(a), v < a is v < ceil(a), v != a holds for all v where a is
+ * no value of the type). */
 static void CAT(foreground_row, SUFFIX)(const void *pixels, int64_t width, int64_t rule,
                                         double a, uint8_t *fg) {
     const PIXEL *row = (const PIXEL *)pixels;
+#if FLOATING
     switch (rule) {
     case GCCL_FG_NOT:
         for (int64_t x = 0; x < width; x++) {
@@ -29,6 +34,28 @@ static void CAT(foreground_row, SUFFIX)(const void *pixels, int64_t width, int64
             fg[x] = v == v;
         }
     }
+#else
+    const double low = (double)PIXEL_MIN, high = (double)PIXEL_MAX;
+    int all = 1; /* every pixel foreground (1), none (0), or compared below (-1) */
+    if (rule == GCCL_FG_NOT && a == floor(a) && a >= low && a <= high) {
+        const PIXEL t = (PIXEL)a;
+        for (int64_t x = 0; x < width; x++) fg[x] = row[x] != t;
+        all = -1;
+    } else if (rule == GCCL_FG_ABOVE) {
+        all = !(a >= low) ? (a == a) : a >= high ? 0 : -1; /* NaN: no pixel */
+        if (all < 0) {
+            const PIXEL t = (PIXEL)floor(a);
+            for (int64_t x = 0; x < width; x++) fg[x] = row[x] > t;
+        }
+    } else if (rule == GCCL_FG_BELOW) {
+        all = !(a <= high) ? (a == a) : a <= low ? 0 : -1;
+        if (all < 0) {
+            const PIXEL t = (PIXEL)ceil(a);
+            for (int64_t x = 0; x < width; x++) fg[x] = row[x] < t;
+        }
+    }
+    if (all >= 0) memset(fg, all, (size_t)width);
+#endif
 }
 
 /* f[x] = row[x] as float64 (exact for every pixel type). */
@@ -37,38 +64,40 @@ static void CAT(float64_row, SUFFIX)(const void *pixels, int64_t width, double *
     for (int64_t x = 0; x < width; x++) f[x] = (double)row[x];
 }
 
-/* One pixel value's (sum term, |v| bits when finite, order key); see gccl_record. */
-static inline void CAT(pixel_value, SUFFIX)(PIXEL v, int64_t *term, int64_t *magnitude,
-                                            int64_t *key) {
 #if FLOATING
+/* A float pixel's (|v| bits when finite, else 0; order key); see gccl_record. */
+static inline void CAT(float_value, SUFFIX)(PIXEL v, int64_t *magnitude, int64_t *key) {
     double fv = (double)v;
-    *term = 0;
     *key = order_key(float_bits(fv));
     *magnitude = isinf(fv) ? 0 : float_bits(fabs(fv));
-#else
-    *term = (int64_t)v;
-    *magnitude = 0;
-    *key = (int64_t)v;
-#endif
 }
+#endif
 
 /* The statistics of pixels s..e-1 of one row of values, added to record `r` as a run. */
 static inline void CAT(add_run, SUFFIX)(gccl_record *r, const PIXEL *row, int64_t s,
                                         int64_t e, int64_t y) {
-    int64_t term, magnitude, key;
-    CAT(pixel_value, SUFFIX)(row[s], &term, &magnitude, &key);
-    int64_t total = FLOATING ? magnitude : term, lo = key, hi = key;
+#if FLOATING
+    int64_t magnitude, key;
+    CAT(float_value, SUFFIX)(row[s], &magnitude, &key);
+    int64_t total = magnitude, lo = key, hi = key;
     for (int64_t x = s + 1; x < e; x++) {
-        CAT(pixel_value, SUFFIX)(row[x], &term, &magnitude, &key);
-        if (FLOATING) {
-            total = magnitude > total ? magnitude : total;
-        } else {
-            total += term;
-        }
+        CAT(float_value, SUFFIX)(row[x], &magnitude, &key);
+        total = magnitude > total ? magnitude : total;
         lo = key < lo ? key : lo;
         hi = key > hi ? key : hi;
     }
-    add_run(r, e - s, s, y, total, lo, hi, FLOATING);
+    add_run(r, e - s, s, y, total, lo, hi, 1);
+#else
+    int64_t total = 0;
+    PIXEL lo = row[s], hi = row[s];
+    for (int64_t x = s; x < e; x++) {
+        PIXEL v = row[x];
+        total += v;
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    add_run(r, e - s, s, y, total, (int64_t)lo, (int64_t)hi, 0);
+#endif
 }
 
 /* Binary first pass over rows r0..r1-1 of one image, run by run (labels from
@@ -95,7 +124,8 @@ static int64_t CAT(binary_strip, SUFFIX)(const gccl_batch *b, const uint8_t *ima
         int32_t *cur = prov + y * width;
         const int32_t *up = y > r0 ? cur - width : cur; /* read only below the strip's top */
         const PIXEL *vrow = values + y * width;
-        int64_t j = 0, x = 0;
+        int64_t j = 0;
+        memset(cur, 0, sizeof(int32_t) * (size_t)width); /* one store of the row, then the runs */
         for (int64_t i = 0; i < k; i++) {
             int64_t s = runs[2 * i], e = runs[2 * i + 1];
             while (j < n_above && above[2 * j + 1] + grow <= s) j++;
@@ -112,12 +142,9 @@ static int64_t CAT(binary_strip, SUFFIX)(const gccl_batch *b, const uint8_t *ima
                 n = new_label(parent, b->acc, n, off);
                 label = (int32_t)n;
             }
-            for (int64_t xx = x; xx < s; xx++) cur[xx] = 0;
             for (int64_t xx = s; xx < e; xx++) cur[xx] = label;
             CAT(add_run, SUFFIX)(&b->acc[off + label], vrow, s, e, y);
-            x = e;
         }
-        for (int64_t xx = x; xx < width; xx++) cur[xx] = 0;
         int64_t *swap = runs;
         runs = above;
         above = swap;
