@@ -136,7 +136,7 @@ class LocalProcesses:
                 raise self.backend_error
             return
         auto = settings.device == "auto"  # CPU labeling while the GPU starts
-        self.service = LabelingService(count, auto, notice)
+        self.service = LabelingService(count, auto, notice, self.context)
         self.making = threading.Thread(
             target=self._make_backend, args=(settings, notice), name="gccl-backend", daemon=True
         )

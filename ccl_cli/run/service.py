@@ -20,6 +20,7 @@ either dies. Linux only, as is CUDA with Python's fork server.
 from __future__ import annotations
 
 import mmap
+import multiprocessing
 import os
 import secrets
 import threading
@@ -64,6 +65,9 @@ class ServiceAddress:
     authkey: bytes
     #: Input bytes per batch for each worker (one batch's budget, shared out).
     batch_budget: int
+    #: With --device auto, a multiprocessing Event set once the service answers requests
+    #: (the GPU is ready, or failed): until then a worker labels on its own without asking.
+    serving: Any = None
 
 
 @dataclass(frozen=True)
@@ -82,9 +86,11 @@ class LabelingService:
     The backend is handed over with `serve` (or its failure with `fail`)
     once it is made, which may be after the workers started decoding. Until
     then a request waits, or, with `cpu_meanwhile` (--device auto), its worker
-    is told to label that batch on its own CPU backend: a run never waits for
-    CUDA to start; and a GPU that fails is dropped with one notice, its
-    batch and the rest labeled by the workers. A CPU backend is not served:
+    labels that batch on its own CPU backend: a run never waits for CUDA to
+    start. Workers see that from a flag the address carries, without a round
+    trip to this process, whose GIL CUDA's start holds for long stretches;
+    and a GPU that fails is dropped with one notice, its batch and the rest
+    labeled by the workers. A CPU backend is not served:
     the workers, which have the cores, are told to label on their own. With
     several GPUs (--devices), worker connections take them in turn.
     """
@@ -94,11 +100,14 @@ class LabelingService:
         workers: int,
         cpu_meanwhile: bool = False,
         notice: Callable[[str], None] = lambda message: None,
+        context: Any = multiprocessing,
     ) -> None:
+        """context: the multiprocessing context the workers start in (the flag's)."""
         authkey = secrets.token_bytes(32)
         self.listener = Listener(family="AF_UNIX", authkey=authkey)
         budget = max(1 << 20, HOST_BATCH_BYTES // max(1, workers))
-        self.address = ServiceAddress(str(self.listener.address), authkey, budget)
+        self.serving = context.Event() if cpu_meanwhile else None
+        self.address = ServiceAddress(str(self.listener.address), authkey, budget, self.serving)
         self.ready = threading.Event()
         self.cpu_meanwhile = cpu_meanwhile
         self.notice = notice
@@ -117,12 +126,17 @@ class LabelingService:
         self.backends = list(backends)
         if self.backends:
             self.labeler = DeviceLabeler(self.backends)
+        self._answering()
+
+    def _answering(self) -> None:
         self.ready.set()
+        if self.serving is not None:
+            self.serving.set()
 
     def fail(self, reason: str) -> None:
         """Answer every request with this error (the backend could not be made)."""
         self.failure = reason
-        self.ready.set()
+        self._answering()
 
     def close(self) -> None:
         """Stop taking connections, and let the open ones end as their workers exit.
@@ -311,6 +325,9 @@ class ServedBackend:
         """Send the batch to the service and wait for its labels (in `out`) and tables."""
         if self.local is not None:
             return self._locally(self.local, batch, params, out, narrow)
+        serving = self.address.serving
+        if serving is not None and not serving.is_set():  # the GPU is starting (--device auto)
+            return self._locally(self._cpu(), batch, params, out, narrow)
         batch = np.asarray(batch)
         batch_slot = self.blocks.locate(batch)
         if batch_slot is None:  # not stacked in empty_batch's memory: copied there

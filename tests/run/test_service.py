@@ -266,9 +266,10 @@ def test_with_cpu_meanwhile_batches_are_labeled_by_the_worker_until_the_gpu_is_s
     try:
         before = random_batch(backend, (2, 20, 30), 0)
         want = CpuBackend().label(before, params)
-        got = backend.label(before, params)  # nothing served yet: answered at once
+        got = backend.label(before, params)  # nothing served yet: labeled at once
         assert_same_result(got, want)
         assert got.backend == "cpu" and backend.local is None  # for this batch only
+        assert backend.connection is None  # without asking the service
         service.serve([_Served()])
         after = random_batch(backend, (2, 20, 30), 1)
         got = backend.label(after, params)
