@@ -12,7 +12,7 @@ connectedComponentsWithStats (labels and stats, CV_32S, all its threads; no
 tau mode); cc3d runs connected_components (labels only, one thread; delta 20
 with 4-connectivity for the depth case). The runs alternate, so that load
 from other processes hits every engine alike. The first gccl call of each
-case (numba's compile, or its cache load) is reported apart.
+case (its working arrays grown to the case's size) is reported apart.
 """
 
 from __future__ import annotations
