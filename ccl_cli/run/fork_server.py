@@ -10,10 +10,10 @@ only what is left (the CPU engine) and serves at once. Every fd but the
 server's own is closed in it, so no worker holds this process's files. The
 server speaks multiprocessing's own protocol, so workers, their start-up and
 their deaths are what they were; a server that dies is started again the
-usual way. That needs three attributes of the standard library's server
-object, known for Python 3.10-3.13 (3.14 added an authentication key): on
-other versions, or where this process runs other threads, the server is
-started the usual way, in a thread.
+usual way. That sets the standard library's server object's private state
+(its lock, address, alive pipe and pid), known for Python 3.10-3.13 (3.14
+added an authentication key): on other versions, or where this process runs
+other threads, the server is started the usual way, in a thread.
 """
 
 from __future__ import annotations

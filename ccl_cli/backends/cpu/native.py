@@ -105,7 +105,7 @@ class Batch(ctypes.Structure):
 
 @dataclass(frozen=True)
 class Engine:
-    """The loaded library, its entry points, and where the build came from (gccl info)."""
+    """The loaded library (its entry points typed) and where the build came from (gccl info)."""
 
     library: ctypes.CDLL
     origin: str
