@@ -135,88 +135,48 @@ typedef void (*row_float64)(const void *pixels, int64_t width, double *f);
 #define SUFFIX u8
 #define FLOATING 0
 #include "strip.h"
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING
 #define PIXEL int8_t
 #define PIXEL_MIN INT8_MIN
 #define PIXEL_MAX INT8_MAX
 #define SUFFIX i8
 #define FLOATING 0
 #include "strip.h"
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING
 #define PIXEL uint16_t
 #define PIXEL_MIN 0
 #define PIXEL_MAX UINT16_MAX
 #define SUFFIX u16
 #define FLOATING 0
 #include "strip.h"
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING
 #define PIXEL int16_t
 #define PIXEL_MIN INT16_MIN
 #define PIXEL_MAX INT16_MAX
 #define SUFFIX i16
 #define FLOATING 0
 #include "strip.h"
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING
 #define PIXEL uint32_t
 #define PIXEL_MIN 0
 #define PIXEL_MAX UINT32_MAX
 #define SUFFIX u32
 #define FLOATING 0
 #include "strip.h"
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING
 #define PIXEL int32_t
 #define PIXEL_MIN INT32_MIN
 #define PIXEL_MAX INT32_MAX
 #define SUFFIX i32
 #define FLOATING 0
 #include "strip.h"
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING
 #define PIXEL float
 #define PIXEL_MIN 0
 #define PIXEL_MAX 0
 #define SUFFIX f32
 #define FLOATING 1
 #include "strip.h"
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING
 #define PIXEL double
 #define PIXEL_MIN 0
 #define PIXEL_MAX 0
 #define SUFFIX f64
 #define FLOATING 1
 #include "strip.h"
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING
 
 /* The per-type functions, indexed by enum gccl_type. */
 #define BY_TYPE(name) \

@@ -1,6 +1,6 @@
 /* The loops that read pixels, once per pixel type: engine.c includes this file with
  * PIXEL (the C type), PIXEL_MIN and PIXEL_MAX (its range, integer types), SUFFIX (the name
- * suffix) and FLOATING (1 for float types) defined.
+ * suffix) and FLOATING (1 for float types) defined, which it undefines at its end.
  * The same functions serve an image read for its foreground and joins and values read for
  * their statistics, which may be of different types (a mask after morphology). */
 
@@ -193,3 +193,8 @@ static void CAT(float_terms, SUFFIX)(const gccl_batch *b, const void *value_pixe
 
 #undef CAT
 #undef CAT2
+#undef PIXEL
+#undef PIXEL_MIN
+#undef PIXEL_MAX
+#undef SUFFIX
+#undef FLOATING
