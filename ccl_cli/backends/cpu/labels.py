@@ -330,24 +330,19 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
     call.spread("gccl_kept_columns", count, post)
     tables = [_table(ints[:, lo:hi], floats[:, lo:hi], floating) for lo, hi in pairwise(kept_first)]
 
+    def write(target: np.ndarray, chosen: np.ndarray) -> None:  # the final labels of chosen[n]
+        address, size = target.ctypes.data, target.itemsize
+        call.spread("gccl_write_labels", len(tasks), threads, address, size, chosen.ctypes.data)
+
     wide: dict[int, np.ndarray] = {}
     if out.dtype == np.uint16:
         too_many = kept > NARROW_LIMIT
-        chosen = ~too_many
-        call.spread(
-            "gccl_write_labels", len(tasks), threads, out.ctypes.data, 2, chosen.ctypes.data
-        )
+        write(out, ~too_many)
         if too_many.any():
-            chosen = too_many
-            call.spread(
-                "gccl_write_labels", len(tasks), threads, prov.ctypes.data, 4, chosen.ctypes.data
-            )
+            write(prov, too_many)
             wide = {int(n): prov[n].view(np.uint32).copy() for n in np.flatnonzero(too_many)}
     else:
-        chosen = np.ones(count, bool)
-        call.spread(
-            "gccl_write_labels", len(tasks), threads, prov.ctypes.data, 4, chosen.ctypes.data
-        )
+        write(prov, np.ones(count, bool))
         if not in_place:
             out[...] = prov.view(np.uint32)
     return Labeled(tables, [int(c) for c in components], wide)
