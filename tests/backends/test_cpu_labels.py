@@ -160,6 +160,14 @@ TAU_CASES = {
         np.array([[-(2**31), 2**31 - 1, 0]], np.int32),
         LabelParams(tau=2**32 - 1, background=None),
     ),
+    "int32 extremes, tau one short": (
+        np.array([[-(2**31), 2**31 - 1], [2**31 - 1, -(2**31)]], np.int32),
+        LabelParams(tau=2**32 - 1.5, background=None),
+    ),
+    "uint32 extremes, tau one short": (
+        np.array([[0, 2**32 - 1], [2**32 - 1, 1]], np.uint32),
+        LabelParams(tau=2**32 - 2.5, background=None, connectivity=4),
+    ),
 }
 
 

@@ -126,8 +126,46 @@ static inline uint8_t close_values(double u, double v, double tau) {
     return (u == v) | (fabs(u - v) <= tau);
 }
 
+/* q's set joined to `label`'s (label 0: none yet); returns the label the pixel takes. */
+static inline int32_t join_label(int32_t *parent, int32_t label, int32_t q) {
+    if (label == 0) return q;
+    return label != q ? unite(parent, label, q) : label;
+}
+
+/* A tau row: join every neighbour m says joins (joins is not transitive); m[x]: 1
+ * foreground, 2 joins left, 4 joins up, 8 joins up-left, 16 joins up-right. */
+static int64_t tau_row(const uint8_t *m, const int32_t *up, int32_t *cur, int32_t *parent,
+                       gccl_record *acc, int64_t n, int64_t off, int64_t width) {
+    for (int64_t x = 0; x < width; x++) {
+        uint8_t k = m[x];
+        if (k == 0) {
+            cur[x] = 0;
+            continue;
+        }
+        int32_t label = (k & 2) ? cur[x - 1] : 0;
+        if (k & 4) label = join_label(parent, label, up[x]);
+        if (k & 8) label = join_label(parent, label, up[x - 1]);
+        if (k & 16) label = join_label(parent, label, up[x + 1]);
+        if (label == 0) {
+            n = new_label(parent, acc, n, off);
+            label = (int32_t)n;
+        }
+        cur[x] = label;
+    }
+    return n;
+}
+
 typedef void (*row_rule)(const void *pixels, int64_t width, int64_t rule, double a, uint8_t *fg);
 typedef void (*row_float64)(const void *pixels, int64_t width, double *f);
+typedef void (*run_statistics)(const gccl_batch *, const uint8_t *, const int32_t *,
+                               const void *, int64_t, int64_t);
+
+/* The largest integer difference within `tau` (0 for a NaN or negative tau: equal values
+ * only), at most `span`: integers u, v join exactly when |u - v| <= it. */
+static inline int64_t tau_reach(double tau, int64_t span) {
+    if (!(tau >= 0)) return 0;
+    return tau >= (double)span ? span : (int64_t)floor(tau);
+}
 
 #define PIXEL uint8_t
 #define PIXEL_MIN 0
@@ -185,8 +223,9 @@ typedef void (*row_float64)(const void *pixels, int64_t width, double *f);
 typedef int64_t (*strip_labeling)(const gccl_batch *, const uint8_t *, row_rule, const void *,
                                   int32_t *, int32_t *, int64_t, int64_t, int64_t, uint8_t *,
                                   int64_t *, int64_t *);
-typedef void (*run_statistics)(const gccl_batch *, const uint8_t *, const int32_t *,
-                               const void *, int64_t, int64_t);
+typedef int64_t (*tau_labeling)(const gccl_batch *, const uint8_t *, const uint8_t *,
+                                run_statistics, int32_t *, int32_t *, int64_t, int64_t, int64_t,
+                                uint8_t *, uint8_t *, uint8_t *);
 typedef void (*mean_terms)(const gccl_batch *, const void *, const int32_t *, const int32_t *,
                            int64_t, int64_t, int64_t);
 
@@ -194,82 +233,8 @@ static const row_rule FOREGROUND_ROW[GCCL_TYPES] = BY_TYPE(foreground_row);
 static const row_float64 FLOAT64_ROW[GCCL_TYPES] = BY_TYPE(float64_row);
 static const strip_labeling BINARY_STRIP[GCCL_TYPES] = BY_TYPE(binary_strip);
 static const run_statistics TAU_RUNS[GCCL_TYPES] = BY_TYPE(tau_runs);
+static const tau_labeling TAU_STRIP[GCCL_TYPES] = BY_TYPE(tau_strip);
 static const mean_terms FLOAT_TERMS[GCCL_TYPES] = BY_TYPE(float_terms);
-
-/* m[x]: 1 foreground, 2 joins left, 4 joins up, 8 joins up-left, 16 joins up-right. */
-static void tau_bits(const uint8_t *fg, const double *f, const double *fp, const int32_t *up,
-                     int has_up, int eight, double tau, int64_t width, uint8_t *m) {
-    m[0] = fg[0];
-    for (int64_t x = 1; x < width; x++) {
-        m[x] = fg[x] | (uint8_t)((fg[x] & fg[x - 1] & close_values(f[x], f[x - 1], tau)) << 1);
-    }
-    if (!has_up) return;
-    for (int64_t x = 0; x < width; x++) {
-        m[x] |= (uint8_t)((fg[x] & (up[x] != 0) & close_values(f[x], fp[x], tau)) << 2);
-    }
-    if (!eight) return;
-    for (int64_t x = 1; x < width; x++) {
-        m[x] |= (uint8_t)((fg[x] & (up[x - 1] != 0) & close_values(f[x], fp[x - 1], tau)) << 3);
-    }
-    for (int64_t x = 0; x + 1 < width; x++) {
-        m[x] |= (uint8_t)((fg[x] & (up[x + 1] != 0) & close_values(f[x], fp[x + 1], tau)) << 4);
-    }
-}
-
-/* q's set joined to `label`'s (label 0: none yet); returns the label the pixel takes. */
-static inline int32_t join_label(int32_t *parent, int32_t label, int32_t q) {
-    if (label == 0) return q;
-    return label != q ? unite(parent, label, q) : label;
-}
-
-/* A tau row: join every neighbour m says joins (joins is not transitive). */
-static int64_t tau_row(const uint8_t *m, const int32_t *up, int32_t *cur, int32_t *parent,
-                       gccl_record *acc, int64_t n, int64_t off, int64_t width) {
-    for (int64_t x = 0; x < width; x++) {
-        uint8_t k = m[x];
-        if (k == 0) {
-            cur[x] = 0;
-            continue;
-        }
-        int32_t label = (k & 2) ? cur[x - 1] : 0;
-        if (k & 4) label = join_label(parent, label, up[x]);
-        if (k & 8) label = join_label(parent, label, up[x - 1]);
-        if (k & 16) label = join_label(parent, label, up[x + 1]);
-        if (label == 0) {
-            n = new_label(parent, acc, n, off);
-            label = (int32_t)n;
-        }
-        cur[x] = label;
-    }
-    return n;
-}
-
-/* Tau first pass over rows r0..r1-1 of one image (as binary_strip). */
-static int64_t tau_strip(const gccl_batch *b, const uint8_t *image, const uint8_t *values,
-                         int32_t *prov, int32_t *parent, int64_t r0, int64_t r1, int64_t off,
-                         uint8_t *fg, uint8_t *m, double *f, double *fp) {
-    const int64_t width = b->width;
-    const int64_t image_row = width * type_bytes(b->image_type);
-    const int64_t value_row = width * type_bytes(b->value_type);
-    const row_rule foreground = FOREGROUND_ROW[b->image_type];
-    const row_float64 to_float64 = FLOAT64_ROW[b->image_type];
-    const run_statistics runs = TAU_RUNS[b->value_type];
-    int64_t n = r0 * width;
-    for (int64_t y = r0; y < r1; y++) {
-        const uint8_t *row = image + y * image_row;
-        foreground(row, width, b->rule, b->a, fg);
-        to_float64(row, width, f);
-        int32_t *cur = prov + y * width;
-        const int32_t *up = y > r0 ? cur - width : cur; /* read only below the strip's top */
-        tau_bits(fg, f, fp, up, y > r0, (int)b->eight, b->tau, width, m);
-        n = tau_row(m, up, cur, parent, b->acc, n, off, width);
-        runs(b, m, cur, values + y * value_row, y, off);
-        double *swap = f;
-        f = fp;
-        fp = swap;
-    }
-    return n;
-}
 
 /* A strip's labels base+1..last flattened to local ids 1..m (par[label] = local id), their
  * records summed into acc[at + local id - 1]; returns m. */
@@ -301,11 +266,9 @@ EXPORT int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
     const int64_t width = b->width, pixels = pixels_of(b);
     const int64_t image_bytes = pixels * type_bytes(b->image_type);
     const int64_t value_bytes = pixels * type_bytes(b->value_type);
-    uint8_t *fg = malloc((size_t)width);
-    uint8_t *m = malloc((size_t)width);
+    uint8_t *fg = malloc((size_t)(3 * width)); /* this row's, the row above's, joins */
     int64_t *runs = malloc(sizeof(int64_t) * (size_t)(4 * width + 4));
-    double *f = malloc(sizeof(double) * (size_t)(2 * width));
-    int failed = !fg || !m || !runs || !f;
+    int failed = !fg || !runs;
     for (int64_t t = lo; t < hi && !failed; t++) {
         int64_t n = b->tasks[3 * t], r0 = b->tasks[3 * t + 1], r1 = b->tasks[3 * t + 2];
         int64_t base = r0 * width, off = b->acc_first[t] - base - 1;
@@ -314,7 +277,8 @@ EXPORT int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
         int32_t *prov = b->prov + n * pixels, *parent = b->parent + n * (pixels + 1);
         int64_t last;
         if (b->tau_mode) {
-            last = tau_strip(b, image, values, prov, parent, r0, r1, off, fg, m, f, f + width);
+            last = TAU_STRIP[b->image_type](b, image, values, TAU_RUNS[b->value_type], prov,
+                                            parent, r0, r1, off, fg, fg + width, fg + 2 * width);
         } else {
             last = BINARY_STRIP[b->value_type](b, image, FOREGROUND_ROW[b->image_type], values,
                                                prov, parent, r0, r1, off, fg, runs,
@@ -325,9 +289,7 @@ EXPORT int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
         b->lasts[t] = last;
     }
     free(fg);
-    free(m);
     free(runs);
-    free(f);
     return failed ? -1 : 0;
 }
 

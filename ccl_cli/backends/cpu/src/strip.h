@@ -172,6 +172,72 @@ static void CAT(tau_runs, SUFFIX)(const gccl_batch *b, const uint8_t *cont, cons
     }
 }
 
+#if FLOATING
+#define CLOSE(u, v) close_values((double)(u), (double)(v), tau)
+#else
+/* Integer pixels join when their difference, exact in WIDE, is within the reach. */
+#if PIXEL_MAX > UINT16_MAX
+#define WIDE int64_t
+#else
+#define WIDE int32_t
+#endif
+#define CLOSE(u, v) ((((WIDE)(u) - (WIDE)(v)) <= reach) & (((WIDE)(v) - (WIDE)(u)) <= reach))
+#endif
+
+/* Tau first pass over rows r0..r1-1 of one image (as binary_strip, each pixel on its
+ * own): m[x] says which neighbours pixel x joins (tau_row), compared in the pixel type
+ * for integers. fg and fg_above: this row's foreground and the row above's. */
+static int64_t CAT(tau_strip, SUFFIX)(const gccl_batch *b, const uint8_t *image,
+                                      const uint8_t *values, run_statistics runs, int32_t *prov,
+                                      int32_t *parent, int64_t r0, int64_t r1, int64_t off,
+                                      uint8_t *fg, uint8_t *fg_above, uint8_t *m) {
+    const int64_t width = b->width;
+    const int64_t value_row = width * type_bytes(b->value_type);
+    const PIXEL *pixels = (const PIXEL *)image;
+#if FLOATING
+    const double tau = b->tau;
+#else
+    const WIDE reach = (WIDE)tau_reach(b->tau, (int64_t)PIXEL_MAX - (int64_t)PIXEL_MIN);
+#endif
+    int64_t n = r0 * width;
+    for (int64_t y = r0; y < r1; y++) {
+        const PIXEL *row = pixels + y * width;
+        const PIXEL *above = y > r0 ? row - width : row; /* read only below the strip's top */
+        CAT(foreground_row, SUFFIX)(row, width, b->rule, b->a, fg);
+        m[0] = fg[0];
+        for (int64_t x = 1; x < width; x++) {
+            m[x] = fg[x] | (uint8_t)((fg[x] & fg[x - 1] & CLOSE(row[x], row[x - 1])) << 1);
+        }
+        if (y > r0) {
+            for (int64_t x = 0; x < width; x++) {
+                m[x] |= (uint8_t)((fg[x] & fg_above[x] & CLOSE(row[x], above[x])) << 2);
+            }
+            if (b->eight) {
+                for (int64_t x = 1; x < width; x++) {
+                    m[x] |= (uint8_t)((fg[x] & fg_above[x - 1] & CLOSE(row[x], above[x - 1]))
+                                      << 3);
+                }
+                for (int64_t x = 0; x + 1 < width; x++) {
+                    m[x] |= (uint8_t)((fg[x] & fg_above[x + 1] & CLOSE(row[x], above[x + 1]))
+                                      << 4);
+                }
+            }
+        }
+        int32_t *cur = prov + y * width;
+        n = tau_row(m, y > r0 ? cur - width : cur, cur, parent, b->acc, n, off, width);
+        runs(b, m, cur, values + y * value_row, y, off);
+        uint8_t *swap = fg;
+        fg = fg_above;
+        fg_above = swap;
+    }
+    return n;
+}
+
+#undef CLOSE
+#if !FLOATING
+#undef WIDE
+#endif
+
 /* sums[off + local id] += trunc(v * 2**shift[same]) over the finite pixels of rows r0..r1-1
  * (float images; par maps each provisional label to its strip's local id). */
 static void CAT(float_terms, SUFFIX)(const gccl_batch *b, const void *value_pixels,
