@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from ccl_cli.backends.base import NARROW_LIMIT, BatchResult, joined
+from ccl_cli.backends.cpu import labels
 from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.backends.multi import MultiDeviceBackend
 from ccl_cli.contract.params import LabelParams
@@ -55,6 +56,20 @@ def test_cpu_narrows_into_out_and_returns_the_wide_image_apart():
     out = np.full(batch.shape, 0xBEEF, np.uint16)
     got = CpuBackend(threads=2).label(batch, PARAMS, out, narrow=True)
     assert got.labels is out
+    assert_narrowed_as_expected(got, want)
+
+
+@pytest.mark.parametrize("images_per_chunk", [1, 2])
+def test_a_batch_past_the_chunk_size_labels_as_one_call(
+    monkeypatch: pytest.MonkeyPatch, images_per_chunk: int
+) -> None:
+    """A batch cut into chunks of images gives the whole call's labels, tables, counts
+    and wide images (their indexes in the batch, not in the chunk)."""
+    batch = np.concatenate([mixed_batch(), mixed_batch()[::-1]])
+    want = CpuBackend(threads=2).label(batch, PARAMS)
+    monkeypatch.setattr(labels, "CHUNK_PIXELS", images_per_chunk * 512 * 512)
+    got = CpuBackend(threads=2).label(batch, PARAMS, narrow=True)
+    assert sorted(got.wide) == [1, 4]
     assert_narrowed_as_expected(got, want)
 
 

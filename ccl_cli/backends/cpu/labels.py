@@ -40,6 +40,9 @@ MIN_STRIP_PIXELS = 1 << 15
 SPREAD_COMPONENTS = 50_000
 #: Largest working array kept for the next call of a thread (scratch).
 SCRATCH_LIMIT = 1 << 30
+#: Most pixels labeled at once: a larger batch goes in chunks of whole images, so that
+#: the working arrays (8 bytes and more per pixel) stay small enough to be reused.
+CHUNK_PIXELS = 1 << 24
 
 #: A statistics record's int64 fields (engine.h's gccl_record).
 RECORD = 8
@@ -90,9 +93,21 @@ def label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.nd
     The batch is cut into strips for `threads` threads (plan), which run on
     at most pool_size() threads. Morphology and smoothing
     (contract.stages) decide the labels; statistics always read the original
-    values.
+    values. A batch of more than CHUNK_PIXELS is labeled in chunks of images.
     """
-    return _label_batch(batch, params, threads, out)
+    count, height, width = batch.shape
+    per = max(1, CHUNK_PIXELS // max(1, height * width))
+    if count <= per:
+        return _label_batch(batch, params, threads, out)
+    chunks = [
+        (start, _label_batch(batch[start : start + per], params, threads, out[start : start + per]))
+        for start in range(0, count, per)
+    ]
+    return Labeled(
+        [table for _, chunk in chunks for table in chunk.tables],
+        [components for _, chunk in chunks for components in chunk.components],
+        {start + n: wide for start, chunk in chunks for n, wide in chunk.wide.items()},
+    )
 
 
 def spread(entry: Callable[..., int], tasks: int, threads: int, *args: object) -> None:
