@@ -18,9 +18,9 @@ def _version_of(package: str) -> str:
 
 def collect_info() -> str:
     """A plain-text report: versions, backends, CUDA devices and the kernels' origin."""
-    from .backends.cpu.native import engine
     from .backends.cuda.loader import cuda_status, fatbin_architectures
     from .errors import BackendUnavailable
+    from .native import engine
 
     status = cuda_status()
     lines = [

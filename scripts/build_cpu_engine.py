@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Build the shipped CPU engine library (ccl_cli/backends/cpu/src/gccl_cpu.so) and its
+"""Build the shipped CPU engine library (ccl_cli/native/src/gccl_cpu.so) and its
 manifest, or check that they are current.
 
     python scripts/build_cpu_engine.py [--cc gcc]          # build (make cpu-engine)
     python scripts/build_cpu_engine.py --check [--cc gcc]  # verify (make cpu-engine-check)
 
 The shipped build is for Linux on x86-64 (the platform this is run on); other platforms
-compile the same sources at first use (ccl_cli/backends/cpu/native.py, which owns the
+compile the same sources at first use (ccl_cli/native/__init__.py, which owns the
 flags and the sources' hash). manifest.json records the platform, the sources' hash and
 the library's own hash; --check fails when either no longer matches, and also compiles
 the sources with every warning an error, so C that does not compile cleanly fails CI.
@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ccl_cli.backends.cpu import native  # noqa: E402
+from ccl_cli import native  # noqa: E402
 
 #: The newest glibc symbol version the shipped library may need (2.17: CentOS 7, 2014).
 MAX_GLIBC = (2, 17)
@@ -90,7 +90,8 @@ def check(cc: str) -> int:
         return 1
     with tempfile.TemporaryDirectory() as folder:
         command = [cc, *native.COMPILE_FLAGS, *WARNINGS, "-o", f"{folder}/check.so"]
-        command += [str(native.SOURCE_DIR / "engine.c"), *native.LINK_FLAGS]
+        command += [*(str(native.SOURCE_DIR / name) for name in native.COMPILED)]
+        command += native.LINK_FLAGS
         if subprocess.run(command).returncode != 0:
             print(f"build_cpu_engine: {cc} failed on the CPU engine's sources")
             return 1

@@ -244,8 +244,8 @@ class GcclCpu(_Gccl):
         return f"CpuBackend.label: labels + statistics, {cpu_threads()} threads over row strips"
 
     def unavailable(self) -> str | None:
-        from ..backends.cpu.native import engine
         from ..errors import BackendUnavailable
+        from ..native import engine
 
         try:
             engine()

@@ -1,7 +1,7 @@
 """Image files in and out: inputs decoded to displayed intensity, outputs encoded.
 
-Inputs are PNG (Pillow; 16-bit ones through imagecodecs' libpng), TIFF
-(tifffile + imagecodecs) or NPY, recognised by their magic bytes, never by
+Inputs are PNG (plain gray ones through png.py, the others through imagecodecs' libpng
+or Pillow), TIFF (tifffile + imagecodecs) or NPY, recognised by their magic bytes, never by
 their suffix. Whatever the storage, `read_image`
 returns what a viewer shows: a 2-D array of one of `params.SUPPORTED_DTYPES`
 (1-bit images as bool with ink False, MinIsWhite flipped, gray palettes looked
@@ -31,6 +31,7 @@ import numpy as np
 from ..contract.params import SUPPORTED_DTYPES
 from ..errors import InputError
 from ..options import COLOR_TO_GRAY_CHOICES, MAX_IMAGE_BYTES, TIFF_COMPRESSIONS
+from . import png
 
 if TYPE_CHECKING:  # both load at the first file that needs them (_pillow, _tifffile)
     import tifffile
@@ -338,6 +339,13 @@ def _read_png(handle: BinaryIO, head: bytes, max_bytes: int) -> tuple[np.ndarray
     width, height, bit_depth, color_type = struct.unpack(">IIBB", head[16:26])
     samples = _PNG_SAMPLES.get(color_type, 4)
     _check_size(height, width, samples, 2 if bit_depth == 16 else 1, max_bytes)
+    if color_type == 0 and bit_depth in (8, 16):
+        data = handle.read()
+        with _decoding("PNG"):
+            plain = png.decode_plain_gray(data)
+        if plain is not None:
+            return plain, "gray"
+        handle = io.BytesIO(data)
     if bit_depth == 16:
         # libpng keeps every bit; Pillow narrows 16-bit colour to 8 bits, and the
         # mode it opens 16-bit gray in ("I" or "I;16") changed across its versions.

@@ -8,7 +8,7 @@ Importing this module does the work: the fork server can only import.
 from __future__ import annotations
 
 from ..backends.cpu import backend  # noqa: F401  (loaded for the workers)
-from ..backends.cpu.native import engine
+from ..native import engine
 from . import processes, service  # noqa: F401
 
 engine()

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cpu_labels import checkerboard, rings, snake, spiral
 
+from ccl_cli import native
 from ccl_cli.backends.cpu import labels as engine
-from ccl_cli.backends.cpu import native
 from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.contract.params import SUPPORTED_DTYPES, LabelParams
 from ccl_cli.errors import BackendUnavailable

@@ -27,8 +27,8 @@ import numpy as np
 from ...contract.params import LabelParams, canonical_bools, dtype_max
 from ...contract.stages import has_stages, label_input
 from ...contract.stats import StatsTable, float_mean, float_sum_shift
+from ...native import Batch, engine
 from ..base import NARROW_LIMIT, usable_cores
-from .native import Batch, engine
 from .stages import NumpyStages
 
 #: Fewest rows a strip gets: thinner strips cost more in seams than they gain.

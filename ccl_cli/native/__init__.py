@@ -1,4 +1,5 @@
-"""The CPU engine's compiled library (`src/engine.c`): the shipped build, or one made here.
+"""gccl's compiled library: the CPU labeling engine (`src/engine.c`) and PNG's row filters
+(`src/png.c`), from the shipped build or one made here.
 
 The package ships a build for Linux on x86-64 (`src/gccl_cpu.so`, described by
 `src/manifest.json`), loaded through ctypes in a millisecond: no compiler runs and no
@@ -25,10 +26,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import BackendUnavailable
+from ..errors import BackendUnavailable
 
 SOURCE_DIR = Path(__file__).resolve().parent / "src"
-SOURCES = ("engine.c", "engine.h", "strip.h")
+SOURCES = ("engine.c", "engine.h", "strip.h", "png.c")
+#: The sources compiled into the library (the others are included by them).
+COMPILED = ("engine.c", "png.c")
 LIBRARY = SOURCE_DIR / "gccl_cpu.so"
 MANIFEST = SOURCE_DIR / "manifest.json"
 #: The flags of every build, shipped or local. No fast-math of any kind: the statistics
@@ -135,7 +138,7 @@ def compile_library(compiler: str, target: Path) -> None:
             *COMPILE_FLAGS,
             "-o",
             str(built),
-            str(SOURCE_DIR / "engine.c"),
+            *(str(SOURCE_DIR / name) for name in COMPILED),
             *LINK_FLAGS,
         ]
         result = subprocess.run(command, capture_output=True, text=True)
@@ -189,6 +192,15 @@ def _load(path: Path, origin: str) -> Engine:
         ctypes.c_int64,
     )
     write.restype = ctypes.c_int
+    unfilter = library.gccl_png_unfilter
+    unfilter.argtypes = (
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_void_p,
+    )
+    unfilter.restype = ctypes.c_int64
     return Engine(library, origin)
 
 
