@@ -118,6 +118,27 @@ def test_files_of_common_encoders_decode_as_libpng(dtype: type) -> None:
         np.testing.assert_array_equal(got, values)
 
 
+ANCILLARY = {
+    b"sBIT": b"\x0c",
+    b"bKGD": b"\x00\x05",
+    b"gAMA": b"\x00\x00\xb1\x8f",
+    b"sRGB": b"\x00",
+    b"pHYs": b"\x00\x00\x00\x01\x00\x00\x00\x01\x01",
+    b"tIME": b"\x07\xe9\x01\x01\x00\x00\x00",
+    b"tEXt": b"Software\x00x",
+}
+
+
+@pytest.mark.parametrize("kind", ANCILLARY, ids=bytes.decode)
+def test_chunks_taken_as_inert_change_nothing_in_libpngs_pixels(kind: bytes) -> None:
+    values = np.arange(60, dtype=np.uint16).reshape(6, 10) * 1000 + 7
+    data = gray_png(values, [0, 1, 2, 3, 4, 2], extra=chunk(kind, ANCILLARY[kind]))
+    got = png.decode_plain_gray(data)
+    assert got is not None
+    np.testing.assert_array_equal(got, imagecodecs.png_decode(data))
+    np.testing.assert_array_equal(got, values)
+
+
 def test_the_label_images_gccl_writes_take_the_fast_path() -> None:
     labels = np.arange(40 * 30, dtype=np.uint16).reshape(40, 30)
     got = png.decode_plain_gray(images.encode_label_png(labels))
