@@ -51,12 +51,10 @@ def decode_plain_gray(data: bytes) -> np.ndarray | None:
         return None
     if len(filtered) != height * (stride + 1):
         return None
-    samples = np.empty((height, stride), np.uint8)
+    samples = np.empty((height, width), np.uint8 if depth == 8 else np.uint16)
     if unfilter(filtered, height, stride, depth // 8, samples.ctypes.data) != 0:
         return None
-    if depth == 8:
-        return samples.reshape(height, width)
-    return samples.view(">u2").astype(np.uint16)
+    return samples
 
 
 def _pixel_stream(data: bytes) -> bytes | None:

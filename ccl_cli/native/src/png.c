@@ -1,6 +1,12 @@
-/* PNG's row filters undone (the PNG specification, "Filtering"): the step between the
- * inflated IDAT stream and the pixels, which Python cannot do fast (each byte depends on
- * the one before). io/png.py inflates and checks the file; this only reverses filters. */
+/* PNG's row filters undone (the PNG specification, "Filtering") for 8- and 16-bit gray
+ * samples: the step between the inflated IDAT stream and the pixels, which Python cannot
+ * do fast (each byte depends on the one before). io/png.py inflates and checks the file;
+ * this only reverses filters.
+ *
+ * Sub, Average and Paeth make each byte depend on the byte bpp places to its left. The
+ * loops keep those bytes in registers (one running value per byte of a sample) rather
+ * than reading them back from the row just stored, which would put a store-to-load round
+ * trip on every step of that chain. */
 #include <stdint.h>
 #include <string.h>
 
@@ -10,47 +16,82 @@ static inline int absolute(int v) { return v < 0 ? -v : v; }
 
 /* The Paeth predictor of a byte from its left (a), upper (b) and upper-left (c) bytes,
  * without branches: ties go to a, then b, as the specification orders them. */
-static inline uint8_t paeth(int a, int b, int c) {
+static inline int paeth(int a, int b, int c) {
     int pa = absolute(b - c), pb = absolute(a - c), pc = absolute(a + b - 2 * c);
     int chosen = pb < pa ? b : a;
     int least = pb < pa ? pb : pa;
-    return (uint8_t)(pc < least ? c : chosen);
+    return pc < least ? c : chosen;
+}
+
+/* One row of Sub (TYPE 1), Average (3) or Paeth (4) undone for samples of BPP bytes (1 or
+ * 2, constants where this is inlined), `prior` being the row above or NULL for the first
+ * row (zeros). The first sample has no left neighbour (a = c = 0). */
+static inline void chained_row(const uint8_t *f, const uint8_t *prior, uint8_t *row,
+                               int64_t stride, const int type, const int bpp) {
+    int a[2] = {0, 0}, c[2] = {0, 0};
+    for (int64_t x = 0; x + bpp <= stride; x += bpp) {
+        for (int k = 0; k < bpp; k++) {
+            const int b = prior ? prior[x + k] : 0;
+            const int predicted = type == 1   ? a[k]
+                                  : type == 3 ? (a[k] + b) >> 1
+                                              : paeth(a[k], b, c[k]);
+            a[k] = (uint8_t)(f[x + k] + predicted);
+            c[k] = b;
+            row[x + k] = (uint8_t)a[k];
+        }
+    }
+}
+
+/* chained_row with the filter type and sample size as constants, so each loop is simple. */
+static void unfilter_chained(const uint8_t *f, const uint8_t *prior, uint8_t *row,
+                             int64_t stride, int type, int64_t bpp) {
+    if (bpp == 1) {
+        if (type == 1) chained_row(f, prior, row, stride, 1, 1);
+        else if (type == 3) chained_row(f, prior, row, stride, 3, 1);
+        else chained_row(f, prior, row, stride, 4, 1);
+    } else {
+        if (type == 1) chained_row(f, prior, row, stride, 1, 2);
+        else if (type == 3) chained_row(f, prior, row, stride, 3, 2);
+        else chained_row(f, prior, row, stride, 4, 2);
+    }
+}
+
+/* A row of 16-bit samples from PNG's big-endian bytes to the machine's order. */
+static void swap_row(uint8_t *row, int64_t stride) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (int64_t x = 0; x + 1 < stride; x += 2) {
+        const uint8_t high = row[x];
+        row[x] = row[x + 1];
+        row[x + 1] = high;
+    }
+#else
+    (void)row, (void)stride;
+#endif
 }
 
 /* Rows of `stride` bytes, each after its filter-type byte in `data` (height * (stride + 1)
- * bytes), unfiltered into `out` (height * stride bytes); bpp: bytes per complete pixel,
- * rounded up to 1. Returns 0, or 1 + the row whose filter type is unknown. */
+ * bytes), unfiltered into `out` (height * stride bytes); bpp: bytes per sample, 1 or 2.
+ * For 2, the samples come out in the machine's byte order (each row is swapped once the
+ * row below no longer needs it as its prior). Returns 0, or 1 + the row whose filter type
+ * is unknown, or -1 for another bpp. */
 EXPORT int64_t gccl_png_unfilter(const uint8_t *data, int64_t height, int64_t stride,
                                  int64_t bpp, uint8_t *out) {
-    static const uint8_t zeros[8] = {0};
-    const int64_t lead = bpp < stride ? bpp : stride;
+    if (bpp != 1 && bpp != 2) return -1;
     for (int64_t y = 0; y < height; y++) {
         const uint8_t type = data[y * (stride + 1)];
         const uint8_t *f = data + y * (stride + 1) + 1;
         uint8_t *row = out + y * stride;
         const uint8_t *prior = y > 0 ? row - stride : NULL;
-        if (type == 0 || ((type == 2) && !prior)) {
+        if (type > 4) return y + 1;
+        if (type == 0 || (type == 2 && !prior)) {
             memcpy(row, f, (size_t)stride);
-        } else if (type == 1 || (type == 4 && !prior)) { /* Paeth on the first row is Sub */
-            memcpy(row, f, (size_t)lead);
-            for (int64_t x = bpp; x < stride; x++) row[x] = (uint8_t)(f[x] + row[x - bpp]);
         } else if (type == 2) {
             for (int64_t x = 0; x < stride; x++) row[x] = (uint8_t)(f[x] + prior[x]);
-        } else if (type == 3) {
-            const uint8_t *up = prior ? prior : zeros;
-            const int64_t step = prior ? 1 : 0;
-            for (int64_t x = 0; x < lead; x++) row[x] = (uint8_t)(f[x] + (up[x * step] >> 1));
-            for (int64_t x = bpp; x < stride; x++) {
-                row[x] = (uint8_t)(f[x] + ((row[x - bpp] + up[x * step]) >> 1));
-            }
-        } else if (type == 4) {
-            for (int64_t x = 0; x < lead; x++) row[x] = (uint8_t)(f[x] + prior[x]);
-            for (int64_t x = bpp; x < stride; x++) {
-                row[x] = (uint8_t)(f[x] + paeth(row[x - bpp], prior[x], prior[x - bpp]));
-            }
         } else {
-            return y + 1;
+            unfilter_chained(f, prior, row, stride, type, bpp);
         }
+        if (bpp == 2 && prior) swap_row(row - stride, stride);
     }
+    if (bpp == 2 && height > 0) swap_row(out + (height - 1) * stride, stride);
     return 0;
 }
