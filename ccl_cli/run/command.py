@@ -78,6 +78,8 @@ class _Local:
 
     backend: Backend
     workers: int
+    #: The source's wake (sources.Source.wake), for inputs that arrive over time.
+    wake: Callable[[], None]
 
     def label(
         self,
@@ -86,7 +88,8 @@ class _Local:
         outcomes: Outcomes,
         check_stop: Callable[[], None],
     ) -> None:
-        LocalRun(settings, self.backend, outcomes, self.workers, check_stop).work(admitted)
+        run = LocalRun(settings, self.backend, outcomes, self.workers, check_stop, self.wake)
+        run.work(admitted)
 
     def close(self) -> None:
         pass
@@ -136,7 +139,7 @@ def streams(settings: Settings) -> bool:
 def run_source(source: Source, settings: Settings, reporter: Reporter) -> RunReport:
     """Label the inputs of `source` into --out: the lock, the engine, summary.csv."""
     out = checked_out(settings)
-    engine = _engine(settings, reporter, source.total)
+    engine = _engine(settings, reporter, source.total, source.wake)
     started = time.perf_counter()
     records: list[Record] = []
     report = RunReport(records)
@@ -242,8 +245,11 @@ def _remove_unused(out: Path) -> None:
         out.rmdir()
 
 
-def _engine(settings: Settings, reporter: Reporter, inputs: int | None) -> Engine:
-    """The cluster at --scheduler, else worker processes (--processes), else this process.
+def _engine(
+    settings: Settings, reporter: Reporter, inputs: int | None, wake: Callable[[], None]
+) -> Engine:
+    """The cluster at --scheduler, else worker processes (--processes), else this process
+    (`wake`: the source's, which a run in this process calls when a step finishes).
 
     Made before the lock, so that an unusable device or scheduler is exit 2
     with nothing written. Worker processes make this process's backend while
@@ -265,7 +271,7 @@ def _engine(settings: Settings, reporter: Reporter, inputs: int | None) -> Engin
         return LocalProcesses(count, settings, start_fork_server(), inputs, reporter.notice)
     params = settings.label_params()  # auto labels on the CPU while CUDA starts
     backend = make_backend(settings.device, workers, reporter.notice, settings.devices, params)
-    return _Local(backend, workers)
+    return _Local(backend, workers, wake)
 
 
 def _admitted(

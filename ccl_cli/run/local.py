@@ -129,9 +129,13 @@ class LocalRun:
         outcomes: Outcomes,
         workers: int,
         check_stop: Callable[[], None],
+        wake: Callable[[], None] | None = None,
     ):
+        """wake: called from the threads when a decode or a write ends, for a source that
+        pauses when woken (sources.py); without one, a pause waits for every step."""
         self.settings = settings
         self.check_stop = check_stop
+        self.wake = wake
         self.params: LabelParams = settings.label_params()
         self.backend = backend
         self.outcomes = outcomes
@@ -146,8 +150,8 @@ class LocalRun:
         """Decode, label and write every admitted record.
 
         A None among them says that the input paused (a stream, a watched
-        folder): what was admitted before it is labeled, written and reported
-        before the next one is taken.
+        folder): what has been read is labeled and what has been written is
+        reported, before the next input is taken (_catch_up).
         """
         reads: deque[tuple[Record, OutputPaths, Future[tuple[np.ndarray, float]]]] = deque()
         assert self.settings.out is not None
@@ -157,7 +161,7 @@ class LocalRun:
                 try:
                     for entry in admitted:
                         if entry is None:
-                            self._finish(reads)
+                            self._catch_up(reads) if self.wake else self._finish(reads)
                             continue
                         record, paths = entry
                         read = self._step(self.small, _read, record.item, self.settings)
@@ -183,6 +187,19 @@ class LocalRun:
         for key in list(self.groups):
             self._flush(key)
         self._drain_writes(0)
+
+    def _catch_up(
+        self, reads: deque[tuple[Record, OutputPaths, Future[tuple[np.ndarray, float]]]]
+    ) -> None:
+        """Label the inputs read so far (in arrival order, up to the first still being
+        read) and report the writes that ended, without waiting: the steps still
+        running wake the source when they end, which pauses again."""
+        while reads and reads[0][2].done():
+            self._take_read(*reads.popleft())
+        for key in list(self.groups):
+            self._flush(key)
+        while self.writes and self.writes[0][1].done():
+            self._drain_writes(len(self.writes) - 1)
 
     def _take_read(
         self, record: Record, paths: OutputPaths, future: Future[tuple[np.ndarray, float]]
@@ -218,7 +235,11 @@ class LocalRun:
         """function(*args) queued for the pool, or run in this thread now (`here`, after
         checking for a stop request, and interruptible); its result as a Future either way."""
         if not here:
-            return self.pool.submit(function, *args)
+            submitted = self.pool.submit(function, *args)
+            if self.wake is not None:
+                wake = self.wake
+                submitted.add_done_callback(lambda _: wake())
+            return submitted
         self.check_stop()
         future: Future[Any] = Future()
         try:

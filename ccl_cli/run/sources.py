@@ -1,11 +1,14 @@
 """Where a run's inputs come from: a list known at the start, or inputs that arrive over time.
 
 A source yields InputItems, and None where its input pauses: the engine then
-labels, writes and reports what it has before it takes more (a stream's
-batch window, a watched folder gone quiet). `windowed` makes those pauses
-for sources that arrive over time: a batch takes what arrives within the
-window after its first input, so a lone input waits at most the window and
-a steady stream makes batches as large as its rate.
+labels what it has read and reports what it has finished, without waiting
+for the rest (a stream's batch window, a watched folder gone quiet).
+`windowed` makes those pauses for sources that arrive over time: a batch
+takes what arrives within the window after its first input, so a lone input
+waits at most the window and a steady stream makes batches as large as its
+rate. While a source waits for input, the engine's threads `wake` it when a
+decode or a write finishes: it pauses then, so that the engine labels that
+image, or reports it, at once instead of after the next input.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ POLL_SECONDS = 0.2
 Arrival = InputItem | None
 
 #: take(timeout): the inputs that arrived, waiting up to `timeout` seconds for the
-#: first (an empty list when none came), or None once the input has ended.
+#: first (an empty list when none came or the source was woken), or None once the
+#: input has ended.
 Take = Callable[[float], "list[InputItem] | None"]
 
 
@@ -49,6 +53,10 @@ class Source(Protocol):
         """The inputs after the first `taken`, which a run that stopped did not get to."""
         ...
 
+    def wake(self) -> None:
+        """Have items() pause soon if it is waiting for input (any thread may call this)."""
+        ...
+
 
 @dataclass
 class ListSource:
@@ -70,11 +78,15 @@ class ListSource:
         """The inputs found after the first `taken`."""
         return self.found[taken:]
 
+    def wake(self) -> None:
+        """Nothing: a list is never waited for."""
+
 
 def windowed(
     take: Take, window_seconds: float, tick: Callable[[], None]
 ) -> Generator[Arrival, None, None]:
-    """The inputs `take` gives, with a None each time a batch window closes (module docstring).
+    """The inputs `take` gives, with a None each time a batch window closes, and each
+    time `take` comes back empty while no batch is open (woken: module docstring).
 
     While no batch is open, `tick` is called every POLL_SECONDS.
     """
@@ -90,6 +102,9 @@ def windowed(
         arrived = take(POLL_SECONDS if closes is None else closes - now)
         if arrived is None:
             return
-        if arrived and closes is None:
+        if closes is None:
+            if not arrived:
+                yield None
+                continue
             closes = time.monotonic() + window_seconds
         yield from arrived

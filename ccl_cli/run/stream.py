@@ -42,21 +42,26 @@ class StdinSource:
         self.listing = Listing(settings.relative_to)  # over the arguments and every line
         self.window_seconds = window_seconds
         self.stdin = stdin or sys.stdin
+        self.lines: _Lines | None = None
 
     def untaken(self, taken: int) -> list[InputItem]:
         """Nothing: what was not read was never an input."""
         return []
 
+    def wake(self) -> None:
+        """End a wait for the next line (sources.Source.wake)."""
+        if self.lines is not None:
+            self.lines.wake()
+
     def items(self, tick: Callable[[], None]) -> Generator[Arrival, None, None]:
         """The inputs of each argument, with the batch windows' pauses on stdin's."""
-        lines: _Lines | None = None
         for spec in self.specs:
             if spec != "-":
                 yield from self.listing.add(expand([spec], self.recursive))
                 continue
-            yield None  # what came before is finished before the stream starts
-            lines = lines or _Lines(self.stdin, self.null)
-            yield from windowed(partial(self._take, lines), self.window_seconds, tick)
+            yield None  # what came before is labeled without waiting for the stream
+            self.lines = self.lines or _Lines(self.stdin, self.null)
+            yield from windowed(partial(self._take, self.lines), self.window_seconds, tick)
 
     def _take(self, lines: _Lines, timeout: float) -> list[InputItem] | None:
         got = lines.take(timeout)
@@ -72,12 +77,16 @@ def _expand_line(line: str, recursive: bool) -> list[InputItem]:
     return expand_name(line, recursive)
 
 
+#: What wake() puts among the lines.
+_WAKE = object()
+
+
 class _Lines:
     """The non-empty names of a stream (lines, or NUL-separated with `null`; inputs.py's
     expand says what a name keeps), read by a daemon thread as they come."""
 
     def __init__(self, stream: IO[Any], null: bool) -> None:
-        self.queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self.queue: queue.SimpleQueue[str | object | None] = queue.SimpleQueue()
         self.ended = False
         threading.Thread(
             target=self._read, args=(stream, null), name="gccl-stdin", daemon=True
@@ -91,18 +100,23 @@ class _Lines:
         finally:
             self.queue.put(None)
 
+    def wake(self) -> None:
+        """End the wait of a take (it returns the lines that came, maybe none)."""
+        self.queue.put(_WAKE)
+
     def take(self, timeout: float) -> list[str] | None:
-        """The lines that arrived, waiting up to `timeout` for the first; None at the end."""
+        """The lines that arrived, waiting up to `timeout` for the first (or a wake);
+        None at the end."""
         if self.ended:
             return None
         try:
-            first = self.queue.get(timeout=max(0.0, timeout))
+            line = self.queue.get(timeout=max(0.0, timeout))
         except queue.Empty:
             return []
         got: list[str] = []
-        line: str | None = first
         while line is not None:
-            got.append(line)
+            if isinstance(line, str):
+                got.append(line)
             try:
                 line = self.queue.get_nowait()
             except queue.Empty:

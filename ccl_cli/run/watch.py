@@ -99,6 +99,10 @@ class WatchSource:
         """Nothing: a watch takes files as they come."""
         return []
 
+    def wake(self) -> None:
+        """End a wait for file events (sources.Source.wake)."""
+        self.events.put(("wake", ""))
+
     def items(self, tick: Callable[[], None]) -> Generator[Arrival, None, None]:
         """The files there now, then each new one once complete; ends only by tick's Stop."""
         observer = None if self.poll else self._observe()
@@ -172,7 +176,8 @@ class WatchSource:
         return items
 
     def _event(self, kind: str, where: str, ready: list[Path]) -> None:
-        """One file event: complete, created (settles), being written, deleted, or a folder."""
+        """One file event: complete, created (settles), being written, deleted, or a folder
+        (a wake is none of them)."""
         path = Path(where)
         if kind == "complete":
             self.settling.pop(path, None)

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import queue
 import select
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from cli_helpers import WAIT_SECONDS, files, gccl, make_inputs
 from clocks import TestClock
+from PIL import Image
 
+from ccl_cli.config import Settings
 from ccl_cli.io.inputs import InputItem
-from ccl_cli.run import command
+from ccl_cli.run import command, local, sources
 from ccl_cli.run.records import Record
 from ccl_cli.run.sources import windowed
 
@@ -90,8 +97,24 @@ def test_windowed_closes_a_batch_once_its_window_ends():
         return arrivals.pop(0)
 
     got = list(windowed(take, 0.0, lambda: ticks.append(1)))
-    assert got == [a, b, None, c, None]
+    assert got == [a, b, None, None, c, None, None]  # an empty take (a wake) pauses too
     assert ticks  # called while no batch was open
+
+
+def test_windowed_pauses_when_woken_and_keeps_an_open_window():
+    """An empty take with no batch open (a wake) is a pause; within an open window it is
+    not: the window still closes when its time is up, after what arrived within it."""
+    a, b = (InputItem(Path(name), Path(name)) for name in "ab")
+    arrivals: list[list[InputItem] | None] = [[], [a], [], [b], None]
+    asked: list[float] = []
+
+    def take(timeout: float) -> list[InputItem] | None:
+        asked.append(timeout)
+        return arrivals.pop(0)
+
+    got = list(windowed(take, 60.0, lambda: None))
+    assert got == [None, a, b]  # one batch: the window of a was still open for b
+    assert asked[2] > 59  # within the window, a take waits for what is left of it
 
 
 def test_stdin_lines_name_files_folders_and_globs(tmp_path: Path):
@@ -178,3 +201,52 @@ def test_a_slow_rewrite_is_made_less_often(tmp_path: Path, monkeypatch: pytest.M
     clock.now += command.LIVE_SUMMARY_SECONDS
     summary.maybe_write()
     assert written == [1, 2]
+
+
+class _Collected:
+    """A reporter that keeps the finished records on a queue."""
+
+    def __init__(self) -> None:
+        self.records: queue.SimpleQueue[Record] = queue.SimpleQueue()
+
+    def start(self, total: int | None) -> None:
+        pass
+
+    def finished(self, record: Record) -> None:
+        self.records.put(record)
+
+    def notice(self, message: str) -> None:
+        pass
+
+
+def test_an_input_is_reported_when_its_write_ends_not_when_the_next_line_comes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The write thread wakes the source waiting for the next line: the record comes as
+    soon as its outputs are written (an idle poll of a minute would be far too late)."""
+    monkeypatch.setattr(sources, "POLL_SECONDS", 60.0)
+    written = local._write
+
+    def slow_write(*args: object) -> object:
+        time.sleep(0.3)  # the source is waiting for input by then
+        return written(*args)
+
+    monkeypatch.setattr(local, "_write", slow_write)
+    image = tmp_path / "big.png"  # decoded in the pool: more than INLINE_BYTES
+    noise = np.random.default_rng(3).random((300, 400)) < 0.5
+    Image.fromarray((noise * 255).astype(np.uint8)).save(image)
+    read_end, write_end = os.pipe()
+    reporter = _Collected()
+    settings = Settings(out=tmp_path / "out", device="cpu")
+    with os.fdopen(read_end) as stdin, os.fdopen(write_end, "w") as lines:
+        run = threading.Thread(
+            target=command.run_label, args=(["-"], settings, reporter, stdin), daemon=True
+        )
+        run.start()
+        lines.write(f"{image}\n")
+        lines.flush()
+        record = reporter.records.get(timeout=WAIT_SECONDS / 2)
+        assert record.status == "ok"
+        assert Path(record.outputs["stats"]).is_file()
+    run.join(WAIT_SECONDS)
+    assert not run.is_alive()
