@@ -192,7 +192,8 @@ class LocalProcesses:
         A backend that could not be made (an unusable --device cuda) ends the
         run with its error, as soon as it is known (at the latest once every
         input is done, as when none needed labeling): no input was labeled,
-        so none was written.
+        so none was written. With --device auto (one device) nothing can fail
+        that way, so a run done before CUDA is ready does not wait for it.
         """
 
         def check() -> None:
@@ -203,7 +204,7 @@ class LocalProcesses:
         worker_settings = replace(settings, workers=self.threads, device="cpu", devices=None)
         runner = TaskRunner(self._submit, _cancel, "a worker process failed", self.task_size)
         runner.label(admitted, worker_settings, outcomes, check)
-        if self.making is not None:
+        if self.making is not None and not (settings.device == "auto" and not settings.devices):
             self.making.join()
         check()
 

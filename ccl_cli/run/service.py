@@ -122,7 +122,10 @@ class LabelingService:
         self.thread.start()
 
     def serve(self, backends: Sequence[Backend]) -> None:
-        """Answer with `backends` (one per GPU), or with "label on your own" when there are none."""
+        """Answer with `backends` (one per GPU), or with "label on your own" when there are none;
+        a service closed meanwhile (its run ended before the GPU was ready) serves nothing."""
+        if self.closed:
+            return
         self.backends = list(backends)
         if self.backends:
             self.labeler = DeviceLabeler(self.backends)

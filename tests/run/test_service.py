@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_helpers import files, gccl, make_inputs
+from cli_helpers import WAIT_SECONDS, files, gccl, make_inputs
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -385,6 +385,38 @@ def test_device_auto_without_a_gpu_labels_in_the_workers(tmp_path: Path):
     )
     assert result.exit_code == 0, result.output
     assert files(tmp_path / "many") == files(tmp_path / "one")
+
+
+def test_device_auto_ends_without_waiting_for_a_gpu_still_starting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The workers label on the CPU meanwhile, and the run ends when they are done."""
+    from typer.testing import CliRunner
+
+    from ccl_cli.cli import app
+
+    release = threading.Event()
+    made: list[CpuBackend] = []
+
+    def starting(*args: object, **kwargs: object) -> CpuBackend:
+        release.wait(WAIT_SECONDS)  # a GPU that is not ready before the run ends
+        made.append(CpuBackend(1))
+        return made[-1]
+
+    monkeypatch.setattr(processes, "make_backend", starting)
+    monkeypatch.setattr(processes, "cpu_only", lambda device, devices: False)
+    make_inputs(tmp_path / "in", 13, 40)
+    args = ["label", str(tmp_path / "in"), "-r", "--quiet", "--device", "auto"]
+    try:
+        result = CliRunner().invoke(
+            app, [*args, "--out", str(tmp_path / "out"), "--processes", "2"]
+        )
+        assert not made  # the run did not wait for the backend
+    finally:
+        release.set()
+    assert result.exit_code == 0, result.output
+    with open(tmp_path / "out" / "summary.csv", newline="") as handle:
+        assert [row["status"] for row in csv.DictReader(handle)] == ["ok"] * 13
 
 
 def test_an_unusable_device_found_while_workers_start_is_exit_2_with_nothing_written(
