@@ -14,11 +14,11 @@ commands (a fresh Python each, start-up included), median of --repeat runs:
   255 on 0), the defaults. The peer labels with cv2.connectedComponentsWithStats;
   with --peer-processes 1 it is a plain loop in one process (no pool).
 
-Every run writes into an empty folder, and the peer's runs alternate with
-gccl's (one of each configuration in turn), so that both meet the same file
-system and the same load. gccl runs with --json, and the times its first
-and last record lines came are reported too: before the first is start-up,
-after the last the exit.
+Every run writes into a new folder (all deleted at the end: see main), and
+the peer's runs alternate with gccl's (one of each configuration in turn), so
+that both meet the same file system and the same load. gccl runs with
+--json, and the times its first and last record lines came are reported too:
+before the first is start-up, after the last the exit.
 The peer is a multiprocessing Pool of --peer-processes workers with one
 OpenCV thread each. Labeling's share of gccl's wall time is measured apart:
 the same images, decoded beforehand and stacked in page-locked memory as
@@ -294,6 +294,13 @@ def main() -> None:
     sources = {"depth": args.depth_source, "docs": args.docs_source}
     counts = {"depth": args.depth_count, "docs": args.docs_count}
     results = []
+    # Every run writes into a new folder, and the outputs are deleted only at the end: an
+    # ext4 file system without a journal makes creating files slow for a minute or more
+    # after many were deleted (it passes over the inodes just freed), which a user's job
+    # does not pay; deleting between runs made file creation a tenth of a 2-core run.
+    outputs = (args.work / "peer", args.work / "gccl")
+    for folder in outputs:
+        shutil.rmtree(folder, ignore_errors=True)
     for kind in args.jobs.split(","):
         options, pattern = JOBS[kind]
         folder = args.work / "in" / kind
@@ -333,11 +340,13 @@ def main() -> None:
         ]
         peer_runs: list[float] = []
         runs: list[list[tuple[float, float, float]]] = [[] for _ in configurations]
-        for _ in range(args.repeat):  # alternated, each into an empty folder
-            shutil.rmtree(peer_out, ignore_errors=True)
+        for repeat in range(args.repeat):  # alternated, each into a new folder (main)
+            peer_out = args.work / "peer" / kind / str(repeat)
+            peer[-2] = str(peer_out)
             peer_runs.append(timed(peer, env))
+            outs = [args.work / "gccl" / kind / f"{i}-{repeat}" for i in range(len(configurations))]
             for out, command, times in zip(outs, commands, runs, strict=True):
-                shutil.rmtree(out, ignore_errors=True)
+                command[command.index("--out") + 1] = str(out)
                 times.append(timed_records(command, env))
         peer_seconds = statistics.median(peer_runs)
         row = {
@@ -389,6 +398,8 @@ def main() -> None:
                 f"(first pass, with each shape's one-time set-up: "
                 f"{row['labeling_first_pass_seconds']:.3f} s)"
             )
+    for folder in outputs:
+        shutil.rmtree(folder, ignore_errors=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 
