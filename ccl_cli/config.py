@@ -49,7 +49,7 @@ class Settings:
     fail_fast: bool = False
     fsync: bool = True
     batch_size: int | str = "auto"
-    batch_window: int | float = 5.0
+    batch_window: int | float = 0.0
     device: str = "auto"
     devices: str | None = None
     workers: int | None = None

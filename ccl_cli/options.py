@@ -350,10 +350,11 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "batch_window",
-        5.0,
+        0.0,
         "MS",
-        "Inputs that arrive over time (stdin, gccl watch): a batch takes what arrives "
-        "within MS milliseconds of its first input.",
+        "Inputs that arrive over time (stdin, gccl watch): a batch waits up to MS "
+        "milliseconds after its first input for more (0: a batch is what has been read "
+        "by the time labeling is free).",
         _non_negative,
     ),
     Option(

@@ -39,7 +39,7 @@ START_AFTER_SECONDS = 0.5
 #: The least share of the time since the CPU began labeling that it spent labeling.
 BUSY_SHARE = 0.5
 #: Images per batch, on average, that mean inputs were waiting for the labeling: a
-#: stream the CPU keeps up with has its batch window's arrivals, one or two.
+#: stream the CPU keeps up with has what arrived while the last batch was labeled, one or two.
 BEHIND_IMAGES = 4
 #: Shortest period over which these are measured before the count starts anew.
 PERIOD_SECONDS = 2.0
