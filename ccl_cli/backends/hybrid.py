@@ -45,6 +45,46 @@ BEHIND_IMAGES = 4
 PERIOD_SECONDS = 2.0
 
 
+class CpuLoad:
+    """Whether CPU labeling is what a run waits for (module docstring), from the CPU
+    batches it labels: `count` says when the GPU's start is due.
+
+    behind_images: the average images per batch that also mean it (inputs were
+    waiting); None leaves that sign out, for worker processes, whose tasks
+    always hand them batches of several images.
+    """
+
+    def __init__(self, behind_images: int | None = BEHIND_IMAGES) -> None:
+        self.behind_images = behind_images
+        self._busy = 0.0  # seconds of CPU labeling since self._since
+        self._batches = 0  # CPU batches since self._since, and their images
+        self._images = 0
+        self._since: float | None = None  # None: before the first CPU batch ended
+
+    def count(self, began: float, ended: float, images: int) -> bool:
+        """Add one CPU batch (monotonic times); whether the GPU's start is due.
+
+        The first batch does not count: its time is mostly the engine's one-time
+        start (loading its compiled kernels, or compiling them on a new machine).
+        """
+        if self._since is None:
+            self._since = ended
+            return False
+        self._busy += ended - began
+        self._batches += 1
+        self._images += images
+        elapsed = ended - self._since
+        behind = self.behind_images is not None and (
+            self._images >= self.behind_images * self._batches
+        )
+        waited_for = self._busy >= BUSY_SHARE * elapsed or behind
+        if self._busy >= START_AFTER_SECONDS and waited_for:
+            return True
+        if elapsed >= PERIOD_SECONDS and not waited_for:
+            self._since, self._busy, self._batches, self._images = ended, 0.0, 0, 0
+        return False
+
+
 class HybridBackend:
     """The CPU backend until the one `start` makes is ready, then that one (module docstring).
 
@@ -72,10 +112,7 @@ class HybridBackend:
         self._thread = threading.Thread(
             target=self._start, args=(start, why), name="gccl-gpu-start", daemon=True
         )
-        self._busy = 0.0  # seconds of CPU labeling since self._since
-        self._batches = 0  # CPU batches since self._since, and their images
-        self._images = 0
-        self._since: float | None = None  # None: before the first CPU batch ended
+        self._load = CpuLoad()
         self._started = False
         if START_AFTER_SECONDS <= 0:
             self._start_gpu()
@@ -133,30 +170,9 @@ class HybridBackend:
         began = time.monotonic()
         result = self.cpu.label(batch, params, out, narrow)
         result.backend = result.backend or self.cpu.name
-        if not self._started:
-            self._count(began, time.monotonic(), len(batch))
-        return result
-
-    def _count(self, began: float, ended: float, images: int) -> None:
-        """Add one CPU batch to the counts; start the GPU when it is due (module docstring).
-
-        The first batch does not count: its time is mostly the engine's one-time
-        start (loading its compiled kernels, or compiling them on a new machine).
-        """
-        if self._since is None:
-            self._since = ended
-            return
-        self._busy += ended - began
-        self._batches += 1
-        self._images += images
-        elapsed = ended - self._since
-        waited_for = (
-            self._busy >= BUSY_SHARE * elapsed or self._images >= BEHIND_IMAGES * self._batches
-        )
-        if self._busy >= START_AFTER_SECONDS and waited_for:
+        if not self._started and self._load.count(began, time.monotonic(), len(batch)):
             self._start_gpu()
-        elif elapsed >= PERIOD_SECONDS and not waited_for:
-            self._since, self._busy, self._batches, self._images = ended, 0.0, 0, 0
+        return result
 
     def per_device(self) -> list[Backend]:
         """This backend: it labels on one device at a time."""

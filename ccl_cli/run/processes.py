@@ -119,6 +119,8 @@ class LocalProcesses:
         self.service: LabelingService | None = None
         self.backend_error: BaseException | None = None
         self.making: threading.Thread | None = None
+        #: Whether the backend is made only once a worker asks for it (_start_backend).
+        self.on_request = settings.device == "auto" and not settings.devices
         if not cpu_only(settings.device, settings.devices):  # else the workers label alone
             self._start_backend(count, settings, notice)
         self.lock = threading.Lock()
@@ -127,7 +129,13 @@ class LocalProcesses:
 
     def _start_backend(self, count: int, settings: Settings, notice: Callable[[str], None]) -> None:
         """The backend made in a thread for the service to hand out; without a service
-        (no shared memory here), made now, so that an unusable device fails the run."""
+        (no shared memory here), made now, so that an unusable device fails the run.
+
+        With --device auto on one device the thread starts only when a worker asks for
+        the GPU (service.py: its CPU labeling is what it waits for); a job done sooner
+        never pays for CUDA's start, which competes with the run for this process's
+        GIL and a core for about a second.
+        """
         from .service import SHARED_MEMORY, LabelingService
 
         if not SHARED_MEMORY:  # workers label on their own: check the device first
@@ -136,11 +144,13 @@ class LocalProcesses:
                 raise self.backend_error
             return
         auto = settings.device == "auto"  # CPU labeling while the GPU starts
-        self.service = LabelingService(count, auto, notice, self.context)
         self.making = threading.Thread(
             target=self._make_backend, args=(settings, notice), name="gccl-backend", daemon=True
         )
-        self.making.start()
+        start = self.making.start if self.on_request else None
+        self.service = LabelingService(count, auto, notice, self.context, start)
+        if start is None:
+            self.making.start()
 
     def _make_backend(self, settings: Settings, notice: Callable[[str], None]) -> None:
         """Make the backend and hand it to the service (its failure ends the run: label)."""
@@ -193,7 +203,8 @@ class LocalProcesses:
         run with its error, as soon as it is known (at the latest once every
         input is done, as when none needed labeling): no input was labeled,
         so none was written. With --device auto (one device) nothing can fail
-        that way, so a run done before CUDA is ready does not wait for it.
+        that way, so a run done before CUDA is ready (or asked for) does not wait
+        for it.
         """
 
         def check() -> None:
@@ -204,7 +215,7 @@ class LocalProcesses:
         worker_settings = replace(settings, workers=self.threads, device="cpu", devices=None)
         runner = TaskRunner(self._submit, _cancel, "a worker process failed", self.task_size)
         runner.label(admitted, worker_settings, outcomes, check)
-        if self.making is not None and not (settings.device == "auto" and not settings.devices):
+        if self.making is not None and not self.on_request:
             self.making.join()
         check()
 

@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import secrets
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -45,6 +46,7 @@ from ..backends.base import (
     nothing_to_undo,
 )
 from ..backends.cuda.backend import HOST_BATCH_BYTES
+from ..backends.hybrid import CpuLoad
 from ..backends.steps import StepRunner
 from ..contract.params import LabelParams
 
@@ -90,7 +92,9 @@ class LabelingService:
     start. Workers see that from a flag the address carries, without a round
     trip to this process, whose GIL CUDA's start holds for long stretches;
     and a GPU that fails is dropped with one notice, its batch and the rest
-    labeled by the workers. A CPU backend is not served:
+    labeled by the workers. With `start`, the backend is made only once a
+    worker asks for the GPU: one whose CPU labeling is what it waits for
+    (hybrid.CpuLoad), so a short job never starts CUDA. A CPU backend is not served:
     the workers, which have the cores, are told to label on their own. With
     several GPUs (--devices), worker connections take them in turn.
     """
@@ -101,8 +105,11 @@ class LabelingService:
         cpu_meanwhile: bool = False,
         notice: Callable[[str], None] = lambda message: None,
         context: Any = multiprocessing,
+        start: Callable[[], None] | None = None,
     ) -> None:
-        """context: the multiprocessing context the workers start in (the flag's)."""
+        """context: the multiprocessing context the workers start in (the flag's).
+        start: begins making the backend, called once, when a worker first asks for the
+        GPU (with cpu_meanwhile; None: it is being made already)."""
         authkey = secrets.token_bytes(32)
         self.listener = Listener(family="AF_UNIX", authkey=authkey)
         budget = max(1 << 20, HOST_BATCH_BYTES // max(1, workers))
@@ -110,6 +117,7 @@ class LabelingService:
         self.address = ServiceAddress(str(self.listener.address), authkey, budget, self.serving)
         self.ready = threading.Event()
         self.cpu_meanwhile = cpu_meanwhile
+        self.start = start
         self.notice = notice
         self.lock = threading.Lock()
         self.backends: list[Backend] = []
@@ -197,6 +205,9 @@ class LabelingService:
                     finally:
                         os.close(handle)
                     continue
+                if request[0] == "start":
+                    self._start_once()
+                    continue
                 _, batch, out, params, narrow = request
                 if self.cpu_meanwhile and not self.ready.is_set():
                     connection.send(("cpu", None))  # this batch only: ask again next time
@@ -227,6 +238,13 @@ class LabelingService:
             for block in blocks.values():
                 with suppress(BufferError):  # a view still alive: the mapping ends with it
                     block.close()
+
+    def _start_once(self) -> None:
+        """Begin making the backend, the first time a worker asks for the GPU."""
+        with self.lock:
+            start, self.start = self.start, None
+        if start is not None:
+            start()
 
     def _drop(self, why: str) -> None:
         """Serve no GPU from now on (workers label on their own), saying so once."""
@@ -296,6 +314,8 @@ class ServedBackend:
         self.blocks = _SharedBlocks()
         self.local: Backend | None = None  # set when the service serves no GPU
         self.cpu: Backend | None = None
+        self.load = CpuLoad(behind_images=None)  # whether to ask for the GPU
+        self.asked = False
 
     def per_device(self) -> list[Backend]:
         """This backend."""
@@ -329,8 +349,12 @@ class ServedBackend:
         if self.local is not None:
             return self._locally(self.local, batch, params, out, narrow)
         serving = self.address.serving
-        if serving is not None and not serving.is_set():  # the GPU is starting (--device auto)
-            return self._locally(self._cpu(), batch, params, out, narrow)
+        if serving is not None and not serving.is_set():  # no GPU yet (--device auto)
+            began = time.monotonic()
+            result = self._locally(self._cpu(), batch, params, out, narrow)
+            if not self.asked and self.load.count(began, time.monotonic(), len(result.tables)):
+                self._ask_for_the_gpu()
+            return result
         batch = np.asarray(batch)
         batch_slot = self.blocks.locate(batch)
         if batch_slot is None:  # not stacked in empty_batch's memory: copied there
@@ -357,6 +381,12 @@ class ServedBackend:
             np.copyto(out, labels)
             labels = out
         return replace(answer, labels=labels, backend="cuda")  # it serves GPUs only
+
+    def _ask_for_the_gpu(self) -> None:
+        """Have the service begin making the GPU backend (once; no answer comes)."""
+        with self.lock:
+            self._connection().send(("start",))
+        self.asked = True
 
     @staticmethod
     def _locally(

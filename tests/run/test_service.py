@@ -12,13 +12,16 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from cli_helpers import WAIT_SECONDS, files, gccl, make_inputs
+from clocks import TestClock
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ccl_cli.backends import hybrid
 from ccl_cli.backends.base import WARM_UP_DTYPES, Backend, warm_up
 from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.contract.params import LabelParams
@@ -306,6 +309,55 @@ def serve_the_cpu_as_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(processes, "cpu_only", lambda device, devices: False)
 
 
+def test_a_worker_asks_for_the_gpu_once_its_cpu_labeling_is_what_it_waits_for(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """With a service that makes its backend on request (--device auto), a worker whose
+    batches come back to back asks once; its later batches go to the GPU once served."""
+    monkeypatch.setattr(hybrid, "START_AFTER_SECONDS", 0.0)
+    asked: list[int] = []
+    service = LabelingService(workers=1, cpu_meanwhile=True, start=lambda: asked.append(1))
+    backend = ServedBackend(service.address, threads=1)
+    try:
+        for seed in range(3):  # the first batch is not counted (the engine's start)
+            got = backend.label(random_batch(backend, (2, 20, 30), seed), LabelParams())
+            assert got.backend == "cpu"
+        deadline = time.monotonic() + WAIT_SECONDS
+        while not asked and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert asked == [1]  # once, however many batches asked
+        service.serve([_Served()])
+        assert backend.label(random_batch(backend, (2, 20, 30), 3), LabelParams()).backend == "cuda"
+    finally:
+        assert backend.connection is not None
+        backend.connection.close()
+        service.close()
+
+
+def test_a_worker_that_labels_a_small_share_of_its_time_never_asks_for_the_gpu(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    clock = TestClock()
+    monkeypatch.setattr(service_module, "time", clock)
+
+    class TimedCpu(CpuBackend):  # labels in 2 ms of the test clock
+        def label(self, *args: Any, **kwargs: Any) -> Any:
+            clock.now += 0.002
+            return super().label(*args, **kwargs)
+
+    service = LabelingService(workers=1, cpu_meanwhile=True, start=lambda: None)
+    backend = ServedBackend(service.address, threads=1)
+    backend.cpu = TimedCpu(1)
+    batch = random_batch(backend, (8, 20, 30), 0)  # batches of many images: not a sign here
+    try:
+        for _ in range(2000):  # 20 s of batches, each labeled in 2 ms of every 10
+            assert backend.label(batch, LabelParams()).backend == "cpu"
+            clock.now += 0.008
+        assert backend.connection is None  # never asked
+    finally:
+        service.close()
+
+
 def test_without_a_gpu_to_serve_the_worker_labels_on_its_own():
     service = LabelingService(workers=1)
     service.serve([])
@@ -395,6 +447,12 @@ def test_device_auto_ends_without_waiting_for_a_gpu_still_starting(
 
     from ccl_cli.cli import app
 
+    class AskedAtOnce(LabelingService):  # as if a worker asked for the GPU at once
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._start_once()
+
+    monkeypatch.setattr(service_module, "LabelingService", AskedAtOnce)
     release = threading.Event()
     made: list[CpuBackend] = []
 
