@@ -242,12 +242,19 @@ class OutDir:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def write(self, path: Path, data: bytes, durable: bool = True) -> None:
+    def write(
+        self, path: Path, data: bytes, durable: bool = True, after_ns: int | None = None
+    ) -> None:
         """Write `data` to `path` so that readers only ever see the whole file.
 
         durable: flush it to disk before the rename (--fsync); without, a power
         cut soon after may leave an empty or an older file, never a partial one
         in a running system.
+        after_ns: a time (an input's modification) the file's modification time
+        must be later than: the file system's clock ticks every few milliseconds,
+        so a file written soon after its input was may get the same time, which
+        would make it look older than its input (run/freshness.py); it is then
+        stamped 1 ns later.
 
         Raises InputError when `path` leaves --out, when a folder on the way
         or `path` itself is a link or not a regular file (nothing is replaced).
@@ -263,6 +270,8 @@ class OutDir:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
+                if after_ns is not None and os.fstat(fd).st_mtime_ns <= after_ns:
+                    os.utime(fd, ns=(after_ns + 1, after_ns + 1))
                 if durable:
                     os.fsync(fd)
                 _changing()

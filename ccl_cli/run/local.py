@@ -20,6 +20,7 @@ nothing is written outside --out or through a link there.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -59,12 +60,18 @@ POLL_SECONDS = 0.1
 STOP_GRACE_SECONDS = 2.0
 
 
+#: A decoded input: the image, the seconds decoding took, the input's modification time.
+_Read = tuple[np.ndarray, float, int | None]
+
+
 @dataclass
 class _Decoded:
     record: Record
     paths: OutputPaths
     values: np.ndarray
     decode_seconds: float
+    #: The input's modification time before it was read (None: unknown).
+    modified_ns: int | None
 
 
 def label_admitted(
@@ -153,7 +160,7 @@ class LocalRun:
         folder): what has been read is labeled and what has been written is
         reported, before the next input is taken (_catch_up).
         """
-        reads: deque[tuple[Record, OutputPaths, Future[tuple[np.ndarray, float]]]] = deque()
+        reads: deque[tuple[Record, OutputPaths, Future[_Read]]] = deque()
         assert self.settings.out is not None
         self.pool = pool = _Threads(self.workers)
         try:
@@ -178,9 +185,7 @@ class LocalRun:
         finally:
             pool.close()
 
-    def _finish(
-        self, reads: deque[tuple[Record, OutputPaths, Future[tuple[np.ndarray, float]]]]
-    ) -> None:
+    def _finish(self, reads: deque[tuple[Record, OutputPaths, Future[_Read]]]) -> None:
         """Label and write everything read or being read, and report it."""
         while reads:
             self._take_read(*reads.popleft())
@@ -188,9 +193,7 @@ class LocalRun:
             self._flush(key)
         self._drain_writes(0)
 
-    def _catch_up(
-        self, reads: deque[tuple[Record, OutputPaths, Future[tuple[np.ndarray, float]]]]
-    ) -> None:
+    def _catch_up(self, reads: deque[tuple[Record, OutputPaths, Future[_Read]]]) -> None:
         """Label the inputs read so far (in arrival order, up to the first still being
         read) and report the writes that ended, without waiting: the steps still
         running wake the source when they end, which pauses again."""
@@ -201,11 +204,9 @@ class LocalRun:
         while self.writes and self.writes[0][1].done():
             self._drain_writes(len(self.writes) - 1)
 
-    def _take_read(
-        self, record: Record, paths: OutputPaths, future: Future[tuple[np.ndarray, float]]
-    ) -> None:
+    def _take_read(self, record: Record, paths: OutputPaths, future: Future[_Read]) -> None:
         try:
-            values, seconds = _result(future, self.check_stop)
+            values, seconds, modified_ns = _result(future, self.check_stop)
         except GcclError as error:
             self.outcomes.fail(record, str(error))
             return
@@ -223,7 +224,7 @@ class LocalRun:
             return
         key = (values.shape, str(values.dtype))
         group = self.groups.setdefault(key, [])
-        group.append(_Decoded(record, paths, values, seconds))
+        group.append(_Decoded(record, paths, values, seconds, modified_ns))
         self.pending_bytes += values.nbytes
         if len(group) >= self._batch_size(values):
             self._flush(key)
@@ -346,13 +347,19 @@ class LocalRun:
             self.outcomes.finished(record)
 
 
-def _read(item: InputItem, settings: Settings) -> tuple[np.ndarray, float]:
-    """Decode one input (in a worker thread); returns the image and the seconds it took."""
+def _read(item: InputItem, settings: Settings) -> _Read:
+    """Decode one input (in a worker thread); its modification time is taken first, so
+    that it is that of the version read or an earlier one (the statistics CSV is
+    stamped later than it: outputs.OutDir.write)."""
     started = time.perf_counter()
+    try:
+        modified_ns: int | None = os.stat(item.path).st_mtime_ns
+    except (OSError, ValueError):
+        modified_ns = None  # reading it fails too, with the reason
     values = images.read_image(
         item.path, settings.color_to_gray, settings.max_image_bytes, page=item.page
     )
-    return values, time.perf_counter() - started
+    return values, time.perf_counter() - started, modified_ns
 
 
 def _write(
@@ -394,6 +401,6 @@ def _write(
     if outlines is not None:
         out.write(paths.polygons, geojson(outlines), settings.fsync)
         outputs["polygons"] = str(paths.polygons)
-    out.write(paths.stats, stats_csv(table).encode("utf-8"), settings.fsync)
+    out.write(paths.stats, stats_csv(table).encode("utf-8"), settings.fsync, decoded.modified_ns)
     outputs["stats"] = str(paths.stats)
     return outputs, time.perf_counter() - started

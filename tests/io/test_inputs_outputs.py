@@ -16,6 +16,7 @@ from ccl_cli.errors import UsageError
 from ccl_cli.io.inputs import check_out_location, expand
 from ccl_cli.io.outputs import (
     LOCK_NAME,
+    OutDir,
     OutputLock,
     RunInputs,
     atomic_write,
@@ -176,3 +177,17 @@ def test_lock_of_a_killed_run_is_taken_over(tmp_path: Path) -> None:
     assert (tmp_path / LOCK_NAME).exists()
     with OutputLock(tmp_path):
         assert f"pid {os.getpid()}" in (tmp_path / LOCK_NAME).read_text()
+
+
+def test_a_file_written_in_its_inputs_clock_tick_is_stamped_later_than_the_input(
+    tmp_path: Path,
+) -> None:
+    """The file system's clock is coarse: an output written in the tick its input was
+    gets a later time, so --skip-existing does not take it for older than its input."""
+    future = time.time_ns() + 10**10  # an input stamped after the write's clock reading
+    with OutDir(tmp_path) as folder:
+        folder.write(tmp_path / "late.csv", b"a", after_ns=future)
+        folder.write(tmp_path / "plain.csv", b"b", after_ns=0)  # already later: unchanged
+    assert (tmp_path / "late.csv").stat().st_mtime_ns == future + 1
+    assert (tmp_path / "late.csv").read_bytes() == b"a"
+    assert 0 < (tmp_path / "plain.csv").stat().st_mtime_ns < future
