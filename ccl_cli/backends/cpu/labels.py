@@ -1,12 +1,12 @@
-"""The CPU labeling engine: compiled loops (src/engine.c, loaded by native.py) over row
-strips, on every core.
+"""The CPU labeling engine: compiled loops (ccl_cli/native/src/engine.c, loaded by
+ccl_cli.native) over row strips, on every core.
 
 Each image of a batch is cut into row strips, enough to keep the threads busy
 (one strip per image when the batch has as many images as threads). Strips
 are labeled at once (labels and per-run statistics in one pass), their seams
 joined, and every label image written in one more pass; the order of the
 labels and every statistic are those of the README's contract whatever the
-strips and the threads (src/engine.h says why). This module plans the strips,
+strips and the threads (native/src/engine.h says why). This module plans the strips,
 holds the working arrays and hands ranges of strips or images to the threads.
 """
 
