@@ -59,8 +59,8 @@ class StdinSource:
             if spec != "-":
                 yield from self.listing.add(expand([spec], self.recursive))
                 continue
+            self.lines = self.lines or _Lines(self.stdin, self.null)  # (wake needs it)
             yield None  # what came before is labeled without waiting for the stream
-            self.lines = self.lines or _Lines(self.stdin, self.null)
             yield from windowed(partial(self._take, self.lines), self.window_seconds, tick)
 
     def _take(self, lines: _Lines, timeout: float) -> list[InputItem] | None:
