@@ -383,10 +383,12 @@ class ServedBackend:
         return replace(answer, labels=labels, backend="cuda")  # it serves GPUs only
 
     def _ask_for_the_gpu(self) -> None:
-        """Have the service begin making the GPU backend (once; no answer comes)."""
-        with self.lock:
-            self._connection().send(("start",))
+        """Have the service begin making the GPU backend (once; no answer comes). A service
+        that cannot be reached is not asked: this worker labels on its own meanwhile, and a
+        request for a batch says what went wrong."""
         self.asked = True
+        with self.lock, suppress(OSError):
+            self._connection().send(("start",))
 
     @staticmethod
     def _locally(
