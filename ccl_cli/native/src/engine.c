@@ -132,32 +132,47 @@ static inline int32_t join_label(int32_t *parent, int32_t label, int32_t q) {
     return label != q ? unite(parent, label, q) : label;
 }
 
-/* A tau row: join every neighbour m says joins (joins is not transitive); m[x]: 1
- * foreground, 2 joins left, 4 joins up, 8 joins up-left, 16 joins up-right. */
+/* A tau row, run by run: a run is a foreground pixel (m[x] odd) and the pixels after it
+ * that join their left neighbour (m[x] & 2), so it is one set and takes one label. Each
+ * of its pixels joins the labels of the row above that m says it joins (4 up, 8 up-left,
+ * 16 up-right; joins is not transitive, so every pixel counts); a run of the row above
+ * has one label, so a label equal to the last one joined is passed over. A run that
+ * joins none makes a label at its first pixel: labels are made in raster order of each
+ * new set's first pixel. runs[2 i], runs[2 i + 1] = start and end (exclusive) of run i;
+ * returns their number, with *n the last label made. */
 static int64_t tau_row(const uint8_t *m, const int32_t *up, int32_t *cur, int32_t *parent,
-                       gccl_record *acc, int64_t n, int64_t off, int64_t width) {
-    for (int64_t x = 0; x < width; x++) {
-        uint8_t k = m[x];
-        if (k == 0) {
-            cur[x] = 0;
+                       gccl_record *acc, int64_t *n, int64_t off, int64_t width,
+                       int64_t *runs) {
+    int64_t k = 0, x = 0;
+    while (x < width) {
+        if (m[x] == 0) {
+            cur[x++] = 0;
             continue;
         }
-        int32_t label = (k & 2) ? cur[x - 1] : 0;
-        if (k & 4) label = join_label(parent, label, up[x]);
-        if (k & 8) label = join_label(parent, label, up[x - 1]);
-        if (k & 16) label = join_label(parent, label, up[x + 1]);
+        int64_t x0 = x;
+        int32_t label = 0, last = 0;
+        do {
+            uint8_t j = m[x];
+            if (j & 8 && up[x - 1] != last) label = join_label(parent, label, last = up[x - 1]);
+            if (j & 4 && up[x] != last) label = join_label(parent, label, last = up[x]);
+            if (j & 16 && up[x + 1] != last) label = join_label(parent, label, last = up[x + 1]);
+            x++;
+        } while (x < width && (m[x] & 2));
         if (label == 0) {
-            n = new_label(parent, acc, n, off);
-            label = (int32_t)n;
+            *n = new_label(parent, acc, *n, off);
+            label = (int32_t)*n;
         }
-        cur[x] = label;
+        for (int64_t i = x0; i < x; i++) cur[i] = label;
+        runs[2 * k] = x0;
+        runs[2 * k + 1] = x;
+        k++;
     }
-    return n;
+    return k;
 }
 
 typedef void (*row_rule)(const void *pixels, int64_t width, int64_t rule, double a, uint8_t *fg);
 typedef void (*row_float64)(const void *pixels, int64_t width, double *f);
-typedef void (*run_statistics)(const gccl_batch *, const uint8_t *, const int32_t *,
+typedef void (*run_statistics)(const gccl_batch *, const int64_t *, int64_t, const int32_t *,
                                const void *, int64_t, int64_t);
 
 /* The largest integer difference within `tau` (0 for a NaN or negative tau: equal values
@@ -225,7 +240,7 @@ typedef int64_t (*strip_labeling)(const gccl_batch *, const uint8_t *, row_rule,
                                   int64_t *, int64_t *);
 typedef int64_t (*tau_labeling)(const gccl_batch *, const uint8_t *, const uint8_t *,
                                 run_statistics, int32_t *, int32_t *, int64_t, int64_t, int64_t,
-                                uint8_t *, uint8_t *, uint8_t *);
+                                uint8_t *, uint8_t *, uint8_t *, int64_t *);
 typedef void (*mean_terms)(const gccl_batch *, const void *, const int32_t *, const int32_t *,
                            int64_t, int64_t, int64_t);
 
@@ -278,7 +293,7 @@ EXPORT int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
         int64_t last;
         if (b->tau_mode) {
             last = TAU_STRIP[b->image_type](b, image, values, TAU_RUNS[b->value_type], prov,
-                                            parent, r0, r1, off, fg, fg + width, fg + 2 * width);
+                                            parent, r0, r1, off, fg, fg + width, fg + 2 * width, runs);
         } else {
             last = BINARY_STRIP[b->value_type](b, image, FOREGROUND_ROW[b->image_type], values,
                                                prov, parent, r0, r1, off, fg, runs,

@@ -153,22 +153,14 @@ static int64_t CAT(binary_strip, SUFFIX)(const gccl_batch *b, const uint8_t *ima
     return n;
 }
 
-/* The statistics of a tau row: each run (a foreground pixel, cont[x] odd, and the pixels
- * after it that join their left neighbour, cont[x] & 2) is in one set, so it is summed
- * into the record of its first pixel's label. */
-static void CAT(tau_runs, SUFFIX)(const gccl_batch *b, const uint8_t *cont, const int32_t *cur,
-                                  const void *value_row, int64_t y, int64_t off) {
-    const int64_t width = b->width;
+/* The statistics of a tau row's runs (tau_row), each summed into its label's record. */
+static void CAT(tau_runs, SUFFIX)(const gccl_batch *b, const int64_t *runs, int64_t k,
+                                  const int32_t *cur, const void *value_row, int64_t y,
+                                  int64_t off) {
     const PIXEL *vrow = (const PIXEL *)value_row;
-    int64_t x = 0;
-    while (x < width) {
-        if (cont[x] == 0) {
-            x++;
-            continue;
-        }
-        int64_t x0 = x++;
-        while (x < width && (cont[x] & 2)) x++;
-        CAT(add_run, SUFFIX)(&b->acc[off + cur[x0]], vrow, x0, x, y);
+    for (int64_t i = 0; i < k; i++) {
+        int64_t s = runs[2 * i], e = runs[2 * i + 1];
+        CAT(add_run, SUFFIX)(&b->acc[off + cur[s]], vrow, s, e, y);
     }
 }
 
@@ -186,11 +178,13 @@ static void CAT(tau_runs, SUFFIX)(const gccl_batch *b, const uint8_t *cont, cons
 
 /* Tau first pass over rows r0..r1-1 of one image (as binary_strip, each pixel on its
  * own): m[x] says which neighbours pixel x joins (tau_row), compared in the pixel type
- * for integers. fg and fg_above: this row's foreground and the row above's. */
+ * for integers. fg and fg_above: this row's foreground and the row above's; run_list:
+ * the row's runs (2 * width). */
 static int64_t CAT(tau_strip, SUFFIX)(const gccl_batch *b, const uint8_t *image,
                                       const uint8_t *values, run_statistics runs, int32_t *prov,
                                       int32_t *parent, int64_t r0, int64_t r1, int64_t off,
-                                      uint8_t *fg, uint8_t *fg_above, uint8_t *m) {
+                                      uint8_t *fg, uint8_t *fg_above, uint8_t *m,
+                                      int64_t *run_list) {
     const int64_t width = b->width;
     const int64_t value_row = width * type_bytes(b->value_type);
     const PIXEL *pixels = (const PIXEL *)image;
@@ -224,8 +218,9 @@ static int64_t CAT(tau_strip, SUFFIX)(const gccl_batch *b, const uint8_t *image,
             }
         }
         int32_t *cur = prov + y * width;
-        n = tau_row(m, y > r0 ? cur - width : cur, cur, parent, b->acc, n, off, width);
-        runs(b, m, cur, values + y * value_row, y, off);
+        int64_t k = tau_row(m, y > r0 ? cur - width : cur, cur, parent, b->acc, &n, off, width,
+                            run_list);
+        runs(b, run_list, k, cur, values + y * value_row, y, off);
         uint8_t *swap = fg;
         fg = fg_above;
         fg_above = swap;
