@@ -153,7 +153,7 @@ class ConsoleReporter:
 
 def _closing_line(report: RunReport) -> str:
     done, failed, skipped = report.count("ok"), report.count("failed"), report.count("skipped")
-    parts = [f"labeled {done} of {len(report.records)} input(s)"]
+    parts = [f"labeled {done} of {report.total} input(s)"]
     if skipped:
         parts.append(f"{skipped} skipped")
     if failed:

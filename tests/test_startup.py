@@ -19,7 +19,8 @@ from PIL import Image
 
 #: Not needed by a quiet CPU run of one 8-bit gray PNG without a config file:
 #: the progress display and its console, TIFF and Pillow's readers, CUDA,
-#: the labeling service of worker processes, a JIT compiler, SciPy.
+#: the labeling service of worker processes, a JIT compiler, SciPy, the on-disk
+#: bookkeeping of runs whose inputs arrive over time.
 NOT_FOR_A_QUIET_PNG_RUN = (
     "rich",
     "tifffile",
@@ -30,6 +31,7 @@ NOT_FOR_A_QUIET_PNG_RUN = (
     "numba",
     "llvmlite",
     "scipy",
+    "sqlite3",
 )
 
 

@@ -26,6 +26,7 @@ from typing import IO, Any
 
 from ..errors import UsageError
 from .images import image_pages, is_image_path
+from .seen import Seen
 
 _GLOB_CHARS = set("*?[")
 
@@ -236,9 +237,9 @@ class Listing:
     """Inputs as a run lists them: each path after its first listing marked a duplicate of
     it, and with `relative_to`, outputs mirroring each input's path below that folder."""
 
-    def __init__(self, relative_to: Path | None = None) -> None:
+    def __init__(self, relative_to: Path | None = None, seen: Seen | None = None) -> None:
         self.relative_to = relative_to
-        self.first: dict[tuple[str, int | None], str] = {}
+        self.first = seen or Seen()  # (path, page) -> how it was first listed
 
     def add(self, items: Iterable[InputItem]) -> list[InputItem]:
         """`items` as listed after the ones added before."""
@@ -248,9 +249,9 @@ class Listing:
         if item.problem or item.empty:
             return item
         target = os.path.normpath(os.path.abspath(item.path))
-        if (target, item.page) in self.first:
-            return replace(item, duplicate=self.first[target, item.page])
-        self.first[target, item.page] = item.display
+        first = self.first.first((target, item.page), item.display)
+        if first is not None:
+            return replace(item, duplicate=first)
         if self.relative_to is None:
             return item
         relative = os.path.relpath(target, os.path.normpath(os.path.abspath(self.relative_to)))

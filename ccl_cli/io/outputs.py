@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError, OutputBusy, UsageError
+from .seen import Seen
 
 LOCK_NAME = ".gccl.lock"
 SUMMARY_NAME = "summary.csv"
@@ -117,7 +118,7 @@ class OutputPaths:
             and (not polygons or self.polygons.exists())
         )
 
-    def first_of(self, identities: set[Identity], names: Container[str] = ()) -> Path | None:
+    def first_of(self, identities: Container[Identity], names: Container[str] = ()) -> Path | None:
         """The first of these files that is one of `identities` (a run's inputs), if any;
         with `names`, only files of those names are looked at."""
         for path in self.all():
@@ -173,7 +174,8 @@ class RunInputs:
     folder is then listed once and only the names there whose inode is an
     input's are stat'ed: an entry made later is a new file (one of this run's
     outputs), never one of the inputs. Inputs that arrive over time may be
-    files made after such a listing, so then every output path is stat'ed.
+    files made after such a listing, so then every output path is stat'ed,
+    and their identities are kept on disk (seen.py), as many as arrive.
     """
 
     def __init__(self, paths: Iterable[Path], fixed: bool) -> None:
@@ -181,16 +183,18 @@ class RunInputs:
         self.fixed = fixed
         self._inodes = {inode for _, inode in self.identities}
         self._listed: dict[Path, set[str] | None] = {}
+        self._arrived = Seen(on_disk=not fixed)
 
     def add(self, path: Path) -> None:
         """An input that arrived (one of a fixed list is known already)."""
         if not self.fixed:
-            self.identities |= identities([path])
+            for identity in identities([path]):
+                self._arrived.first(identity)
 
     def first_among(self, outputs: OutputPaths) -> Path | None:
         """The first of `outputs` that is one of the inputs, if any."""
         if not self.fixed:
-            return outputs.first_of(self.identities)
+            return outputs.first_of(self._arrived)
         folder = outputs.folder
         if folder not in self._listed:
             self._listed[folder] = self._names_of_inputs(folder)

@@ -33,23 +33,18 @@ from ..io.outputs import (
     OutputLock,
     OutputPaths,
     RunInputs,
-    atomic_write,
     output_paths,
-    summary_csv,
 )
+from ..io.seen import Seen
 from .freshness import RUN_RECORD_NAME, RunRecord
 from .interrupts import cut_short_here
 from .local import LocalRun
 from .records import Admitted, FailFast, Outcomes, Record, Reporter, RunReport, Stop
 from .sources import Arrival, ListSource, Source
 from .stream import StdinSource
+from .summary import Summary
 
 NO_IMAGES = "no images found in the inputs (.png, .tif, .tiff, .npy)"
-#: How often a run with no end (gccl watch) rewrites summary.csv, at most, in seconds.
-LIVE_SUMMARY_SECONDS = 1.0
-#: The largest share of such a run's time its rewrites may take: a summary of millions of
-#: rows is rewritten less often than every LIVE_SUMMARY_SECONDS.
-LIVE_SUMMARY_SHARE = 0.1
 
 
 class Engine(Protocol):
@@ -141,8 +136,7 @@ def run_source(source: Source, settings: Settings, reporter: Reporter) -> RunRep
     out = checked_out(settings)
     engine = _engine(settings, reporter, source.total, source.wake)
     started = time.perf_counter()
-    records: list[Record] = []
-    report = RunReport(records)
+    report = RunReport()
     made_out = not out.exists()
     try:
         _run(engine, source, report, settings, reporter)
@@ -150,7 +144,7 @@ def run_source(source: Source, settings: Settings, reporter: Reporter) -> RunRep
         if made_out:
             _remove_unused(out)
         raise
-    if source.total is None and all(record.item.empty for record in records):
+    if source.total is None and report.count("no-images") == report.total:
         reporter.notice(NO_IMAGES)
     report.seconds = time.perf_counter() - started
     return report
@@ -166,7 +160,6 @@ def _run(
     """The locked part of run_label: label the records, write summary.csv."""
     assert settings.out is not None
     out = settings.out
-    records = report.records
     with closing(engine), OutputLock(out), _StopRequests() as stop:
         found = source.found if isinstance(source, ListSource) else None
         inputs = RunInputs((item.path for item in found or []), found is not None)
@@ -177,22 +170,13 @@ def _run(
             reporter.notice(f"removed {removed} partial file(s) left by an interrupted run")
         run_record = RunRecord(out, settings)
         run_record.write(_backend_name(engine, settings), finished=False)
+        summary = Summary(out, run_record, source.total is None, reporter)
         reporter.start(source.total)
-        outcomes = Outcomes(reporter, settings.fail_fast)
-        admitted: dict[int, OutputPaths] = {}
-        live = _LiveSummary(out / SUMMARY_NAME, records, reporter) if source.live else None
-
-        def tick() -> None:
-            stop.check()
-            if live is not None:
-                live.maybe_write()
-
+        outcomes = Outcomes(reporter, settings.fail_fast, summary.finished)
         try:
-            with closing(source.items(tick)) as items:
+            with closing(source.items(stop.check)) as items:
                 engine.label(
-                    _admitted(
-                        items, records, settings, outcomes, stop.check, run_record, admitted, inputs
-                    ),
+                    _admitted(items, summary, settings, outcomes, stop.check, run_record, inputs),
                     settings,
                     outcomes,
                     stop.check,
@@ -204,29 +188,10 @@ def _run(
         if not isinstance(engine, _Local):  # a worker killed mid-write left its temporary
             with OutDir(out) as folder:
                 folder.remove_temporaries()  # (a live writer's stays: it holds its flock)
-        records.extend(Record(item) for item in source.untaken(len(records)))
-        for record in records:
-            if record.status == "pending":
-                record.status = "not-run"
-                record.message = (
-                    "interrupted" if report.interrupted else "stopped after a failure (--fail-fast)"
-                )
-        # No earlier result may sit next to a failed row (nor may another input's go).
-        kept = {
-            admitted[id(record)].labels_png
-            for record in records
-            if record.status != "failed" and id(record) in admitted
-        }
-        for record in records:
-            paths = admitted.get(id(record))
-            if record.status == "failed" and paths is not None and paths.labels_png not in kept:
-                run_record.remove_earlier(paths)
+        report.records = summary.close(source.untaken(summary.taken_count), report.interrupted)
+        report.counts = summary.counts
         run_record.write(_backend_name(engine, settings), finished=True)
-        report.summary = out / SUMMARY_NAME
-        try:
-            atomic_write(report.summary, summary_csv(record.row() for record in records))
-        except OSError as error:
-            raise UsageError(f"cannot write {report.summary} ({error.strerror or error})") from None
+        report.summary = summary.path
 
 
 def _backend_name(engine: Engine, settings: Settings) -> str:
@@ -276,35 +241,32 @@ def _engine(
 
 def _admitted(
     items: Iterable[Arrival],
-    records: list[Record],
+    summary: Summary,
     settings: Settings,
     outcomes: Outcomes,
     check_stop: Callable[[], None],
     run_record: RunRecord,
-    admitted: dict[int, OutputPaths],
     inputs: RunInputs,
 ) -> Iterator[Admitted | None]:
-    """The records of `items` (appended to `records`) that need work, with their outputs;
+    """The records of `items` (taken by `summary`) that need work, with their outputs;
     the others are finished here. A source's pauses (None) pass through.
 
     An input whose outputs would replace one of the run's `inputs` (the files
     found at the start, and every input that arrived since) fails, and so
     does one whose outputs would take the summary's or the lock's name; their
-    outputs are never cleared.
+    outputs are never cleared. Neither are outputs another input claimed.
 
     Lazy, so that a local run starts decoding before the last input is admitted.
-    `admitted` gets the outputs of each record that may write (or had) them,
-    by the record's id: the ones a failure clears.
     """
     assert settings.out is not None
-    claimed: dict[Path, str] = {}
+    claimed = Seen(on_disk=summary.appends)  # label image -> the input that writes it
     for item in items:
         if item is None:
             yield None
             continue
         check_stop()
         record = Record(item)
-        records.append(record)
+        summary.taken(record)
         if item.empty or item.duplicate:
             record.status = "no-images" if item.empty else "skipped"
             record.message = item.empty or f"listed again (labeled once, as {item.duplicate})"
@@ -317,16 +279,17 @@ def _admitted(
             outcomes.fail(record, taken)
             continue
         if item.problem:
-            if not item.path.is_dir():  # an unreadable folder has no outputs
-                admitted[id(record)] = paths
+            # an unreadable folder has no outputs
+            if not item.path.is_dir() and paths.labels_png not in claimed:
+                summary.may_write(record, paths)
             outcomes.fail(record, item.problem)
             continue
-        first = claimed.setdefault(paths.labels_png, item.display)
-        if first != item.display:
+        first = claimed.first(paths.labels_png, item.display)
+        if first is not None and first != item.display:
             hint = "" if settings.relative_to else " (--relative-to keeps their folders apart)"
             outcomes.fail(record, f"its outputs would overwrite those of {first}{hint}")
             continue
-        admitted[id(record)] = paths
+        summary.may_write(record, paths)
         if (
             settings.skip_existing
             and paths.complete(settings.preview, settings.polygons)
@@ -351,47 +314,6 @@ def _reserved(relative: Path) -> str:
     if len(relative.parts) > 1 and relative.parts[0] in (SUMMARY_NAME, LOCK_NAME):
         return f"its outputs would go into a folder named {relative.parts[0]} in --out"
     return ""
-
-
-class _LiveSummary:
-    """summary.csv of a run with no end, rewritten whole (atomically) as records finish.
-
-    At most every LIVE_SUMMARY_SECONDS (longer once a rewrite takes more than
-    LIVE_SUMMARY_SHARE of that), with the records finished so far; the run's
-    end writes it once more with every record. Between rewrites a call costs
-    nothing: the run calls it between batches, and a stream's records grow
-    without end.
-    """
-
-    def __init__(self, path: Path, records: list[Record], reporter: Reporter) -> None:
-        self.path = path
-        self.records = records
-        self.reporter = reporter
-        self.written = 0  # finished records in the file
-        self.looked = 0.0  # when the records were last looked at
-        self.interval = LIVE_SUMMARY_SECONDS
-        self.failed = False
-
-    def maybe_write(self) -> None:
-        """Rewrite summary.csv if records finished since the last write, long enough ago."""
-        began = time.monotonic()
-        if began - self.looked < self.interval:
-            return
-        self.looked = began
-        finished = [record for record in self.records if record.status != "pending"]
-        if len(finished) == self.written:
-            return
-        try:
-            atomic_write(self.path, summary_csv(record.row() for record in finished))
-        except OSError as error:
-            if not self.failed:
-                self.reporter.notice(f"cannot write {self.path} ({error.strerror or error})")
-            self.failed = True
-            return
-        self.failed = False
-        self.written = len(finished)
-        took = time.monotonic() - began
-        self.interval = max(LIVE_SUMMARY_SECONDS, took / LIVE_SUMMARY_SHARE)
 
 
 class _StopRequests:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -83,16 +85,24 @@ class Reporter(Protocol):
 
 @dataclass
 class RunReport:
-    """The outcome of a run."""
+    """The outcome of a run: how many inputs ended with each status, and the records of a
+    run with a list of inputs (one whose inputs arrived over time keeps none: its rows
+    are in summary.csv)."""
 
-    records: list[Record]
+    counts: Counter[str] = field(default_factory=Counter)
+    records: list[Record] = field(default_factory=list)
     interrupted: bool = False
     summary: Path | None = None
     seconds: float = 0.0
 
     def count(self, status: str) -> int:
         """How many inputs ended with `status`."""
-        return sum(record.status == status for record in self.records)
+        return self.counts[status]
+
+    @property
+    def total(self) -> int:
+        """How many inputs the run had."""
+        return sum(self.counts.values())
 
 
 class Stop(Exception):
@@ -108,15 +118,21 @@ Admitted = tuple[Record, OutputPaths]
 
 
 class Outcomes:
-    """Where each finished record goes: the reporter, then --fail-fast's stop at a failure."""
+    """Where each finished record goes: the reporter, the summary, then --fail-fast's stop
+    at a failure."""
 
-    def __init__(self, reporter: Reporter, fail_fast: bool) -> None:
+    def __init__(
+        self, reporter: Reporter, fail_fast: bool, summary: Callable[[Record], None] | None = None
+    ) -> None:
         self.reporter = reporter
         self.fail_fast = fail_fast
+        self.summary = summary
 
     def finished(self, record: Record) -> None:
         """Report a record whose status is final; under --fail-fast a failure ends the run."""
         self.reporter.finished(record)
+        if self.summary is not None:
+            self.summary(record)
         if self.fail_fast and record.status == "failed":
             raise FailFast()
 
@@ -133,6 +149,6 @@ def exit_code(report: RunReport) -> int:
         return EXIT_INTERRUPTED
     if report.count("failed"):
         return EXIT_SOME_FAILED
-    if report.count("no-images") == len(report.records):  # none at all, or only empty folders
+    if report.count("no-images") == report.total:  # none at all, or only empty folders
         return EXIT_NO_INPUTS
     return EXIT_OK

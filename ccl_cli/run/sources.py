@@ -20,7 +20,7 @@ from typing import Protocol
 
 from ..io.inputs import InputItem
 
-#: How often a source waiting for input calls its tick (Ctrl-C, SIGTERM, summary.csv).
+#: How often a source waiting for input calls its tick (Ctrl-C, SIGTERM).
 POLL_SECONDS = 0.2
 
 #: What a source yields: an input, or None where its input pauses (module docstring).
@@ -38,11 +38,6 @@ class Source(Protocol):
     @property
     def total(self) -> int | None:
         """How many inputs there are, when known at the start."""
-        ...
-
-    @property
-    def live(self) -> bool:
-        """Whether summary.csv is rewritten while the run goes on (a run with no end)."""
         ...
 
     def items(self, tick: Callable[[], None]) -> Generator[Arrival, None, None]:
@@ -63,7 +58,6 @@ class ListSource:
     """Inputs found at the start (files, folders, globs, stdin read to its end)."""
 
     found: list[InputItem]
-    live: bool = False
 
     @property
     def total(self) -> int:

@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from ..config import Settings
 from ..io.inputs import InputItem, Listing, expand, expand_name, iter_names
+from ..io.seen import Seen
 from .sources import Arrival, windowed
 
 
@@ -27,7 +28,6 @@ class StdinSource:
     """The arguments in order, `-` standing for the lines of `stdin` as they arrive."""
 
     total: int | None = None
-    live = False
 
     def __init__(
         self,
@@ -39,7 +39,8 @@ class StdinSource:
         self.specs = list(specs)
         self.recursive = settings.recursive
         self.null = settings.null_separated
-        self.listing = Listing(settings.relative_to)  # over the arguments and every line
+        # over the arguments and every line, kept on disk: a stream has no end
+        self.listing = Listing(settings.relative_to, Seen(on_disk=True))
         self.window_seconds = window_seconds
         self.stdin = stdin or sys.stdin
         self.lines: _Lines | None = None

@@ -9,7 +9,7 @@ being written is never read. Each path is labeled once per run; what earlier
 runs finished is skipped (as --skip-existing), so a restarted watch redoes
 nothing. The watcher starts before the folders are scanned, so nothing that
 arrives meanwhile is missed. The run ends at Ctrl-C or SIGTERM (exit 130,
-summary.csv written); summary.csv is rewritten while it runs.
+summary.csv complete); summary.csv gets each row as its input finishes.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from ..config import Settings
 from ..errors import UsageError
 from ..io.images import is_image_path
 from ..io.inputs import InputItem, check_out_location
+from ..io.seen import Seen
 from .command import checked_out, run_source
 from .records import Reporter, RunReport
 from .sources import Arrival, windowed
@@ -72,7 +73,6 @@ class WatchSource:
     """The files of `folders` now and as they arrive, each once it is complete."""
 
     total: int | None = None
-    live = True
 
     def __init__(
         self,
@@ -90,7 +90,7 @@ class WatchSource:
         self.poll_seconds = poll_seconds
         self.notice = notice
         self.events: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
-        self.seen: set[Path] = set()
+        self.seen = Seen(on_disk=True)  # every path taken (a watch has no end)
         #: Files waiting to be complete: path -> (size, mtime_ns, unchanged since, how long).
         self.settling: dict[Path, tuple[int, int, float, float]] = {}
         self.next_scan = 0.0
@@ -118,7 +118,7 @@ class WatchSource:
                 except OSError:
                     continue
                 if now - changed >= first:
-                    self.seen.add(path)
+                    self.seen.first(path)
                     yield item
                 else:
                     self._settle(path, first)
@@ -171,7 +171,7 @@ class WatchSource:
         for path in ready:
             item = self._item(path)
             if item is not None and path not in self.seen:
-                self.seen.add(path)
+                self.seen.first(path)
                 items.append(item)
         return items
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_helpers import WAIT_SECONDS, files, gccl, make_inputs
-from clocks import TestClock
 from PIL import Image
 
 from ccl_cli.config import Settings
@@ -128,79 +127,6 @@ def test_stdin_lines_name_files_folders_and_globs(tmp_path: Path):
     assert done.returncode == 0, done.stderr
     names = sorted(Path(json.loads(line)["path"]).name for line in done.stdout.splitlines())
     assert names == ["img000.npy", "img001.png", "img002.png", "img004.png"]
-
-
-class _LookedAt(list):
-    """A record list that counts how often it is gone through."""
-
-    looks = 0
-
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        self.looks += 1
-        return super().__iter__()
-
-
-def _live_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_seconds: float):
-    """A live summary on a test clock whose rewrite takes `write_seconds`, its records,
-    the clock, and the row counts it wrote."""
-    clock = TestClock()
-    monkeypatch.setattr(command, "time", clock)
-    written: list[int] = []
-
-    def write(path: Path, text: str) -> None:
-        clock.now += write_seconds
-        written.append(len(text.splitlines()) - 1)
-
-    monkeypatch.setattr(command, "atomic_write", write)
-    records = _LookedAt()
-    summary = command._LiveSummary(tmp_path / "summary.csv", records, lambda message: None)
-    return summary, records, clock, written
-
-
-def _finished(name: str) -> Record:
-    record = Record(InputItem(Path(name), Path(name)))
-    record.status = "ok"
-    return record
-
-
-def test_a_live_summary_looks_at_its_records_at_most_once_an_interval(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
-    """A stream calls it between batches, hundreds of times a second, and its records
-    grow without end: between rewrites a call must not go through them."""
-    summary, records, clock, written = _live_summary(tmp_path, monkeypatch, 0.0)
-    records.append(_finished("a.png"))
-    for _ in range(1000):
-        summary.maybe_write()
-    assert written == [1] and records.looks == 1
-    records.append(_finished("b.png"))
-    clock.now += command.LIVE_SUMMARY_SECONDS / 2
-    for _ in range(1000):
-        summary.maybe_write()
-    assert written == [1] and records.looks == 1
-    clock.now += command.LIVE_SUMMARY_SECONDS
-    summary.maybe_write()
-    assert written == [1, 2] and records.looks == 2
-    clock.now += command.LIVE_SUMMARY_SECONDS
-    summary.maybe_write()  # nothing new: looked at, not written
-    assert written == [1, 2] and records.looks == 3
-
-
-def test_a_slow_rewrite_is_made_less_often(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """A summary of millions of rows: rewrites take at most LIVE_SUMMARY_SHARE of the time."""
-    slow = 4 * command.LIVE_SUMMARY_SECONDS * command.LIVE_SUMMARY_SHARE
-    summary, records, clock, written = _live_summary(tmp_path, monkeypatch, slow)
-    records.append(_finished("a.png"))
-    summary.maybe_write()
-    assert written == [1]
-    records.append(_finished("b.png"))
-    for _ in range(3):  # 3 of the 4 seconds the rewrite's share asks for
-        clock.now += command.LIVE_SUMMARY_SECONDS
-        summary.maybe_write()
-    assert written == [1]
-    clock.now += command.LIVE_SUMMARY_SECONDS
-    summary.maybe_write()
-    assert written == [1, 2]
 
 
 class _Collected:

@@ -166,7 +166,7 @@ def test_restart_redoes_nothing_and_summary_is_kept_true(folder: Path, tmp_path:
         watch.wait_for("old0.png", "old1.png", "old2.png")
         (folder / "new.png").write_bytes(png_bytes(20))
         watch.wait_for("new.png")
-        # summary.csv is rewritten while the watch runs
+        # summary.csv gets each row while the watch runs
         deadline = time.monotonic() + WAIT_SECONDS
         while time.monotonic() < deadline:
             if (out / "summary.csv").exists() and len(summary_rows(out)) == 4:

@@ -1,0 +1,130 @@
+"""summary.csv: a row per input of a run, and the earlier outputs a failed input loses.
+
+A run with a list of inputs keeps its records and writes summary.csv whole
+(atomically) at its end, in the order of the inputs. A run whose inputs arrive
+over time (a stream, a watched folder) has no end to wait for, and must not
+grow with every input: it writes the header at its start and appends each
+row as its input finishes (whole rows in one write), so the file is true
+while the run goes on, and it keeps only the records still in flight.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections import Counter
+from pathlib import Path
+
+from ..errors import UsageError
+from ..io.inputs import InputItem
+from ..io.outputs import SUMMARY_NAME, OutDir, OutputPaths, atomic_write, summary_csv
+from .freshness import RunRecord
+from .records import Record, Reporter
+
+
+class Summary:
+    """The records of a run (see the module docstring), as it takes and finishes them."""
+
+    def __init__(self, out: Path, run_record: RunRecord, appends: bool, reporter: Reporter):
+        self.path = out / SUMMARY_NAME
+        self.run_record = run_record
+        self.reporter = reporter
+        self.counts: Counter[str] = Counter()
+        #: Every record (a list of inputs), or the records in flight (inputs over time).
+        self.records: dict[int, Record] = {}
+        #: The outputs a record may write (or had), by the record's id: a failure clears them.
+        self.outputs: dict[int, OutputPaths] = {}
+        #: How many records the run took.
+        self.taken_count = 0
+        self.appends = appends
+        self._unwritten = bytearray()  # appended rows a write failed to land
+        self._failing = False
+        self._fd: int | None = None
+        if appends:
+            try:
+                atomic_write(self.path, summary_csv([]))
+                with OutDir(out) as folder:  # the file just written, never a link in its place
+                    self._fd = os.open(
+                        SUMMARY_NAME,
+                        os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+                        dir_fd=folder.fd,
+                    )
+            except OSError as error:
+                raise UsageError(f"cannot write {self.path} ({error.strerror or error})") from None
+
+    def taken(self, record: Record) -> None:
+        """A record the run took (pending until it finishes)."""
+        self.records[id(record)] = record
+        self.taken_count += 1
+
+    def may_write(self, record: Record, paths: OutputPaths) -> None:
+        """`paths` are the outputs `record` may write: if it fails, earlier ones go."""
+        self.outputs[id(record)] = paths
+
+    def finished(self, record: Record) -> None:
+        """A record whose status is final: with appends, its row goes into the file now."""
+        if self._fd is None:
+            return
+        self.records.pop(id(record), None)
+        paths = self.outputs.pop(id(record), None)
+        self.counts[record.status] += 1
+        if record.status == "failed" and paths is not None:
+            self.run_record.remove_earlier(paths)
+        self._append([record.row()])
+
+    def close(self, untaken: list[InputItem], interrupted: bool) -> list[Record]:
+        """End the summary: what was not finished is not-run, a failed input loses the
+        outputs earlier runs made for it, and the file is complete. Returns every record
+        of a list of inputs (none with appends)."""
+        records = list(self.records.values()) + [Record(item) for item in untaken]
+        for record in records:
+            if record.status == "pending":
+                record.status = "not-run"
+                record.message = (
+                    "interrupted" if interrupted else "stopped after a failure (--fail-fast)"
+                )
+        if self._fd is not None:
+            for record in records:
+                self.finished(record)
+            try:
+                os.fsync(self._fd)
+            except OSError as error:
+                raise UsageError(f"cannot write {self.path} ({error.strerror})") from None
+            finally:
+                os.close(self._fd)
+            if self._unwritten:
+                raise UsageError(f"cannot write {self.path} (its last rows are missing)")
+            return []
+        # No earlier result may sit next to a failed row (nor may another input's go).
+        kept = {
+            self.outputs[id(record)].labels_png
+            for record in records
+            if record.status != "failed" and id(record) in self.outputs
+        }
+        for record in records:
+            paths = self.outputs.get(id(record))
+            if record.status == "failed" and paths is not None and paths.labels_png not in kept:
+                self.run_record.remove_earlier(paths)
+        self.counts.update(record.status for record in records)
+        try:
+            atomic_write(self.path, summary_csv(record.row() for record in records))
+        except OSError as error:
+            raise UsageError(f"cannot write {self.path} ({error.strerror or error})") from None
+        return records
+
+    def _append(self, rows: list[list[object]]) -> None:
+        """Append whole rows after what an earlier failed write left; a failure is said once."""
+        assert self._fd is not None
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerows(rows)
+        self._unwritten += text.getvalue().encode("utf-8")
+        try:
+            while self._unwritten:
+                del self._unwritten[: os.write(self._fd, self._unwritten)]
+        except OSError as error:
+            if not self._failing:
+                self.reporter.notice(f"cannot append to {self.path} ({error.strerror or error})")
+            self._failing = True
+            return
+        self._failing = False

@@ -1,0 +1,31 @@
+"""Seen: the same answers in memory and on disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ccl_cli.io.seen import Seen
+
+
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_each_key_keeps_its_first_value(on_disk: bool):
+    seen = Seen(on_disk)
+    assert seen.first(Path("/in/a.png"), "a.png") is None
+    assert seen.first(Path("/in/a.png"), "other") == "a.png"
+    assert seen.first(("/in/a.png", 2), "page") is None
+    assert seen.first(("/in/a.png", None), "") is None
+    assert seen.first(("/in/a.png", None), "") == ""  # an empty first value is still a value
+    assert seen.first((64769, 1234)) is None
+    assert (64769, 1234) in seen and (64769, 1235) not in seen
+    assert Path("/in/a.png") in seen and Path("/in/b.png") not in seen
+    assert "/in/a.png" not in seen  # a path's text is another key than the path
+
+
+def test_on_disk_many_keys_stay_findable():
+    seen = Seen(on_disk=True)
+    for i in range(20_000):
+        assert seen.first(f"/data/frame_{i:06}.png", str(i)) is None
+    assert seen.first("/data/frame_012345.png", "again") == "12345"
+    assert "/data/frame_019999.png" in seen and "/data/frame_020000.png" not in seen
