@@ -1,5 +1,5 @@
-"""gccl's compiled library: the CPU labeling engine (`src/engine.c`) and PNG's row filters
-(`src/png.c`), from the shipped build or one made here.
+"""gccl's compiled library: the CPU labeling engine (`src/engine.c`, its threads in
+`src/pool.c`) and PNG's row filters (`src/png.c`), from the shipped build or one made here.
 
 The package ships a build for Linux on x86-64 (`src/gccl_cpu.so`, described by
 `src/manifest.json`), loaded through ctypes in a millisecond: no compiler runs and no
@@ -29,9 +29,9 @@ from pathlib import Path
 from ..errors import BackendUnavailable
 
 SOURCE_DIR = Path(__file__).resolve().parent / "src"
-SOURCES = ("engine.c", "engine.h", "strip.h", "png.c")
+SOURCES = ("engine.c", "engine.h", "strip.h", "pool.c", "png.c")
 #: The sources compiled into the library (the others are included by them).
-COMPILED = ("engine.c", "png.c")
+COMPILED = ("engine.c", "pool.c", "png.c")
 LIBRARY = SOURCE_DIR / "gccl_cpu.so"
 MANIFEST = SOURCE_DIR / "manifest.json"
 #: The flags of every build, shipped or local. No fast-math of any kind: the statistics
@@ -55,6 +55,7 @@ ENTRY_POINTS = (
     "gccl_float_terms",
     "gccl_keep_components",
     "gccl_kept_columns",
+    "gccl_write_labels",
 )
 
 
@@ -83,6 +84,8 @@ BATCH_ARRAYS = (
     "mean",
     "ints",
     "floats",
+    "labels",
+    "chosen",
 )
 
 
@@ -100,6 +103,7 @@ class Batch(ctypes.Structure):
         ("tau_mode", ctypes.c_int64),
         ("floating", ctypes.c_int64),
         ("min_area", ctypes.c_int64),
+        ("label_bytes", ctypes.c_int64),
         ("a", ctypes.c_double),
         ("tau", ctypes.c_double),
         *((name, ctypes.c_void_p) for name in BATCH_ARRAYS),
@@ -182,16 +186,11 @@ def _load(path: Path, origin: str) -> Engine:
         function = getattr(library, name)
         function.argtypes = (ctypes.POINTER(Batch), ctypes.c_int64, ctypes.c_int64)
         function.restype = ctypes.c_int
-    write = library.gccl_write_labels
-    write.argtypes = (
-        ctypes.POINTER(Batch),
-        ctypes.c_void_p,
-        ctypes.c_int64,
-        ctypes.c_void_p,
-        ctypes.c_int64,
-        ctypes.c_int64,
-    )
-    write.restype = ctypes.c_int
+    spread = library.gccl_spread
+    spread.argtypes = (ctypes.c_void_p, ctypes.POINTER(Batch), ctypes.c_int64, ctypes.c_int64)
+    spread.restype = ctypes.c_int
+    library.gccl_help.argtypes = ()
+    library.gccl_help.restype = None
     unfilter = library.gccl_png_unfilter
     unfilter.argtypes = (
         ctypes.c_void_p,

@@ -16,11 +16,11 @@ import ctypes
 import functools
 import math
 import mmap
+import os
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -60,9 +60,9 @@ PIXEL_TYPES = {
 # Foreground rules (engine.h's enum gccl_rule): every non-NaN pixel, v != a, v > a, v < a.
 FG_ALL, FG_NOT, FG_ABOVE, FG_BELOW = 0, 1, 2, 3
 
-# Threads besides the caller's that run the engine (ctypes releases the GIL), made on first use.
-_workers: list[ThreadPoolExecutor] = []
-_workers_lock = threading.Lock()
+# The process whose helper threads these are (a forked child starts its own), and how many.
+_helpers = [0, 0]
+_helpers_lock = threading.Lock()
 
 
 @dataclass
@@ -110,23 +110,18 @@ def label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.nd
     )
 
 
-def spread(entry: Callable[..., int], tasks: int, threads: int, *args: object) -> None:
-    """entry(*args, lo, hi) over contiguous ranges lo..hi-1 of the tasks, on up to
-    engine_threads(threads) threads: this one and the workers' (ctypes releases the
-    GIL). Every task writes only its own part of the arrays, so the ranges change no
-    result. An entry that ran out of memory raises MemoryError."""
+def spread(entry: Any, tasks: int, threads: int, batch: object) -> None:
+    """entry(batch, lo, hi) over contiguous ranges lo..hi-1 of the tasks, on up to
+    engine_threads(threads) threads: this one and the library's helpers (native/src/pool.c).
+    Every task writes only its own part of the arrays, so the ranges change no result.
+    An entry that ran out of memory raises MemoryError."""
     parts = 1 if threads <= 1 else min(engine_threads(threads), tasks)
     if parts <= 1:
-        _check(entry(*args, 0, tasks))
+        _check(entry(batch, 0, tasks))
         return
-    ranges = list(pairwise(tasks * i // parts for i in range(parts + 1)))
-    futures = [_pool().submit(entry, *args, lo, hi) for lo, hi in ranges[1:]]
-    try:
-        _check(entry(*args, *ranges[0]))
-    finally:
-        wait(futures)
-    for future in futures:
-        _check(future.result())
+    _start_helpers(parts - 1)
+    address = ctypes.cast(entry, ctypes.c_void_p).value
+    _check(engine().library.gccl_spread(address, batch, tasks, parts))
 
 
 def _check(code: int) -> None:
@@ -134,12 +129,18 @@ def _check(code: int) -> None:
         raise MemoryError("the CPU engine ran out of memory")
 
 
-def _pool() -> ThreadPoolExecutor:
-    """The engine's worker threads: pool_size() - 1 of them, the caller being the last."""
-    with _workers_lock:
-        if not _workers:
-            _workers.append(ThreadPoolExecutor(max(1, pool_size() - 1), "gccl-cpu"))
-        return _workers[0]
+def _start_helpers(count: int) -> None:
+    """Have at least `count` of the library's helper threads in this process (daemons,
+    each in gccl_help for good with the GIL released): as many as a call asked for, so
+    that no more threads poll for jobs than the jobs use."""
+    with _helpers_lock:
+        if _helpers[0] != os.getpid():  # a forked child has none of its parent's
+            _helpers[:] = [os.getpid(), 0]
+        for _ in range(_helpers[1], count):
+            threading.Thread(
+                target=engine().library.gccl_help, name="gccl-cpu", daemon=True
+            ).start()
+            _helpers[1] += 1
 
 
 class _Scratch(threading.local):
@@ -259,9 +260,9 @@ class _Call:
             self.arrays[name] = array
             setattr(self.batch, name, array.ctypes.data)
 
-    def spread(self, entry: str, items: int, threads: int, *extra: object) -> None:
-        """The library's `entry`(batch, *extra, lo, hi) over the items (module spread)."""
-        spread(getattr(self.library, entry), items, threads, self.reference, *extra)
+    def spread(self, entry: str, items: int, threads: int) -> None:
+        """The library's `entry`(batch, lo, hi) over the items (module spread)."""
+        spread(getattr(self.library, entry), items, threads, self.reference)
 
 
 def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.ndarray) -> Labeled:
@@ -346,8 +347,9 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
     tables = [_table(ints[:, lo:hi], floats[:, lo:hi], floating) for lo, hi in pairwise(kept_first)]
 
     def write(target: np.ndarray, chosen: np.ndarray) -> None:  # the final labels of chosen[n]
-        address, size = target.ctypes.data, target.itemsize
-        call.spread("gccl_write_labels", len(tasks), threads, address, size, chosen.ctypes.data)
+        call.batch.label_bytes = target.itemsize
+        call.point(labels=target, chosen=chosen.view(np.uint8))
+        call.spread("gccl_write_labels", len(tasks), threads)
 
     wide: dict[int, np.ndarray] = {}
     if out.dtype == np.uint16:

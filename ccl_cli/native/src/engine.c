@@ -470,19 +470,17 @@ EXPORT int gccl_kept_columns(const gccl_batch *b, int64_t lo, int64_t hi) {
     return 0;
 }
 
-/* out[n] = the final label of each pixel (0 for background and for components min-area
- * dropped), over tasks lo..hi-1 of the images with chosen[n]; out holds out_bytes (2 or
- * 4) per label and may be prov itself.
+/* labels[n] = the final label of each pixel (0 for background and for components
+ * min-area dropped), over tasks lo..hi-1 of the images with chosen[n].
  *
  * Each of the task's labels first gets its final label in place of its local id
  * (parent[label]; parent[0] stays 0, the background), so that a pixel costs one lookup.
  * Every task is written by one call only: the mapping is not applied twice. */
-EXPORT int gccl_write_labels(const gccl_batch *b, void *out, int64_t out_bytes,
-                             const uint8_t *chosen, int64_t lo, int64_t hi) {
+EXPORT int gccl_write_labels(const gccl_batch *b, int64_t lo, int64_t hi) {
     const int64_t width = b->width, pixels = pixels_of(b);
     for (int64_t t = lo; t < hi; t++) {
         int64_t n = b->tasks[3 * t], r0 = b->tasks[3 * t + 1], r1 = b->tasks[3 * t + 2];
-        if (!chosen[n]) continue;
+        if (!b->chosen[n]) continue;
         const int32_t *labels = b->prov + n * pixels;
         int32_t *par = b->parent + n * (pixels + 1);
         const int64_t *forest = b->forest + b->first[t];
@@ -491,11 +489,11 @@ EXPORT int gccl_write_labels(const gccl_batch *b, void *out, int64_t out_bytes,
             par[label] = (int32_t)b->kept_id[before + forest[par[label]]];
         }
         int64_t lo_pixel = r0 * width, hi_pixel = r1 * width;
-        if (out_bytes == 2) {
-            uint16_t *dst = (uint16_t *)out + n * pixels;
+        if (b->label_bytes == 2) {
+            uint16_t *dst = (uint16_t *)b->labels + n * pixels;
             for (int64_t i = lo_pixel; i < hi_pixel; i++) dst[i] = (uint16_t)par[labels[i]];
         } else {
-            uint32_t *dst = (uint32_t *)out + n * pixels;
+            uint32_t *dst = (uint32_t *)b->labels + n * pixels;
             for (int64_t i = lo_pixel; i < hi_pixel; i++) dst[i] = (uint32_t)par[labels[i]];
         }
     }

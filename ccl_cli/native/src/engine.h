@@ -51,6 +51,7 @@ typedef struct {
     int64_t count, height, width;
     int64_t image_type, value_type; /* enum gccl_type of image and values */
     int64_t rule, eight, tau_mode, floating, min_area;
+    int64_t label_bytes;      /* bytes per final label in `labels`: 2 or 4 */
     double a, tau;
     const void *image;        /* (count, height, width): foreground, tau joins */
     const void *values;       /* (count, height, width): what statistics read */
@@ -75,6 +76,8 @@ typedef struct {
     const double *mean;       /* (components): float images' means */
     int64_t *ints;            /* (5, kept_first[count]): area, x, y, width, height */
     double *floats;           /* (5, kept_first[count]): centroid x, y, mean, min, max */
+    void *labels;             /* (count, height, width) final labels; may be prov itself */
+    const uint8_t *chosen;    /* (count): the images whose final labels are written */
 } gccl_batch;
 
 #endif
