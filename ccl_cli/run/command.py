@@ -37,7 +37,6 @@ from ..io.outputs import (
 )
 from ..io.seen import Seen
 from .freshness import RUN_RECORD_NAME, RunRecord
-from .heap import keep_freed_memory
 from .interrupts import cut_short_here
 from .local import LocalRun
 from .records import Admitted, FailFast, Outcomes, Record, Reporter, RunReport, Stop
@@ -135,7 +134,6 @@ def streams(settings: Settings) -> bool:
 def run_source(source: Source, settings: Settings, reporter: Reporter) -> RunReport:
     """Label the inputs of `source` into --out: the lock, the engine, summary.csv."""
     out = checked_out(settings)
-    keep_freed_memory()
     engine = _engine(settings, reporter, source.total, source.wake)
     started = time.perf_counter()
     report = RunReport()

@@ -1,8 +1,7 @@
 """What the fork server of `--processes` loads once, before it forks any worker.
 
 The worker's set-up and tasks (processes.py, tasks.py), the labeling service and
-the CPU engine with its library loaded, so that a worker labels at once, and the
-run's heap settings (heap.py).
+the CPU engine with its library loaded, so that a worker labels at once.
 Importing this module does the work: the fork server can only import.
 """
 
@@ -11,7 +10,5 @@ from __future__ import annotations
 from ..backends.cpu import backend  # noqa: F401  (loaded for the workers)
 from ..native import engine
 from . import processes, service  # noqa: F401
-from .heap import keep_freed_memory
 
 engine()
-keep_freed_memory()  # (a server started afresh did not inherit the run's)
