@@ -7,7 +7,8 @@ are labeled at once (labels and per-run statistics in one pass), their seams
 joined, and every label image written in one more pass; the order of the
 labels and every statistic are those of the README's contract whatever the
 strips and the threads (native/src/engine.h says why). This module plans the strips,
-holds the working arrays and hands ranges of strips or images to the threads.
+holds the working arrays and hands ranges of strips or images to the library's threads
+(native/src/pool.c).
 """
 
 from __future__ import annotations
