@@ -4,13 +4,16 @@ A run with a list of inputs keeps this in memory. A run whose inputs arrive
 over time (a stream, a watched folder) has no end, so it keeps it in a
 private SQLite database on disk instead (a temporary file that SQLite deletes
 when it is closed, or when the process ends): memory stays flat however many
-inputs arrive, and a lookup costs about 10 microseconds.
+inputs arrive, and a lookup costs about 10 microseconds. Should that file
+fail (its disk full), the run goes on keeping new keys in memory: the keys
+on disk are then forgotten, so an input met before may be labeled again,
+which is better than a run that stops.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import sqlite3
@@ -25,6 +28,7 @@ class Seen:
         if on_disk:
             import sqlite3  # (5 ms of import a run with a list of inputs does without)
 
+            self._errors: type[Exception] = sqlite3.Error
             # "" names a private temporary database; nothing in it outlives the run, so it
             # needs no journal and no syncs.
             self._disk = sqlite3.connect("", isolation_level=None, check_same_thread=False)
@@ -34,19 +38,32 @@ class Seen:
 
     def first(self, key: Hashable, value: str = "") -> str | None:
         """The value `key` was first given, or None when it is new (it then gets `value`)."""
-        if self._disk is None:
-            if key in self._memory:
-                return self._memory[key]
-            self._memory[key] = value
-            return None
-        text = repr(key)
-        if self._disk.execute("INSERT OR IGNORE INTO seen VALUES (?, ?)", (text, value)).rowcount:
-            return None
-        row = self._disk.execute("SELECT value FROM seen WHERE key = ?", (text,)).fetchone()
-        return str(row[0])
+        if self._disk is not None:
+            text = repr(key)
+            inserted = self._query("INSERT OR IGNORE INTO seen VALUES (?, ?)", text, value)
+            if inserted is not None:
+                if inserted.rowcount:
+                    return None
+                row = self._query("SELECT value FROM seen WHERE key = ?", text)
+                if row is not None:
+                    return str(row.fetchone()[0])
+        if key in self._memory:
+            return self._memory[key]
+        self._memory[key] = value
+        return None
 
     def __contains__(self, key: object) -> bool:
-        if self._disk is None:
-            return key in self._memory
-        found = self._disk.execute("SELECT 1 FROM seen WHERE key = ?", (repr(key),)).fetchone()
-        return found is not None
+        if self._disk is not None:
+            found = self._query("SELECT 1 FROM seen WHERE key = ?", repr(key))
+            if found is not None:
+                return found.fetchone() is not None
+        return key in self._memory
+
+    def _query(self, statement: str, *values: str) -> Any:
+        """The cursor of `statement`, or None once the database failed (then in memory)."""
+        assert self._disk is not None
+        try:
+            return self._disk.execute(statement, values)
+        except self._errors:
+            self._disk = None
+            return None

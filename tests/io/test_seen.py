@@ -29,3 +29,22 @@ def test_on_disk_many_keys_stay_findable():
         assert seen.first(f"/data/frame_{i:06}.png", str(i)) is None
     assert seen.first("/data/frame_012345.png", "again") == "12345"
     assert "/data/frame_019999.png" in seen and "/data/frame_020000.png" not in seen
+
+
+class _FullDisk:
+    """A database connection whose every statement fails, as on a full disk."""
+
+    def execute(self, statement: str, values: tuple[str, ...]) -> None:
+        import sqlite3
+
+        raise sqlite3.OperationalError("database or disk is full")
+
+
+def test_a_failed_database_leaves_the_run_going_in_memory():
+    seen = Seen(on_disk=True)
+    assert seen.first("/in/a.png", "a") is None
+    seen._disk = _FullDisk()  # type: ignore[assignment]
+    assert seen.first("/in/b.png", "b") is None
+    assert seen.first("/in/b.png", "again") == "b"  # kept in memory from then on
+    assert "/in/b.png" in seen and "/in/c.png" not in seen
+    assert seen.first("/in/a.png", "a2") is None  # what was on disk is forgotten
