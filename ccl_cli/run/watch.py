@@ -170,8 +170,7 @@ class WatchSource:
         items = []
         for path in ready:
             item = self._item(path)
-            if item is not None and path not in self.seen:
-                self.seen.first(path)
+            if item is not None and self.seen.first(path) is None:  # not taken before
                 items.append(item)
         return items
 

@@ -293,7 +293,8 @@ EXPORT int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
         int64_t last;
         if (b->tau_mode) {
             last = TAU_STRIP[b->image_type](b, image, values, TAU_RUNS[b->value_type], prov,
-                                            parent, r0, r1, off, fg, fg + width, fg + 2 * width, runs);
+                                            parent, r0, r1, off, fg, fg + width, fg + 2 * width,
+                                            runs);
         } else {
             last = BINARY_STRIP[b->value_type](b, image, FOREGROUND_ROW[b->image_type], values,
                                                prov, parent, r0, r1, off, fg, runs,
