@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 
 #: Not needed by a quiet CPU run of one 8-bit gray PNG without a config file:
@@ -101,6 +103,39 @@ def test_settings_without_a_config_file_do_not_load_yaml(tmp_path: Path) -> None
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "3", "True"]
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "1"), ("3", "3")])
+def test_a_command_imports_numpy_with_openblas_on_one_thread_unless_told(
+    tmp_path: Path, given: str | None, expected: str
+) -> None:
+    """OpenBLAS reads OPENBLAS_NUM_THREADS as numpy is imported, which importing the command
+    line does after setting it; a value the user set stays."""
+    Image.fromarray(np.eye(16, dtype=np.uint8) * 255).save(tmp_path / "one.png")
+    script = (
+        "import os, sys\n"
+        "from ccl_cli import cli\n"
+        "def report(code):\n"
+        "    print('numpy' in sys.modules, os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+        "    sys.stdout.flush()\n"
+        "    os._exit(code)\n"
+        "cli._exit = report\n"
+        "sys.argv = ['gccl', 'label', 'one.png', '--out', 'o', '--device', 'cpu', '-q']\n"
+        "cli.main()\n"
+    )
+    environment = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        environment["OPENBLAS_NUM_THREADS"] = given
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", expected]
 
 
 def test_a_command_ends_with_its_code_its_output_whole_and_no_process_left(
