@@ -132,17 +132,51 @@ static inline int32_t join_label(int32_t *parent, int32_t label, int32_t q) {
     return label != q ? unite(parent, label, q) : label;
 }
 
+/* settled[x] = 1 where pixel x of a tau row (with a row above) adds no join to its run:
+ * it joins its left neighbour, and the labels above that it joins are one label, the one
+ * its left neighbour joined last. With 8-connectivity it joins up-left, up and up-right,
+ * which hold one label, and its left neighbour joined up-right (this pixel's up); with 4 it
+ * joins up, as its left neighbour did, and the two labels above are one. tau_row passes
+ * over these pixels: most pixels of a smooth surface. */
+static void settled_pixels(const uint8_t *m, const int32_t *up, int64_t width, int64_t eight,
+                           uint8_t *settled) {
+    settled[0] = 0;
+    if (eight) {
+        for (int64_t x = 1; x + 1 < width; x++) {
+            settled[x] = (uint8_t)((m[x] == 31) & (m[x - 1] >> 4) & (up[x - 1] == up[x]) &
+                                   (up[x] == up[x + 1]));
+        }
+        if (width > 1) settled[width - 1] = 0; /* it has no up-right */
+    } else {
+        for (int64_t x = 1; x < width; x++) {
+            settled[x] = (uint8_t)((m[x] == 7) & (m[x - 1] >> 2) & (up[x - 1] == up[x]));
+        }
+    }
+}
+
+/* x, or the first pixel from x on that is not settled (settled_pixels). */
+static inline int64_t past_settled(const uint8_t *settled, int64_t x, int64_t width) {
+    const uint64_t all = UINT64_C(0x0101010101010101);
+    for (uint64_t word; x + 8 <= width; x += 8) {
+        memcpy(&word, settled + x, 8);
+        if (word != all) break;
+    }
+    while (x < width && settled[x]) x++;
+    return x;
+}
+
 /* A tau row, run by run: a run is a foreground pixel (m[x] odd) and the pixels after it
  * that join their left neighbour (m[x] & 2), so it is one set and takes one label. Each
  * of its pixels joins the labels of the row above that m says it joins (4 up, 8 up-left,
  * 16 up-right; joins is not transitive, so every pixel counts); a run of the row above
- * has one label, so a label equal to the last one joined is passed over. A run that
- * joins none makes a label at its first pixel: labels are made in raster order of each
- * new set's first pixel. runs[2 i], runs[2 i + 1] = start and end (exclusive) of run i;
- * returns their number, with *n the last label made. */
-static int64_t tau_row(const uint8_t *m, const int32_t *up, int32_t *cur, int32_t *parent,
-                       gccl_record *acc, int64_t *n, int64_t off, int64_t width,
-                       int64_t *runs) {
+ * has one label, so a label equal to the last one joined is passed over, and so are the
+ * settled pixels (settled_pixels; all 0 for a strip's first row). A run that joins none
+ * makes a label at its first pixel: labels are made in raster order of each new set's
+ * first pixel. runs[2 i], runs[2 i + 1] = start and end (exclusive) of run i; returns
+ * their number, with *n the last label made. */
+static int64_t tau_row(const uint8_t *m, const uint8_t *settled, const int32_t *up,
+                       int32_t *cur, int32_t *parent, gccl_record *acc, int64_t *n, int64_t off,
+                       int64_t width, int64_t *runs) {
     int64_t k = 0, x = 0;
     while (x < width) {
         if (m[x] == 0) {
@@ -156,7 +190,7 @@ static int64_t tau_row(const uint8_t *m, const int32_t *up, int32_t *cur, int32_
             if (j & 8 && up[x - 1] != last) label = join_label(parent, label, last = up[x - 1]);
             if (j & 4 && up[x] != last) label = join_label(parent, label, last = up[x]);
             if (j & 16 && up[x + 1] != last) label = join_label(parent, label, last = up[x + 1]);
-            x++;
+            x = past_settled(settled, x + 1, width);
         } while (x < width && (m[x] & 2));
         if (label == 0) {
             *n = new_label(parent, acc, *n, off);
@@ -240,7 +274,7 @@ typedef int64_t (*strip_labeling)(const gccl_batch *, const uint8_t *, row_rule,
                                   int64_t *, int64_t *);
 typedef int64_t (*tau_labeling)(const gccl_batch *, const uint8_t *, const uint8_t *,
                                 run_statistics, int32_t *, int32_t *, int64_t, int64_t, int64_t,
-                                uint8_t *, uint8_t *, uint8_t *, int64_t *);
+                                uint8_t *, uint8_t *, uint8_t *, uint8_t *, int64_t *);
 typedef void (*mean_terms)(const gccl_batch *, const void *, const int32_t *, const int32_t *,
                            int64_t, int64_t, int64_t);
 
@@ -281,7 +315,8 @@ EXPORT int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
     const int64_t width = b->width, pixels = pixels_of(b);
     const int64_t image_bytes = pixels * type_bytes(b->image_type);
     const int64_t value_bytes = pixels * type_bytes(b->value_type);
-    uint8_t *fg = malloc((size_t)(3 * width)); /* this row's, the row above's, joins */
+    /* this row's foreground, the row above's, joins, settled pixels */
+    uint8_t *fg = malloc((size_t)(4 * width));
     int64_t *runs = malloc(sizeof(int64_t) * (size_t)(4 * width + 4));
     int failed = !fg || !runs;
     for (int64_t t = lo; t < hi && !failed; t++) {
@@ -294,6 +329,7 @@ EXPORT int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
         if (b->tau_mode) {
             last = TAU_STRIP[b->image_type](b, image, values, TAU_RUNS[b->value_type], prov,
                                             parent, r0, r1, off, fg, fg + width, fg + 2 * width,
+                                            fg + 3 * width,
                                             runs);
         } else {
             last = BINARY_STRIP[b->value_type](b, image, FOREGROUND_ROW[b->image_type], values,

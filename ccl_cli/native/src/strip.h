@@ -178,13 +178,13 @@ static void CAT(tau_runs, SUFFIX)(const gccl_batch *b, const int64_t *runs, int6
 
 /* Tau first pass over rows r0..r1-1 of one image (as binary_strip, each pixel on its
  * own): m[x] says which neighbours pixel x joins (tau_row), compared in the pixel type
- * for integers. fg and fg_above: this row's foreground and the row above's; run_list:
- * the row's runs (2 * width). */
+ * for integers. fg and fg_above: this row's foreground and the row above's; settled: the
+ * row's settled pixels (settled_pixels); run_list: the row's runs (2 * width). */
 static int64_t CAT(tau_strip, SUFFIX)(const gccl_batch *b, const uint8_t *image,
                                       const uint8_t *values, run_statistics runs, int32_t *prov,
                                       int32_t *parent, int64_t r0, int64_t r1, int64_t off,
                                       uint8_t *fg, uint8_t *fg_above, uint8_t *m,
-                                      int64_t *run_list) {
+                                      uint8_t *settled, int64_t *run_list) {
     const int64_t width = b->width;
     const int64_t value_row = width * type_bytes(b->value_type);
     const PIXEL *pixels = (const PIXEL *)image;
@@ -218,8 +218,13 @@ static int64_t CAT(tau_strip, SUFFIX)(const gccl_batch *b, const uint8_t *image,
             }
         }
         int32_t *cur = prov + y * width;
-        int64_t k = tau_row(m, y > r0 ? cur - width : cur, cur, parent, b->acc, &n, off, width,
-                            run_list);
+        const int32_t *up = y > r0 ? cur - width : cur;
+        if (y > r0) {
+            settled_pixels(m, up, width, b->eight, settled);
+        } else {
+            memset(settled, 0, (size_t)width);
+        }
+        int64_t k = tau_row(m, settled, up, cur, parent, b->acc, &n, off, width, run_list);
         runs(b, run_list, k, cur, values + y * value_row, y, off);
         uint8_t *swap = fg;
         fg = fg_above;
