@@ -166,9 +166,14 @@ static void CAT(tau_runs, SUFFIX)(const gccl_batch *b, const int64_t *runs, int6
 
 #if FLOATING
 #define CLOSE(u, v) close_values((double)(u), (double)(v), tau)
+#elif PIXEL_MIN == 0
+/* Unsigned pixels join when their distance, exact in the pixel type, is within the reach
+ * (saturating subtractions, which vectorize in the pixel's width). */
+#define WIDE PIXEL
+#define CLOSE(u, v) ((PIXEL)((u) > (v) ? (u) - (v) : (v) - (u)) <= reach)
 #else
-/* Integer pixels join when their difference, exact in WIDE, is within the reach. */
-#if PIXEL_MAX > UINT16_MAX
+/* Signed pixels join when their difference, exact in WIDE, is within the reach. */
+#if PIXEL_MAX > INT16_MAX
 #define WIDE int64_t
 #else
 #define WIDE int32_t
