@@ -382,7 +382,7 @@ OPTIONS: tuple[Option, ...] = (
         "processes",
         "auto",
         "N|auto",
-        "Worker processes, or auto (one per two cores, at most one per 8 inputs).",
+        "Worker processes, or auto (one per core, at most one per 8 inputs).",
         _count_or_auto,
     ),
     Option(

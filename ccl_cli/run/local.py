@@ -5,8 +5,10 @@ decoded images wait in groups of one shape and dtype until a group fills a
 batch, which the backend labels in one call. Images of at most INLINE_BYTES
 are decoded and written in this thread instead: for them, handing each step
 to a pool thread and back costs more than running it beside the others
-gains (the threads take turns at the GIL). Worker processes and Dask tasks
-run this same code on their share of the inputs.
+gains (the threads take turns at the GIL). So is every image of a run with
+one worker thread (--workers 1, and each worker process of --processes
+auto): there a pool thread could only take turns with this one. Worker
+processes and Dask tasks run this same code on their share of the inputs.
 
 The threads are daemons and every wait on them also watches for a stop
 request: Ctrl-C or SIGTERM ends the run within POLL_SECONDS even when a
@@ -151,7 +153,9 @@ class LocalRun:
         self.groups: dict[tuple[tuple[int, ...], str], list[_Decoded]] = {}
         self.pending_bytes = 0
         self.writes: deque[tuple[_Decoded, Future[tuple[dict[str, str], float]], float]] = deque()
-        self.small = True  # whether the last image decoded was of at most INLINE_BYTES
+        #: Whether the next input is read in this thread (_in_this_thread, from the last
+        #: image decoded: the first input is read here).
+        self.small = True
 
     def work(self, admitted: Iterable[Admitted | None]) -> None:
         """Decode, label and write every admitted record.
@@ -162,7 +166,7 @@ class LocalRun:
         """
         reads: deque[tuple[Record, OutputPaths, Future[_Read]]] = deque()
         assert self.settings.out is not None
-        self.pool = pool = _Threads(self.workers)
+        self.pool = pool = _Threads(0 if self.workers <= 1 else self.workers)
         try:
             with OutDir(self.settings.out) as self.out:
                 try:
@@ -215,7 +219,7 @@ class LocalRun:
         except Exception as error:
             self.outcomes.fail(record, f"cannot read ({type(error).__name__}: {error})")
             return
-        self.small = values.nbytes <= INLINE_BYTES
+        self.small = self._in_this_thread(values)
         height, width = values.shape
         record.width, record.height, record.dtype = width, height, str(values.dtype)
         problem = background_problem(values.dtype, self.params)
@@ -231,6 +235,10 @@ class LocalRun:
         while self.pending_bytes > 2 * self._budget() and self.groups:
             self._flush(max(self.groups, key=lambda k: len(self.groups[k])))
         self._drain_writes(2 * self.workers)
+
+    def _in_this_thread(self, values: np.ndarray) -> bool:
+        """Whether the steps of an image like `values` run in this thread (module docstring)."""
+        return self.workers <= 1 or values.nbytes <= INLINE_BYTES
 
     def _step(self, here: bool, function: Callable[..., Any], *args: Any) -> Future[Any]:
         """function(*args) queued for the pool, or run in this thread now (`here`, after
@@ -301,7 +309,7 @@ class LocalRun:
             labels = np.asarray(result.image(i))
             table = result.tables[i]
             outlines = result.polygons[i] if result.polygons is not None else None
-            small = decoded.values.nbytes <= INLINE_BYTES
+            small = self._in_this_thread(decoded.values)
             future = self._step(
                 small, _write, decoded, labels, table, outlines, self.settings, self.out
             )

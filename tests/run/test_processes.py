@@ -69,9 +69,9 @@ def test_sigterm_stops_the_workers_and_writes_the_summary(tmp_path: Path):
     ("setting", "inputs", "cores", "expected"),
     [
         (3, 1, 2, 3),  # a number is taken as given
-        ("auto", 1000, 16, 8),  # one per two cores
-        ("auto", 1000, 3, 1),
-        ("auto", 1000, 2, 1),  # two cores: this process
+        ("auto", 1000, 16, 16),  # one per core
+        ("auto", 1000, 2, 2),
+        ("auto", 1000, 1, 1),  # one core: this process
         ("auto", 15, 16, 1),  # under two processes' worth of inputs: this process
         ("auto", 40, 16, 5),  # one process per 8 inputs
     ],
