@@ -172,12 +172,19 @@ class LocalProcesses:
         self.service.serve(served)
 
     def close(self) -> None:
-        """Stop the workers once their running tasks end, then the labeling service."""
+        """Stop the workers once their running tasks end, then the labeling service.
+
+        The pool's manager thread is waited for too: it drops the pool's queues as it
+        ends, which unlinks their semaphores, and a process that exits meanwhile leaves
+        the resource tracker a semaphore to warn about ("leaked semaphore objects").
+        """
         with self.lock:
             self.closing = True
             pool = self.pool
-        # concurrent.futures lists a pool's processes nowhere public (and drops them on shutdown).
+        # concurrent.futures lists a pool's processes and its manager thread nowhere public
+        # (and drops them on shutdown).
         workers = list((getattr(pool, "_processes", None) or {}).values())
+        manager: threading.Thread | None = getattr(pool, "_executor_manager_thread", None)
         pool.shutdown(wait=False, cancel_futures=True)
         deadline = time.monotonic() + CLOSE_SECONDS
         for worker in workers:
@@ -185,6 +192,8 @@ class LocalProcesses:
         for worker in workers:
             if worker.is_alive():
                 worker.kill()
+        if manager is not None:
+            manager.join(max(0.0, deadline - time.monotonic()))
         pool.shutdown(wait=True)
         if self.service is not None:
             self.service.close()

@@ -13,6 +13,8 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from concurrent.futures import process as futures_process
 from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any
@@ -111,6 +113,25 @@ def remembered_pools(monkeypatch: pytest.MonkeyPatch) -> list[processes.LocalPro
 
     monkeypatch.setattr(processes.LocalProcesses, "__init__", remembered)
     return pools
+
+
+def test_a_run_ends_after_its_pools_manager_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The manager thread drops the pool's queues as it ends, which unlinks their
+    semaphores: a run that exited before it did left the resource tracker a "leaked
+    semaphore" to warn about on stderr. Here that thread is slow to end."""
+    managers: list[futures_process._ExecutorManagerThread] = []
+    real = futures_process._ExecutorManagerThread.join_executor_internals
+
+    def slow(self: futures_process._ExecutorManagerThread) -> None:
+        managers.append(self)
+        time.sleep(0.5)
+        real(self)
+
+    monkeypatch.setattr(futures_process._ExecutorManagerThread, "join_executor_internals", slow)
+    make_inputs(tmp_path / "in", 4, 24)
+    code, _, stderr = gccl(str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--processes", "2")
+    assert code == 0, stderr
+    assert managers and not any(manager.is_alive() for manager in managers)
 
 
 @pytest.mark.parametrize("served", [False, True], ids=["own-backend", "served"])
