@@ -149,6 +149,8 @@ class LocalRun:
         self.backend = backend
         self.outcomes = outcomes
         self.workers = workers
+        #: Every step in this thread, no pool (module docstring).
+        self.one_thread = workers <= 1
         self.budget = (backend.name, backend.batch_budget_bytes())
         self.groups: dict[tuple[tuple[int, ...], str], list[_Decoded]] = {}
         self.pending_bytes = 0
@@ -166,7 +168,7 @@ class LocalRun:
         """
         reads: deque[tuple[Record, OutputPaths, Future[_Read]]] = deque()
         assert self.settings.out is not None
-        self.pool = pool = _Threads(0 if self.workers <= 1 else self.workers)
+        self.pool = pool = _Threads(0 if self.one_thread else self.workers)
         try:
             with OutDir(self.settings.out) as self.out:
                 try:
@@ -238,7 +240,7 @@ class LocalRun:
 
     def _in_this_thread(self, values: np.ndarray) -> bool:
         """Whether the steps of an image like `values` run in this thread (module docstring)."""
-        return self.workers <= 1 or values.nbytes <= INLINE_BYTES
+        return self.one_thread or values.nbytes <= INLINE_BYTES
 
     def _step(self, here: bool, function: Callable[..., Any], *args: Any) -> Future[Any]:
         """function(*args) queued for the pool, or run in this thread now (`here`, after
