@@ -60,7 +60,7 @@ from ..errors import UsageError
 from ..io.outputs import check_before_changes
 from .fork_server import let_go_of_the_fork_server
 from .records import Admitted, Outcomes
-from .tasks import TaskRunner, label_task, spread_task_size, use_backend
+from .tasks import TaskRunner, guided_task_sizes, label_task, use_backend
 
 if TYPE_CHECKING:  # the service (and the CUDA modules it names) loads once workers start
     from .service import LabelingService, ServiceAddress
@@ -113,7 +113,7 @@ class LocalProcesses:
         """
         self.count = count
         self.threads = settings.workers or max(1, usable_cores() // count)
-        self.task_size = spread_task_size(inputs, count)
+        self.task_sizes = guided_task_sizes(inputs, count)
         self.context = context
         self.service: LabelingService | None = None
         self.backend_error: BaseException | None = None
@@ -221,7 +221,7 @@ class LocalProcesses:
                 raise self.backend_error
 
         worker_settings = replace(settings, workers=self.threads, device="cpu", devices=None)
-        runner = TaskRunner(self._submit, _cancel, "a worker process failed", self.task_size)
+        runner = TaskRunner(self._submit, _cancel, "a worker process failed", self.task_sizes)
         runner.label(admitted, worker_settings, outcomes, check)
         if self.making is not None and not self.on_request:
             self.making.join()

@@ -32,14 +32,19 @@ from .records import Admitted, Outcomes, Record
 
 #: Inputs per task when --batch-size is auto (at most, for local processes).
 AUTO_TASK_SIZE = 16
-#: Tasks per worker process that spread_task_size aims at.
-TASKS_PER_WORKER = 4
 #: How often the client looks for Ctrl-C while it waits for results.
 _POLL_SECONDS = 0.2
 
 #: Sends label_task(task, settings) to a worker; returns a future
 #: (concurrent.futures or distributed: result(), done(), add_done_callback()).
 Submit = Callable[[list[Admitted], Settings], Any]
+#: The size of the next task, given how many inputs the earlier tasks hold.
+TaskSizes = Callable[[int], int]
+
+
+def fixed_task_size(sent: int) -> int:
+    """AUTO_TASK_SIZE inputs per task, however many were sent."""
+    return AUTO_TASK_SIZE
 
 
 @dataclass
@@ -48,13 +53,13 @@ class TaskRunner:
 
     submit: sends one task. cancel: withdraws the futures of unfinished tasks.
     failure: how a failed task is named in its records' messages.
-    auto_size: inputs per task when --batch-size is auto.
+    auto_sizes: the tasks' sizes when --batch-size is auto.
     """
 
     submit: Submit
     cancel: Callable[[list[Any]], None]
     failure: str
-    auto_size: int = AUTO_TASK_SIZE
+    auto_sizes: TaskSizes = fixed_task_size
 
     def label(
         self,
@@ -67,11 +72,12 @@ class TaskRunner:
         assert settings.out is not None
         absolute_out = settings.out.absolute()
         task_settings = replace(settings, out=absolute_out, fail_fast=False)
-        size = settings.batch_size if isinstance(settings.batch_size, int) else self.auto_size
+        chosen = settings.batch_size
+        sizes = self.auto_sizes if not isinstance(chosen, int) else (lambda sent: chosen)
         done: queue.SimpleQueue[Any] = queue.SimpleQueue()
         chunks: dict[Any, list[Record]] = {}
         try:
-            for chunk in _chunks(admitted, size):  # admission checks for a stop
+            for chunk in _chunks(admitted, sizes):  # admission checks for a stop
                 task = [_absolute(record, task_settings) for record, _ in chunk]
                 future = self.submit(task, task_settings)
                 chunks[future] = [record for record, _ in chunk]
@@ -122,25 +128,33 @@ class _Results:
             self.outcomes.finished(record)
 
 
-def spread_task_size(inputs: int, workers: int) -> int:
-    """Inputs per task that give each of `workers` about TASKS_PER_WORKER tasks, at most
-    AUTO_TASK_SIZE.
+def guided_task_sizes(inputs: int, workers: int) -> TaskSizes:
+    """Task sizes for `inputs` inputs on `workers` workers: what is left over twice the
+    workers, 1 to AUTO_TASK_SIZE ("guided" scheduling, as OpenMP names it).
 
     A worker returns a task's records all at once, when its last input is
-    done: with few large tasks (200 scans in tasks of 16 on 8 processes) the
-    last round leaves most workers idle.
+    done, and tasks of one size end unevenly: 200 scans in 50 tasks of 4 on
+    16 processes left 14 of them idle while the last two ran. Tasks that
+    shrink as the run nears its end make the workers finish together.
     """
-    return max(1, min(AUTO_TASK_SIZE, -(-inputs // (workers * TASKS_PER_WORKER))))
+
+    def size(sent: int) -> int:
+        return max(1, min(AUTO_TASK_SIZE, -(-(inputs - sent) // (2 * workers))))
+
+    return size
 
 
-def _chunks(admitted: Iterable[Admitted | None], size: int) -> Iterator[list[Admitted]]:
-    """`admitted` in lists of `size`; a pause (None) ends a list early, as does the end."""
+def _chunks(admitted: Iterable[Admitted | None], sizes: TaskSizes) -> Iterator[list[Admitted]]:
+    """`admitted` in lists of the `sizes` given; a pause (None) ends a list early, as does
+    the end."""
     chunk: list[Admitted] = []
+    sent = 0
     for entry in admitted:
         if entry is not None:
             chunk.append(entry)
-        if chunk and (entry is None or len(chunk) == size):
+        if chunk and (entry is None or len(chunk) >= sizes(sent)):
             yield chunk
+            sent += len(chunk)
             chunk = []
     if chunk:
         yield chunk

@@ -82,18 +82,23 @@ def test_process_count(setting: int | str, inputs: int, cores: int, expected: in
     assert processes.process_count(setting, inputs, cores) == expected
 
 
-@pytest.mark.parametrize(
-    ("inputs", "workers", "expected"),
-    [
-        (200, 8, 7),  # about four tasks per worker
-        (200, 15, 4),
-        (1000, 8, tasks.AUTO_TASK_SIZE),  # never larger
-        (3, 4, 1),
-        (0, 4, 1),
-    ],
-)
-def test_task_size_spreads_the_inputs(inputs: int, workers: int, expected: int):
-    assert tasks.spread_task_size(inputs, workers) == expected
+@pytest.mark.parametrize(("inputs", "workers"), [(1000, 16), (200, 16), (200, 8), (3, 4), (1, 1)])
+def test_guided_tasks_shrink_to_single_inputs_as_the_run_ends(inputs: int, workers: int):
+    sizes = tasks.guided_task_sizes(inputs, workers)
+    chunks = list(tasks._chunks(range(inputs), sizes))  # type: ignore[arg-type]
+    assert [entry for chunk in chunks for entry in chunk] == list(range(inputs))
+    lengths = [len(chunk) for chunk in chunks]
+    assert lengths == sorted(lengths, reverse=True)
+    assert max(lengths) == min(tasks.AUTO_TASK_SIZE, -(-inputs // (2 * workers)))
+    # the last tasks, one for each worker at least, hold one input each
+    assert lengths[-min(inputs, workers) :] == [1] * min(inputs, workers)
+
+
+def test_a_pause_ends_a_task_early_and_sizes_follow_what_was_sent():
+    entries = [*range(5), None, *range(5, 40)]
+    chunks = list(tasks._chunks(entries, tasks.guided_task_sizes(40, 2)))  # type: ignore[arg-type]
+    assert [len(chunk) for chunk in chunks] == [5, 9, 7, 5, 4, 3, 2, 2, 1, 1, 1]
+    assert list(tasks._chunks(range(5), lambda sent: 2)) == [[0, 1], [2, 3], [4]]  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("value", [0, -2, "many", 1.5])
