@@ -298,11 +298,21 @@ def _view(blocks: dict[int, mmap.mmap], slot: _Slot) -> np.ndarray:
     return np.ndarray(slot.shape, np.dtype(slot.dtype), blocks[slot.block], slot.offset)
 
 
+#: A ServedBackend's name while the service labels its batches.
+SERVED = "served"
+
+
 class ServedBackend:
     """A worker's backend: its batches are labeled by the LabelingService of the parent,
-    or by a CpuBackend of its own when the service says so."""
+    or by a CpuBackend of its own when the service says so.
 
-    name = "served"
+    Its name is SERVED while the service labels its batches and the CPU
+    backend's while this worker does (no GPU served yet with --device auto, or
+    none at all): a run sizes its batches by the budget of the backend whose
+    name it sees (batch_budget_bytes), and the CPU's small batches let a
+    one-thread worker's decoding, labeling and writing take turns.
+    """
+
     uses_gpu = False  # its batches go to a GPU, but it is not served again
 
     def __init__(self, address: ServiceAddress, threads: int) -> None:
@@ -316,6 +326,12 @@ class ServedBackend:
         self.cpu: Backend | None = None
         self.load = CpuLoad(behind_images=None)  # whether to ask for the GPU
         self.asked = False
+        self.name = SERVED if self._served_now() else self._cpu().name
+
+    def _served_now(self) -> bool:
+        """Whether the next batch goes to the service."""
+        serving = self.address.serving
+        return self.local is None and (serving is None or serving.is_set())
 
     def per_device(self) -> list[Backend]:
         """This backend."""
@@ -328,7 +344,11 @@ class ServedBackend:
         return in_one_step(self, batch, params, out, narrow)
 
     def batch_budget_bytes(self) -> int:
-        return self.address.batch_budget
+        """The service's share of its budget while it labels this worker's batches, else the
+        CPU backend's."""
+        if self.name == SERVED:
+            return self.address.batch_budget
+        return self._cpu().batch_budget_bytes()
 
     def empty_batch(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """An array in shared memory, which the service reads and writes in place."""
@@ -348,13 +368,13 @@ class ServedBackend:
         """Send the batch to the service and wait for its labels (in `out`) and tables."""
         if self.local is not None:
             return self._locally(self.local, batch, params, out, narrow)
-        serving = self.address.serving
-        if serving is not None and not serving.is_set():  # no GPU yet (--device auto)
+        if not self._served_now():  # no GPU yet (--device auto)
             began = time.monotonic()
             result = self._locally(self._cpu(), batch, params, out, narrow)
             if not self.asked and self.load.count(began, time.monotonic(), len(result.tables)):
                 self._ask_for_the_gpu()
             return result
+        self.name = SERVED
         batch = np.asarray(batch)
         batch_slot = self.blocks.locate(batch)
         if batch_slot is None:  # not stacked in empty_batch's memory: copied there
@@ -374,6 +394,7 @@ class ServedBackend:
             cpu = self._cpu()
             if status == "self":
                 self.local = cpu
+                self.name = cpu.name
             return self._locally(cpu, batch, params, out, narrow)
         if status != "ok":
             raise RuntimeError(f"the labeling process failed ({answer})")

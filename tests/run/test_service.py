@@ -284,6 +284,39 @@ def test_with_cpu_meanwhile_batches_are_labeled_by_the_worker_until_the_gpu_is_s
         service.close()
 
 
+def test_batches_are_sized_for_the_backend_that_labels_them():
+    """A run asks its backend's budget again when the name changes (local.py): the CPU's
+    while the worker labels on its own, the service's share once it is served."""
+    cpu_budget = CpuBackend().batch_budget_bytes()
+    service = LabelingService(workers=1, cpu_meanwhile=True)
+    assert service.address.batch_budget != cpu_budget
+    backend = ServedBackend(service.address, threads=1)
+    try:
+        backend.label(random_batch(backend, (2, 20, 30), 0), LabelParams())
+        assert (backend.name, backend.batch_budget_bytes()) == ("cpu", cpu_budget)
+        service.serve([_Served()])
+        backend.label(random_batch(backend, (2, 20, 30), 1), LabelParams())
+        assert backend.name == "served"
+        assert backend.batch_budget_bytes() == service.address.batch_budget
+    finally:
+        assert backend.connection is not None
+        backend.connection.close()
+        service.close()
+    waiting = LabelingService(workers=1)  # --device cuda: every batch waits for the service
+    assert ServedBackend(waiting.address, threads=1).name == "served"
+    waiting.close()
+    none = LabelingService(workers=1)
+    none.serve([])  # no GPU: the worker labels on its own from its first batch on
+    backend = ServedBackend(none.address, threads=1)
+    try:
+        backend.label(random_batch(backend, (1, 8, 8), 0), LabelParams())
+        assert (backend.name, backend.batch_budget_bytes()) == ("cpu", cpu_budget)
+    finally:
+        assert backend.connection is not None
+        backend.connection.close()
+        none.close()
+
+
 def test_with_cpu_meanwhile_a_failing_gpu_is_dropped_with_one_notice():
     notices: list[str] = []
     service = LabelingService(workers=1, cpu_meanwhile=True, notice=notices.append)
