@@ -286,7 +286,11 @@ def main() -> None:
         default=None,
         help="extra gccl options of one configuration, quoted (repeatable)",
     )
-    parser.add_argument("--device", default="cuda", help="gccl's --device (cpu: no labeling share)")
+    parser.add_argument(
+        "--device",
+        default="auto",
+        help="gccl's --device, the command's own default (cpu: no labeling share)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     configurations = args.gccl_options or [""]
