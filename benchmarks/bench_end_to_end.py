@@ -357,6 +357,7 @@ def main() -> None:
             "job": kind,
             "images": len(paths),
             "peer_seconds": peer_seconds,
+            "peer_runs_seconds": peer_runs,
             "peer_images_per_s": len(paths) / peer_seconds,
             "gccl": [],
         }
@@ -370,6 +371,7 @@ def main() -> None:
                 {
                     "options": extra,
                     "seconds": wall,
+                    "runs_seconds": [run[0] for run in times],
                     "first_record_seconds": first,
                     "last_record_seconds": last,
                     "images_per_s": len(paths) / wall,
@@ -386,11 +388,13 @@ def main() -> None:
         results.append(row)
         print(
             f"{kind}: {len(paths)} images; peer ({args.peer_processes} processes) "
-            f"{peer_seconds:.2f} s = {row['peer_images_per_s']:.0f} images/s"
+            f"{peer_seconds:.2f} s = {row['peer_images_per_s']:.0f} images/s "
+            f"(runs {min(peer_runs):.2f}-{max(peer_runs):.2f} s)"
         )
         for g in row["gccl"]:
             print(
-                f"  gccl {g['options'] or '(defaults)':40s} {g['seconds']:.2f} s = "
+                f"  gccl {g['options'] or '(defaults)':40s} {g['seconds']:.2f} s "
+                f"(runs {min(g['runs_seconds']):.2f}-{max(g['runs_seconds']):.2f} s) = "
                 f"{g['images_per_s']:.0f} images/s = {g['speedup']:.2f}x peer; first/last "
                 f"image done at {g['first_record_seconds']:.2f}/{g['last_record_seconds']:.2f} s; "
                 f"kept differs on {g['kept_mismatches']} file(s)"
