@@ -109,7 +109,7 @@ _HAS_ALPHA = {"RGB": False, "RGBA": True, "color palette": False, "gray+alpha": 
 
 def is_image_path(path: str | Path) -> bool:
     """Whether a directory scan should pick up `path` (by suffix, any case)."""
-    return Path(path).suffix.lower() in IMAGE_SUFFIXES
+    return os.path.splitext(path)[1].lower() in IMAGE_SUFFIXES
 
 
 def read_image(

@@ -194,30 +194,32 @@ def _scan_folder(
     folder, a link to nothing and anything else named like an image that is
     not a file each become an item that fails with the reason.
     """
-    relative = folder.relative_to(root) if folder != root else Path(folder.name)
+    below = folder.relative_to(root)  # each image's outputs mirror its path below root
     try:
         with os.scandir(folder) as scan:
             entries = sorted(scan, key=lambda entry: entry.name)
     except OSError as error:
         reason = error.strerror or str(error)
+        relative = below if folder != root else Path(folder.name)
         yield InputItem(folder, relative, f"cannot read the folder ({reason})")
         return
     for entry in entries:
-        if entry.name.startswith("."):
+        name = entry.name
+        if name.startswith("."):
             continue
-        path = folder / entry.name
         try:
             is_folder = entry.is_dir(follow_symlinks=False)
         except OSError:
             is_folder = False
         if is_folder:
             if recursive:
-                yield from _scan_folder(root, path, recursive, not_scanned)
+                yield from _scan_folder(root, folder / name, recursive, not_scanned)
             else:
-                not_scanned.append(path)
+                not_scanned.append(folder / name)
             continue
-        if not is_image_path(entry.name):
+        if not is_image_path(name):
             continue
+        path = folder / name
         try:
             is_file = entry.is_file()
         except OSError:
@@ -230,7 +232,7 @@ def _scan_folder(
                 else "not a file"
             )
         if is_file or not entry.is_dir():  # a link to a folder is not an image
-            yield InputItem(path, path.relative_to(root), problem)
+            yield InputItem(path, below / name, problem)
 
 
 class Listing:
@@ -248,7 +250,7 @@ class Listing:
     def _listed(self, item: InputItem) -> InputItem:
         if item.problem or item.empty:
             return item
-        target = os.path.normpath(os.path.abspath(item.path))
+        target = os.path.abspath(item.path)  # (normalized too)
         first = self.first.first((target, item.page), item.display)
         if first is not None:
             return replace(item, duplicate=first)
