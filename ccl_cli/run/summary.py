@@ -97,15 +97,20 @@ class Summary:
                 raise UsageError(f"cannot write {self.path} (its last rows are missing)")
             return []
         # No earlier result may sit next to a failed row (nor may another input's go).
-        kept = {
-            self.outputs[id(record)].labels_png
+        failed = [
+            self.outputs[id(record)]
             for record in records
-            if record.status != "failed" and id(record) in self.outputs
-        }
-        for record in records:
-            paths = self.outputs.get(id(record))
-            if record.status == "failed" and paths is not None and paths.labels_png not in kept:
-                self.run_record.remove_earlier(paths)
+            if record.status == "failed" and id(record) in self.outputs
+        ]
+        if failed:  # (labels_png builds a path per row: only a failure pays for that)
+            kept = {
+                self.outputs[id(record)].labels_png
+                for record in records
+                if record.status != "failed" and id(record) in self.outputs
+            }
+            for paths in failed:
+                if paths.labels_png not in kept:
+                    self.run_record.remove_earlier(paths)
         self.counts.update(record.status for record in records)
         try:
             atomic_write(self.path, summary_csv(record.row() for record in records))
