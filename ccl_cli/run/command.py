@@ -18,7 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
 
-from ..backends import make_backend
+from ..backends import cpu_only, make_backend
 from ..backends.base import Backend, usable_cores
 from ..config import Settings
 from ..errors import (
@@ -227,13 +227,15 @@ def _engine(
 
         return Cluster(settings.scheduler)
     from .fork_server import start_fork_server
-    from .processes import LocalProcesses, process_count
+    from .processes import SERVICE_MODULE, LocalProcesses, process_count
 
     cores = usable_cores()
     workers = settings.workers or cores
     count = process_count(settings.processes, 1 if inputs is None else inputs, cores)
     if count > 1 and inputs is not None:
-        return LocalProcesses(count, settings, start_fork_server(), inputs, reporter.notice)
+        served = () if cpu_only(settings.device, settings.devices) else (SERVICE_MODULE,)
+        context = start_fork_server(served)
+        return LocalProcesses(count, settings, context, inputs, reporter.notice)
     params = settings.label_params()  # auto labels on the CPU while CUDA starts
     backend = make_backend(settings.device, workers, reporter.notice, settings.devices, params)
     return _Local(backend, workers, wake)

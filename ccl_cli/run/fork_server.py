@@ -18,6 +18,7 @@ other threads, the server is started the usual way, in a thread.
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import sys
@@ -32,10 +33,16 @@ PRELOADED = ("ccl_cli.run.worker_start",)
 _SERVER_STATE = ("_lock", "_forkserver_address", "_forkserver_alive_fd", "_forkserver_pid")
 
 
-def start_fork_server() -> Any:
-    """The fork-server context of the workers, its server started (or starting) now."""
+def start_fork_server(also: tuple[str, ...] = ()) -> Any:
+    """The fork-server context of the workers, its server started (or starting) now.
+
+    also: modules this run's workers need beyond PRELOADED (the labeling service
+    where a GPU may serve them), imported here first, as this process needs them too.
+    """
+    for name in also:
+        importlib.import_module(name)
     context = get_context("forkserver")
-    context.set_forkserver_preload(list(PRELOADED))
+    context.set_forkserver_preload([*PRELOADED, *also])
     if not _fork_server():
         threading.Thread(target=forkserver.ensure_running, daemon=True).start()
     return context

@@ -73,6 +73,8 @@ START_PAUSE_SECONDS = 0.2
 CLOSE_SECONDS = 5.0
 #: prctl(2)'s option that sends a signal on the parent's death (Linux).
 _PR_SET_PDEATHSIG = 1
+#: The labeling service's module: the fork server loads it only for runs that have one.
+SERVICE_MODULE = "ccl_cli.run.service"
 #: Inputs per process --processes auto asks for: a short job stays in this process,
 #: where it starts at once.
 AUTO_INPUTS_PER_PROCESS = 8
@@ -124,6 +126,9 @@ class LocalProcesses:
             self._start_backend(count, settings, notice)
         self.lock = threading.Lock()
         self.closing = False
+        #: The pool, its workers and manager thread once they were told to exit (_let_go).
+        self.leaving: tuple[ProcessPoolExecutor, list[BaseProcess], threading.Thread | None] | None
+        self.leaving = None
         self.pool = self._new_pool()
 
     def _start_backend(self, count: int, settings: Settings, notice: Callable[[str], None]) -> None:
@@ -172,20 +177,11 @@ class LocalProcesses:
         self.service.serve(served)
 
     def close(self) -> None:
-        """Stop the workers once their running tasks end, then the labeling service.
-
-        The pool's manager thread is waited for too: it drops the pool's queues as it
-        ends, which unlinks their semaphores, and a process that exits meanwhile leaves
-        the resource tracker a semaphore to warn about ("leaked semaphore objects").
-        """
-        with self.lock:
-            self.closing = True
-            pool = self.pool
-        # concurrent.futures lists a pool's processes and its manager thread nowhere public
-        # (and drops them on shutdown).
-        workers = list((getattr(pool, "_processes", None) or {}).values())
-        manager: threading.Thread | None = getattr(pool, "_executor_manager_thread", None)
-        pool.shutdown(wait=False, cancel_futures=True)
+        """Stop the workers once their running tasks end (_let_go), wait for them, then
+        stop the labeling service."""
+        self._let_go()
+        assert self.leaving is not None
+        pool, workers, manager = self.leaving
         deadline = time.monotonic() + CLOSE_SECONDS
         for worker in workers:
             worker.join(max(0.0, deadline - time.monotonic()))
@@ -197,6 +193,26 @@ class LocalProcesses:
         pool.shutdown(wait=True)
         if self.service is not None:
             self.service.close()
+
+    def _let_go(self) -> None:
+        """Tell the workers to exit once their running tasks end (once), without waiting:
+        close waits for them and for the pool's manager thread.
+
+        The manager thread drops the pool's queues as it ends, which unlinks their
+        semaphores, and a process that exits meanwhile leaves the resource tracker a
+        semaphore to warn about ("leaked semaphore objects"). concurrent.futures lists a
+        pool's processes and its manager thread nowhere public, and drops them on
+        shutdown, so they are kept here first.
+        """
+        with self.lock:
+            self.closing = True
+            pool = self.pool
+            if self.leaving is not None:
+                return
+            workers = list((getattr(pool, "_processes", None) or {}).values())
+            manager: threading.Thread | None = getattr(pool, "_executor_manager_thread", None)
+            self.leaving = pool, workers, manager
+        pool.shutdown(wait=False, cancel_futures=True)
 
     def label(
         self,
@@ -223,6 +239,7 @@ class LocalProcesses:
         worker_settings = replace(settings, workers=self.threads, device="cpu", devices=None)
         runner = TaskRunner(self._submit, _cancel, "a worker process failed", self.task_sizes)
         runner.label(admitted, worker_settings, outcomes, check)
+        self._let_go()  # no task comes after these: the workers exit while the run ends
         if self.making is not None and not self.on_request:
             self.making.join()
         check()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import fcntl
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -230,6 +231,31 @@ print(asked, loaded)
 """
 
 
+def test_the_workers_exit_as_the_last_task_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Worker processes: the workers are told to exit once the last task is done, so they end
+    while the run writes its summary, not only once it closes them."""
+    make_inputs(tmp_path / "in", 6, 20)
+    before = set(multiprocessing.active_children())
+    left: list[list[Any]] = []
+    real_close = processes.LocalProcesses.close
+
+    def close(self: Any) -> None:
+        deadline = time.monotonic() + WAIT_SECONDS
+        workers = [child for child in multiprocessing.active_children() if child not in before]
+        while workers and time.monotonic() < deadline:
+            time.sleep(0.01)
+            workers = [child for child in multiprocessing.active_children() if child not in before]
+        left.append(workers)
+        real_close(self)
+
+    monkeypatch.setattr(processes.LocalProcesses, "close", close)
+    code, _, stderr = gccl(
+        str(tmp_path / "in"), "-r", "--out", str(tmp_path / "out"), "--processes", "2"
+    )
+    assert code == 0, stderr
+    assert left == [[]]
+
+
 def test_a_temporary_a_killed_worker_left_is_gone_when_the_run_ends(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -257,27 +283,27 @@ def test_a_temporary_a_killed_worker_left_is_gone_when_the_run_ends(
     os.close(held[0])
 
 
-#: What a worker runs: its set-up and tasks, the labeling service and the CPU engine.
-_WORKER_MODULES = (
-    "ccl_cli.run.processes",
-    "ccl_cli.run.tasks",
-    "ccl_cli.run.service",
-    "ccl_cli.backends.cpu.labels",
-)
+#: What a worker runs: its set-up and tasks and the CPU engine.
+_WORKER_MODULES = ("ccl_cli.run.processes", "ccl_cli.run.tasks", "ccl_cli.backends.cpu.labels")
 
 
-def test_the_fork_server_loads_the_workers_modules_without_cuda():
+@pytest.mark.parametrize("served", [False, True])
+def test_the_fork_server_loads_the_workers_modules_without_cuda(served: bool):
     """The fork server drops a preloaded name that fails to import without a word: each
-    imports here, loads what a worker runs and no CUDA package."""
-    script = f"WORKER_MODULES = {_WORKER_MODULES!r}\n{_IMPORT_PRELOADED}"
+    imports here, loads what a worker runs and no CUDA package; the labeling service only
+    for a run that has one."""
+    also = (processes.SERVICE_MODULE,) if served else ()
+    expected = [*_WORKER_MODULES, *also]
+    watched = [*_WORKER_MODULES, processes.SERVICE_MODULE]
+    script = f"WORKER_MODULES = {watched!r}\n{_IMPORT_PRELOADED}"
     result = subprocess.run(
-        [sys.executable, "-c", script, *fork_server.PRELOADED],
+        [sys.executable, "-c", script, *fork_server.PRELOADED, *also],
         capture_output=True,
         text=True,
         timeout=WAIT_SECONDS,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == f"[] {list(_WORKER_MODULES)}"
+    assert result.stdout.strip() == f"[] {expected}"
 
 
 def _running(pid: int) -> bool:
