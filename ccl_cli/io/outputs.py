@@ -465,14 +465,6 @@ def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
         folder.write(path, data, durable)
 
 
-def remove_stale_temporaries(out: Path) -> int:
-    """Delete temporaries a killed run left under `out`; returns how many."""
-    if not out.is_dir():
-        return 0
-    with OutDir(out) as folder:
-        return folder.remove_temporaries()
-
-
 class OutputLock:
     """An exclusive hold on an --out folder for the life of a run.
 

@@ -187,7 +187,9 @@ def _run(
             report.interrupted = True
         if not isinstance(engine, _Local):  # a worker killed mid-write left its temporary
             with OutDir(out) as folder:
-                folder.remove_temporaries()  # (a live writer's stays: it holds its flock)
+                removed = folder.remove_temporaries()  # (a live writer's stays: its flock)
+            if removed:
+                reporter.notice(f"removed {removed} partial file(s) left by a worker that died")
         report.records = summary.close(source.untaken(summary.taken_count), report.interrupted)
         report.counts = summary.counts
         run_record.write(_backend_name(engine, settings), finished=True)

@@ -11,7 +11,7 @@ absolute paths.
 Outputs are written atomically and are the same whichever worker writes them,
 so a task that is rerun (Dask reruns those of a worker that died) overwrites
 finished files harmlessly; temporaries of a worker killed mid-write are
-removed when every task has ended.
+removed when every task has ended (command.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ..backends import make_backend
 from ..backends.base import Backend
 from ..config import Settings
 from ..io.inputs import InputItem
-from ..io.outputs import output_paths, remove_stale_temporaries
+from ..io.outputs import output_paths
 from .local import label_admitted
 from .records import Admitted, Outcomes, Record
 
@@ -88,11 +88,6 @@ class TaskRunner:
                 results.take(future, chunks[future])
         finally:
             self.cancel([future for future in chunks if not future.done()])
-        removed = remove_stale_temporaries(settings.out)
-        if removed:
-            outcomes.reporter.notice(
-                f"removed {removed} partial file(s) left by a worker that died"
-            )
 
 
 class _Results:

@@ -21,7 +21,6 @@ from ccl_cli.io.outputs import (
     RunInputs,
     atomic_write,
     output_paths,
-    remove_stale_temporaries,
 )
 
 
@@ -117,6 +116,11 @@ def test_atomic_write_replaces_whole_and_leaves_no_temporary(tmp_path: Path) -> 
     assert sorted(p.name for p in target.parent.iterdir()) == ["out.bin"]
 
 
+def _removed(out: Path) -> int:
+    with OutDir(out) as folder:
+        return folder.remove_temporaries()
+
+
 def test_stale_temporaries_are_removed(tmp_path: Path) -> None:
     writer = subprocess.Popen([sys.executable, "-c", "pass"])
     writer.wait()  # its pid is now that of no process
@@ -126,7 +130,7 @@ def test_stale_temporaries_are_removed(tmp_path: Path) -> None:
         touch(tmp_path / "a" / ".gccl-tmp-notes"),  # not a name gccl makes
         touch(tmp_path / "a" / f".gccl-tmp-{os.getpid()}-0123abcd"),  # a live writer's
     ]
-    assert remove_stale_temporaries(tmp_path) == 1
+    assert _removed(tmp_path) == 1
     assert not stale.exists()
     assert all(path.exists() for path in keep)
 
@@ -140,7 +144,7 @@ def test_a_temporary_of_a_killed_unreaped_writer_is_stale(tmp_path: Path) -> Non
         time.sleep(0.01)
     stale = touch(tmp_path / f".gccl-tmp-{writer.pid}-0123abcd")  # a zombie's, just made
     try:
-        assert remove_stale_temporaries(tmp_path) == 1
+        assert _removed(tmp_path) == 1
         assert not stale.exists()
     finally:
         writer.wait()
