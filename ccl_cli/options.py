@@ -281,7 +281,7 @@ OPTIONS: tuple[Option, ...] = (
         0,
         "N",
         "Erode the foreground mask N times before labeling (3x3 square, a cross with "
-        "--connectivity 4; the border counts as background).",
+        "--connectivity 4; outside the image never changes the result).",
         _steps,
     ),
     Option("dilate", 0, "N", "Dilate the foreground mask N times.", _steps),

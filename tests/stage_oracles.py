@@ -1,29 +1,60 @@
-"""Independent references for the stages before labeling: scipy.ndimage for the
-morphology, brute-force loops for the smoothing (written from the README's rules)."""
+"""Independent references for the stages before labeling: scipy.ndimage and OpenCV for
+the morphology, brute-force loops for the smoothing (written from the README's rules)."""
 
 from __future__ import annotations
 
 import math
 from fractions import Fraction
 
+import cv2
 import numpy as np
 import scipy.ndimage as ndi
 
-SCIPY_OPS = {
-    "erode": ndi.binary_erosion,
-    "dilate": ndi.binary_dilation,
-    "open": ndi.binary_opening,
-    "close": ndi.binary_closing,
+#: generate_binary_structure's (rank, connectivity) for each of gccl's connectivities.
+STRUCTURES = {4: (2, 1), 8: (2, 2), 6: (3, 1), 18: (3, 2), 26: (3, 3)}
+#: Each option as erosions and dilations, in order.
+PRIMITIVES = {
+    "erode": ("erode",),
+    "dilate": ("dilate",),
+    "open": ("erode", "dilate"),
+    "close": ("dilate", "erode"),
 }
 
 
 def scipy_mask(mask: np.ndarray, steps: list[tuple[str, int]], connectivity: int) -> np.ndarray:
-    """The morphology steps by scipy.ndimage, border counting as background."""
-    structure = ndi.generate_binary_structure(2, 1 if connectivity == 4 else 2)
-    for op, n in steps:
-        if n:  # scipy's iterations=0 means "until nothing changes"; ours means off
-            mask = SCIPY_OPS[op](mask, structure, iterations=n, border_value=0)
+    """The morphology steps by scipy.ndimage, with the border that never changes the
+    result: foreground for an erosion (border_value=1), background for a dilation."""
+    structure = ndi.generate_binary_structure(*STRUCTURES[connectivity])
+    for name, n in steps:
+        if not n:  # scipy's iterations=0 means "until nothing changes"; ours means off
+            continue
+        for op in PRIMITIVES[name]:
+            if op == "erode":
+                mask = ndi.binary_erosion(mask, structure, iterations=n, border_value=1)
+            else:
+                mask = ndi.binary_dilation(mask, structure, iterations=n, border_value=0)
     return mask
+
+
+CV2_OPS = {"open": cv2.MORPH_OPEN, "close": cv2.MORPH_CLOSE}
+
+
+def opencv_mask(mask: np.ndarray, steps: list[tuple[str, int]], connectivity: int) -> np.ndarray:
+    """The morphology steps by cv2.erode/dilate/morphologyEx with their default border
+    (borderType BORDER_CONSTANT with morphologyDefaultBorderValue)."""
+    shape = cv2.MORPH_CROSS if connectivity == 4 else cv2.MORPH_RECT
+    kernel = cv2.getStructuringElement(shape, (3, 3))
+    image = mask.astype(np.uint8)
+    for name, n in steps:
+        if not n:  # OpenCV's iterations=0 is one iteration; ours means off
+            continue
+        if name == "erode":
+            image = cv2.erode(image, kernel, iterations=n)
+        elif name == "dilate":
+            image = cv2.dilate(image, kernel, iterations=n)
+        else:
+            image = cv2.morphologyEx(image, CV2_OPS[name], kernel, iterations=n)
+    return image.astype(bool)
 
 
 def oracle_smooth(

@@ -42,7 +42,8 @@ class StageOps(Protocol):
     """The heavy steps of one backend, on arrays whose last two axes are (H, W)."""
 
     def morph(self, mask: Any, op: str, iterations: int, connectivity: int) -> Any:
-        """`mask` (bool) eroded or dilated (`op`) `iterations` times; border is background."""
+        """`mask` (bool) eroded or dilated (`op`) `iterations` times; pixels
+        outside the image count as foreground for erosion and background for dilation."""
         ...
 
     def smooth(self, values: Any, mask: Any, weights: tuple[int, ...]) -> Any:

@@ -14,7 +14,7 @@ from conftest import pixel_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles import bfs_labels, component_stats, filter_min_area, is_foreground
-from stage_oracles import oracle_fill, oracle_smooth, scipy_mask
+from stage_oracles import opencv_mask, oracle_fill, oracle_smooth, scipy_mask
 
 from ccl_cli.backends.cpu.labels import label_image
 from ccl_cli.backends.cpu.stages import NumpyStages
@@ -56,16 +56,21 @@ def nasty_masks() -> list[np.ndarray]:
 @pytest.mark.parametrize("connectivity", [4, 8])
 @pytest.mark.parametrize("op", MORPHOLOGY_OPS)
 @pytest.mark.parametrize("n", [0, 1, 2, 3])
-def test_morphology_matches_scipy_on_nasty_masks(connectivity: int, op: str, n: int) -> None:
+def test_morphology_matches_scipy_and_opencv_on_nasty_masks(
+    connectivity: int, op: str, n: int
+) -> None:
     for mask in nasty_masks():
-        want = scipy_mask(mask, [(op, n)], connectivity)
-        np.testing.assert_array_equal(staged_mask(mask, [(op, n)], connectivity), want)
+        got = staged_mask(mask, [(op, n)], connectivity)
+        np.testing.assert_array_equal(got, scipy_mask(mask, [(op, n)], connectivity))
+        np.testing.assert_array_equal(got, opencv_mask(mask, [(op, n)], connectivity))
 
 
-def test_erosion_eats_from_the_border() -> None:
-    # Written out by hand: the border is background, so a full 3x4 keeps only its inside.
-    got = staged_mask(np.ones((3, 4), bool), [("erode", 1)], 8)
-    assert got.astype(int).tolist() == [[0, 0, 0, 0], [0, 1, 1, 0], [0, 0, 0, 0]]
+def test_the_border_never_changes_the_result() -> None:
+    # Written out by hand: outside the image is foreground to an erosion, so a full
+    # 3x4 stays full and so does its closing; it is background to a dilation.
+    full = np.ones((3, 4), bool)
+    for op in ("erode", "close", "open"):
+        assert staged_mask(full, [(op, 2)], 8).all()
     dot = np.zeros((3, 3), bool)
     dot[1, 1] = True
     assert staged_mask(dot, [("dilate", 1)], 4).astype(int).tolist() == [
@@ -73,6 +78,20 @@ def test_erosion_eats_from_the_border() -> None:
         [1, 1, 1],
         [0, 1, 0],
     ]
+    edge = np.zeros((4, 5), bool)
+    edge[:, :2] = True  # two columns at the left border: the outside keeps the first
+    eroded = staged_mask(edge, [("erode", 1)], 4)
+    assert eroded.astype(int).tolist() == [[1, 0, 0, 0, 0]] * 4
+
+
+def test_closing_keeps_the_image_border() -> None:
+    # A depth frame's first row, every reading valid: a closing only adds pixels.
+    values = np.zeros((6, 9), np.uint16)
+    values[0] = 1500
+    values[3:, 2:7] = 2000
+    params = LabelParams(tau=20, morphology=(("close", 1),))
+    image, _, _ = label_input(values, params, np, NumpyStages())
+    assert not np.isnan(image[0]).any() and (image[0] == 1500).all()
 
 
 @settings(max_examples=150)
@@ -84,7 +103,7 @@ def test_erosion_eats_from_the_border() -> None:
     st.lists(st.tuples(st.sampled_from(MORPHOLOGY_OPS), st.integers(0, 3)), max_size=4),
     st.sampled_from([4, 8]),
 )
-def test_morphology_matches_scipy_on_random_masks(
+def test_morphology_matches_scipy_and_opencv_on_random_masks(
     height: int,
     width: int,
     density: float,
@@ -93,8 +112,28 @@ def test_morphology_matches_scipy_on_random_masks(
     connectivity: int,
 ) -> None:
     mask = np.random.default_rng(seed).random((height, width)) < density
-    want = scipy_mask(mask, steps, connectivity)
-    np.testing.assert_array_equal(staged_mask(mask, steps, connectivity), want)
+    got = staged_mask(mask, steps, connectivity)
+    np.testing.assert_array_equal(got, scipy_mask(mask, steps, connectivity))
+    np.testing.assert_array_equal(got, opencv_mask(mask, steps, connectivity))
+
+
+@settings(max_examples=100)
+@given(
+    st.integers(1, 20),
+    st.integers(1, 20),
+    st.floats(0, 1),
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 4),
+    st.sampled_from([4, 8]),
+)
+def test_closing_only_adds_and_opening_only_removes(
+    height: int, width: int, density: float, seed: int, n: int, connectivity: int
+) -> None:
+    mask = np.random.default_rng(seed).random((height, width)) < density
+    closed = staged_mask(mask, [("close", n)], connectivity)
+    opened = staged_mask(mask, [("open", n)], connectivity)
+    assert not (mask & ~closed).any()
+    assert not (opened & ~mask).any()
 
 
 def test_nan_is_never_foreground_even_after_dilation() -> None:

@@ -10,9 +10,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from conftest import pixel_values
-from cuda_helpers import assert_same, backends, gpu
+from cuda_helpers import assert_same, backends, gpu, to_host
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from stage_oracles import opencv_mask
 
 from ccl_cli.backends.cpu.stages import morph_numpy, smooth_numpy
 from ccl_cli.backends.cuda import arrays as cuda_arrays
@@ -96,6 +97,29 @@ def test_morphology_kernel_matches_numpy(connectivity, op, shape):
             # A view that starts at an odd byte offset of its buffer.
             view = stages().morph(cupy.asarray(mask)[1:], op, iterations, connectivity).get()
             np.testing.assert_array_equal(view, want[1:])
+
+
+@pytest.mark.parametrize("connectivity", [4, 8])
+@pytest.mark.parametrize("op", ["erode", "dilate", "close", "open"])
+@pytest.mark.parametrize("shape", MORPH_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_morphology_border_is_opencvs(connectivity, op, shape):
+    # Masks touching every side of the image: the outside never changes the result,
+    # as with OpenCV's default border, through the one-step and multi-step kernels.
+    import cupy
+
+    rng = np.random.default_rng(zlib.crc32(repr((connectivity, op, shape)).encode()))
+    cuda, _ = backends()
+    for n in (1, 3, 9):
+        for mask in (np.ones(shape, bool), rng.random(shape) < 0.97):
+            steps = [(op, n)]
+            want = opencv_mask(mask, steps, connectivity)
+            if op in ("erode", "dilate"):
+                got = stages().morph(cupy.asarray(mask[None]), op, n, connectivity).get()[0]
+                np.testing.assert_array_equal(got, want)
+            params = LabelParams(connectivity=connectivity, morphology=tuple(steps))
+            labels = cuda.label(mask[None], params).labels
+            np.testing.assert_array_equal(to_host(labels)[0] > 0, want)
+            assert_same(mask[None], params)
 
 
 def test_morphology_shapes_cover_every_kernel():

@@ -36,11 +36,13 @@ class NumpyStages:
 
 def morph_numpy(mask: np.ndarray, op: str, iterations: int, connectivity: int) -> np.ndarray:
     """Binary erosion or dilation over the last two axes with the 3x3 cross (4) or
-    square (8), border_value 0, like scipy.ndimage.binary_erosion/dilation."""
-    combine = np.logical_and if op == "erode" else np.logical_or
+    square (8). Pixels outside the image never change the result (OpenCV's default
+    border): they count as foreground for erosion and background for dilation."""
+    erode = op == "erode"
+    combine = np.logical_and if erode else np.logical_or
     pad = [(0, 0)] * (mask.ndim - 2) + [(1, 1), (1, 1)]
     for _ in range(iterations):
-        p = np.pad(mask, pad)
+        p = np.pad(mask, pad, constant_values=erode)
         if connectivity == 8:  # the square is separable: rows of 3, then columns of 3
             rows = combine(combine(p[..., :-2], p[..., 1:-1]), p[..., 2:])
             mask = combine(combine(rows[..., :-2, :], rows[..., 1:-1, :]), rows[..., 2:, :])

@@ -1,8 +1,9 @@
 // Binary erosion and dilation of a mask batch (N, H, W) of 0/1 bytes.
 //
-// The element is the 3x3 cross (CONN 4) or square (CONN 8); pixels outside the
-// image count as background at every iteration (scipy.ndimage's
-// border_value=0). One launch does one iteration (gccl_{erode,dilate}_{4,8}_b*)
+// The element is the 3x3 cross (CONN 4) or square (CONN 8). Pixels outside the
+// image never change the result (OpenCV's default border): at every iteration
+// they count as 1 for an erosion and 0 for a dilation, the value that leaves an
+// AND or an OR unchanged (OUTSIDE below). One launch does one iteration (gccl_{erode,dilate}_{4,8}_b*)
 // or 2 .. GCCL_MORPH_MAX_STEPS of them (the _n kernels, morph_steps_strip);
 // more iterations are several launches with ping-pong buffers
 // (ccl_cli/backends/cuda/stages.py).
@@ -31,12 +32,26 @@ struct MaskRow {
   u32 w[4];
 };
 
-// Bytes x .. x+15 of `row`, 0 at and beyond `width`. LOAD is the access width
-// the host proved aligned (16: width % 16 == 0 and 16-byte aligned buffers;
-// 4: the same for 4; 1: any), so with 16 or 4 a vector is wholly in or out.
-template <int LOAD>
+// Four mask bytes of the value pixels outside the image have: 1 each for an
+// erosion (AND keeps the other operand), 0 for a dilation (OR keeps it).
+template <bool ERODE>
+__device__ __forceinline__ u32 outside_word() {
+  return ERODE ? 0x01010101u : 0u;
+}
+
+template <bool ERODE>
+__device__ __forceinline__ MaskRow outside_row() {
+  const u32 o = outside_word<ERODE>();
+  return MaskRow{{o, o, o, o}};
+}
+
+// Bytes x .. x+15 of `row`, the outside value (outside_word) at and beyond
+// `width`. LOAD is the access width the host proved aligned (16: width % 16 == 0
+// and 16-byte aligned buffers; 4: the same for 4; 1: any), so with 16 or 4 a
+// vector is wholly in or out.
+template <bool ERODE, int LOAD>
 __device__ __forceinline__ MaskRow load_mask_row(const unsigned char* row, u32 x, u32 width) {
-  MaskRow r = {{0u, 0u, 0u, 0u}};
+  MaskRow r = outside_row<ERODE>();
   if (LOAD == 16) {
     if (x < width) {
       const uint4 q = *reinterpret_cast<const uint4*>(row + x);
@@ -47,12 +62,14 @@ __device__ __forceinline__ MaskRow load_mask_row(const unsigned char* row, u32 x
     for (u32 k = 0; k < 4; ++k)
       if (x + 4 * k < width) r.w[k] = *reinterpret_cast<const u32*>(row + x + 4 * k);
   } else {  // any width: bytes, in a loop that is not unrolled (the rare, compact path)
-    u64 low = 0, high = 0;
+    const u64 outside = ERODE ? 0x0101010101010101ull : 0ull;
+    u64 low = outside, high = outside;
 #pragma unroll 1
     for (u32 b = 0; b < 16 && x + b < width; ++b) {
       const u64 byte = row[x + b];
-      if (b < 8) low |= byte << (8 * b);
-      else high |= byte << (8 * (b - 8));
+      const u32 shift = 8 * (b % 8);
+      if (b < 8) low = (low & ~(0xFFull << shift)) | (byte << shift);
+      else high = (high & ~(0xFFull << shift)) | (byte << shift);
     }
     r.w[0] = (u32)low, r.w[1] = (u32)(low >> 32), r.w[2] = (u32)high, r.w[3] = (u32)(high >> 32);
   }
@@ -119,7 +136,8 @@ __device__ __forceinline__ void morph_strip(const unsigned char* in, unsigned ch
   const u32 y0 = sy * ROWS, x0 = sx * GCCL_MORPH_STRIP_W;
   const u32 x = x0 + lane * GCCL_MORPH_LANE_BYTES;
   // Lane 0 reads the byte left of the strip, lane 31 the one right of it; x0 - 1
-  // wraps to 0xFFFFFFFF at the left edge: outside.
+  // wraps to 0xFFFFFFFF at the left edge: outside. Rows and bytes outside the
+  // image hold the outside value.
   const u32 edge_x = lane == 0 ? x0 - 1 : x0 + GCCL_MORPH_STRIP_W;
   const bool edge_lane = lane == 0 || lane == 31;
   const u64 image_base = (u64)image * height * width;
@@ -130,11 +148,11 @@ __device__ __forceinline__ void morph_strip(const unsigned char* in, unsigned ch
 #pragma unroll
   for (u32 t = 0; t < ROWS + 2; ++t) {
     const u32 y = y0 + t - 1;  // wraps above the image: outside
-    rows[t] = MaskRow{{0u, 0u, 0u, 0u}};
-    edge[t] = 0;
+    rows[t] = outside_row<ERODE>();
+    edge[t] = outside_word<ERODE>() & 0xFFu;
     if (y < height) {  // the same for the whole warp
       const unsigned char* row = in + image_base + (u64)y * width;
-      rows[t] = load_mask_row<LOAD>(row, x, width);
+      rows[t] = load_mask_row<ERODE, LOAD>(row, x, width);
       if (edge_lane && edge_x < width) edge[t] = row[edge_x];
     }
   }
@@ -183,11 +201,14 @@ __device__ __forceinline__ MaskRow horizontal_in_warp(const MaskRow& r) {
 // from its 3x3 neighbourhood, so after s iterations the values are exact
 // except within s rows or columns of the strip's edge, where the neighbours
 // were missing: the output, K >= steps rows and 16 >= steps columns inside,
-// stays exact. Rows beyond the `steps` halo rows are not loaded (0). Pixels
-// outside the image are loaded as 0. Erosion keeps them 0. Dilation may set
-// them, but every pixel inside that they then reach lies as near the
-// foreground pixel that set them along a path inside the image (a rectangle),
-// so it is set anyway: the result is that of a border kept at 0.
+// stays exact. Rows beyond the `steps` halo rows are not loaded (their value
+// cannot reach the output). Pixels outside the image are loaded with the
+// outside value and then iterate like the others, which gives the result of
+// an outside held fixed. Dilation (outside 0): an outside pixel it sets lies
+// within s steps of a foreground pixel p inside, and every pixel inside that
+// it reaches t steps later is within s + t steps of p along a path inside
+// the image (a rectangle), so it is set anyway. Erosion (outside 1) is the
+// same argument on the complement: erode(M) = NOT dilate(NOT M).
 template <bool ERODE, int CONN, int LOAD>
 __device__ __forceinline__ void morph_steps_strip(const unsigned char* in, unsigned char* out,
                                                   u32 height, u32 width, u32 strips_x,
@@ -210,9 +231,9 @@ __device__ __forceinline__ void morph_steps_strip(const unsigned char* in, unsig
 #pragma unroll
   for (u32 t = 0; t < T; ++t) {
     const u32 y = y0 + t - K;  // wraps above the image: outside
-    rows[t] = MaskRow{{0u, 0u, 0u, 0u}};
+    rows[t] = outside_row<ERODE>();
     if (y < height && t + steps >= K && t < K + ROWS + steps)  // the same for the whole warp
-      rows[t] = load_mask_row<LOAD>(in + image_base + (u64)y * width, x, width);
+      rows[t] = load_mask_row<ERODE, LOAD>(in + image_base + (u64)y * width, x, width);
   }
 
 #pragma unroll 1
