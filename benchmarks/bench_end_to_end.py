@@ -241,11 +241,11 @@ def labeling_seconds(kind: str, paths: list[Path]) -> tuple[float, float]:
     """
     from ccl_cli.backends.cuda.backend import CudaBackend
     from ccl_cli.config import resolve
-    from ccl_cli.io import images
+    from ccl_cli.io.decode import read_image
 
     flags = {"depth": {"tau": 20, "min_area": 50}, "docs": {"invert": True}}.get(kind, {})
     params = resolve([], flags).label_params()
-    decoded = [images.read_image(path) for path in paths]
+    decoded = [read_image(path) for path in paths]
     backend = CudaBackend()
     groups: dict[tuple, list[np.ndarray]] = {}
     for values in decoded:

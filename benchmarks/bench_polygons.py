@@ -34,7 +34,7 @@ from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.backends.cpu.outlines import outlines
 from ccl_cli.contract.outlines import geojson
 from ccl_cli.contract.params import LabelParams
-from ccl_cli.io.images import read_image
+from ccl_cli.io.decode import read_image
 
 SHARED_DOCS = Path(__file__).resolve().parents[2] / "shared" / "data" / "docs"
 PARAMS = LabelParams(invert=True, connectivity=8, polygons=True)

@@ -18,9 +18,9 @@ from typing import Any
 
 from .contract.stages import MAX_MORPHOLOGY_STEPS, MAX_SMOOTH_RADIUS, SMOOTH_KINDS
 
-#: How RGB/RGBA inputs become gray (--color-to-gray); io/images.py implements them.
+#: How RGB/RGBA inputs become gray (--color-to-gray); io/decode/pixels.py implements them.
 COLOR_TO_GRAY_CHOICES: tuple[str, ...] = ("luma", "red", "green", "blue")
-#: Codecs of label TIFFs (--tiff-compression); io/images.py implements them.
+#: Codecs of label TIFFs (--tiff-compression); io/label_images.py implements them.
 TIFF_COMPRESSIONS: tuple[str, ...] = ("deflate", "zstd")
 LABEL_FORMATS: tuple[str, ...] = ("auto", "png", "tiff")
 #: What --device names: the CPU, CUDA's first device, or device N.
@@ -28,7 +28,7 @@ DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 #: A Dask scheduler's TCP address: tcp://host:port or host:port (IPv6 hosts in brackets).
 _SCHEDULER_PATTERN = re.compile(r"^(tcp://)?([^\s/:\[\]]+|\[[0-9a-fA-F:.]+\]):\d+$")
 #: Default of --max-image-bytes: the most bytes an input may decode to (width x height x
-#: samples x bytes per sample, read from its header before decoding; io/images.py checks
+#: samples x bytes per sample, read from its header before decoding; io/decode/checks.py checks
 #: it). A few hundred bytes of PNG or TIFF can declare gigabytes of pixels; with the copies
 #: labeling makes, a run needs a few times this per image in flight.
 MAX_IMAGE_BYTES = 4 * 2**30

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from ccl_cli.cli import app
 from ccl_cli.errors import InputError
-from ccl_cli.io.images import image_pages, read_image
+from ccl_cli.io.decode import image_pages, read_image
 
 EIGHT = np.ones((3, 3), bool)
 

@@ -424,15 +424,15 @@ def test_a_run_into_a_parent_folder_leaves_a_live_runs_temporaries(tmp_path: Pat
 #: gccl's arguments.
 HUNG_DECODE = """
 import os, sys, threading
-from ccl_cli.io import images
-real = images.read_image
+from ccl_cli.io import decode
+real = decode.read_image
 ready = sys.argv[1]
 def hung(path, *args, **kwargs):
     if "hang" in os.path.basename(str(path)):
         open(ready, "w").close()
         threading.Event().wait()
     return real(path, *args, **kwargs)
-images.read_image = hung
+decode.read_image = hung
 sys.argv = ["gccl", *sys.argv[2:]]
 from ccl_cli.cli import main
 main()

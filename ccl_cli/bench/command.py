@@ -227,7 +227,7 @@ def _cases(inputs: Sequence[str], options: Options) -> list[Case]:
         return generated_cases(options.families, options.sizes, options.connectivities, options.tau)
     if options.sizes != SIZES or options.families != FAMILIES:
         raise UsageError("--sizes and --cases choose generated cases; drop them with INPUT files")
-    from ..io.images import read_image
+    from ..io.decode import read_image
     from ..io.inputs import expand
 
     images = []

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import UsageError
-from .images import image_pages, is_image_path
+from .decode import image_pages, is_image_path
 from .seen import Seen
 
 _GLOB_CHARS = set("*?[")

@@ -22,8 +22,8 @@ from typing import Any
 from .. import __version__
 from ..config import Settings
 from ..contract.stats import CSV_COLUMNS
-from ..io.images import LABEL_MARK
 from ..io.inputs import InputItem
+from ..io.label_images import LABEL_MARK
 from ..io.outputs import LOCK_NAME, OutDir, OutputPaths, atomic_write
 
 RUN_RECORD_NAME = "gccl-run.json"

@@ -43,10 +43,12 @@ from ..errors import (
     GcclError,
     InputError,
 )
-from ..io import images
+from ..io import decode
 from ..io.csv_text import stats_csv
 from ..io.inputs import InputItem
+from ..io.label_images import LABEL_MARK, encode_label_png, encode_label_tiff
 from ..io.outputs import OutDir, OutputPaths
+from ..io.previews import encode_preview_png
 from .interrupts import interruptible
 from .records import Admitted, Outcomes, Record, Reporter, Stop
 
@@ -366,7 +368,7 @@ def _read(item: InputItem, settings: Settings) -> _Read:
         modified_ns: int | None = os.stat(item.path).st_mtime_ns
     except (OSError, ValueError):
         modified_ns = None  # reading it fails too, with the reason
-    values = images.read_image(
+    values = decode.read_image(
         item.path, settings.color_to_gray, settings.max_image_bytes, page=item.page
     )
     return values, time.perf_counter() - started, modified_ns
@@ -384,7 +386,7 @@ def _write(
 
     The statistics CSV is written last, so its presence marks a finished input
     for --skip-existing. A label image of the other format from an earlier
-    run is removed only if gccl wrote it (images.LABEL_MARK).
+    run is removed only if gccl wrote it (label_images.LABEL_MARK).
     """
     started = time.perf_counter()
     kept = len(table)
@@ -396,17 +398,15 @@ def _write(
     paths = decoded.paths
     label_path = paths.labels(tiff)
     encoded = (
-        images.encode_label_tiff(labels, settings.tiff_compression)
-        if tiff
-        else images.encode_label_png(labels)
+        encode_label_tiff(labels, settings.tiff_compression) if tiff else encode_label_png(labels)
     )
     out.write(label_path, encoded, settings.fsync)
     stale = paths.labels(not tiff)  # from an earlier run with the other format
     if stale.exists():  # a stat: unlink would lock the folder even when there is nothing
-        out.remove_marked(stale, images.LABEL_MARK)
+        out.remove_marked(stale, LABEL_MARK)
     outputs = {"labels": str(label_path)}
     if settings.preview:
-        out.write(paths.preview, images.encode_preview_png(decoded.values, labels), settings.fsync)
+        out.write(paths.preview, encode_preview_png(decoded.values, labels), settings.fsync)
         outputs["preview"] = str(paths.preview)
     if outlines is not None:
         out.write(paths.polygons, geojson(outlines), settings.fsync)

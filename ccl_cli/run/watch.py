@@ -27,7 +27,7 @@ from watchdog.observers import Observer
 
 from ..config import Settings
 from ..errors import UsageError
-from ..io.images import is_image_path
+from ..io.decode import is_image_path
 from ..io.inputs import InputItem, check_out_location
 from ..io.seen import Seen
 from .command import checked_out, run_source

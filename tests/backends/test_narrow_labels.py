@@ -15,7 +15,7 @@ from ccl_cli.backends.cpu import labels
 from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.backends.multi import MultiDeviceBackend
 from ccl_cli.contract.params import LabelParams
-from ccl_cli.io.images import encode_label_png
+from ccl_cli.io.label_images import encode_label_png
 from ccl_cli.run.service import LabelingService, ServedBackend
 
 PARAMS = LabelParams(connectivity=4)

@@ -1,5 +1,5 @@
-"""ccl_cli.io.images: every input format read as displayed intensity, every bad input
-as one InputError line, and the label/preview encoders round-tripping exactly.
+"""ccl_cli.io.decode: every input format read as displayed intensity, every bad input
+as one InputError line.
 
 Files are generated in tmp_path with Pillow, tifffile, imagecodecs and numpy (or
 taken from scikit-image's bundled data), never from ../shared.
@@ -20,15 +20,13 @@ import imagecodecs
 import numpy as np
 import pytest
 import tifffile
-from hypothesis import given
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
-from label_files import read_label_image
 from PIL import Image
 
 from ccl_cli.contract.params import SUPPORTED_DTYPES
 from ccl_cli.errors import InputError
-from ccl_cli.io import images
+from ccl_cli.io import decode
+from ccl_cli.io.decode.checks import MAX_PIXELS
+from ccl_cli.options import COLOR_TO_GRAY_CHOICES
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -72,7 +70,7 @@ def sha256(path: Path) -> str:
 def raises_one_line(path: Path, match: str, color_to_gray: str | None = None) -> str:
     """Read `path`, expect one InputError line matching `match`; return the message."""
     with pytest.raises(InputError, match=match) as info:
-        images.read_image(path, color_to_gray)
+        decode.read_image(path, color_to_gray)
     message = str(info.value)
     assert "\n" not in message and len(message) < 200
     return message
@@ -86,7 +84,7 @@ def test_png_one_bit_reads_bool_with_ink_false(tmp_path: Path) -> None:
     path = save_pil(tmp_path / "a.png", Image.fromarray(page))
     with Image.open(path) as written:
         assert written.mode == "1"
-    result = images.read_image(path)
+    result = decode.read_image(path)
     assert result.dtype == np.bool_
     np.testing.assert_array_equal(result, page)
     assert set(np.unique(result.view(np.uint8))) == {0, 1}  # real bools, not Pillow's 0/255
@@ -96,7 +94,7 @@ def test_png_one_bit_reads_bool_with_ink_false(tmp_path: Path) -> None:
 def test_png_gray_round_trips(tmp_path: Path, dtype: type) -> None:
     values = ramp(np.dtype(dtype))
     path = save_pil(tmp_path / "a.png", Image.fromarray(values))
-    result = images.read_image(path)
+    result = decode.read_image(path)
     assert result.dtype == dtype
     np.testing.assert_array_equal(result, values)
 
@@ -105,7 +103,7 @@ def test_png_8_bit_gray_with_transparency_reads_gray(tmp_path: Path) -> None:
     values = ramp(np.dtype(np.uint8))
     path = save_pil(tmp_path / "a.png", Image.fromarray(values), transparency=7)
     assert b"tRNS" in path.read_bytes()
-    np.testing.assert_array_equal(images.read_image(path), values)
+    np.testing.assert_array_equal(decode.read_image(path), values)
 
 
 def adam7_gray_png(values: np.ndarray) -> bytes:
@@ -140,7 +138,7 @@ def test_png_interlaced_gray_reads_every_pixel_in_place(tmp_path: Path) -> None:
     with Image.open(path) as image:  # the file is what it should be, as Pillow reads it
         assert image.info.get("interlace") == 1
         np.testing.assert_array_equal(np.asarray(image), values)
-    np.testing.assert_array_equal(images.read_image(path), values)
+    np.testing.assert_array_equal(decode.read_image(path), values)
 
 
 def palette_png(path: Path, palette: np.ndarray, indices: np.ndarray) -> Path:
@@ -158,7 +156,7 @@ def test_png_gray_palette_reads_palette_values(tmp_path: Path) -> None:
     # Used entries are gray; entry 3 is red but no pixel uses it.
     palette = np.array([[200, 200, 200], [7, 7, 7], [90, 90, 90], [255, 0, 0]])
     path = palette_png(tmp_path / "p.png", palette, np.array([[0, 1, 2], [2, 1, 0]]))
-    result = images.read_image(path)
+    result = decode.read_image(path)
     assert result.dtype == np.uint8
     np.testing.assert_array_equal(result, [[200, 7, 90], [90, 7, 200]])
 
@@ -170,7 +168,7 @@ def color_palette_png(path: Path) -> Path:
 def test_png_color_palette_needs_conversion(tmp_path: Path) -> None:
     path = color_palette_png(tmp_path / "p.png")
     raises_one_line(path, r"^color palette image; convert it with --color-to-gray luma")
-    np.testing.assert_array_equal(images.read_image(path, "luma"), LUMA)
+    np.testing.assert_array_equal(decode.read_image(path, "luma"), LUMA)
 
 
 def test_png_rgb_needs_conversion_and_each_choice_matches_hand_values(tmp_path: Path) -> None:
@@ -182,7 +180,7 @@ def test_png_rgb_needs_conversion_and_each_choice_matches_hand_values(tmp_path: 
         ("green", [[0, 255, 0], [20, 13, 255]]),
         ("blue", [[0, 0, 255], [30, 5, 255]]),
     ]:
-        result = images.read_image(path, choice)
+        result = decode.read_image(path, choice)
         assert result.dtype == np.uint8
         np.testing.assert_array_equal(result, expected, err_msg=choice)
 
@@ -191,28 +189,28 @@ def test_png_rgba_drops_alpha(tmp_path: Path) -> None:
     rgba = np.dstack([RGB_PIXELS, np.full(RGB_PIXELS.shape[:2], 17, np.uint8)])
     path = save_pil(tmp_path / "c.png", Image.fromarray(rgba, mode="RGBA"))
     raises_one_line(path, r"^RGBA image; .*--color-to-gray .*\(alpha is dropped\)")
-    np.testing.assert_array_equal(images.read_image(path, "luma"), LUMA)
-    np.testing.assert_array_equal(images.read_image(path, "blue"), RGB_PIXELS[..., 2])
+    np.testing.assert_array_equal(decode.read_image(path, "luma"), LUMA)
+    np.testing.assert_array_equal(decode.read_image(path, "blue"), RGB_PIXELS[..., 2])
 
 
 def test_png_gray_alpha_reads_gray_channel_when_asked(tmp_path: Path) -> None:
     la = np.dstack([ramp(np.uint8)[:2, :3], np.zeros((2, 3), np.uint8)])
     path = save_pil(tmp_path / "la.png", Image.fromarray(la, mode="LA"))
     raises_one_line(path, r"^gray\+alpha image; ")
-    for choice in images.COLOR_TO_GRAY_CHOICES:
-        np.testing.assert_array_equal(images.read_image(path, choice), la[..., 0])
+    for choice in COLOR_TO_GRAY_CHOICES:
+        np.testing.assert_array_equal(decode.read_image(path, choice), la[..., 0])
 
 
 def test_png_16_bit_rgb_keeps_every_bit(tmp_path: Path) -> None:
     rgb = RGB_PIXELS.astype(np.uint16) * 257 + np.array([1, 2, 3], np.uint16) * (RGB_PIXELS < 255)
     path = tmp_path / "c16.png"
     path.write_bytes(imagecodecs.png_encode(rgb))
-    red = images.read_image(path, "red")
+    red = decode.read_image(path, "red")
     assert red.dtype == np.uint16
     np.testing.assert_array_equal(red, rgb[..., 0])
     wide = rgb.astype(np.int64)
     expected = (299 * wide[..., 0] + 587 * wide[..., 1] + 114 * wide[..., 2] + 500) // 1000
-    np.testing.assert_array_equal(images.read_image(path, "luma"), expected)
+    np.testing.assert_array_equal(decode.read_image(path, "luma"), expected)
 
 
 def test_png_animation_is_3d(tmp_path: Path) -> None:
@@ -240,7 +238,7 @@ def test_png_dimension_bomb_fails_before_decoding(tmp_path: Path) -> None:
 def test_large_legitimate_scans_pass_pillow_limit() -> None:
     # A 2550x3300 A4 scan at 300 dpi is 8.4 Mpixel; an A0 one at 600 dpi ~ 670 Mpixel.
     assert Image.MAX_IMAGE_PIXELS is not None
-    assert Image.MAX_IMAGE_PIXELS >= images.MAX_PIXELS >= 19866 * 28087
+    assert Image.MAX_IMAGE_PIXELS >= MAX_PIXELS >= 19866 * 28087
 
 
 # --- TIFF --------------------------------------------------------------------------
@@ -263,7 +261,7 @@ def test_tiff_g4_reads_ink_as_false(tmp_path: Path, min_is_white: bool) -> None:
         assert page.photometric == (0 if min_is_white else 1)
         stored = page.asarray()
     np.testing.assert_array_equal(stored, ~paper if min_is_white else paper)
-    result = images.read_image(path)
+    result = decode.read_image(path)
     assert result.dtype == np.bool_
     np.testing.assert_array_equal(result, paper)
 
@@ -278,7 +276,7 @@ def test_tiff_dtypes_and_compressions_round_trip(
 ) -> None:
     values = ramp(np.dtype(dtype))
     path = save_tiff(tmp_path / "a.tif", values, compression=compression, photometric="minisblack")
-    result = images.read_image(path)
+    result = decode.read_image(path)
     assert result.dtype == dtype
     np.testing.assert_array_equal(result, values)
 
@@ -287,7 +285,7 @@ def test_tiff_dtypes_and_compressions_round_trip(
 def test_tiff_min_is_white_reads_displayed_intensity(tmp_path: Path, dtype: type) -> None:
     stored = ramp(np.dtype(dtype))
     path = save_tiff(tmp_path / "w.tif", stored, photometric="miniswhite")
-    result = images.read_image(path)
+    result = decode.read_image(path)
     assert result.dtype == dtype
     if dtype is np.bool_:
         np.testing.assert_array_equal(result, ~stored)  # a stored 1 is ink: False
@@ -301,7 +299,7 @@ def test_tiff_min_is_white_reads_displayed_intensity(tmp_path: Path, dtype: type
 def test_tiff_4_bit_min_is_white_flips_within_4_bits(tmp_path: Path) -> None:
     stored = (np.arange(32, dtype=np.uint8) % 16).reshape(4, 8)
     path = save_tiff(tmp_path / "w4.tif", stored, photometric="miniswhite", bitspersample=4)
-    np.testing.assert_array_equal(images.read_image(path), 15 - stored)
+    np.testing.assert_array_equal(decode.read_image(path), 15 - stored)
 
 
 def test_tiff_float_min_is_white_is_refused(tmp_path: Path) -> None:
@@ -322,7 +320,7 @@ def test_tiff_gray_palette_reads_palette_values(tmp_path: Path) -> None:
     path = save_tiff(
         tmp_path / "p.tif", indices, photometric="palette", colormap=tiff_colormap(palette)
     )
-    np.testing.assert_array_equal(images.read_image(path), [[255, 128], [0, 255]])
+    np.testing.assert_array_equal(decode.read_image(path), [[255, 128], [0, 255]])
 
 
 def test_tiff_color_palette_needs_conversion(tmp_path: Path) -> None:
@@ -330,7 +328,7 @@ def test_tiff_color_palette_needs_conversion(tmp_path: Path) -> None:
     colormap = tiff_colormap(RGB_PIXELS.reshape(-1, 3))
     path = save_tiff(tmp_path / "p.tif", indices, photometric="palette", colormap=colormap)
     raises_one_line(path, r"^color palette image; convert it")
-    np.testing.assert_array_equal(images.read_image(path, "luma"), LUMA)
+    np.testing.assert_array_equal(decode.read_image(path, "luma"), LUMA)
 
 
 @pytest.mark.parametrize("planar", ["contig", "separate"])
@@ -338,8 +336,8 @@ def test_tiff_rgb_needs_conversion(tmp_path: Path, planar: str) -> None:
     data = RGB_PIXELS if planar == "contig" else np.moveaxis(RGB_PIXELS, -1, 0)
     path = save_tiff(tmp_path / "c.tif", data, photometric="rgb", planarconfig=planar)
     raises_one_line(path, r"^RGB image; convert it with --color-to-gray")
-    np.testing.assert_array_equal(images.read_image(path, "luma"), LUMA)
-    np.testing.assert_array_equal(images.read_image(path, "green"), RGB_PIXELS[..., 1])
+    np.testing.assert_array_equal(decode.read_image(path, "luma"), LUMA)
+    np.testing.assert_array_equal(decode.read_image(path, "green"), RGB_PIXELS[..., 1])
 
 
 def test_tiff_float_rgb_luma_in_float64(tmp_path: Path) -> None:
@@ -349,7 +347,7 @@ def test_tiff_float_rgb_luma_in_float64(tmp_path: Path) -> None:
     expected = ((299 * wide[..., 0] + 587 * wide[..., 1] + 114 * wide[..., 2]) / 1000).astype(
         np.float32
     )
-    result = images.read_image(path, "luma")
+    result = decode.read_image(path, "luma")
     assert result.dtype == np.float32
     np.testing.assert_array_equal(result, expected)
 
@@ -359,8 +357,8 @@ def test_tiff_multi_page_is_read_a_page_at_a_time(tmp_path: Path) -> None:
         tmp_path / "stack.tif", np.zeros((2, 4, 5), np.uint8), photometric="minisblack"
     )
     raises_one_line(path, r"^2 pages; gccl label labels each page as an image of its own$")
-    assert images.image_pages(path) == 2
-    assert images.read_image(path, page=1).shape == (4, 5)
+    assert decode.image_pages(path) == 2
+    assert decode.read_image(path, page=1).shape == (4, 5)
 
 
 def test_tiff_thumbnail_page_is_not_a_second_image(tmp_path: Path) -> None:
@@ -369,14 +367,14 @@ def test_tiff_thumbnail_page_is_not_a_second_image(tmp_path: Path) -> None:
     with tifffile.TiffWriter(path) as tiff:
         tiff.write(values)
         tiff.write(values[::4, ::4], subfiletype=1)  # a reduced-resolution thumbnail
-    np.testing.assert_array_equal(images.read_image(path), values)
+    np.testing.assert_array_equal(decode.read_image(path), values)
 
 
 @pytest.mark.parametrize("options", [{"byteorder": ">"}, {"bigtiff": True}])
 def test_tiff_big_endian_and_bigtiff(tmp_path: Path, options: dict[str, object]) -> None:
     values = ramp(np.int32)
     path = save_tiff(tmp_path / "a.tif", values, **options)
-    result = images.read_image(path)
+    result = decode.read_image(path)
     assert result.dtype == np.dtype("=i4")
     np.testing.assert_array_equal(result, values)
 
@@ -403,7 +401,7 @@ def test_tiff_unsupported_dtype_is_named(tmp_path: Path) -> None:
 def test_npy_2d_round_trips(tmp_path: Path, dtype: np.dtype) -> None:
     values = ramp(dtype)
     np.save(tmp_path / "a.npy", values)
-    result = images.read_image(tmp_path / "a.npy")
+    result = decode.read_image(tmp_path / "a.npy")
     assert result.dtype == dtype
     np.testing.assert_array_equal(result, values)
 
@@ -411,11 +409,11 @@ def test_npy_2d_round_trips(tmp_path: Path, dtype: np.dtype) -> None:
 def test_npy_big_endian_fortran_and_float16_are_normalised(tmp_path: Path) -> None:
     values = np.asfortranarray(ramp(np.uint16).astype(">u2"))
     np.save(tmp_path / "be.npy", values)
-    result = images.read_image(tmp_path / "be.npy")
+    result = decode.read_image(tmp_path / "be.npy")
     assert result.dtype == np.dtype("=u2") and result.flags.c_contiguous
     np.testing.assert_array_equal(result, values)
     np.save(tmp_path / "half.npy", np.array([[0.5, -2.0]], dtype=np.float16))
-    half = images.read_image(tmp_path / "half.npy")
+    half = decode.read_image(tmp_path / "half.npy")
     assert half.dtype == np.float32
     np.testing.assert_array_equal(half, [[0.5, -2.0]])
 
@@ -557,15 +555,15 @@ def test_format_comes_from_magic_bytes_not_suffix(tmp_path: Path) -> None:
     values = noisy(np.uint16)
     disguised = tmp_path / "really_a_png.tif"
     Image.fromarray(values).save(disguised, format="PNG")
-    np.testing.assert_array_equal(images.read_image(disguised), values)
+    np.testing.assert_array_equal(decode.read_image(disguised), values)
     npy_as_png = save_npy(tmp_path / "x.npy", values).rename(tmp_path / "x.png")
-    np.testing.assert_array_equal(images.read_image(npy_as_png), values)
+    np.testing.assert_array_equal(decode.read_image(npy_as_png), values)
 
 
 def test_unknown_color_choice_is_a_caller_bug(tmp_path: Path) -> None:
     path = save_npy(tmp_path / "a.npy", noisy())
     with pytest.raises(ValueError, match="color_to_gray"):
-        images.read_image(path, "purple")
+        decode.read_image(path, "purple")
 
 
 def test_reading_never_modifies_the_input(tmp_path: Path) -> None:
@@ -578,150 +576,13 @@ def test_reading_never_modifies_the_input(tmp_path: Path) -> None:
     ]
     for path in paths:
         before = (sha256(path), path.stat().st_mtime_ns)
-        images.read_image(path, "luma")
+        decode.read_image(path, "luma")
         assert (sha256(path), path.stat().st_mtime_ns) == before, path.name
 
 
 def test_is_image_path_ignores_case() -> None:
-    assert images.is_image_path("a/B.TIFF") and images.is_image_path(Path("x.Npy"))
-    assert not images.is_image_path("notes.txt") and not images.is_image_path("png")
-
-
-# --- label and preview encoders ----------------------------------------------------
-
-
-def test_label_png_round_trips_exactly_as_16_bit_gray(tmp_path: Path) -> None:
-    labels = np.random.default_rng(1).integers(0, 65536, (50, 70)).astype(np.uint32)
-    labels[0, 0], labels[-1, -1] = 0, 65535
-    data = images.encode_label_png(labels)
-    assert data[12:16] == b"IHDR" and data[24:26] == bytes([16, 0])  # 16-bit, gray
-    path = save_bytes(tmp_path / "l.labels.png", data)
-    result = read_label_image(path)
-    assert result.dtype == np.uint32
-    np.testing.assert_array_equal(result, labels)
-
-
-@pytest.mark.parametrize("bad", [65536, -1])
-def test_label_png_refuses_values_it_cannot_hold(bad: int) -> None:
-    labels = np.zeros((3, 3), np.int64)
-    labels[1, 1] = bad
-    with pytest.raises(ValueError, match=r"0\.\.65535"):
-        images.encode_label_png(labels)
-
-
-def test_label_tiff_round_trips_beyond_16_bits(tmp_path: Path) -> None:
-    labels = np.arange(20 * 30, dtype=np.int64).reshape(20, 30) * 7_000_000
-    labels[0, :3] = [65535, 65536, 2**32 - 1]
-    data = images.encode_label_tiff(labels)
-    with tifffile.TiffFile(io.BytesIO(data)) as tiff:
-        assert len(tiff.pages) == 1
-        page = tiff.pages.first
-        assert page.dtype == np.uint32
-        assert page.compression == tifffile.COMPRESSION.ADOBE_DEFLATE
-        np.testing.assert_array_equal(page.asarray(), labels)
-    path = save_bytes(tmp_path / "l.labels.tif", data)
-    np.testing.assert_array_equal(read_label_image(path), labels)
-
-
-def test_label_tiff_with_zstd_round_trips_and_is_smaller_than_deflate() -> None:
-    labels = np.repeat(np.arange(300, dtype=np.uint32) * 15_000, 200).reshape(300, 200)
-    data = images.encode_label_tiff(labels, "zstd")
-    with tifffile.TiffFile(io.BytesIO(data)) as tiff:
-        page = tiff.pages.first
-        assert page.compression == tifffile.COMPRESSION.ZSTD
-        np.testing.assert_array_equal(page.asarray(), labels)
-    with Image.open(io.BytesIO(data)) as image:  # viewers built on libtiff read it too
-        np.testing.assert_array_equal(np.asarray(image), labels)
-    assert len(data) < len(images.encode_label_tiff(labels, "deflate"))
-
-
-def test_label_tiff_refuses_unknown_compression() -> None:
-    with pytest.raises(ValueError, match="deflate"):
-        images.encode_label_tiff(np.zeros((2, 2), np.uint32), "lzw")
-
-
-def test_label_tiff_refuses_values_beyond_32_bits() -> None:
-    with pytest.raises(ValueError, match="4294967295"):
-        images.encode_label_tiff(np.full((2, 2), 2**32, np.int64))
-
-
-@given(hnp.arrays(np.uint16, hnp.array_shapes(min_dims=2, max_dims=2, max_side=40)))
-def test_label_encoders_round_trip_any_uint16(labels: np.ndarray) -> None:
-    for encode in (images.encode_label_png, images.encode_label_tiff):
-        with Image.open(io.BytesIO(encode(labels))) as image:
-            np.testing.assert_array_equal(np.asarray(image).astype(np.uint32), labels)
-
-
-@given(
-    hnp.arrays(
-        st.sampled_from([np.uint8, np.uint16]),
-        st.one_of(
-            hnp.array_shapes(min_dims=2, max_dims=2, max_side=30),
-            st.tuples(st.integers(1, 20), st.integers(1, 20), st.just(3)),
-        ),
-    )
-)
-def test_png_writer_round_trips_through_libpng(array: np.ndarray) -> None:
-    """Gray and RGB, 8 and 16 bits: libpng (which checks every CRC) reads back each value."""
-    np.testing.assert_array_equal(imagecodecs.png_decode(images._png(array)), array)
-
-
-def test_png_writer_splits_long_streams_into_idat_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(images, "_PNG_CHUNK", 5)
-    labels = np.random.default_rng(2).integers(0, 9, (31, 17)).astype(np.uint16)
-    data = images._png(labels)
-    kinds, offset = [], 8
-    while offset < len(data):
-        (length,) = struct.unpack(">I", data[offset : offset + 4])
-        kinds.append((data[offset + 4 : offset + 8], length))
-        offset += 12 + length
-    assert kinds[0][0] == b"IHDR" and kinds[-1] == (b"IEND", 0)
-    idat = [length for kind, length in kinds[1:-1]]
-    assert all(kind == b"IDAT" for kind, _ in kinds[1:-1]) and len(idat) > 1
-    assert max(idat) == 5
-    np.testing.assert_array_equal(imagecodecs.png_decode(data), labels)
-    with Image.open(io.BytesIO(data)) as image:
-        np.testing.assert_array_equal(np.asarray(image), labels)
-
-
-def decode_preview(data: bytes) -> np.ndarray:
-    with Image.open(io.BytesIO(data)) as image:
-        assert image.format == "PNG" and image.mode == "RGB"
-        return np.asarray(image)
-
-
-def test_preview_keeps_background_and_tints_components() -> None:
-    values = np.zeros((30, 40), dtype=bool)
-    values[5:10, 5:10] = values[20:25, 20:35] = True
-    values[0, 39] = True  # foreground left unlabeled: stays white
-    labels = np.zeros((30, 40), np.uint32)
-    labels[5:10, 5:10], labels[20:25, 20:35] = 1, 2
-    rgb = decode_preview(images.encode_preview_png(values, labels))
-    assert rgb.shape == (30, 40, 3)
-    np.testing.assert_array_equal(
-        rgb[labels == 0], np.repeat(values[labels == 0, None] * 255, 3, 1)
-    )
-    first, second = rgb[7, 7], rgb[22, 22]
-    assert (rgb[5:10, 5:10] == first).all() and (rgb[20:25, 20:35] == second).all()
-    assert len({tuple(first), tuple(second), (255, 255, 255)}) == 3
-    assert first.max() - first.min() > 30  # a real colour, not a gray
-    assert images.encode_preview_png(values, labels) == images.encode_preview_png(values, labels)
-
-
-def test_preview_stretches_numbers_and_blacks_out_non_finite() -> None:
-    values = np.tile(np.linspace(0, 100, 101), (3, 1))
-    values[1, :3] = [np.nan, np.inf, -np.inf]
-    rgb = decode_preview(images.encode_preview_png(values, np.zeros(values.shape, np.uint8)))
-    gray = rgb[..., 0]
-    assert (rgb[..., 0] == rgb[..., 2]).all()
-    assert gray[0, 0] == 0 and gray[0, -1] == 255  # beyond the 1st/99th percentiles: clipped
-    assert (np.diff(gray[0].astype(int)) >= 0).all() and 120 <= gray[0, 50] <= 135
-    assert (gray[1, :3] == 0).all()
-
-
-def test_preview_rejects_mismatched_shapes() -> None:
-    with pytest.raises(ValueError):
-        images.encode_preview_png(np.zeros((3, 4)), np.zeros((4, 3), np.uint8))
+    assert decode.is_image_path("a/B.TIFF") and decode.is_image_path(Path("x.Npy"))
+    assert not decode.is_image_path("notes.txt") and not decode.is_image_path("png")
 
 
 # --- real images -------------------------------------------------------------------
@@ -737,7 +598,7 @@ def test_scikit_image_bundled_images(tmp_path: Path, name: str, suffix: str) -> 
         Image.fromarray(values).save(path)
     else:
         tifffile.imwrite(path, values, compression="zlib", photometric="minisblack")
-    result = images.read_image(path)
+    result = decode.read_image(path)
     assert result.dtype == values.dtype and result.shape == values.shape
     np.testing.assert_array_equal(result, values)
 
@@ -749,7 +610,7 @@ def test_scikit_image_astronaut_luma_matches_the_formula(tmp_path: Path) -> None
     # The same weights written independently: floor(luma + 1/2), in floating point.
     weighted = rgb.astype(np.int64) @ np.array([299, 587, 114])
     expected = np.floor(weighted / 1000 + 0.5).astype(np.uint8)
-    np.testing.assert_array_equal(images.read_image(path, "luma"), expected)
+    np.testing.assert_array_equal(decode.read_image(path, "luma"), expected)
 
 
 SAMPLES = {
@@ -766,7 +627,7 @@ def test_sample_data_reads_as_documented(name: str) -> None:
     path = REPO / "sample_data" / name
     assert path.stat().st_size < 200_000
     dtype, shape = SAMPLES[name]
-    values = images.read_image(path)
+    values = decode.read_image(path)
     assert values.dtype == dtype and values.shape == shape
     if name == "scan_g4.tif":
         assert 0.9 < values.mean() < 1  # white paper, a little black ink

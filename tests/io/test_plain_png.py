@@ -1,5 +1,5 @@
-"""The fast path for plain gray PNGs (io/png.py): libpng's pixels for every file it
-takes, and None (libpng decides) for every file it does not take whole.
+"""The fast path for plain gray PNGs (io/decode/plain_png.py): libpng's pixels for every
+file it takes, and None (libpng decides) for every file it does not take whole.
 
 PNGs are built here from the specification: each row filtered by the filter type
 drawn for it, the stream split into IDAT chunks of drawn sizes. libpng
@@ -24,7 +24,9 @@ from hypothesis.extra import numpy as hnp
 from PIL import Image
 
 from ccl_cli.errors import BackendUnavailable, InputError
-from ccl_cli.io import images, png
+from ccl_cli.io import decode
+from ccl_cli.io.decode import plain_png as png
+from ccl_cli.io.label_images import encode_label_png
 
 
 def chunk(kind: bytes, data: bytes, crc: int | None = None) -> bytes:
@@ -141,7 +143,7 @@ def test_chunks_taken_as_inert_change_nothing_in_libpngs_pixels(kind: bytes) -> 
 
 def test_the_label_images_gccl_writes_take_the_fast_path() -> None:
     labels = np.arange(40 * 30, dtype=np.uint16).reshape(40, 30)
-    got = png.decode_plain_gray(images.encode_label_png(labels))
+    got = png.decode_plain_gray(encode_label_png(labels))
     assert got is not None
     np.testing.assert_array_equal(got, labels)
 
@@ -215,7 +217,7 @@ def test_a_broken_file_is_libpngs_one_line_error(tmp_path: Path, name: str) -> N
     path = tmp_path / "broken.png"
     path.write_bytes(NOT_TAKEN[name])
     with pytest.raises(InputError, match="corrupt or truncated PNG") as error:
-        images.read_image(path)
+        decode.read_image(path)
     assert "\n" not in str(error.value)
 
 
@@ -229,4 +231,4 @@ def test_without_the_compiled_library_libpng_decodes(
     assert png.decode_plain_gray(GOOD) is None
     path = tmp_path / "good.png"
     path.write_bytes(GOOD)
-    np.testing.assert_array_equal(images.read_image(path), VALUES)
+    np.testing.assert_array_equal(decode.read_image(path), VALUES)

@@ -1,12 +1,11 @@
-"""Plain gray PNGs (8 or 16 bits, not interlaced) decoded fast.
+"""Plain gray PNGs (8 or 16 bits, not interlaced) decoded on a shorter path than libpng's.
 
-libpng inflates the pixel stream with zlib, which takes most of a small PNG's decode
-time (about 2 of 3 ms for a 640x480 depth map); libdeflate (through imagecodecs)
-inflates it about five times faster, and gccl's compiled library (ccl_cli.native)
-undoes the row filters. The chunks are walked and their CRCs checked as libpng
-does. Whatever this path does not take whole (another colour type, transparency,
-an animation, an unknown chunk, a CRC, stream or filter error, no compiled
-library) gives None, and the caller decodes with libpng, which gives its own
+libpng inflates the pixel stream with zlib, most of a small PNG's decode; here
+libdeflate (through imagecodecs) inflates it and gccl's compiled library
+(ccl_cli.native) undoes the row filters. The chunks are walked and their CRCs checked
+as libpng does. Whatever this path does not take whole (another colour type,
+transparency, an animation, an unknown chunk, a CRC, stream or filter error, no
+compiled library) gives None, and the caller decodes with libpng, which gives its own
 verdict: the pixels, or the error, are libpng's in every case.
 """
 
@@ -19,7 +18,7 @@ from collections.abc import Callable
 import imagecodecs
 import numpy as np
 
-from ..errors import BackendUnavailable
+from ...errors import BackendUnavailable
 
 _MAGIC = b"\x89PNG\r\n\x1a\n"
 #: Chunks that change nothing in a gray image's samples as libpng returns them.
@@ -86,7 +85,7 @@ def _pixel_stream(data: bytes) -> bytes | None:
 
 def _unfilter() -> Callable[..., int]:
     """The library's gccl_png_unfilter (BackendUnavailable where it cannot be had)."""
-    from ..native import engine
+    from ...native import engine
 
     function: Callable[..., int] = engine().library.gccl_png_unfilter
     return function

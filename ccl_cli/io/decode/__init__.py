@@ -1,0 +1,16 @@
+"""Input images decoded to displayed intensity: a 2-D array of one of
+`params.SUPPORTED_DTYPES`, whatever the storage (1-bit images as bool with ink False,
+MinIsWhite flipped, gray palettes looked up). Every problem with an input is one
+`InputError` line; a traceback would mean a bug here.
+
+- read.py: the entry (read_image, image_pages, is_image_path): the file opened, the
+  format recognised by its magic bytes, colour reduced.
+- png.py (with plain_png.py, the fast path for plain gray PNGs), tiff.py, npy.py: one
+  module per format.
+- pixels.py: palettes, --color-to-gray, the dtypes gccl labels.
+- checks.py: size limits before allocating, library failures as one line.
+"""
+
+from .read import IMAGE_SUFFIXES, image_pages, is_image_path, read_image
+
+__all__ = ["IMAGE_SUFFIXES", "image_pages", "is_image_path", "read_image"]

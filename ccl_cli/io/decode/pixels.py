@@ -1,0 +1,73 @@
+"""From decoded samples to displayed gray intensity, whatever the format: palettes looked
+up, colour reduced by --color-to-gray, and the dtypes gccl labels."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...contract.params import SUPPORTED_DTYPES
+from ...errors import InputError
+from ...options import COLOR_TO_GRAY_CHOICES
+from .checks import not_2d
+
+_COLOR_HINT = "convert it with --color-to-gray " + "|".join(COLOR_TO_GRAY_CHOICES)
+_CHANNELS = {"red": 0, "green": 1, "blue": 2}
+#: The colour kinds a decoder may report besides "gray", and whether they carry alpha.
+_HAS_ALPHA = {"RGB": False, "RGBA": True, "color palette": False, "gray+alpha": True}
+
+
+def apply_palette(indices: np.ndarray, palette: np.ndarray) -> tuple[np.ndarray, str]:
+    """Look palette indices up: gray values when every used entry is gray, else RGB.
+
+    Only the entries the pixels use are checked: writers often pad a gray
+    palette with unused coloured entries, and what is displayed is still gray.
+    Indices beyond the palette read as black (the PNG and TIFF specs leave them
+    undefined).
+    """
+    used = np.bincount(indices.ravel(), minlength=len(palette)) > 0
+    table = np.zeros((len(used), 3), dtype=palette.dtype)
+    table[: len(palette)] = palette
+    entries = table[used]
+    if np.all(entries == entries[:, :1]):
+        return table[:, 0][indices], "gray"
+    return table[indices], "color palette"
+
+
+def color_to_gray(array: np.ndarray, kind: str, choice: str | None) -> np.ndarray:
+    """Reduce an (H, W, C) colour image to one channel, or refuse without a choice."""
+    if choice is None:
+        alpha = " (alpha is dropped)" if _HAS_ALPHA[kind] else ""
+        raise InputError(f"{kind} image; {_COLOR_HINT}{alpha}")
+    if kind == "gray+alpha":
+        return array[..., 0]  # R = G = B = gray: every choice, luma included, gives it
+    if choice != "luma":
+        return array[..., _CHANNELS[choice]]
+    if array.dtype.kind == "f":
+        rgb = array[..., :3].astype(np.float64)
+        luma = (299 * rgb[..., 0] + 587 * rgb[..., 1] + 114 * rgb[..., 2]) / 1000
+        return luma.astype(array.dtype)
+    # Integer luma, rounded half up; int32 holds 1000 * 65535, wider types need int64.
+    wide = np.int32 if array.dtype.itemsize <= 2 else np.int64
+    r, g, b = (array[..., c].astype(wide) for c in range(3))
+    return ((299 * r + 587 * g + 114 * b + 500) // 1000).astype(array.dtype)
+
+
+def supported_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype an array of `dtype` is returned as; InputError when there is none."""
+    if dtype == np.float16:
+        return np.dtype(np.float32)  # exact widening
+    native = dtype.newbyteorder("=")
+    if native not in SUPPORTED_DTYPES:
+        names = ", ".join(d.name for d in SUPPORTED_DTYPES)
+        raise InputError(f"unsupported dtype {dtype.name} (supported: {names})")
+    return native
+
+
+def as_supported(array: np.ndarray) -> np.ndarray:
+    """Final checks shared by all formats: 2-D, non-empty, supported native dtype."""
+    if array.ndim != 2:
+        raise not_2d(array.shape)
+    if array.size == 0:
+        raise InputError(f"empty image (shape {tuple(array.shape)})")
+    dtype = supported_dtype(array.dtype)
+    return np.ascontiguousarray(array, dtype=dtype)
