@@ -1,7 +1,7 @@
-"""One `gccl label` run: inputs -> admission -> an engine that labels -> summary.csv.
+"""One `gccl label` run: inputs -> admission -> an executor that labels -> summary.csv.
 
 Each input ends as one record (a summary.csv row): ok, skipped, failed, or
-not-run when the run stopped early (--fail-fast, Ctrl-C, SIGTERM). The engine
+not-run when the run stopped early (--fail-fast, Ctrl-C, SIGTERM). The executor
 is this process (local.py), local worker processes (processes.py) or a Dask
 cluster (cluster.py); this process keeps the lock, admission, progress,
 stopping and the summary.
@@ -47,7 +47,7 @@ from .summary import Summary
 NO_IMAGES = "no images found in the inputs (.png, .tif, .tiff, .npy)"
 
 
-class Engine(Protocol):
+class Executor(Protocol):
     """Where admitted records are labeled: this process, worker processes (processes.py) or a
     Dask cluster (cluster.py)."""
 
@@ -64,7 +64,7 @@ class Engine(Protocol):
         """
 
     def close(self) -> None:
-        """Release what the engine holds."""
+        """Release what the executor holds."""
 
 
 @dataclass
@@ -132,14 +132,14 @@ def streams(settings: Settings) -> bool:
 
 
 def run_source(source: Source, settings: Settings, reporter: Reporter) -> RunReport:
-    """Label the inputs of `source` into --out: the lock, the engine, summary.csv."""
+    """Label the inputs of `source` into --out: the lock, the executor, summary.csv."""
     out = checked_out(settings)
-    engine = _engine(settings, reporter, source.total, source.wake)
+    executor = _executor(settings, reporter, source.total, source.wake)
     started = time.perf_counter()
     report = RunReport()
     made_out = not out.exists()
     try:
-        _run(engine, source, report, settings, reporter)
+        _run(executor, source, report, settings, reporter)
     except GcclError:  # e.g. a device found unusable once the workers had started
         if made_out:
             _remove_unused(out)
@@ -151,7 +151,7 @@ def run_source(source: Source, settings: Settings, reporter: Reporter) -> RunRep
 
 
 def _run(
-    engine: Engine,
+    executor: Executor,
     source: Source,
     report: RunReport,
     settings: Settings,
@@ -160,7 +160,7 @@ def _run(
     """The locked part of run_label: label the records, write summary.csv."""
     assert settings.out is not None
     out = settings.out
-    with closing(engine), OutputLock(out), _StopRequests() as stop:
+    with closing(executor), OutputLock(out), _StopRequests() as stop:
         found = source.found if isinstance(source, ListSource) else None
         inputs = RunInputs((item.path for item in found or []), found is not None)
         with OutDir(out) as folder:
@@ -169,13 +169,13 @@ def _run(
         if removed:
             reporter.notice(f"removed {removed} partial file(s) left by an interrupted run")
         run_record = RunRecord(out, settings)
-        run_record.write(_backend_name(engine, settings), finished=False)
+        run_record.write(_backend_name(executor, settings), finished=False)
         summary = Summary(out, run_record, source.total is None, reporter)
         reporter.start(source.total)
         outcomes = Outcomes(reporter, settings.fail_fast, summary.finished)
         try:
             with closing(source.items(stop.check)) as items:
-                engine.label(
+                executor.label(
                     _admitted(items, summary, settings, outcomes, stop.check, run_record, inputs),
                     settings,
                     outcomes,
@@ -185,21 +185,21 @@ def _run(
             pass
         except (KeyboardInterrupt, Stop):
             report.interrupted = True
-        if not isinstance(engine, _Local):  # a worker killed mid-write left its temporary
+        if not isinstance(executor, _Local):  # a worker killed mid-write left its temporary
             with OutDir(out) as folder:
                 removed = folder.remove_temporaries()  # (a live writer's stays: its flock)
             if removed:
                 reporter.notice(f"removed {removed} partial file(s) left by a worker that died")
         report.records = summary.close(source.untaken(summary.taken_count), report.interrupted)
         report.counts = summary.counts
-        run_record.write(_backend_name(engine, settings), finished=True)
+        run_record.write(_backend_name(executor, settings), finished=True)
         report.summary = summary.path
 
 
-def _backend_name(engine: Engine, settings: Settings) -> str:
-    """What labels, for the run record: cpu or cuda, else the engine that picks per worker."""
-    if isinstance(engine, _Local):
-        return engine.backend.name
+def _backend_name(executor: Executor, settings: Settings) -> str:
+    """What labels, for the run record: cpu or cuda, else the executor that picks per worker."""
+    if isinstance(executor, _Local):
+        return executor.backend.name
     kind = "dask cluster" if settings.scheduler else "worker processes"
     return f"{kind}, --device {settings.device}"
 
@@ -212,9 +212,9 @@ def _remove_unused(out: Path) -> None:
         out.rmdir()
 
 
-def _engine(
+def _executor(
     settings: Settings, reporter: Reporter, inputs: int | None, wake: Callable[[], None]
-) -> Engine:
+) -> Executor:
     """The cluster at --scheduler, else worker processes (--processes), else this process
     (`wake`: the source's, which a run in this process calls when a step finishes).
 

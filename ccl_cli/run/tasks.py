@@ -1,6 +1,6 @@
 """Labeling as tasks of a few inputs each, on the workers of an executor.
 
-Two engines hand work out this way: a Dask cluster (cluster.py, --scheduler)
+Two executors hand work out this way: a Dask cluster (cluster.py, --scheduler)
 and a pool of local processes (processes.py, --processes). The client (this
 process) admits the inputs, sends them in tasks of about --batch-size inputs,
 and finishes each record as its task's result arrives; the lock, progress,
