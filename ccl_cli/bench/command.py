@@ -20,7 +20,7 @@ from rich.text import Text
 from ..contract.params import LabelParams
 from ..errors import EXIT_OK, EXIT_SOME_FAILED, InputError, UsageError
 from ..options import BY_NAME
-from .engines import ENGINE_NAMES, Engine, make_engines
+from .engines import ENGINE_NAMES, BenchEngine, make_engines
 from .records import Record
 from .runner import Limits, run_end_to_end, run_kernel
 from .suite import FAMILIES, SIZES, Case, generated_cases, input_cases, parse_size
@@ -203,9 +203,9 @@ def _stdout_is_terminal() -> bool:
     return Console().is_terminal
 
 
-def _engines(options: Options) -> tuple[list[Engine], dict[str, str]]:
+def _engines(options: Options) -> tuple[list[BenchEngine], dict[str, str]]:
     """The engines to run and, for the report, what each times or why it is unavailable."""
-    usable: list[Engine] = []
+    usable: list[BenchEngine] = []
     descriptions: dict[str, str] = {}
     for engine in make_engines(list(options.engines)):
         why = engine.unavailable()

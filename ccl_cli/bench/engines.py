@@ -52,8 +52,9 @@ class Output:
         return int(self.components.sum())
 
 
-class Engine:
-    """The adapter interface; subclasses fill in the class attributes and methods.
+class BenchEngine:
+    """One labeling implementation `gccl bench` compares (an --engines name): the adapter
+    interface; subclasses fill in the class attributes and methods.
 
     name: the --engines name.  on_device: data and timing live on the GPU
     (CUDA events).  raster_order: labels promise gccl's numbering (README.md, "What the
@@ -116,7 +117,7 @@ class Engine:
         raise NotImplementedError
 
 
-class DeviceEngine(Engine):
+class DeviceEngine(BenchEngine):
     """An engine whose data lives on the GPU: labels are copied back only to be checked."""
 
     on_device = True
@@ -137,7 +138,7 @@ def cpu_threads() -> int:
     return os.cpu_count() or 1
 
 
-class _Gccl(Engine):
+class _Gccl(BenchEngine):
     """What both gccl backends share: raster-order labels, and `gccl label` end to end."""
 
     raster_order = True
@@ -277,7 +278,7 @@ class GcclCpu(_Gccl):
         return np.array(output.labels)
 
 
-class OpenCv(Engine):
+class OpenCv(BenchEngine):
     """OpenCV: connectedComponentsWithStats for binary, floodFill region growing for tau."""
 
     name = "opencv"
@@ -376,7 +377,7 @@ class Cupyx(DeviceEngine):
         return Output(labels, int(count))
 
 
-class Cc3d(Engine):
+class Cc3d(BenchEngine):
     """connected-components-3d: binary labeling, and tau through its delta option."""
 
     name = "cc3d"
@@ -410,7 +411,7 @@ class Cc3d(Engine):
         return _loop(prepared, one)
 
 
-class Skimage(Engine):
+class Skimage(BenchEngine):
     """scikit-image's measure.label, images of a batch in parallel threads."""
 
     name = "skimage"
@@ -436,7 +437,7 @@ class Skimage(Engine):
 
 
 #: Every engine, in report order.
-ENGINE_TYPES: tuple[type[Engine], ...] = (
+ENGINE_TYPES: tuple[type[BenchEngine], ...] = (
     GcclCuda,
     GcclCudaLabels,
     GcclCudaPolygons,
@@ -450,7 +451,7 @@ ENGINE_TYPES: tuple[type[Engine], ...] = (
 ENGINE_NAMES = tuple(engine.name for engine in ENGINE_TYPES)
 
 
-def make_engines(names: list[str]) -> list[Engine]:
+def make_engines(names: list[str]) -> list[BenchEngine]:
     """Adapters for `names` (each one of ENGINE_NAMES), in report order."""
     return [engine() for engine in ENGINE_TYPES if engine.name in names]
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from .crosscheck import compare
-from .engines import Engine
+from .engines import BenchEngine
 from .records import Record
 from .suite import Case
 from .timing import measure, timed
@@ -58,7 +58,7 @@ class Limits:
 
 def run_kernel(
     cases: Sequence[Case],
-    engines: Sequence[Engine],
+    engines: Sequence[BenchEngine],
     batches: Sequence[int],
     limits: Limits,
     step: Step,
@@ -74,12 +74,12 @@ def run_kernel(
 class _KernelCase:
     """The kernel-level measurements of one case."""
 
-    def __init__(self, case: Case, engines: Sequence[Engine], limits: Limits, step: Step):
+    def __init__(self, case: Case, engines: Sequence[BenchEngine], limits: Limits, step: Step):
         self.case = case
         self.limits = limits
         self.step = step
         self.records: list[Record] = []
-        self.engines: list[Engine] = []
+        self.engines: list[BenchEngine] = []
         for engine in engines:
             why = engine.unsupported(case)
             if why:
@@ -101,7 +101,7 @@ class _KernelCase:
                     )
                 continue
             host = np.repeat(self.case.image[None], batch, axis=0)
-            labels: dict[str, tuple[np.ndarray, int, Engine]] = {}
+            labels: dict[str, tuple[np.ndarray, int, BenchEngine]] = {}
             for engine in self.engines:
                 self._measure(engine, host, labels)
             if batch == 1:
@@ -109,7 +109,10 @@ class _KernelCase:
         return self.records
 
     def _measure(
-        self, engine: Engine, host: np.ndarray, labels: dict[str, tuple[np.ndarray, int, Engine]]
+        self,
+        engine: BenchEngine,
+        host: np.ndarray,
+        labels: dict[str, tuple[np.ndarray, int, BenchEngine]],
     ) -> None:
         batch = len(host)
         if batch > 1:
@@ -154,7 +157,7 @@ class _KernelCase:
             prepared = None
             engine.release()
 
-    def _too_slow(self, engine: Engine, batch: int) -> str | None:
+    def _too_slow(self, engine: BenchEngine, batch: int) -> str | None:
         single = self.single_ms.get(engine.name)
         if single is None:
             return "not measured at batch 1"
@@ -166,7 +169,7 @@ class _KernelCase:
             )
         return None
 
-    def _cross_check(self, labels: dict[str, tuple[np.ndarray, int, Engine]]) -> None:
+    def _cross_check(self, labels: dict[str, tuple[np.ndarray, int, BenchEngine]]) -> None:
         """Compare each engine's batch-1 labels with the reference engine's."""
         if not labels:
             return
@@ -192,7 +195,7 @@ class _KernelCase:
             if problem:
                 _mismatch(record, problem)
 
-    def _skip(self, engine: Engine, batch: int | None, why: str) -> None:
+    def _skip(self, engine: BenchEngine, batch: int | None, why: str) -> None:
         record = Record.for_case(engine.name, self.case, "kernel", batch)
         record.status, record.note = "skipped", why
         self.records.append(record)
@@ -200,7 +203,7 @@ class _KernelCase:
 
 def run_end_to_end(
     cases: Sequence[Case],
-    engines: Sequence[Engine],
+    engines: Sequence[BenchEngine],
     batches: Sequence[int],
     limits: Limits,
     step: Step,
@@ -235,7 +238,7 @@ class _EndToEndCase:
         self.temp, self.limits, self.step = temp, limits, step
         self.runs = 0
 
-    def run(self, engines: Sequence[Engine], batches: list[int]) -> list[Record]:
+    def run(self, engines: Sequence[BenchEngine], batches: list[int]) -> list[Record]:
         records: list[Record] = []
         reference: tuple[str, int] | None = None
         for engine in engines:
@@ -266,7 +269,7 @@ class _EndToEndCase:
                     )
         return records
 
-    def _unsupported(self, engine: Engine) -> str | None:
+    def _unsupported(self, engine: BenchEngine) -> str | None:
         mode = self.case.params.mode
         if not engine.end_to_end_modes:
             return engine.no_end_to_end
@@ -274,7 +277,7 @@ class _EndToEndCase:
             return f"no {mode} mode end to end"
         return engine.unsupported(self.case)
 
-    def _measure(self, record: Record, engine: Engine, batch: int) -> None:
+    def _measure(self, record: Record, engine: BenchEngine, batch: int) -> None:
         if engine.on_device:  # CUDA initialization and module loading are not per-run costs
             self._label(engine, batch)
         first_ms, components = timed(lambda: self._label(engine, batch))
@@ -288,7 +291,7 @@ class _EndToEndCase:
         )
         record.set_times(times, self.files, self.case.pixels)
 
-    def _label(self, engine: Engine, batch: int) -> int:
+    def _label(self, engine: BenchEngine, batch: int) -> int:
         """One run over the case's files into a fresh folder; the components in all of them."""
         self.runs += 1
         out = self.temp / f"out-{self.runs}"

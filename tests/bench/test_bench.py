@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from ccl_cli.bench import engines as engines_module
 from ccl_cli.bench.command import Options, parse_options, run_bench_command
 from ccl_cli.bench.crosscheck import compare, same_components
-from ccl_cli.bench.engines import Cc3d, Engine, GcclCpu, OpenCv, Skimage
+from ccl_cli.bench.engines import BenchEngine, Cc3d, GcclCpu, OpenCv, Skimage
 from ccl_cli.bench.records import COLUMNS, Record
 from ccl_cli.bench.report import add_speedups
 from ccl_cli.bench.suite import (
@@ -121,7 +121,7 @@ def test_parse_size() -> None:
 # --- engines agree ---------------------------------------------------------------------
 
 
-def labels_of(engine: Engine, case: Case, copies: int = 1) -> tuple[np.ndarray, int]:
+def labels_of(engine: BenchEngine, case: Case, copies: int = 1) -> tuple[np.ndarray, int]:
     batch = np.repeat(case.image[None], copies, axis=0)
     output = engine.run(engine.prepare(batch, case.params), case.params)
     return engine.host_labels(output), output.total()
@@ -195,7 +195,7 @@ def test_a_wrong_engine_is_reported_loudly_with_exit_code_1(
 ) -> None:
     honest = engines_module.OpenCv.run
 
-    def drops_a_component(self: Engine, prepared: object, params: object) -> object:
+    def drops_a_component(self: BenchEngine, prepared: object, params: object) -> object:
         output = honest(self, prepared, params)  # type: ignore[arg-type]
         output.labels[0][output.labels[0] == 1] = 0
         output.components -= 1  # an int for CPU engines
