@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from ccl_cli.contract.stats import CSV_COLUMNS
-from ccl_cli.io.outputs import SUMMARY_COLUMNS
+from ccl_cli.run.summary import SUMMARY_COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
 JOBS = {

@@ -19,8 +19,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from ccl_cli.cli import app
-from ccl_cli.io.outputs import LOCK_NAME
-from ccl_cli.run.freshness import RUN_RECORD_NAME
+from ccl_cli.io.output_paths import LOCK_NAME, RUN_RECORD_NAME
 
 #: Generous: a 2-core CI machine starting worker processes can be slow.
 WAIT_SECONDS = 60

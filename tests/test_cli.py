@@ -20,7 +20,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from ccl_cli.cli import app
-from ccl_cli.io.outputs import LOCK_NAME, OutputLock
+from ccl_cli.io.lock import OutputLock
+from ccl_cli.io.output_paths import LOCK_NAME
 
 EIGHT = np.ones((3, 3), bool)
 

@@ -16,7 +16,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from ccl_cli.cli import app
-from ccl_cli.run.freshness import RUN_RECORD_NAME
+from ccl_cli.io.output_paths import RUN_RECORD_NAME
 
 EIGHT = np.ones((3, 3), bool)
 
@@ -156,7 +156,7 @@ def test_nothing_on_stdin_is_no_inputs(tmp_path: Path) -> None:
 
 
 def test_another_run_holding_out_is_exit_4(tmp_path: Path) -> None:
-    from ccl_cli.io.outputs import OutputLock
+    from ccl_cli.io.lock import OutputLock
 
     mask_png(tmp_path / "a.png", 1)
     with OutputLock(tmp_path / "out"):

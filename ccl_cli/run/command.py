@@ -25,18 +25,18 @@ from ..errors import (
     GcclError,
     UsageError,
 )
-from ..io.inputs import check_out_location, expand
-from ..io.outputs import (
+from ..io.inputs import RunInputs, check_out_location, expand
+from ..io.lock import OutputLock
+from ..io.out_dir import OutDir
+from ..io.output_paths import (
     LOCK_NAME,
+    RUN_RECORD_NAME,
     SUMMARY_NAME,
-    OutDir,
-    OutputLock,
     OutputPaths,
-    RunInputs,
     output_paths,
 )
 from ..io.seen import Seen
-from .freshness import RUN_RECORD_NAME, RunRecord
+from .freshness import RunRecord
 from .interrupts import cut_short_here
 from .local import LocalRun
 from .records import Admitted, FailFast, Outcomes, Record, Reporter, RunReport, Stop

@@ -1,6 +1,6 @@
 """What made the outputs in --out: the run record, and which outputs are still current.
 
-Every run writes RUN_RECORD_NAME into --out when it starts and again when it
+Every run writes gccl-run.json into --out when it starts and again when it
 ends: gccl's version, the backend, and the options that decide what the
 outputs hold. The record also keeps `since`, when a run with those options
 first started in this folder; outputs written before it were made with
@@ -24,9 +24,8 @@ from ..config import Settings
 from ..contract.stats import CSV_COLUMNS
 from ..io.inputs import InputItem
 from ..io.label_images import LABEL_MARK
-from ..io.outputs import LOCK_NAME, OutDir, OutputPaths, atomic_write
-
-RUN_RECORD_NAME = "gccl-run.json"
+from ..io.out_dir import OutDir, atomic_write
+from ..io.output_paths import LOCK_NAME, RUN_RECORD_NAME, OutputPaths
 
 
 def output_options(settings: Settings) -> dict[str, Any]:
@@ -85,7 +84,7 @@ class RunRecord:
     def remove_earlier(self, paths: OutputPaths) -> None:
         """Delete the outputs an earlier run made at `paths`: only a set gccl wrote (its
         statistics CSV, written last, older than this run), each file only if it holds
-        gccl's mark (io/outputs.py's OutDir.remove_marked; links are never followed)."""
+        gccl's mark (io/out_dir.py's OutDir.remove_marked; links are never followed)."""
         try:
             if os.lstat(paths.stats).st_mtime_ns >= self.now:
                 return

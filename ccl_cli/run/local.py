@@ -16,7 +16,7 @@ decode never returns (a stalled network file system); what is in flight is
 abandoned (writes get STOP_GRACE_SECONDS to finish). A decode or write in
 this thread is interruptible (interrupts.py): a stop request ends it at once. A batch the backend
 cannot fit in memory (MemoryError) is labeled again one image at a time
-before its images fail. Every file goes through one OutDir (io/outputs.py):
+before its images fail. Every file goes through one OutDir (io/out_dir.py):
 nothing is written outside --out or through a link there.
 """
 
@@ -47,7 +47,8 @@ from ..io import decode
 from ..io.csv_text import stats_csv
 from ..io.inputs import InputItem
 from ..io.label_images import LABEL_MARK, encode_label_png, encode_label_tiff
-from ..io.outputs import OutDir, OutputPaths
+from ..io.out_dir import OutDir
+from ..io.output_paths import OutputPaths
 from ..io.previews import encode_preview_png
 from .interrupts import interruptible
 from .records import Admitted, Outcomes, Record, Reporter, Stop
@@ -362,7 +363,7 @@ class LocalRun:
 def _read(item: InputItem, settings: Settings) -> _Read:
     """Decode one input (in a worker thread); its modification time is taken first, so
     that it is that of the version read or an earlier one (the statistics CSV is
-    stamped later than it: outputs.OutDir.write)."""
+    stamped later than it: out_dir.OutDir.write)."""
     started = time.perf_counter()
     try:
         modified_ns: int | None = os.stat(item.path).st_mtime_ns

@@ -22,7 +22,7 @@ lock is gone then, and another run may write there). A worker watches the
 pipe multiprocessing keeps from this process to it, which ends when this
 process dies however it dies: a thread blocked on it ends the worker at once,
 and every file is created, renamed into place or removed only after a check
-of that pipe (outputs.check_before_changes). The fork server exits when
+of that pipe (out_dir.check_before_changes). The fork server exits when
 this process does (its own pipe from it ends, once the workers have let go
 of their copies), and the kernel kills the workers whose parent, the fork
 server, is gone (PR_SET_PDEATHSIG), even one stuck in a codec. Closing waits
@@ -57,7 +57,7 @@ from ..backends import cpu_only, make_backend
 from ..backends.base import usable_cores, warm_up
 from ..config import Settings
 from ..errors import UsageError
-from ..io.outputs import check_before_changes
+from ..io.out_dir import check_before_changes
 from .fork_server import let_go_of_the_fork_server
 from .records import Admitted, Outcomes
 from .tasks import TaskRunner, guided_task_sizes, label_task, use_backend

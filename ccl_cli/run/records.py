@@ -15,9 +15,7 @@ from ..errors import (
     EXIT_SOME_FAILED,
 )
 from ..io.inputs import InputItem
-from ..io.outputs import (
-    OutputPaths,
-)
+from ..io.output_paths import OutputPaths
 
 
 @dataclass

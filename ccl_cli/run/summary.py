@@ -14,13 +14,37 @@ import csv
 import io
 import os
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ..errors import UsageError
 from ..io.inputs import InputItem
-from ..io.outputs import SUMMARY_NAME, OutDir, OutputPaths, atomic_write, summary_csv
+from ..io.out_dir import OutDir, atomic_write
+from ..io.output_paths import SUMMARY_NAME, OutputPaths
 from .freshness import RunRecord
 from .records import Record, Reporter
+
+SUMMARY_COLUMNS = (
+    "path",
+    "page",
+    "width",
+    "height",
+    "dtype",
+    "components",
+    "kept",
+    "status",
+    "message",
+    "seconds",
+)
+
+
+def summary_csv(rows: Iterable[Sequence[object]]) -> bytes:
+    """The summary.csv bytes: a header and one row per input."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(SUMMARY_COLUMNS)
+    writer.writerows(rows)
+    return buffer.getvalue().encode("utf-8")
 
 
 class Summary:

@@ -26,7 +26,7 @@ from ..backends import make_backend
 from ..backends.base import Backend
 from ..config import Settings
 from ..io.inputs import InputItem
-from ..io.outputs import output_paths
+from ..io.output_paths import output_paths
 from .local import label_admitted
 from .records import Admitted, Outcomes, Record
 

@@ -8,8 +8,7 @@ from cuda_helpers import gpu
 from typer.testing import CliRunner
 
 from ccl_cli.cli import app
-from ccl_cli.io.outputs import LOCK_NAME
-from ccl_cli.run.freshness import RUN_RECORD_NAME
+from ccl_cli.io.output_paths import LOCK_NAME, RUN_RECORD_NAME
 
 pytestmark = gpu
 

@@ -13,15 +13,10 @@ from pathlib import Path
 import pytest
 
 from ccl_cli.errors import UsageError
-from ccl_cli.io.inputs import check_out_location, expand
-from ccl_cli.io.outputs import (
-    LOCK_NAME,
-    OutDir,
-    OutputLock,
-    RunInputs,
-    atomic_write,
-    output_paths,
-)
+from ccl_cli.io.inputs import RunInputs, check_out_location, expand
+from ccl_cli.io.lock import OutputLock
+from ccl_cli.io.out_dir import OutDir, atomic_write
+from ccl_cli.io.output_paths import LOCK_NAME, output_paths
 
 
 def touch(path: Path) -> Path:
@@ -163,7 +158,7 @@ def test_lock_of_a_killed_run_is_taken_over(tmp_path: Path) -> None:
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path\n"
-            "from ccl_cli.io.outputs import OutputLock\n"
+            "from ccl_cli.io.lock import OutputLock\n"
             "with OutputLock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)",
             str(tmp_path),
         ],

@@ -13,7 +13,7 @@ from PIL import Image
 from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.config import Settings
 from ccl_cli.io.inputs import InputItem
-from ccl_cli.io.outputs import output_paths
+from ccl_cli.io.output_paths import output_paths
 from ccl_cli.run import local
 from ccl_cli.run.records import Record
 

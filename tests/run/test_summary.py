@@ -14,7 +14,7 @@ from ccl_cli.contract.stats import CSV_COLUMNS
 from ccl_cli.errors import UsageError
 from ccl_cli.io.inputs import InputItem
 from ccl_cli.io.label_images import LABEL_MARK
-from ccl_cli.io.outputs import LOCK_NAME, output_paths
+from ccl_cli.io.output_paths import LOCK_NAME, output_paths
 from ccl_cli.run import summary as summary_module
 from ccl_cli.run.freshness import RunRecord
 from ccl_cli.run.records import Record

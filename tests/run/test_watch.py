@@ -28,7 +28,7 @@ from label_files import read_label_image
 from PIL import Image
 
 from ccl_cli.errors import EXIT_BUSY
-from ccl_cli.io.outputs import LOCK_NAME
+from ccl_cli.io.output_paths import LOCK_NAME
 
 EIGHT = np.ones((3, 3), bool)
 

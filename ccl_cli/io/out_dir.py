@@ -1,4 +1,4 @@
-"""Where outputs go and how they are written: whole, only inside --out, one run at a time.
+"""The opened --out folder: every file below it written whole, only inside it, never through a link.
 
 Every file is written to a hidden temporary in its own folder, flushed to
 disk and renamed into place, so a run killed at any moment (SIGKILL included)
@@ -10,48 +10,24 @@ folder on the way opened without following links, the file created new
 the tree, refuses that write with one line. Clean-up removes only what this
 tool made: temporaries (their name says so) whose writer is gone, and label
 images carrying the caller's mark.
-
-A lock file in --out keeps two runs from writing into it at once; the lock
-is an flock, which the kernel drops when its holder dies, so a crashed run's
-successor takes over without manual clean-up. The lock file itself stays
-(removing it would let a third run lock a fresh file while a second still
-holds the old one).
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv
 import errno
 import fcntl
-import io
 import os
 import re
 import secrets
-import socket
 import stat
 import time
-from collections.abc import Callable, Container, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..errors import InputError, OutputBusy, UsageError
-from .seen import Seen
+from ..errors import InputError, UsageError
+from .output_paths import SUMMARY_NAME
 
-LOCK_NAME = ".gccl.lock"
-SUMMARY_NAME = "summary.csv"
-SUMMARY_COLUMNS = (
-    "path",
-    "page",
-    "width",
-    "height",
-    "dtype",
-    "components",
-    "kept",
-    "status",
-    "message",
-    "seconds",
-)
 #: Names of temporaries: this prefix, the writer's pid, a random part. Short and of a
 #: fixed length, so that a temporary fits wherever its file's name does (NAME_MAX).
 TEMP_PREFIX = ".gccl-tmp-"
@@ -61,81 +37,13 @@ _TEMP_GRACE_SECONDS = 600.0
 _TEMP_PATTERN = re.compile(re.escape(TEMP_PREFIX) + r"(\d+)-[0-9a-f]{8}")
 #: Bytes at the start of a file searched for a removal mark (see OutDir.remove_marked).
 _MARK_WINDOW = 1 << 16
-_LOCK_MARK = "pid "
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 #: Run right before every change this process makes under --out (see check_before_changes).
 _before_change: Callable[[], None] | None = None
 
 #: A file's identity: (st_dev, st_ino); the same file under any name or link.
 Identity = tuple[int, int]
-
-
-@dataclass(frozen=True)
-class OutputPaths:
-    """The files one input may produce under --out: `folder` / `stem` + each kind's suffix
-    (each path made when asked for: most are never needed)."""
-
-    folder: Path
-    stem: str
-
-    @property
-    def labels_png(self) -> Path:
-        return self.folder / (self.stem + ".labels.png")
-
-    @property
-    def labels_tif(self) -> Path:
-        return self.folder / (self.stem + ".labels.tif")
-
-    @property
-    def stats(self) -> Path:
-        return self.folder / (self.stem + ".stats.csv")
-
-    @property
-    def preview(self) -> Path:
-        return self.folder / (self.stem + ".preview.png")
-
-    @property
-    def polygons(self) -> Path:
-        return self.folder / (self.stem + ".polygons.geojson")
-
-    def labels(self, tiff: bool) -> Path:
-        """The label image path for the chosen format."""
-        return self.labels_tif if tiff else self.labels_png
-
-    def all(self) -> tuple[Path, ...]:
-        """Every file the input may produce."""
-        return (self.labels_png, self.labels_tif, self.stats, self.preview, self.polygons)
-
-    def complete(self, preview: bool, polygons: bool = False) -> bool:
-        """Whether a previous run finished this input (for --skip-existing)."""
-        has_labels = self.labels_png.exists() or self.labels_tif.exists()
-        return (
-            has_labels
-            and self.stats.exists()
-            and (not preview or self.preview.exists())
-            and (not polygons or self.polygons.exists())
-        )
-
-    def first_of(self, identities: Container[Identity], names: Container[str] = ()) -> Path | None:
-        """The first of these files that is one of `identities` (a run's inputs), if any;
-        with `names`, only files of those names are looked at."""
-        for path in self.all():
-            if names and path.name not in names:
-                continue
-            try:
-                info = os.lstat(path)
-            except OSError:
-                continue
-            if (info.st_dev, info.st_ino) in identities:
-                return path
-        return None
-
-
-def output_paths(out: Path, relative: Path) -> OutputPaths:
-    """Outputs of the input at `relative`: only its last suffix is replaced."""
-    return OutputPaths(out / relative.parent, relative.stem)
 
 
 def check_before_changes(check: Callable[[], None]) -> None:
@@ -152,66 +60,6 @@ def check_before_changes(check: Callable[[], None]) -> None:
 def _changing() -> None:
     if _before_change is not None:
         _before_change()
-
-
-def identities(paths: Iterable[Path]) -> set[Identity]:
-    """The identities of `paths` and of what their links point to (missing ones left out)."""
-    found: set[Identity] = set()
-    for path in paths:
-        for follow in (False, True):
-            try:
-                info = os.stat(path, follow_symlinks=follow)
-            except (OSError, ValueError):
-                continue
-            found.add((info.st_dev, info.st_ino))
-    return found
-
-
-class RunInputs:
-    """A run's inputs by identity, to refuse outputs that would replace one of them.
-
-    fixed: every input is known at the start (a list found then). Each output
-    folder is then listed once and only the names there whose inode is an
-    input's are stat'ed: an entry made later is a new file (one of this run's
-    outputs), never one of the inputs. Inputs that arrive over time may be
-    files made after such a listing, so then every output path is stat'ed,
-    and their identities are kept on disk (seen.py), as many as arrive.
-    """
-
-    def __init__(self, paths: Iterable[Path], fixed: bool) -> None:
-        self.identities = identities(paths)
-        self.fixed = fixed
-        self._inodes = {inode for _, inode in self.identities}
-        self._listed: dict[Path, set[str] | None] = {}
-        self._arrived = Seen(on_disk=not fixed)
-
-    def add(self, path: Path) -> None:
-        """An input that arrived (one of a fixed list is known already)."""
-        if not self.fixed:
-            for identity in identities([path]):
-                self._arrived.first(identity)
-
-    def first_among(self, outputs: OutputPaths) -> Path | None:
-        """The first of `outputs` that is one of the inputs, if any."""
-        if not self.fixed:
-            return outputs.first_of(self._arrived)
-        folder = outputs.folder
-        if folder not in self._listed:
-            self._listed[folder] = self._names_of_inputs(folder)
-        names = self._listed[folder]
-        if names is None:
-            return outputs.first_of(self.identities)
-        return outputs.first_of(self.identities, names) if names else None
-
-    def _names_of_inputs(self, folder: Path) -> set[str] | None:
-        """The names in `folder` whose inode is an input's; None when it cannot be listed."""
-        try:
-            with os.scandir(folder) as entries:
-                return {entry.name for entry in entries if entry.inode() in self._inodes}
-        except FileNotFoundError:
-            return set()
-        except OSError:
-            return None
 
 
 class OutDir:
@@ -339,7 +187,7 @@ class OutDir:
         if (info.st_dev, info.st_ino) in inputs:
             raise UsageError(f"{path} is one of the inputs; choose another --out")
         if not stat.S_ISREG(info.st_mode):
-            raise UsageError(f"{path} is {_kind(info.st_mode)}, not a file gccl wrote; move it")
+            raise UsageError(f"{path} is {kind_of(info.st_mode)}, not a file gccl wrote; move it")
         return path
 
     def _folder(self, path: Path, create: bool) -> tuple[int, str]:
@@ -376,7 +224,7 @@ class OutDir:
             if error.errno in (errno.ELOOP, errno.ENOTDIR):
                 info = os.stat(part, dir_fd=fd, follow_symlinks=False)
                 raise InputError(
-                    f"{shown} is {_kind(info.st_mode)} inside --out; gccl writes only into "
+                    f"{shown} is {kind_of(info.st_mode)} inside --out; gccl writes only into "
                     "real folders there"
                 ) from None
             raise
@@ -391,10 +239,11 @@ class OutDir:
         except FileNotFoundError:
             return
         if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"{path} is {_kind(info.st_mode)}; not replaced")
+            raise InputError(f"{path} is {kind_of(info.st_mode)}; not replaced")
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """What a file that is not a regular one is, for messages."""
     if stat.S_ISLNK(mode):
         return "a link"
     if stat.S_ISDIR(mode):
@@ -463,79 +312,3 @@ def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
     """Write `data` to `path` through an OutDir of its folder (see OutDir.write)."""
     with OutDir(path.parent) as folder:
         folder.write(path, data, durable)
-
-
-class OutputLock:
-    """An exclusive hold on an --out folder for the life of a run.
-
-    The lock file is opened without following a link and must be a regular
-    file holding nothing but a gccl lock line: a link planted there, or a
-    file of the user's by that name, is refused rather than overwritten.
-    """
-
-    def __init__(self, out: Path) -> None:
-        self.path = out / LOCK_NAME
-        self._fd: int | None = None
-
-    def __enter__(self) -> OutputLock:
-        out = self.path.parent
-        with OutDir(out) as folder:
-            try:
-                fd = os.open(
-                    LOCK_NAME,
-                    os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                    0o666,
-                    dir_fd=folder.fd,
-                )
-            except OSError as error:
-                if error.errno == errno.ELOOP:
-                    raise UsageError(
-                        f"{self.path} is a link; remove it (gccl never follows it)"
-                    ) from None
-                raise UsageError(
-                    f"cannot write into --out {out} ({error.strerror or error})"
-                ) from None
-        try:
-            self._take(fd)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
-        return self
-
-    def _take(self, fd: int) -> None:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UsageError(f"{self.path} is {_kind(info.st_mode)}; remove it")
-        content = os.pread(fd, 4096, 0).decode("utf-8", "replace")
-        if content and not content.startswith(_LOCK_MARK):
-            raise UsageError(f"{self.path} is not a gccl lock file; move it")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = content.strip() or "another process"
-            raise OutputBusy(
-                f"{self.path.parent} is in use by a running gccl ({holder}); "
-                "wait for it to finish or choose another --out"
-            ) from None
-        line = (
-            f"{_LOCK_MARK}{os.getpid()} on {socket.gethostname()} since "
-            f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n"
-        )
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, line.encode("utf-8"), 0)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-
-def summary_csv(rows: Iterable[Sequence[object]]) -> bytes:
-    """The summary.csv bytes: a header and one row per input."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(SUMMARY_COLUMNS)
-    writer.writerows(rows)
-    return buffer.getvalue().encode("utf-8")
