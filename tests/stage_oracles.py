@@ -3,6 +3,7 @@ the morphology, brute-force loops for the smoothing (written from the README's r
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
@@ -59,46 +60,69 @@ def opencv_mask(mask: np.ndarray, steps: list[tuple[str, int]], connectivity: in
 
 def oracle_smooth(
     values: np.ndarray, mask: np.ndarray, kind: str, radius: int, at: np.ndarray | None = None
-) -> list[list]:
-    """V' per pixel (None off the mask, or off `at` where given) by plain loops over the window.
+) -> list:
+    """V' per pixel or voxel (None off the mask, or off `at` where given) by plain loops
+    over the window, as nested lists of the array's shape (2-D or 3-D).
 
     Integers: floor(S / W + 1/2) in exact fractions. Floats: the documented order,
-    rows i = -R..R each summed over j = -R..R (multiply, then add), in Python floats
+    innermost x: each row j = -R..R summed (multiply, then add), rows i = -R..R summed
+    with their weights, and for volumes planes k = -R..R the same, in Python floats
     (IEEE float64), then S / W rounded to the input dtype.
     """
     if kind == "box":
         w = [1] * (2 * radius + 1)
     else:
         w = [math.comb(2 * radius, radius + k) for k in range(-radius, radius + 1)]
-    height, width = values.shape
     floating = values.dtype.kind == "f"
-    out: list[list] = []
-    for y in range(height):
-        row: list = []
-        for x in range(width):
-            if not (mask if at is None else at)[y, x]:
-                row.append(None)
-                continue
-            total: float | int = 0.0 if floating else 0
-            weight = 0
-            for i in range(-radius, radius + 1):
-                line: float | int = 0.0 if floating else 0
-                for j in range(-radius, radius + 1):
-                    yy, xx = y + i, x + j
-                    inside = 0 <= yy < height and 0 <= xx < width and mask[yy, xx]
-                    v = (
-                        (float(values[yy, xx]) if floating else int(values[yy, xx]))
-                        if inside
-                        else 0
-                    )
-                    line = line + w[j + radius] * v
-                    weight += w[i + radius] * w[j + radius] * inside
-                total = total + w[i + radius] * line
-            if floating:
-                row.append(float(values.dtype.type(total / weight)))
+    shape = values.shape
+
+    def window(centre: tuple[int, ...], axis: int, prefix: tuple[int, ...]) -> tuple:
+        """(weighted value sum, weight sum) over the window's axes from `axis` on."""
+        total: float | int = 0.0 if floating else 0
+        weight = 0
+        for k in range(-radius, radius + 1):
+            position = (*prefix, centre[axis] + k)
+            if axis + 1 < len(shape):
+                part, part_weight = window(centre, axis + 1, position)
             else:
-                row.append(math.floor(Fraction(int(total), weight) + Fraction(1, 2)))
-        out.append(row)
+                inside = all(0 <= p < n for p, n in zip(position, shape, strict=True))
+                inside = inside and bool(mask[position])
+                value = values[position] if inside else 0
+                part = (float(value) if floating else int(value)) if inside else 0
+                part_weight = int(inside)
+            total = total + w[k + radius] * part
+            weight += w[k + radius] * part_weight
+        return total, weight
+
+    def smoothed(centre: tuple[int, ...]) -> float | int | None:
+        if not (mask if at is None else at)[centre]:
+            return None
+        total, weight = window(centre, 0, ())
+        if floating:
+            return float(values.dtype.type(total / weight))
+        return math.floor(Fraction(int(total), weight) + Fraction(1, 2))
+
+    out = np.empty(shape, object)
+    for centre in np.ndindex(shape):
+        out[centre] = smoothed(centre)
+    return out.tolist()
+
+
+def brute_morph(mask: np.ndarray, op: str, connectivity: int) -> np.ndarray:
+    """One erosion or dilation by plain loops: each pixel (voxel) ANDs (ORs) itself and its
+    neighbours of the connectivity inside the array; outside is left out (so it never
+    changes the result)."""
+    rank = 2 if connectivity in (4, 8) else 3
+    nonzero = {4: 1, 8: 2, 6: 1, 18: 2, 26: 3}[connectivity]
+    offsets = [o for o in itertools.product((-1, 0, 1), repeat=rank) if sum(map(abs, o)) <= nonzero]
+    out = np.zeros_like(mask)
+    for index in np.ndindex(mask.shape):
+        near = []
+        for offset in offsets:
+            n = tuple(p + o for p, o in zip(index, offset, strict=True))
+            if all(0 <= p < size for p, size in zip(n, mask.shape, strict=True)):
+                near.append(bool(mask[n]))
+        out[index] = all(near) if op == "erode" else any(near)
     return out
 
 
@@ -108,8 +132,8 @@ def oracle_fill(
     """Tau mode's pixels added by morphology (in `final`, not in `readings`) filled with the
     box mean of the readings within `radius`; every other pixel keeps its value."""
     added = final & ~readings
-    means = oracle_smooth(values, readings, "box", radius, at=added)
+    means = np.array(oracle_smooth(values, readings, "box", radius, at=added), object)
     filled = values.copy()
-    for y, x in zip(*np.nonzero(added), strict=True):
-        filled[y, x] = means[y][x]
+    for index in zip(*np.nonzero(added), strict=True):
+        filled[index] = means[index]
     return filled

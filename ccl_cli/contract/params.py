@@ -25,6 +25,12 @@ SUPPORTED_DTYPES = (
     np.dtype(np.float64),
 )
 
+#: Connectivities of 2-D images: 4 (edges), 8 (and corners).
+IMAGE_CONNECTIVITIES = (4, 8)
+#: Connectivities of 3-D volumes: 6 (faces), 18 (and edges), 26 (and corners), the
+#: neighbourhoods of scipy.ndimage.generate_binary_structure(3, 1 | 2 | 3).
+VOLUME_CONNECTIVITIES = (6, 18, 26)
+
 
 @dataclass(frozen=True)
 class LabelParams:
@@ -38,7 +44,7 @@ class LabelParams:
         foreground is v > threshold (v < threshold with invert).
     tau: None for binary labeling; else neighbours p, q join when
         v(p) == v(q) or |v(p) - v(q)| <= tau (computed in float64), chaining.
-    connectivity: 4 or 8.
+    connectivity: 4 or 8 labels 2-D images, 6, 18 or 26 3-D volumes (`rank`).
     min_area: components with fewer pixels are removed (label 0) and the
         survivors renumbered.
     morphology: ("erode" | "dilate" | "open" | "close", N) steps applied in
@@ -62,6 +68,11 @@ class LabelParams:
     def mode(self) -> str:
         """'tau' when a tau is given, else 'binary'."""
         return "binary" if self.tau is None else "tau"
+
+    @property
+    def rank(self) -> int:
+        """2 for images (connectivity 4 or 8), 3 for volumes (6, 18 or 26)."""
+        return 3 if self.connectivity in VOLUME_CONNECTIVITIES else 2
 
 
 def canonical_bools(values: Any, xp: Any = np) -> Any:

@@ -39,14 +39,15 @@ MAX_SMOOTH_RADIUS = 7
 
 
 class StageOps(Protocol):
-    """The heavy steps of one backend, on arrays whose last two axes are (H, W)."""
+    """The heavy steps of one backend, on arrays whose last two axes are (H, W), or
+    whose last three are (D, H, W) where `rank` (or the connectivity) says 3."""
 
     def morph(self, mask: Any, op: str, iterations: int, connectivity: int) -> Any:
         """`mask` (bool) eroded or dilated (`op`) `iterations` times; pixels
         outside the image count as foreground for erosion and background for dilation."""
         ...
 
-    def smooth(self, values: Any, mask: Any, weights: tuple[int, ...]) -> Any:
+    def smooth(self, values: Any, mask: Any, weights: tuple[int, ...], rank: int) -> Any:
         """float64 image: the normalized convolution of `values` over `mask` (see
         `smooth_numpy`) on the mask, NaN off it."""
         ...
@@ -63,7 +64,7 @@ class StageOps(Protocol):
         """float64 image: `numbers` on `mask`, NaN off it."""
         ...
 
-    def fill_added(self, values: Any, readings: Any, mask: Any, radius: int) -> Any:
+    def fill_added(self, values: Any, readings: Any, mask: Any, radius: int, rank: int) -> Any:
         """`values` with the pixels of `mask` that are not `readings` filled (fill_added)."""
         ...
 
@@ -86,7 +87,8 @@ def primitive_steps(morphology: tuple[tuple[str, int], ...]) -> list[tuple[str, 
 
 
 def smooth_weights(kind: str, radius: int) -> tuple[int, ...]:
-    """The 1-D integer weights of offsets -R..R; the 2-D weight is w[i] * w[j].
+    """The 1-D integer weights of offsets -R..R; the 2-D weight is w[i] * w[j], the
+    3-D one w[k] * w[i] * w[j].
 
     box: all 1; binomial: C(2R, R + i).
     """
@@ -98,14 +100,14 @@ def smooth_weights(kind: str, radius: int) -> tuple[int, ...]:
 
 
 def dilation_steps(morphology: tuple[tuple[str, int], ...]) -> int:
-    """How many dilations the morphology makes: every pixel it adds is at most this many
-    pixels (Chebyshev distance) from an original foreground pixel."""
+    """How many dilations the morphology makes: every pixel (voxel) it adds is at most
+    this many pixels (Chebyshev distance) from an original foreground pixel."""
     return sum(n for op, n in primitive_steps(morphology) if op == "dilate")
 
 
-def fill_added(values: Any, readings: Any, added: Any, radius: int, xp: Any) -> Any:
+def fill_added(values: Any, readings: Any, added: Any, radius: int, rank: int, xp: Any) -> Any:
     """`values` with each `added` pixel replaced by the mean of the `readings` pixels in
-    its (2 radius + 1)-square window, in the dtype of `values`.
+    its window of side 2 radius + 1 over the last `rank` axes, in the dtype of `values`.
 
     The mean is the box smoothing's (README, "Before labeling"): integers
     floor((2S + W) / (2W)) from exact sums, floats S / W from float64 sums in
@@ -117,34 +119,35 @@ def fill_added(values: Any, readings: Any, added: Any, radius: int, xp: Any) -> 
     if dtype.kind == "f":
         masked = xp.where(readings, values.astype(xp.float64), 0.0)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            total = _box_sum(masked, radius, xp)
-            count = _box_sum(readings.astype(xp.float64), radius, xp)
+            total = _box_sum(masked, radius, rank, xp)
+            count = _box_sum(readings.astype(xp.float64), radius, rank, xp)
             mean = (total / count).astype(dtype)
     else:
         # Shifted to non-negative (v - dtype min), so the division truncates as floor does;
-        # |v| < 2**32 and W <= (2 radius + 1)**2 keep 2S + W far below 2**63.
+        # |v| < 2**32 and W <= (2 radius + 1)**3 keep 2S + W far below 2**63.
         low = 0 if dtype.kind in "bu" else int(np.iinfo(dtype).min)
         masked = xp.where(readings, values.astype(xp.int64) - low, 0)
-        total = _box_sum(masked, radius, xp)
-        count = _box_sum(readings.astype(xp.int64), radius, xp)
+        total = _box_sum(masked, radius, rank, xp)
+        count = _box_sum(readings.astype(xp.int64), radius, rank, xp)
         mean = ((2 * total + count) // xp.maximum(2 * count, 1) + low).astype(dtype)
     return xp.where(added, mean, values)
 
 
-def _box_sum(image: Any, radius: int, xp: Any) -> Any:
-    """sum over i of (sum over j of image[y + i, x + j]), |i|, |j| <= radius, zero outside,
-    in that order (each add rounded on its own for floats)."""
-    height, width = image.shape[-2:]
-    pad = [(0, 0)] * (image.ndim - 2)
-    padded = xp.pad(image, [*pad, (0, 0), (radius, radius)])
-    rows = xp.zeros_like(image)
-    for j in range(2 * radius + 1):
-        rows = rows + padded[..., j : j + width]
-    padded = xp.pad(rows, [*pad, (radius, radius), (0, 0)])
-    out = xp.zeros_like(image)
-    for i in range(2 * radius + 1):
-        out = out + padded[..., i : i + height, :]
-    return out
+def _box_sum(image: Any, radius: int, rank: int, xp: Any) -> Any:
+    """The sum over the window of side 2 radius + 1 on the last `rank` axes, zero outside:
+    along x first, then y, then z (each add rounded on its own for floats)."""
+    for axis in range(image.ndim - 1, image.ndim - rank - 1, -1):
+        length = image.shape[axis]
+        pad = [(0, 0)] * image.ndim
+        pad[axis] = (radius, radius)
+        padded = xp.pad(image, pad)
+        out = xp.zeros_like(image)
+        index: list[Any] = [slice(None)] * image.ndim
+        for k in range(2 * radius + 1):
+            index[axis] = slice(k, k + length)
+            out = out + padded[tuple(index)]
+        image = out
+    return image
 
 
 def label_input(
@@ -181,10 +184,10 @@ def label_input(
     numbers = values.view(xp.uint8) if dtype.kind == "b" else values
     radius = dilation_steps(params.morphology)
     if radius:
-        numbers = ops.fill_added(numbers, foreground, mask, radius)
+        numbers = ops.fill_added(numbers, foreground, mask, radius, params.rank)
     if params.smooth is None:
         image = ops.masked_float64(numbers, mask)
     else:
-        image = ops.smooth(numbers, mask, smooth_weights(*params.smooth))
+        image = ops.smooth(numbers, mask, smooth_weights(*params.smooth), params.rank)
     read = numbers.view(xp.bool_) if dtype.kind == "b" else numbers
     return xp.ascontiguousarray(image), replace(plain, background=None, tau=params.tau), read

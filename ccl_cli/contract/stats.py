@@ -20,7 +20,7 @@ plain integer sums are fixed here:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,17 +38,38 @@ CSV_COLUMNS = (
     "max",
 )
 
+#: A volume's columns: an image's, with z, depth and centroid_z beside their x and y
+#: counterparts; area counts voxels (as min_area does, and scikit-image's regionprops).
+VOLUME_CSV_COLUMNS = (
+    "label",
+    "area",
+    "x",
+    "y",
+    "z",
+    "width",
+    "height",
+    "depth",
+    "centroid_x",
+    "centroid_y",
+    "centroid_z",
+    "mean",
+    "min",
+    "max",
+)
+
 #: Bits of headroom in the int64 accumulator of float means (see module doc).
 FLOAT_SUM_BITS = 62
 
 
 @dataclass
 class StatsTable:
-    """Statistics of the kept components of one image, row i = label i + 1.
+    """Statistics of the kept components of one image or volume, row i = label i + 1.
 
     Integer columns are int64; centroid_x/centroid_y/mean/min/max are float64
     (min/max hold the original values, exactly representable for every
     supported dtype). `integer_values` says whether min/max print as integers.
+    A volume's table also has z, depth (int64) and centroid_z (float64), and its
+    area counts voxels; an image's has None there.
     """
 
     area: np.ndarray
@@ -62,16 +83,27 @@ class StatsTable:
     min: np.ndarray
     max: np.ndarray
     integer_values: bool
+    z: np.ndarray | None = None
+    depth: np.ndarray | None = None
+    centroid_z: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.area.shape[0])
 
+    @property
+    def is_volume(self) -> bool:
+        """Whether this is a volume's table (with z, depth and centroid_z)."""
+        return self.z is not None
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The columns present, by name, in CSV order (without the label)."""
+        names = VOLUME_CSV_COLUMNS if self.is_volume else CSV_COLUMNS
+        return {name: getattr(self, name) for name in names[1:]}
+
     def take(self, rows: np.ndarray | slice) -> StatsTable:
         """The table restricted to / reordered by `rows` (indices into this table,
         or a slice, which gives views of this table's columns)."""
-        columns = {
-            f.name: getattr(self, f.name)[rows] for f in fields(self) if f.name != "integer_values"
-        }
+        columns = {name: column[rows] for name, column in self.columns().items()}
         return StatsTable(**columns, integer_values=self.integer_values)
 
     def copy(self) -> StatsTable:
@@ -82,12 +114,10 @@ class StatsTable:
     def equals(self, other: StatsTable) -> bool:
         """Equality as the CPU/GPU contract demands: every value and the sign of every zero
         (-0.0 prints differently from 0.0); NaN equals NaN."""
-        if self.integer_values != other.integer_values:
+        if self.integer_values != other.integer_values or self.is_volume != other.is_volume:
             return False
-        for f in fields(self):
-            if f.name == "integer_values":
-                continue
-            a, b = getattr(self, f.name), getattr(other, f.name)
+        for name, a in self.columns().items():
+            b = getattr(other, name)
             if a.shape != b.shape or not np.array_equal(a, b, equal_nan=a.dtype.kind == "f"):
                 return False
             if a.dtype.kind == "f" and not np.array_equal(np.signbit(a), np.signbit(b)):
@@ -95,13 +125,16 @@ class StatsTable:
         return True
 
 
-def empty_table(integer_values: bool) -> StatsTable:
-    """A table with no rows."""
+def empty_table(integer_values: bool, rank: int = 2) -> StatsTable:
+    """A table with no rows, of an image (rank 2) or a volume (rank 3)."""
     ints = np.zeros(0, np.int64)
     floats = np.zeros(0, np.float64)
-    return StatsTable(
+    table = StatsTable(
         ints, ints, ints, ints, ints, floats, floats, floats, floats, floats, integer_values
     )
+    if rank == 3:
+        table.z, table.depth, table.centroid_z = ints, ints, floats
+    return table
 
 
 def float_sum_shift(absmax: np.ndarray, area: np.ndarray) -> np.ndarray:

@@ -395,7 +395,7 @@ def test_tau_fill_of_added_pixels_matches_numpy(dtype, radius):
         values = batch.view(np.uint8) if dtype.kind == "b" else batch
         readings = foreground_mask(batch, LabelParams())
         mask = morph_numpy(readings, "dilate", radius, 8)
-        want = fill_added(values, readings, mask & ~readings, radius, np)
+        want = fill_added(values, readings, mask & ~readings, radius, 2, np)
         device = [cupy.asarray(np.ascontiguousarray(a)) for a in (values, readings, mask)]
         got = cuda_arrays.fill_added(*device, radius).get()  # the kernel the stages run
         assert got.dtype == want.dtype

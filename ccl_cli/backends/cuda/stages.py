@@ -51,7 +51,8 @@ class CudaStages:
     def masked_float64(self, numbers: Any, mask: Any) -> Any:
         return arrays.masked_float64(numbers, mask)
 
-    def fill_added(self, values: Any, readings: Any, mask: Any, radius: int) -> Any:
+    def fill_added(self, values: Any, readings: Any, mask: Any, radius: int, rank: int) -> Any:
+        _images_only(rank)
         return arrays.fill_added(values, readings, mask, radius)
 
     def morph(self, mask: Any, op: str, iterations: int, connectivity: int) -> Any:
@@ -61,6 +62,7 @@ class CudaStages:
         Few launches matter beyond the kernels' speed: the host's time per
         launch limits how small a batch's chunks can be (CudaBackend.label_steps).
         """
+        _images_only(LabelParams(connectivity=connectivity).rank)
         cupy = import_cupy()
         source = cupy.ascontiguousarray(mask).view(cupy.uint8)
         if iterations == 0:
@@ -75,14 +77,21 @@ class CudaStages:
             source = target
         return source.view(cupy.bool_)
 
-    def smooth(self, values: Any, mask: Any, weights: tuple[int, ...]) -> Any:
+    def smooth(self, values: Any, mask: Any, weights: tuple[int, ...], rank: int = 2) -> Any:
         """float64 batch: smoothed values on `mask`, NaN off it (stages.smooth_numpy)."""
+        _images_only(rank)
         cupy = import_cupy()
         values = cupy.ascontiguousarray(values)
         out = cupy.empty(values.shape, cupy.float64)
         launch = smooth_launch(values, cupy.ascontiguousarray(mask).view(cupy.uint8), out, weights)
         device_kernels(values.device.id).launch(*launch)
         return out
+
+
+def _images_only(rank: int) -> None:
+    """The kernels here work on images; volumes are labeled on the CPU (api.py)."""
+    if rank != 2:
+        raise ValueError("the CUDA stages work on 2-D images, not on volumes")
 
 
 def morph_launch(source: Any, target: Any, op: str, connectivity: int, steps: int = 1) -> Launch:
