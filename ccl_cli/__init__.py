@@ -1,8 +1,9 @@
 """gccl: connected-components labeling of image batches on NVIDIA GPUs, with a CPU reference.
 
-The Python API is `ccl_cli.label(array, ...)` and `ccl_cli.Labeler(...)` (see
-ccl_cli.api); the command line is `gccl` (see ccl_cli.cli). Heavy modules load
-on first use.
+The Python API is `ccl_cli.label(array, ...)`, `ccl_cli.Labeler(...)` and the tables they
+return, `ccl_cli.StatsTable` and `ccl_cli.DeviceTable` (see ccl_cli.api); the command line
+is `gccl` (see ccl_cli.cli). They are imported on first use, so that the command line
+starts without them.
 """
 
 from __future__ import annotations
@@ -13,18 +14,20 @@ from typing import Any
 #: (importlib.metadata would cost a start-up tens of milliseconds).
 __version__ = "0.1.0"
 
-
-def label(array: Any, **options: Any) -> Any:
-    """Label a numpy, CuPy, PyTorch or DLPack array; see ccl_cli.api.label."""
-    from .api import label as api_label
-
-    return api_label(array, **options)
+#: The Python API's names, all in ccl_cli.api.
+__all__ = ["DeviceTable", "Labeler", "StatsTable", "label"]
 
 
 def __getattr__(name: str) -> Any:
-    """ccl_cli.Labeler and ccl_cli.DeviceTable, imported on first use."""
-    if name in ("Labeler", "DeviceTable"):
+    """The API's names (ccl_cli.label is api.label itself: its signature, its docstring)."""
+    if name in __all__:
         from . import api
 
-        return getattr(api, name)
+        value = getattr(api, name)
+        globals()[name] = value  # found directly from now on
+        return value
     raise AttributeError(f"module 'ccl_cli' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*__all__, "__version__", *(name for name in globals() if name.startswith("__"))})

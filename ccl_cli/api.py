@@ -1,19 +1,25 @@
-"""The Python API: `ccl_cli.label(array, ...)` and `ccl_cli.Labeler(...)` for numpy, CuPy,
-PyTorch and other DLPack / CUDA-array-interface arrays.
+"""The Python API: `ccl_cli.label(array, ...)` and `ccl_cli.Labeler(...)` for numpy arrays and
+array-likes, CuPy, PyTorch and other DLPack / CUDA-array-interface arrays.
 
     labels, tables = ccl_cli.label(image, tau=20, min_area=50)
     labeler = ccl_cli.Labeler(connectivity=4, stats=False)
     labels, counts = labeler(masks)  # masks on the GPU: nothing waits
 
 The same backends and semantics as the CLI (README.md, "What the labels mean";
-ccl_cli.contract.params). A device array is labeled on its own device, on the
-caller's current stream (CuPy's, or PyTorch's for a tensor), and what comes back
-is the input's kind of array (README, "From PyTorch and CuPy").
+ccl_cli.contract.params). The labeling keywords are `gccl label`'s options
+(ccl_cli.options.API_OPTIONS, with their defaults and checks), so both take the
+same values. A bad value raises a ValueError, a wrong type a TypeError (gccl's
+BadValue and BadType, one line each). A device array is labeled on its own
+device, on the caller's current stream (CuPy's, or PyTorch's for a tensor), and
+what comes back is the input's kind of array (README, "From PyTorch and CuPy").
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
+import inspect
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -29,98 +35,123 @@ from .backends.cuda.frameworks import (
     is_cupy_array,
     is_torch_tensor,
     no_stream,
+    torch_dtype_to_numpy,
 )
 from .backends.cuda.loader import import_cupy
 from .config import resolve
-from .contract.params import LabelParams
-from .errors import UsageError
-from .options import check_device
+from .contract.params import SUPPORTED_DTYPES, LabelParams, background_problem
+from .contract.stats import StatsTable
+from .errors import BadType, BadValue
+from .options import API_OPTIONS
 
-__all__ = ["DeviceTable", "Labeler", "label"]
+__all__ = ["DeviceTable", "Labeler", "StatsTable", "label"]
+
+#: Where API errors say they come from.
+_SOURCE = "ccl_cli.label"
+#: The numpy dtypes a host array is taken in losslessly, as the first of these its values
+#: fit (int64 is numpy's default integer: np.array([[0, 1]]) is one).
+_NARROWED: dict[np.dtype, tuple[Any, ...]] = {
+    np.dtype(np.int64): (np.int32, np.uint32),
+    np.dtype(np.uint64): (np.uint32,),
+    np.dtype(np.float16): (np.float32,),
+}
+_SUPPORTED_NAMES = ", ".join(dtype.name for dtype in SUPPORTED_DTYPES)
+
+
+def batch_layout(shape: tuple[int, ...], batch: bool | None) -> bool:
+    """Whether an array of `shape` is a batch (N, H, W) rather than one image (H, W).
+
+    batch: True or False says which it is; None takes 2-D as an image and 3-D as a
+    batch, except an (H, W, 3) or (H, W, 4) array, which is refused: it is far more
+    often a colour image (what cv2.imread and skimage.io.imread return) than a batch
+    of images 3 or 4 pixels wide, and labeling it as a batch would be silently wrong.
+    """
+    if batch is not None and not isinstance(batch, (bool, np.bool_)):
+        raise BadType(f"{_SOURCE}: 'batch' must be True, False or None, not {batch!r}")
+    if batch is None and len(shape) == 3 and shape[-1] in (3, 4):
+        kind = "RGB" if shape[-1] == 3 else "RGBA"
+        raise BadValue(
+            f"{_SOURCE}: an array of shape {shape} looks like an {kind} colour image: "
+            "convert it to gray first (cv2.cvtColor(image, cv2.COLOR_BGR2GRAY), "
+            "skimage.color.rgb2gray), or pass batch=True if it is a batch of "
+            f"{shape[0]} images of {shape[1]}x{shape[2]} pixels"
+        )
+    wanted = {None: (2, 3), True: (3,), False: (2,)}[None if batch is None else bool(batch)]
+    if len(shape) not in wanted:
+        expected = {2: "an (H, W) image", 3: "an (N, H, W) batch"}
+        words = " or ".join(expected[n] for n in wanted)
+        given = "" if batch is None else f" (batch={bool(batch)})"
+        raise BadValue(f"{_SOURCE}: expected {words}{given}, got shape {shape}")
+    return len(shape) == 3
 
 
 class Labeler:
-    """Labels arrays with fixed options, checked once (the options of `label`).
+    """Labels arrays with fixed options, checked once: `label`'s keywords but `out` and
+    `batch`, which belong to each call.
 
-    Calling it labels one image (H, W) or a batch (N, H, W):
+        labeler = ccl_cli.Labeler(tau=20, min_area=50)
+        labels, tables = labeler(image)             # stats=True
+        labels, counts = labeler(batch)             # stats=False
+        labels, counts = labeler(batch, out=buf)    # into a caller's buffer
 
-        labels, tables = labeler(array)            # stats=True
-        labels, counts = labeler(array)            # stats=False
-        labels, counts = labeler(array, out=buf)   # into a caller's buffer
-
-    labels: uint32 labels shaped like the input, 1..K' per image in raster order
-    of each component's first pixel, 0 elsewhere; the input's kind of array
-    (numpy, CuPy, or a PyTorch tensor: int32 there, the same values).
-    counts: K' per image, an array of the labels' kind (0-d for one image);
-    on the device it stays there and the call does not wait (unless min_area
-    is set: then it waits once, for the number of labels).
-    tables: for a host array, one StatsTable per image; for a device array, a
-    DeviceTable whose columns stay on the device (`to_numpy()` copies them to
-    the host): the call waits for the number of labels, and with min_area for
-    the number kept.
-    out: a C-contiguous uint32 array of the labels' shape and kind (int32 or
-    uint32 for a PyTorch tensor) on the input's device.
+    See `ccl_cli.label` for the options, the arrays taken and what comes back.
     """
 
-    def __init__(
-        self,
-        *,
-        tau: float | None = None,
-        connectivity: int = 8,
-        background: float | None = 0,
-        invert: bool = False,
-        threshold: float | None = None,
-        min_area: int = 0,
-        erode: int = 0,
-        dilate: int = 0,
-        open: int = 0,
-        close: int = 0,
-        smooth: str | None = None,
-        stats: bool = True,
-        device: str = "auto",
-    ) -> None:
-        options = {
-            "background": "none" if background is None else background,
-            "invert": invert,
-            "threshold": threshold,
-            "tau": tau,
-            "connectivity": connectivity,
-            "min_area": min_area,
-            "erode": erode,
-            "dilate": dilate,
-            "open": open,
-            "close": close,
-            "smooth": smooth,
-        }
-        self.params: LabelParams = resolve([], options, source="ccl_cli.label").label_params()
-        if not isinstance(stats, bool):
-            raise UsageError(f"stats must be True or False, not {stats!r}")
-        self.stats = stats
-        self.device, self._cuda_index = _checked_device(device)
+    def __init__(self, *, stats: bool = True, **options: Any) -> None:
+        _known(options, "Labeler")
+        if not isinstance(stats, (bool, np.bool_)):
+            raise BadType(f"{_SOURCE}: 'stats' must be True or False, not {stats!r}")
+        settings = resolve([], options, source=_SOURCE, python=True)
+        self.params: LabelParams = settings.label_params()
+        self.stats = bool(stats)
+        self.device = settings.device
+        index = self.device.partition(":")[2]
+        self._cuda_index = int(index) if index else None
 
-    def __call__(self, array: Any, *, out: Any = None) -> tuple[Any, Any]:
-        """Label `array`; see the class docstring."""
-        shape = tuple(array.shape)
-        if len(shape) not in (2, 3):
-            raise UsageError(f"expected an (H, W) image or an (N, H, W) batch, got shape {shape}")
+    def __call__(
+        self, array: Any, *, out: Any = None, batch: bool | None = None
+    ) -> tuple[Any, Any]:
+        """Label `array` (see `ccl_cli.label`)."""
         if is_torch_tensor(array):
+            shape = _shape(array, batch)
             if array.device.type == "cuda":
                 return self._on_device(array, shape, out, torch_side=TorchSide(array))
             return self._on_host_torch(array, shape, out)
         if is_cupy_array(array) or is_device_array(array):
-            return self._on_device(array, shape, out, torch_side=None)
-        return self._on_host(np.asarray(array), shape, out)
+            return self._on_device(array, _shape(array, batch), out, torch_side=None)
+        host = _host_array(array)
+        return self._on_host(host, _shape(host, batch), out)
+
+    def _checked_dtype(self, dtype: np.dtype) -> None:
+        """BadType for a dtype labeling does not take, BadValue for a background it cannot hold."""
+        if dtype not in SUPPORTED_DTYPES:
+            raise BadType(
+                f"{_SOURCE}: {dtype} arrays are not labeled (take {_SUPPORTED_NAMES}); "
+                "convert it with astype"
+            )
+        problem = background_problem(dtype, self.params, python=True)
+        if problem:
+            raise BadValue(f"{_SOURCE}: {problem}")
 
     def _on_device(
         self, array: Any, shape: tuple[int, ...], out: Any, torch_side: TorchSide | None
     ) -> tuple[Any, Any]:
         """Label a device array on its device and the caller's current stream."""
         if self.device == "cpu":
-            raise UsageError("device='cpu' needs a host (numpy) array")
+            raise BadValue(f"{_SOURCE}: device='cpu' needs a host (numpy) array")
+        if torch_side is not None:
+            try:
+                torch_dtype_to_numpy(array.dtype)
+            except ValueError:
+                raise BadType(
+                    f"{_SOURCE}: {array.dtype} tensors are not labeled (take "
+                    f"{_SUPPORTED_NAMES}); convert it with .to()"
+                ) from None
         values = cupy_view(array) if torch_side is not None else as_cupy(array)
+        self._checked_dtype(np.dtype(values.dtype))
         device = values.device
         if self._cuda_index is not None and self._cuda_index != device.id:
-            raise UsageError(f"the array is on cuda:{device.id}, not {self.device}")
+            raise BadValue(f"{_SOURCE}: the array is on cuda:{device.id}, not {self.device}")
         batch = values if len(shape) == 3 else values[None]
         empty = torch_side.empty if torch_side is not None else cupy_empty
         stream = torch_side.context() if torch_side is not None else no_stream()
@@ -136,6 +167,7 @@ class Labeler:
 
     def _on_host(self, host: np.ndarray, shape: tuple[int, ...], out: Any) -> tuple[Any, Any]:
         """Label a numpy array with the backend `device` names."""
+        self._checked_dtype(host.dtype)
         backend = _host_backend(self.device)
         batch = host if len(shape) == 3 else host[None]
         # Host results in ordinary memory: the CUDA backend's own would be page-locked.
@@ -159,35 +191,23 @@ class Labeler:
         host_out = None
         if out is not None:
             if not is_torch_tensor(out) or out.dtype not in (torch.int32, torch.uint32):
-                raise UsageError("out must be an int32 or uint32 tensor like the input")
+                raise BadType(f"{_SOURCE}: out must be an int32 or uint32 tensor like the input")
             host_out = out.numpy().view(np.uint32)
-        labels, rest = self._on_host(tensor.detach().numpy(), shape, host_out)
+        labels, rest = self._on_host(_host_array(tensor.detach().numpy()), shape, host_out)
         result = out if out is not None else torch.from_numpy(labels.view(np.int32))
         return result, rest if self.stats else torch.from_numpy(rest.view(np.int32))
 
 
 def label(
-    array: Any,
-    *,
-    tau: float | None = None,
-    connectivity: int = 8,
-    background: float | None = 0,
-    invert: bool = False,
-    threshold: float | None = None,
-    min_area: int = 0,
-    erode: int = 0,
-    dilate: int = 0,
-    open: int = 0,
-    close: int = 0,
-    smooth: str | None = None,
-    stats: bool = True,
-    device: str = "auto",
-    out: Any = None,
+    array: Any, *, stats: bool = True, out: Any = None, batch: bool | None = None, **options: Any
 ) -> tuple[Any, Any]:
     """Label the connected components of one image (H, W) or a batch (N, H, W).
 
-    array: numpy, CuPy, a PyTorch tensor, or any device array exposing
-        __cuda_array_interface__ or DLPack; strided views are fine.
+    array: a numpy array or anything numpy.asarray takes (nested lists of numbers
+        included); a CuPy array, a PyTorch tensor, or any device array exposing
+        __cuda_array_interface__ or DLPack. Strided views are fine. bool, (u)int8/16/32
+        and float32/64 are labeled as they are; int64/uint64 and float16 host arrays as
+        the first of int32/uint32 (float32) that holds their values exactly.
     tau: None labels binary foreground; a number joins neighbours whose values
         differ by at most tau (joins chain). connectivity: 4 or 8.
     background: the non-foreground value (None: every non-NaN pixel is
@@ -198,44 +218,125 @@ def label(
         iterations each, applied in that fixed order: open, close, erode,
         dilate); smooth: "box:R" or "binomial:R" before tau labeling. The
         same stages as `gccl label`'s options (README, ccl_cli.contract.stages).
-    stats: True returns statistics tables, False only the label counts.
     device: "auto" (CUDA when usable, always for device arrays, else CPU),
         "cpu", "cuda" or "cuda:N".
-    out: an array to write the labels into (Labeler's docstring).
+    stats: True returns statistics tables, False only the label counts.
+    out: a C-contiguous uint32 array of the labels' shape and kind (int32 or
+        uint32 for a PyTorch tensor) on the input's device, to write the labels into.
+    batch: True or False says whether a 3-D array is a batch (N, H, W); None (the
+        default) takes 2-D as one image and 3-D as a batch, but refuses an
+        (H, W, 3) or (H, W, 4) array, which is most often a colour image.
 
-    Returns (labels, tables) or, with stats=False, (labels, counts): see
-    Labeler. Raises UsageError for a bad option and BackendUnavailable when
-    CUDA is asked for but not usable. The Labeler of each set of options is
-    kept, so repeated calls check them once.
+    Returns (labels, tables), or (labels, counts) with stats=False:
+    labels: uint32 labels shaped like the input, 1..K' per image in raster order
+        of each component's first pixel, 0 elsewhere; the input's kind of array
+        (numpy, CuPy, or a PyTorch tensor: int32 there, the same values).
+    tables: for a host array, one StatsTable per image (len, iteration over rows,
+        table[i], table["area"], to_dict(), to_pandas()); for a device array, a
+        DeviceTable whose columns stay on the device (to_numpy() copies them to the
+        host): the call waits for the number of labels, and with min_area for the
+        number kept.
+    counts: K' per image, an array of the labels' kind (0-d for one image); on the
+        device it stays there and the call does not wait (unless min_area is set:
+        then it waits once, for the number of labels).
+
+    A bad value raises ValueError, a wrong type TypeError (ccl_cli.errors.BadValue
+    and BadType); CUDA asked for but not usable raises BackendUnavailable. The
+    Labeler of each set of options is kept, so repeated calls check them once.
     """
-    options: tuple[Any, ...] = (tau, connectivity, background, invert, threshold, min_area)
-    options += (erode, dilate, open, close, smooth, stats, device)
+    _known(options, "label")
+    # The types are part of the key: 8.0 == 8, but connectivity=8.0 is a TypeError.
+    given = (("stats", stats), *sorted(options.items()))
     try:
-        labeler = _labeler(*options)
+        labeler = _labeler(tuple((name, type(value), value) for name, value in given))
     except TypeError:  # an unhashable value: checked without the cache
-        labeler = Labeler(**dict(zip(_LABELER_OPTIONS, options, strict=True)))
-    return labeler(array, out=out)
-
-
-_LABELER_OPTIONS: tuple[str, ...] = ("tau", "connectivity", "background", "invert", "threshold")
-_LABELER_OPTIONS += ("min_area",)
-_LABELER_OPTIONS += ("erode", "dilate", "open", "close", "smooth", "stats", "device")
+        labeler = Labeler(stats=stats, **options)
+    return labeler(array, out=out, batch=batch)
 
 
 @functools.lru_cache(maxsize=64)
-def _labeler(*options: Any) -> Labeler:
-    """The Labeler of `label`'s options (in _LABELER_OPTIONS' order), made once."""
-    return Labeler(**dict(zip(_LABELER_OPTIONS, options, strict=True)))
+def _labeler(options: tuple[tuple[str, type, Any], ...]) -> Labeler:
+    """The Labeler of `label`'s keywords (name, type, value), made once."""
+    return Labeler(**{name: value for name, _, value in options})
 
 
-def _checked_device(device: str) -> tuple[str, int | None]:
-    """`device` checked as --device is, and the CUDA device it names (None: any)."""
+def _options_signature(before: list[inspect.Parameter], after: list[inspect.Parameter]) -> Any:
+    """The signature of a function that takes the labeling keywords (API_OPTIONS)
+    between `before` and `after`, for help() and IDEs: the keywords are written once,
+    in options.py."""
+    keywords = [
+        inspect.Parameter(
+            o.name, inspect.Parameter.KEYWORD_ONLY, default=o.default, annotation=o.api
+        )
+        for o in API_OPTIONS
+    ]
+    return inspect.Signature([*before, *keywords, *after])
+
+
+def _keyword(name: str, default: Any, annotation: Any) -> inspect.Parameter:
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+    )
+
+
+_ARRAY = inspect.Parameter("array", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Any)
+label.__signature__ = _options_signature(  # type: ignore[attr-defined]
+    [_ARRAY],
+    [
+        _keyword("stats", True, bool),
+        _keyword("out", None, Any),
+        _keyword("batch", None, bool | None),
+    ],
+)
+Labeler.__signature__ = _options_signature([], [_keyword("stats", True, bool)])  # type: ignore[attr-defined]
+
+
+def _known(options: Mapping[str, Any], function: str) -> None:
+    """TypeError, as Python raises it, for a keyword that is not a labeling option."""
+    names = [option.name for option in API_OPTIONS]
+    for name in options:
+        if name not in names:
+            close = difflib.get_close_matches(name, names, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise BadType(f"{function}() got an unexpected keyword argument '{name}'{hint}")
+
+
+def _shape(array: Any, batch: bool | None) -> tuple[int, ...]:
+    """The array's shape, checked by batch_layout (a single image stays 2-D)."""
+    shape = tuple(int(n) for n in array.shape)
+    batch_layout(shape, batch)
+    return shape
+
+
+def _host_array(array: Any) -> np.ndarray:
+    """`array` as numpy (numpy.asarray), int64/uint64/float16 taken as _NARROWED says;
+    BadType for what is not an array of numbers."""
     try:
-        device = check_device(device)
-    except ValueError as error:
-        raise UsageError(f"device must be {error}") from None
-    index = device.partition(":")[2]
-    return device, int(index) if index else None
+        host = np.asarray(array)
+    except Exception as error:  # ragged lists and the like
+        raise BadType(
+            f"{_SOURCE}: expected an array of numbers (numpy, CuPy, PyTorch, DLPack, or "
+            f"nested lists), not {type(array).__name__} ({type(error).__name__}: {error})"
+        ) from None
+    if host.dtype.kind not in "biuf":
+        raise BadType(
+            f"{_SOURCE}: expected an array of numbers (numpy, CuPy, PyTorch, DLPack, or "
+            f"nested lists), got {type(array).__name__} of dtype {host.dtype}"
+        )
+    targets = _NARROWED.get(host.dtype)
+    if targets is None:
+        return host
+    if host.dtype.kind == "f":
+        return host.astype(targets[0])
+    low, high = (int(host.min()), int(host.max())) if host.size else (0, 0)
+    for target in targets:
+        info = np.iinfo(target)
+        if info.min <= low and high <= info.max:
+            return host.astype(target)
+    raise BadValue(
+        f"{_SOURCE}: {host.dtype} values {low}..{high} do not fit in 32 bits, which labeling "
+        "takes (int32, uint32); convert them, e.g. with astype(np.float64)"
+    )
 
 
 @functools.lru_cache(maxsize=16)
@@ -249,13 +350,15 @@ def _no_notice(message: str) -> None:
 
 
 def _checked_out(out: Any, shape: tuple[int, ...], kind: Any) -> Any:
-    """`out` if it is a C-contiguous uint32 array of `kind` and `shape`, else UsageError."""
+    """`out` if it is a C-contiguous uint32 array of `kind` and `shape`, else BadType/BadValue."""
     if not isinstance(out, kind):
-        raise UsageError(f"out must be a {kind.__module__}.{kind.__name__} like the input")
-    if tuple(out.shape) != shape or np.dtype(out.dtype) != np.uint32:
-        raise UsageError(f"out must be uint32 of shape {shape}, got {out.dtype} {out.shape}")
+        raise BadType(f"{_SOURCE}: out must be a {kind.__module__}.{kind.__name__} like the input")
+    if np.dtype(out.dtype) != np.uint32:
+        raise BadType(f"{_SOURCE}: out must be uint32, got {out.dtype}")
+    if tuple(out.shape) != shape:
+        raise BadValue(f"{_SOURCE}: out must have shape {shape}, got {out.shape}")
     if not out.flags.c_contiguous:
-        raise UsageError("out must be C-contiguous")
+        raise BadValue(f"{_SOURCE}: out must be C-contiguous")
     return out
 
 
@@ -267,12 +370,12 @@ def _device_out(
         return empty(shape, np.uint32)
     if torch_side is not None:
         if not is_torch_tensor(out) or out.device != torch_side.device:
-            raise UsageError(f"out must be a tensor on {torch_side.device} like the input")
+            raise BadType(f"{_SOURCE}: out must be a tensor on {torch_side.device} like the input")
         if tuple(out.shape) != shape or not out.is_contiguous():
-            raise UsageError(f"out must be a contiguous tensor of shape {shape}")
+            raise BadValue(f"{_SOURCE}: out must be a contiguous tensor of shape {shape}")
         view = cupy_view(out) if str(out.dtype) in ("torch.int32", "torch.uint32") else None
         if view is None:
-            raise UsageError(f"out must be int32 or uint32, not {out.dtype}")
+            raise BadType(f"{_SOURCE}: out must be int32 or uint32, not {out.dtype}")
         return out, view.view(np.uint32)
     cupy = import_cupy()
     return out, _checked_out(out, shape, cupy.ndarray)

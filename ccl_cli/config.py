@@ -17,8 +17,8 @@ from typing import Any
 
 from .contract.params import LabelParams
 from .contract.stages import MORPHOLOGY_ORDER
-from .errors import UsageError
-from .options import BY_NAME, MAX_IMAGE_BYTES
+from .errors import BadType, BadValue, UsageError
+from .options import BY_NAME, MAX_IMAGE_BYTES, api_type_problem
 
 
 @dataclass(frozen=True)
@@ -95,15 +95,36 @@ def _smooth_pair(text: str) -> tuple[str, int]:
     return kind, int(radius)
 
 
-def _checked(key: str, value: Any, source: str) -> Any:
+def spelled(key: str, python: bool) -> str:
+    """How messages name an option: min-area in config files and on the command line,
+    min_area in the Python API."""
+    return key if python else key.replace("_", "-")
+
+
+def _checked(key: str, value: Any, source: str, python: bool) -> Any:
+    option = BY_NAME[key]
+    if python:
+        expected = api_type_problem(option, value)
+        if expected is not None:
+            raise BadType(
+                f"{source}: '{key}' must be {expected}, not {type(value).__name__} {value!r}"
+            )
+        if option.api is bool:
+            value = bool(value)  # numpy's bool too
     try:
-        return BY_NAME[key].check(value)
+        return option.check(value)
     except ValueError as error:
-        raise UsageError(f"{source}: '{key.replace('_', '-')}' must be {error}") from None
+        raise BadValue(f"{source}: '{spelled(key, python)}' must be {error}") from None
 
 
-def apply(settings: Settings, values: Mapping[str, Any], source: str) -> Settings:
-    """`settings` with `values` (keys as in the config file) checked and applied over it."""
+def apply(
+    settings: Settings, values: Mapping[str, Any], source: str, python: bool = False
+) -> Settings:
+    """`settings` with `values` (keys as in the config file) checked and applied over it.
+
+    python: the values are the Python API's keywords (module docstring of options.py):
+    each must also have its keyword's type, and messages spell names as Python does.
+    """
     updates = {}
     for raw_key, value in values.items():
         key = str(raw_key).replace("-", "_")
@@ -111,16 +132,20 @@ def apply(settings: Settings, values: Mapping[str, Any], source: str) -> Setting
             raise UsageError(f"{source}: unknown key '{raw_key}'")
         if key in updates:
             raise UsageError(f"{source}: '{raw_key}' is given twice (as '-' and '_' spellings)")
-        updates[key] = _checked(key, value, source)
+        updates[key] = _checked(key, value, source, python)
     return replace(settings, **updates, sources=(*settings.sources, source))
 
 
 def resolve(
-    config_files: Iterable[Path], flags: Mapping[str, Any], source: str = "command line"
+    config_files: Iterable[Path],
+    flags: Mapping[str, Any],
+    source: str = "command line",
+    python: bool = False,
 ) -> Settings:
     """Defaults, then each config file in order, then the flags given on the command line.
 
-    `flags` holds only the options the user typed (None means not given);
+    `flags` holds only the options the user typed (None means not given, except in
+    the Python API's keywords: `python`, see apply, where None is a value);
     `source` names where they came from in error messages.
     """
     settings = Settings()
@@ -128,10 +153,8 @@ def resolve(
         from .config_files import load_file  # PyYAML loads only where a file is read
 
         settings = apply(settings, load_file(path), str(path))
-    given = {key: value for key, value in flags.items() if value is not None}
-    settings = apply(settings, given, source) if given else settings
+    given = flags if python else {key: value for key, value in flags.items() if value is not None}
+    settings = apply(settings, given, source, python) if given else settings
     if settings.smooth is not None and settings.tau is None:
-        raise UsageError(
-            "'smooth' needs 'tau': smoothing changes values, which only tau mode reads"
-        )
+        raise BadValue("'smooth' needs 'tau': smoothing changes values, which only tau mode reads")
     return settings

@@ -1,7 +1,9 @@
 """The two kinds of failure gccl knows, and the exit codes they map to.
 
 `UsageError` aborts the run (exit 2; `OutputBusy` 4); `InputError` fails one input and the run
-goes on (exit 1 at the end). Only the CLI edge turns them into messages.
+goes on (exit 1 at the end). Only the CLI edge turns them into messages. A bad option or
+array is also a `ValueError` (`BadValue`) or a `TypeError` (`BadType`), which is what
+callers of the Python API catch, as they do for numpy, scipy and scikit-image.
 """
 
 from __future__ import annotations
@@ -25,6 +27,14 @@ class GcclError(Exception):
 
 class UsageError(GcclError):
     """A bad option, configuration file or output location: the run cannot start."""
+
+
+class BadValue(UsageError, ValueError):
+    """An option's value, or an array, that gccl cannot take (a ValueError to API callers)."""
+
+
+class BadType(UsageError, TypeError):
+    """An option or array of a type gccl does not take (a TypeError to API callers)."""
 
 
 class InputError(GcclError):

@@ -4,17 +4,24 @@ The command line (cli.py builds its Typer options from OPTIONS), the config
 files and `ccl_cli.label`'s keywords (config.py checks every value with the
 option's `check`), configs/default.yaml and the README's option table all
 follow this list; tests/test_options.py holds them to it. A check takes a
-YAML scalar or a command-line string and returns the value, or raises
-ValueError with the text that follows "'key' must be ...".
+YAML scalar, a command-line string or an API value and returns the value, or
+raises ValueError with the text that follows "'key' must be ...". An option
+with an `api` type is also a keyword of `ccl_cli.label` and `ccl_cli.Labeler`
+(API_OPTIONS): api.py builds their signatures from it, and values of another
+type are refused there before the check (api_type_problem).
 """
 
 from __future__ import annotations
 
+import numbers
 import re
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from .contract.stages import MAX_MORPHOLOGY_STEPS, MAX_SMOOTH_RADIUS, SMOOTH_KINDS
 
@@ -199,6 +206,7 @@ class Option:
     metavar: the placeholder in --help ("" for an on/off flag, which gets --name/--no-name).
     short: a one-letter alias ("-o"), or "".
     help: one or two sentences for --help and the README's table.
+    api: the keyword's type in the Python API (module docstring), or None.
     """
 
     name: str
@@ -207,6 +215,9 @@ class Option:
     help: str
     check: Callable[[Any], Any]
     short: str = ""
+    #: The type `ccl_cli.label` takes it as (its keyword's annotation), or None where the
+    #: option is the command line's only (inputs, outputs, the run).
+    api: Any = None
 
     @property
     def flag(self) -> str:
@@ -245,6 +256,7 @@ OPTIONS: tuple[Option, ...] = (
         "The value that is not foreground, compared after --invert; 'none' makes every "
         "non-NaN pixel foreground.",
         _background,
+        api=float | None,
     ),
     Option(
         "invert",
@@ -253,6 +265,7 @@ OPTIONS: tuple[Option, ...] = (
         "Flip intensities first (max - v; -v for floats): dark ink on light paper becomes "
         "foreground.",
         _flag,
+        api=bool,
     ),
     Option(
         "threshold",
@@ -260,6 +273,7 @@ OPTIONS: tuple[Option, ...] = (
         "T",
         "Binarize the original values instead: foreground is v > T (v < T with --invert).",
         _optional(_finite_number),
+        api=float | None,
     ),
     Option(
         "tau",
@@ -267,14 +281,23 @@ OPTIONS: tuple[Option, ...] = (
         "T",
         "Grayscale mode: neighbours join when |v(p) - v(q)| <= T (an int or a float).",
         _optional(_non_negative),
+        api=float | None,
     ),
-    Option("connectivity", 8, "4|8", "Neighbours: 4 (edges) or 8 (and corners).", _connectivity),
+    Option(
+        "connectivity",
+        8,
+        "4|8",
+        "Neighbours: 4 (edges) or 8 (and corners).",
+        _connectivity,
+        api=int,
+    ),
     Option(
         "min_area",
         0,
         "N",
         "Remove components of fewer than N pixels; the rest are renumbered.",
         _int_at_least(0),
+        api=int,
     ),
     Option(
         "erode",
@@ -283,10 +306,11 @@ OPTIONS: tuple[Option, ...] = (
         "Erode the foreground mask N times before labeling (3x3 square, a cross with "
         "--connectivity 4; outside the image never changes the result).",
         _steps,
+        api=int,
     ),
-    Option("dilate", 0, "N", "Dilate the foreground mask N times.", _steps),
-    Option("open", 0, "N", "Open the mask: erode N times, then dilate N times.", _steps),
-    Option("close", 0, "N", "Close the mask: dilate N times, then erode N times.", _steps),
+    Option("dilate", 0, "N", "Dilate the foreground mask N times.", _steps, api=int),
+    Option("open", 0, "N", "Open the mask: erode N times, then dilate N times.", _steps, api=int),
+    Option("close", 0, "N", "Close the mask: dilate N times, then erode N times.", _steps, api=int),
     Option(
         "smooth",
         None,
@@ -294,6 +318,7 @@ OPTIONS: tuple[Option, ...] = (
         f"Tau mode: smooth the values over the mask first, box:R or binomial:R "
         f"(nodata-aware, R <= {MAX_SMOOTH_RADIUS}).",
         _optional(_smooth),
+        api=str | None,
     ),
     Option(
         "color_to_gray",
@@ -363,6 +388,7 @@ OPTIONS: tuple[Option, ...] = (
         "DEVICE",
         "auto (CUDA when usable, else the CPU), cpu, cuda or cuda:N.",
         check_device,
+        api=str,
     ),
     Option(
         "devices",
@@ -407,3 +433,30 @@ OPTIONS: tuple[Option, ...] = (
 
 #: The options by name.
 BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
+#: The options `ccl_cli.label` takes as keywords, in this order.
+API_OPTIONS: tuple[Option, ...] = tuple(option for option in OPTIONS if option.api is not None)
+
+#: Whether a value has one of the types an API keyword's annotation names, and how to say
+#: that type. numpy's scalars count as Python's; True and False are not numbers.
+_API_TYPES: dict[Any, tuple[Callable[[Any], bool], str]] = {
+    bool: (lambda value: isinstance(value, (bool, np.bool_)), "True or False"),
+    int: (
+        lambda value: isinstance(value, numbers.Integral) and not isinstance(value, bool),
+        "an int",
+    ),
+    float: (
+        lambda value: isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)),
+        "a number",
+    ),
+    str: (lambda value: isinstance(value, str), "a string"),
+    type(None): (lambda value: value is None, "None"),
+}
+
+
+def api_type_problem(option: Option, value: Any) -> str | None:
+    """What type `value` should have as `ccl_cli.label`'s keyword `option` ("an int or
+    None"), or None when it has one of them."""
+    kinds = typing.get_args(option.api) or (option.api,)
+    if any(_API_TYPES[kind][0](value) for kind in kinds):
+        return None
+    return " or ".join(_API_TYPES[kind][1] for kind in kinds)

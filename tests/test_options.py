@@ -44,7 +44,8 @@ def test_api_keywords_are_options_with_the_same_defaults():
         name: parameter.default
         for name, parameter in inspect.signature(api.label).parameters.items()
         if parameter.kind is inspect.Parameter.KEYWORD_ONLY
-        and name not in ("stats", "out")  # the API's own: a table or counts; a labels buffer
+        and name not in ("stats", "out", "batch")  # the API's own: tables or counts, a
+        # labels buffer, what a 3-D array is
     }
     assert keywords
     for name, default in keywords.items():

@@ -94,11 +94,12 @@ def dtype_max(dtype: np.dtype) -> int:
     return int(np.iinfo(dtype).max)
 
 
-def background_problem(dtype: np.dtype, params: LabelParams) -> str | None:
+def background_problem(dtype: np.dtype, params: LabelParams, python: bool = False) -> str | None:
     """Why the background test cannot work on images of `dtype`, or None.
 
     A background that no value of an integer dtype can take (70000 for
     uint16, 0.5 for any integer type) would make every pixel foreground.
+    python: the options are named as the Python API's keywords, not as flags.
     """
     dtype = np.dtype(dtype)
     background = params.background
@@ -109,9 +110,10 @@ def background_problem(dtype: np.dtype, params: LabelParams) -> str | None:
         low, high = dtype_max(dtype) - high, dtype_max(dtype) - low
     if float(background).is_integer() and low <= background <= high:
         return None
-    after = " after --invert" if params.invert else ""
+    after = (" after invert=True" if python else " after --invert") if params.invert else ""
+    given = f"background={background}" if python else f"--background {background}"
     return (
-        f"--background {background} is not a {dtype.name} value ({low}..{high}{after}): "
+        f"{given} is not a {dtype.name} value ({low}..{high}{after}): "
         "every pixel would be foreground"
     )
 

@@ -20,7 +20,10 @@ plain integer sums are fixed here:
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, NamedTuple, SupportsIndex, overload
 
 import numpy as np
 
@@ -61,6 +64,41 @@ VOLUME_CSV_COLUMNS = (
 FLOAT_SUM_BITS = 62
 
 
+class StatsRow(NamedTuple):
+    """One component's statistics (one row of a StatsTable, one line of the CSV)."""
+
+    label: int
+    area: int
+    x: int
+    y: int
+    width: int
+    height: int
+    centroid_x: float
+    centroid_y: float
+    mean: float
+    min: float  # min and max are ints for integer images, as in the CSV
+    max: float
+
+
+class VolumeStatsRow(NamedTuple):
+    """One component's statistics in a volume (VOLUME_CSV_COLUMNS)."""
+
+    label: int
+    area: int
+    x: int
+    y: int
+    z: int
+    width: int
+    height: int
+    depth: int
+    centroid_x: float
+    centroid_y: float
+    centroid_z: float
+    mean: float
+    min: float  # as in StatsRow
+    max: float
+
+
 @dataclass
 class StatsTable:
     """Statistics of the kept components of one image or volume, row i = label i + 1.
@@ -70,6 +108,11 @@ class StatsTable:
     supported dtype). `integer_values` says whether min/max print as integers.
     A volume's table also has z, depth (int64) and centroid_z (float64), and its
     area counts voxels; an image's has None there.
+
+    As a table: len(table) rows; row i describes label i + 1 (the `label`
+    column); table[i] is row i as a StatsRow (a VolumeStatsRow for a volume;
+    negative i from the end), table["area"] a column; iterating gives the
+    rows; to_dict() and to_pandas() give the columns in the CSV's order.
     """
 
     area: np.ndarray
@@ -97,8 +140,52 @@ class StatsTable:
 
     def columns(self) -> dict[str, np.ndarray]:
         """The columns present, by name, in CSV order (without the label)."""
-        names = VOLUME_CSV_COLUMNS if self.is_volume else CSV_COLUMNS
-        return {name: getattr(self, name) for name in names[1:]}
+        return {name: getattr(self, name) for name in self.column_names()[1:]}
+
+    def column_names(self) -> tuple[str, ...]:
+        """The CSV's columns of this table: an image's or a volume's."""
+        return VOLUME_CSV_COLUMNS if self.is_volume else CSV_COLUMNS
+
+    @property
+    def label(self) -> np.ndarray:
+        """Each row's label: 1..K' (int64)."""
+        return np.arange(1, len(self) + 1, dtype=np.int64)
+
+    @overload
+    def __getitem__(self, key: str) -> np.ndarray: ...
+    @overload
+    def __getitem__(self, key: SupportsIndex) -> StatsRow | VolumeStatsRow: ...
+
+    def __getitem__(self, key: str | SupportsIndex) -> np.ndarray | StatsRow | VolumeStatsRow:
+        """A column by name, or one row (class docstring)."""
+        names = self.column_names()
+        if isinstance(key, str):
+            if key not in names:
+                raise KeyError(f"no column {key!r}; the columns are {', '.join(names)}")
+            column: np.ndarray = getattr(self, key)
+            return column
+        if isinstance(key, slice):
+            raise TypeError("a StatsTable is indexed by a row number or a column name")
+        row = range(len(self))[operator.index(key)]  # IndexError past the end
+        values = [getattr(self, name)[row].item() for name in names]
+        if self.integer_values:  # min and max as the CSV writes them
+            values[-2:] = [int(value) for value in values[-2:]]
+        return VolumeStatsRow(*values) if self.is_volume else StatsRow(*values)
+
+    def __iter__(self) -> Iterator[StatsRow | VolumeStatsRow]:
+        return (self[row] for row in range(len(self)))
+
+    def to_dict(self) -> dict[str, np.ndarray]:
+        """The columns by name, in the CSV's order (as skimage's regionprops_table gives them)."""
+        return {name: getattr(self, name) for name in self.column_names()}
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame of the columns, in the CSV's order (pandas must be installed)."""
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError("StatsTable.to_pandas() needs pandas: pip install pandas") from None
+        return pandas.DataFrame(self.to_dict())
 
     def take(self, rows: np.ndarray | slice) -> StatsTable:
         """The table restricted to / reordered by `rows` (indices into this table,
