@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import tifffile
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -45,6 +46,16 @@ def make_inputs(root: Path, count: int, size: int) -> None:
         else:
             mask = ((rng.random(shape) < 0.45) * 255).astype(np.uint8)
             Image.fromarray(mask).save(folder / f"img{i:03}.png")
+
+
+def make_fax(path: Path, pages: int, size: int = 24) -> None:
+    """A multi-page TIFF of `pages` random masks (a fax, a scanned document)."""
+    rng = np.random.default_rng(pages)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tifffile.TiffWriter(path) as tiff:
+        for _ in range(pages):
+            mask = ((rng.random((size, size + 3)) < 0.45) * 255).astype(np.uint8)
+            tiff.write(mask, photometric="minisblack", compression="zlib")
 
 
 def files(out: Path) -> dict[str, bytes]:

@@ -25,7 +25,6 @@ from typing import Any
 from ..backends import make_backend
 from ..backends.base import Backend
 from ..config import Settings
-from ..io.inputs import InputItem
 from ..io.output_paths import output_paths
 from .local import label_admitted
 from .records import Admitted, Outcomes, Record
@@ -156,9 +155,10 @@ def _chunks(admitted: Iterable[Admitted | None], sizes: TaskSizes) -> Iterator[l
 
 
 def _absolute(record: Record, task_settings: Settings) -> Admitted:
-    """A worker's copy of a record: input and outputs by absolute path (workers have their cwd)."""
+    """A worker's copy of a record: input and outputs by absolute path (workers have their cwd),
+    the page of a multi-page TIFF kept."""
     assert task_settings.out is not None
-    item = InputItem(record.item.path.absolute(), record.item.relative)
+    item = replace(record.item, path=record.item.path.absolute())
     return Record(item), output_paths(task_settings.out, item.relative)
 
 

@@ -22,6 +22,7 @@ from cli_helpers import (
     files,
     gccl,
     json_lines,
+    make_fax,
     make_inputs,
     on_first_outputs,
     stopped_by_sigterm,
@@ -64,6 +65,20 @@ def test_same_outputs_and_summary_as_a_local_run(
     failed = {row["path"] for row in rows if row["status"] == "failed"}
     assert failed == {"in/corrupt.png", "in/text.tif", "in/missing.png"}
     assert sum(row["status"] == "ok" for row in rows) == 9
+
+
+def test_the_pages_of_a_multi_page_tiff_keep_their_page_on_the_cluster(
+    local_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.chdir(tmp_path)
+    make_fax(Path("fax.tif"), 5)
+    code, _, stderr = gccl("fax.tif", "--out", "local")
+    assert code == 0, stderr
+    code, _, stderr = gccl(
+        "fax.tif", "--out", "dask", "--scheduler", local_cluster.scheduler_address
+    )
+    assert code == 0, stderr
+    assert files(Path("dask")) == files(Path("local"))
 
 
 def one_task_per_input(folder: Path, out: Path, address: str) -> tuple[int, str, str]:

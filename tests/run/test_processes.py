@@ -27,6 +27,7 @@ from cli_helpers import (
     files,
     gccl,
     json_lines,
+    make_fax,
     make_inputs,
     on_first_outputs,
     stopped_by_sigterm,
@@ -56,6 +57,19 @@ def test_same_outputs_summary_and_json_as_one_process(
     with open("many/summary.csv", newline="") as handle:
         statuses = [row["status"] for row in csv.DictReader(handle)]
     assert statuses.count("ok") == 11 and statuses.count("failed") == 2
+
+
+def test_the_pages_of_a_multi_page_tiff_keep_their_page_in_worker_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.chdir(tmp_path)
+    make_fax(Path("fax16.tif"), 16)
+    code, _, stderr = gccl("fax16.tif", "--out", "one", "--processes", "1")
+    assert code == 0, stderr
+    code, _, stderr = gccl("fax16.tif", "--out", "many", "--processes", "2")
+    assert code == 0, stderr
+    assert files(Path("many")) == files(Path("one"))
+    assert len([name for name in files(Path("one")) if name.startswith("fax16.p")]) == 32
 
 
 def test_sigterm_stops_the_workers_and_writes_the_summary(tmp_path: Path):
