@@ -271,6 +271,11 @@ def _run_command(
         raise _fail(str(error), error.exit_code) from None
     except KeyboardInterrupt:
         raise _fail("interrupted", EXIT_INTERRUPTED) from None
+    except OSError as error:  # an OS error no step turned into a message of its own
+        if reporter is not None:
+            reporter.stop(abandoned=True)
+        where = f" ({os.fsdecode(error.filename)})" if error.filename else ""
+        raise _fail(f"{error.strerror or error}{where}") from None
     finally:
         if reporter is not None:
             reporter.stop()
@@ -329,7 +334,11 @@ def _watch_parameters() -> list[inspect.Parameter]:
         annotation=Annotated[
             float,
             typer.Option(
-                "--poll-interval", min=0.01, metavar="SECONDS", help="Seconds between polls."
+                "--poll-interval",
+                min=0.01,
+                max=3600,
+                metavar="SECONDS",
+                help="Seconds between polls (0.01 to 3600).",
             ),
         ],
     )

@@ -39,6 +39,11 @@ _SCHEDULER_PATTERN = re.compile(r"^(tcp://)?([^\s/:\[\]]+|\[[0-9a-fA-F:.]+\]):\d
 #: it). A few hundred bytes of PNG or TIFF can declare gigabytes of pixels; with the copies
 #: labeling makes, a run needs a few times this per image in flight.
 MAX_IMAGE_BYTES = 4 * 2**30
+#: The most threads (--workers) and worker processes (--processes) a run may ask for: more
+#: than any machine has cores, fewer than a system's thread and process limits.
+MAX_WORKERS = 1024
+#: The longest --batch-window, in milliseconds (a minute).
+MAX_BATCH_WINDOW_MS = 60_000
 #: Multiples of --max-image-bytes's suffixes (K, M, G, T; with or without "iB", all 1024-based).
 _BYTE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -74,6 +79,14 @@ def _non_negative(value: Any) -> int | float:
     return number
 
 
+def _milliseconds(value: Any) -> int | float:
+    """A --batch-window: 0..MAX_BATCH_WINDOW_MS."""
+    number = _non_negative(value)
+    if number > MAX_BATCH_WINDOW_MS:
+        raise ValueError(f"at most {MAX_BATCH_WINDOW_MS} (a minute), got {value!r}")
+    return number
+
+
 def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda value: None if value is None else check(value)
 
@@ -84,7 +97,7 @@ def _background(value: Any) -> int | float | None:
     return _finite_number(value)
 
 
-def _int_at_least(minimum: int) -> Callable[[Any], int]:
+def _int_at_least(minimum: int, maximum: int | None = None) -> Callable[[Any], int]:
     def check(value: Any) -> int:
         if isinstance(value, bool):
             raise ValueError("a whole number, not true/false")
@@ -94,6 +107,8 @@ def _int_at_least(minimum: int) -> Callable[[Any], int]:
             raise ValueError(f"a whole number, got {value!r}") from None
         if number < minimum:
             raise ValueError(f"a whole number >= {minimum}, got {value!r}")
+        if maximum is not None and number > maximum:
+            raise ValueError(f"a whole number <= {maximum}, got {value!r}")
         return number
 
     return check
@@ -137,6 +152,12 @@ def _count_or_auto(value: Any) -> int | str:
     if isinstance(value, str) and value.strip().lower() == "auto":
         return "auto"
     return _int_at_least(1)(value)
+
+
+def _processes(value: Any) -> int | str:
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    return _int_at_least(1, MAX_WORKERS)(value)
 
 
 def check_device(value: Any) -> str:
@@ -194,6 +215,8 @@ def _smooth(value: Any) -> str | None:
 def _path(value: Any) -> Path:
     if not isinstance(value, (str, Path)) or not str(value):
         raise ValueError(f"a path, got {value!r}")
+    if "\0" in str(value):
+        raise ValueError(f"a path without NUL bytes, got {value!r}")
     return Path(value)
 
 
@@ -379,8 +402,8 @@ OPTIONS: tuple[Option, ...] = (
         "MS",
         "Inputs that arrive over time (stdin, gccl watch): a batch waits up to MS "
         "milliseconds after its first input for more (0: a batch is what has been read "
-        "by the time labeling is free).",
-        _non_negative,
+        "by the time labeling is free; at most a minute).",
+        _milliseconds,
     ),
     Option(
         "device",
@@ -402,14 +425,14 @@ OPTIONS: tuple[Option, ...] = (
         None,
         "N",
         "Threads decoding and encoding images, per process (default: the cores, shared).",
-        _optional(_int_at_least(1)),
+        _optional(_int_at_least(1, MAX_WORKERS)),
     ),
     Option(
         "processes",
         "auto",
         "N|auto",
         "Worker processes, or auto (one per core, at most one per 8 inputs).",
-        _count_or_auto,
+        _processes,
     ),
     Option(
         "scheduler",

@@ -1,4 +1,5 @@
-"""Helpers of the tests that run whole `gccl label` jobs on other workers (Dask, processes).
+"""Helpers of the tests that run whole `gccl label` jobs: in this process (CliRunner), in a
+subprocess under a timeout (the attacks), on other workers (Dask, processes).
 
 Imported by name (`from cli_helpers import ...`), like oracles.py.
 """
@@ -9,6 +10,8 @@ import csv
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +27,55 @@ from ccl_cli.io.output_paths import LOCK_NAME, RUN_RECORD_NAME
 
 #: Generous: a 2-core CI machine starting worker processes can be slow.
 WAIT_SECONDS = 60
+
+#: Generous: a subprocess run that needs this long has hung (a good one takes a second or two).
+TIMEOUT = 120
+
+
+def gccl_process(
+    *args: str, cwd: Path, stdin: str | None = None, timeout: float = TIMEOUT
+) -> subprocess.CompletedProcess[str]:
+    """`gccl label ARGS --quiet --device cpu` in `cwd`."""
+    return subprocess.run(
+        [sys.executable, "-m", "ccl_cli", "label", *args, "--quiet", "--device", "cpu"],
+        cwd=cwd,
+        input=stdin or "",
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def mask(path: Path, size: int = 12, seed: int = 0) -> Path:
+    """A small random 8-bit mask PNG."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    Image.fromarray(((rng.random((size, size)) < 0.4) * 255).astype(np.uint8)).save(path)
+    return path
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every file below `root` (links as their target's name), by relative path."""
+    found: dict[str, bytes] = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_symlink():
+            found[str(path.relative_to(root))] = os.readlink(path).encode()
+        elif path.is_file():
+            found[str(path.relative_to(root))] = path.read_bytes()
+    return found
+
+
+def summary(out: Path) -> dict[str, dict[str, str]]:
+    with open(out / "summary.csv", newline="") as handle:
+        return {row["path"]: row for row in csv.DictReader(handle)}
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    """The run's only stderr line (a usage error: no traceback)."""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
 
 
 def gccl(*args: str) -> tuple[int, str, str]:

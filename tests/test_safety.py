@@ -3,12 +3,12 @@
 Nothing is written outside --out, no input is replaced or removed, no input or
 peer hangs or exhausts a run. Each test builds its attack in tmp_path and
 drives the command line in a subprocess (`python -m ccl_cli`), under a
-timeout, so that a run that would hang fails the test instead.
+timeout, so that a run that would hang fails the test instead
+(cli_helpers.gccl_process).
 """
 
 from __future__ import annotations
 
-import csv
 import os
 import socket
 import struct
@@ -21,57 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
-
-#: Generous: a run that needs this long has hung (a good one takes a second or two).
-TIMEOUT = 120
-
-
-def gccl(
-    *args: str, cwd: Path, stdin: str | None = None, timeout: float = TIMEOUT
-) -> subprocess.CompletedProcess[str]:
-    """`gccl label ARGS --quiet --device cpu` in `cwd`."""
-    return subprocess.run(
-        [sys.executable, "-m", "ccl_cli", "label", *args, "--quiet", "--device", "cpu"],
-        cwd=cwd,
-        input=stdin or "",
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def mask(path: Path, size: int = 12, seed: int = 0) -> Path:
-    """A small random 8-bit mask PNG."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    Image.fromarray(((rng.random((size, size)) < 0.4) * 255).astype(np.uint8)).save(path)
-    return path
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    """Every file below `root` (links as their target's name), by relative path."""
-    found: dict[str, bytes] = {}
-    for path in sorted(root.rglob("*")):
-        if path.is_symlink():
-            found[str(path.relative_to(root))] = os.readlink(path).encode()
-        elif path.is_file():
-            found[str(path.relative_to(root))] = path.read_bytes()
-    return found
-
-
-def summary(out: Path) -> dict[str, dict[str, str]]:
-    with open(out / "summary.csv", newline="") as handle:
-        return {row["path"]: row for row in csv.DictReader(handle)}
-
-
-def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
-    """The run's only stderr line (a usage error: no traceback)."""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.stderr
-    return lines[0]
-
+from cli_helpers import TIMEOUT, gccl_process, mask, one_line_error, summary, tree
 
 # --- nothing written outside --out -------------------------------------------------
 
@@ -84,9 +34,9 @@ def test_dotdot_after_a_wildcard_stays_inside_out(tmp_path: Path, from_stdin: bo
     before = tree(tmp_path / "victim2")
     pattern = "in3/*/../../victim2/*.png"
     if from_stdin:
-        result = gccl("-", "--out", "o16", cwd=tmp_path, stdin=pattern + "\n")
+        result = gccl_process("-", "--out", "o16", cwd=tmp_path, stdin=pattern + "\n")
     else:
-        result = gccl(pattern, "--out", "o16", cwd=tmp_path)
+        result = gccl_process(pattern, "--out", "o16", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert tree(tmp_path / "victim2") == before
     assert (tmp_path / "o16" / "v.labels.png").is_file()
@@ -100,7 +50,7 @@ def test_a_linked_lock_file_is_refused_and_its_target_kept(tmp_path: Path) -> No
     precious.write_text("precious\n")
     (tmp_path / "lockout").mkdir()
     (tmp_path / "lockout" / ".gccl.lock").symlink_to(precious)
-    result = gccl("in1", "--out", "lockout", cwd=tmp_path)
+    result = gccl_process("in1", "--out", "lockout", cwd=tmp_path)
     assert result.returncode == 2
     assert "is a link" in one_line_error(result)
     assert precious.read_text() == "precious\n"
@@ -111,7 +61,7 @@ def test_a_lock_file_gccl_did_not_write_is_left_alone(tmp_path: Path) -> None:
     mask(tmp_path / "in1" / "a.png")
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / ".gccl.lock").write_text("my notes\n")
-    result = gccl("in1", "--out", "out", cwd=tmp_path)
+    result = gccl_process("in1", "--out", "out", cwd=tmp_path)
     assert result.returncode == 2
     assert "not a gccl lock file" in one_line_error(result)
     assert (tmp_path / "out" / ".gccl.lock").read_text() == "my notes\n"
@@ -145,7 +95,7 @@ def test_tiff_page_loops_fail_quickly(tmp_path: Path, links: list[int | None]) -
     (tmp_path / "in").mkdir()
     tiff_chain(tmp_path / "in" / "loop.tif", links)
     mask(tmp_path / "in" / "good.png")
-    result = gccl("in", "--out", "out", cwd=tmp_path)
+    result = gccl_process("in", "--out", "out", cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     rows = summary(tmp_path / "out")
     assert rows["in/loop.tif"]["status"] == "failed"
@@ -157,7 +107,7 @@ def test_a_tiff_of_thousands_of_pages_is_refused_without_walking_them(tmp_path: 
     (tmp_path / "in").mkdir()
     pages = 5000
     tiff_chain(tmp_path / "in" / "pages.tif", [*range(1, pages), None])
-    result = gccl("in", "--out", "out", cwd=tmp_path)
+    result = gccl_process("in", "--out", "out", cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     message = summary(tmp_path / "out")["in/pages.tif"]["message"]
     assert "more than 1024 pages" in message
@@ -176,11 +126,11 @@ def fifo(tmp_path: Path) -> Iterator[Path]:
 def test_a_fifo_is_refused_without_blocking(tmp_path: Path, fifo: Path, given: str) -> None:
     mask(tmp_path / "in" / "good.png")
     if given == "glob":
-        result = gccl("in/*.png", "--out", "out", cwd=tmp_path)
+        result = gccl_process("in/*.png", "--out", "out", cwd=tmp_path)
     elif given == "stdin":
-        result = gccl("-", "--out", "out", cwd=tmp_path, stdin="in/pipe.png\nin/good.png\n")
+        result = gccl_process("-", "--out", "out", cwd=tmp_path, stdin="in/pipe.png\nin/good.png\n")
     else:
-        result = gccl("in/pipe.png", "in/good.png", "--out", "out", cwd=tmp_path)
+        result = gccl_process("in/pipe.png", "in/good.png", "--out", "out", cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     rows = summary(tmp_path / "out")
     assert rows["in/pipe.png"]["status"] == "failed"
@@ -193,7 +143,7 @@ def test_double_star_does_not_follow_link_loops(tmp_path: Path) -> None:
     mask(tmp_path / "d" / "sub" / "b.png", seed=1)
     (tmp_path / "d" / "sub" / "up").symlink_to("..")  # d/sub/up -> d
     (tmp_path / "d" / "back").symlink_to("sub")  # a second loop: d/back/up -> d
-    result = gccl("d/**/*.png", "--out", "out", cwd=tmp_path)
+    result = gccl_process("d/**/*.png", "--out", "out", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert set(summary(tmp_path / "out")) == {"d/a.png", "d/sub/b.png"}
 
@@ -205,7 +155,7 @@ def config_error(tmp_path: Path, content: bytes) -> str:
     """The one error line `gccl label` gives for a config file of `content` (exit 2)."""
     mask(tmp_path / "in" / "a.png")
     (tmp_path / "c.yaml").write_bytes(content)
-    result = gccl("in", "--out", "out", "--config", "c.yaml", cwd=tmp_path)
+    result = gccl_process("in", "--out", "out", "--config", "c.yaml", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert not (tmp_path / "out").exists()
     return one_line_error(result)
@@ -280,7 +230,7 @@ def test_a_peer_that_is_not_a_scheduler_is_one_line_exit_2(
         said.append(greeting)
     address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
     mask(tmp_path / "in" / "a.png")
-    result = gccl("in", "--out", "out", "--scheduler", address, cwd=tmp_path, timeout=60)
+    result = gccl_process("in", "--out", "out", "--scheduler", address, cwd=tmp_path, timeout=60)
     assert result.returncode == 2
     assert f"--scheduler {address}: {reason}" in one_line_error(result)
 
@@ -291,7 +241,7 @@ def test_a_peer_that_is_not_a_scheduler_is_one_line_exit_2(
 def test_names_up_to_name_max_are_labeled(tmp_path: Path) -> None:
     name = "n" * (255 - len(".polygons.geojson")) + ".png"  # its longest output fits exactly
     mask(tmp_path / "in" / name)
-    result = gccl("in", "--out", "out", "--preview", "--polygons", cwd=tmp_path)
+    result = gccl_process("in", "--out", "out", "--preview", "--polygons", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert summary(tmp_path / "out")[f"in/{name}"]["status"] == "ok"
 
@@ -319,7 +269,7 @@ def test_links_inside_out_are_refused(tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "sub").symlink_to(victim)  # a linked folder
     (tmp_path / "out" / "b.labels.png").symlink_to(victim / "precious.txt")  # a linked file
-    result = gccl("in", "-r", "--out", "out", cwd=tmp_path)
+    result = gccl_process("in", "-r", "--out", "out", cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     rows = summary(tmp_path / "out")
     assert "out/sub is a link inside --out" in rows["in/sub/a.png"]["message"]
@@ -335,7 +285,7 @@ def test_out_among_the_inputs_never_replaces_or_removes_one(tmp_path: Path) -> N
     (folder / "x.stats.csv").write_text("the user's own\n")
     before = tree(folder)
     listing = "".join(f"{path}\n" for path in sorted(folder.iterdir()))  # find in4 -type f
-    result = gccl("-", "--out", "in4", cwd=tmp_path, stdin=listing)
+    result = gccl_process("-", "--out", "in4", cwd=tmp_path, stdin=listing)
     assert result.returncode == 1, result.stderr
     after = tree(folder)
     assert {name: after[name] for name in before} == before
@@ -347,7 +297,7 @@ def test_a_glob_into_its_own_folder_never_replaces_an_input(tmp_path: Path) -> N
     mask(tmp_path / "in2" / "a.png")
     mask(tmp_path / "in2" / "a.labels.png", seed=1)  # listed by the glob: an input
     before = (tmp_path / "in2" / "a.labels.png").read_bytes()
-    result = gccl("in2/*.png", "--out", "in2", cwd=tmp_path)
+    result = gccl_process("in2/*.png", "--out", "in2", cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     assert (tmp_path / "in2" / "a.labels.png").read_bytes() == before
     rows = summary(tmp_path / "in2")
@@ -355,17 +305,29 @@ def test_a_glob_into_its_own_folder_never_replaces_an_input(tmp_path: Path) -> N
     assert rows["in2/a.labels.png"]["status"] == "ok"
 
 
+@pytest.mark.parametrize("spelling", ["dat[a]", "dat?", "./data/../data", "alias"])
+def test_out_inside_an_input_is_refused_whatever_the_spelling(tmp_path: Path, spelling: str):
+    mask(tmp_path / "data" / "a.png")
+    (tmp_path / "alias").symlink_to("data")
+    result = gccl_process(spelling, "-r", "--out", "data/out", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "inside the input folder" in one_line_error(result)
+    assert sorted(os.listdir(tmp_path / "data")) == ["a.png"]
+
+
 def test_a_stale_label_image_is_removed_only_if_gccl_wrote_it(tmp_path: Path) -> None:
     mask(tmp_path / "in" / "x.png")
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "x.labels.tif").write_bytes(b"the user's own file")
-    assert gccl("in", "--out", "out", cwd=tmp_path).returncode == 0
+    assert gccl_process("in", "--out", "out", cwd=tmp_path).returncode == 0
     assert (tmp_path / "out" / "x.labels.tif").read_bytes() == b"the user's own file"
     assert (tmp_path / "out" / "x.labels.png").is_file()
     (tmp_path / "out" / "x.labels.tif").unlink()
-    assert gccl("in", "--out", "out", "--label-format", "tiff", cwd=tmp_path).returncode == 0
+    assert (
+        gccl_process("in", "--out", "out", "--label-format", "tiff", cwd=tmp_path).returncode == 0
+    )
     assert not (tmp_path / "out" / "x.labels.png").exists()  # gccl's own: replaced
-    assert gccl("in", "--out", "out", cwd=tmp_path).returncode == 0
+    assert gccl_process("in", "--out", "out", cwd=tmp_path).returncode == 0
     assert not (tmp_path / "out" / "x.labels.tif").exists()
 
 
@@ -410,7 +372,7 @@ def test_a_run_into_a_parent_folder_leaves_a_live_runs_temporaries(tmp_path: Pat
         wait_for(ready, live)
         temporaries = [p for p in (tmp_path / "out" / "sub").iterdir() if "gccl-tmp" in p.name]
         assert temporaries
-        assert gccl("in_b", "--out", "out", cwd=tmp_path).returncode == 0
+        assert gccl_process("in_b", "--out", "out", cwd=tmp_path).returncode == 0
         assert all(path.exists() for path in temporaries)
     finally:
         go.touch()
@@ -541,7 +503,7 @@ def test_a_batch_without_memory_is_labeled_one_image_at_a_time(tmp_path: Path) -
 def test_an_input_folder_named_summary_csv_fails_alone(tmp_path: Path) -> None:
     mask(tmp_path / "in" / "summary.csv" / "a.png")
     mask(tmp_path / "in" / "b.png", seed=1)
-    result = gccl("in", "-r", "--out", "out", cwd=tmp_path)
+    result = gccl_process("in", "-r", "--out", "out", cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     rows = summary(tmp_path / "out")
     assert "folder named summary.csv" in rows["in/summary.csv/a.png"]["message"]
@@ -551,7 +513,7 @@ def test_an_input_folder_named_summary_csv_fails_alone(tmp_path: Path) -> None:
 def test_a_summary_path_that_is_a_folder_is_refused_before_writing(tmp_path: Path) -> None:
     mask(tmp_path / "in" / "b.png")
     (tmp_path / "out" / "summary.csv").mkdir(parents=True)
-    result = gccl("in", "--out", "out", cwd=tmp_path)
+    result = gccl_process("in", "--out", "out", cwd=tmp_path)
     assert result.returncode == 2
     assert "summary.csv is a folder" in one_line_error(result)
     assert not (tmp_path / "out" / "b.labels.png").exists()
@@ -581,7 +543,7 @@ def test_decompression_bombs_are_refused_from_their_header(tmp_path: Path) -> No
     big_tiff_header(tmp_path / "in" / "float.tif", 16384)  # 2.1 GB decoded
     npy_header(tmp_path / "in" / "wide.npy", (20000, 20000), "<f8")  # 3.2 GB decoded
     mask(tmp_path / "in" / "small.png")
-    result = gccl("in", "--out", "out", "--max-image-bytes", "1G", cwd=tmp_path)
+    result = gccl_process("in", "--out", "out", "--max-image-bytes", "1G", cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     rows = summary(tmp_path / "out")
     for name in ("rgb.png", "float.tif", "wide.npy"):
@@ -591,7 +553,7 @@ def test_decompression_bombs_are_refused_from_their_header(tmp_path: Path) -> No
 
 def test_the_default_byte_limit_refuses_a_bomb_below_the_pixel_limit(tmp_path: Path) -> None:
     png_header_only(tmp_path / "in" / "rgba.png", 46340, 46340, 6, 8)  # 8.6 GB decoded
-    result = gccl("in", "--out", "out", cwd=tmp_path)
+    result = gccl_process("in", "--out", "out", cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     assert "--max-image-bytes is 4294967296" in summary(tmp_path / "out")["in/rgba.png"]["message"]
 

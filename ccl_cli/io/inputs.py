@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import stat
 import sys
 from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -63,20 +64,23 @@ def expand(
     stdin: IO[Any] | None = None,
     null: bool = False,
     relative_to: Path | None = None,
+    out: OutPlace | None = None,
 ) -> list[InputItem]:
     """The inputs named by the command-line arguments, in a stable order.
 
     `-` reads paths from `stdin`, one a line (only the line end, \\n or \\r\\n,
     is taken off: spaces belong to the name), or NUL-separated with `null`
     (find -print0). `relative_to`: outputs mirror each input's path below it.
+    `out`: where --out is; an argument that scans it (or, with `recursive`, a
+    folder above it) is a UsageError, a path on stdin that does fails alone.
     """
     items: list[InputItem] = []
     for spec in specs:
         if spec == "-":
             for name in read_names(stdin or sys.stdin, null):
-                items.extend(_expand_one(name, recursive))
+                items.extend(expand_name(name, recursive, out))
         else:
-            items.extend(_expand_one(spec, recursive))
+            items.extend(_expand_one(spec, recursive, out))
     return Listing(relative_to).add(items)
 
 
@@ -114,13 +118,17 @@ def _name(raw: str | bytes, null: bool) -> str:
     return text if null or not text.endswith("\r") else text[:-1]
 
 
-def expand_name(name: str, recursive: bool) -> list[InputItem]:
-    """The inputs one name from stdin stands for (a file, folder or glob pattern)."""
-    return list(_expand_one(name, recursive))
+def expand_name(name: str, recursive: bool, out: OutPlace | None = None) -> list[InputItem]:
+    """The inputs one name from stdin stands for (a file, folder or glob pattern); a
+    folder that would scan --out (see expand) is one failed input."""
+    try:
+        return list(_expand_one(name, recursive, out))
+    except OutInsideInput as error:
+        return [InputItem(error.folder, Path(error.folder.name), str(error))]
 
 
-def _expand_one(spec: str, recursive: bool) -> Iterator[InputItem]:
-    for item in _expand_spec(spec, recursive):
+def _expand_one(spec: str, recursive: bool, out: OutPlace | None) -> Iterator[InputItem]:
+    for item in _expand_spec(spec, recursive, out):
         yield from _pages(item)
 
 
@@ -145,7 +153,7 @@ def _page_name(relative: Path, page: int | None) -> Path:
     return relative.with_name(f"{relative.stem}.p{page + 1:04d}{relative.suffix}")
 
 
-def _expand_spec(spec: str, recursive: bool) -> Iterator[InputItem]:
+def _expand_spec(spec: str, recursive: bool, out: OutPlace | None) -> Iterator[InputItem]:
     if "\0" in spec:
         name = Path(spec.replace("\0", "?"))
         yield InputItem(
@@ -153,10 +161,17 @@ def _expand_spec(spec: str, recursive: bool) -> Iterator[InputItem]:
         )
         return
     path = Path(spec)
-    if path.is_dir():
-        yield from _scan(path, recursive)
-    elif path.exists() or path.is_symlink():
-        problem = None if path.exists() else "a link to a file that does not exist"
+    try:
+        is_folder = stat.S_ISDIR(os.stat(path).st_mode)
+    except FileNotFoundError:
+        is_folder = None  # nothing there, or a link to nothing
+    except OSError as error:  # a name too long, a folder on the way unreadable, a link loop
+        yield InputItem(path, Path(path.name), error.strerror or str(error))
+        return
+    if is_folder:
+        yield from _scan(path, recursive, out)
+    elif is_folder is not None or os.path.islink(path):
+        problem = None if is_folder is not None else "a link to a file that does not exist"
         yield InputItem(path, Path(path.name), problem)
     elif _GLOB_CHARS & set(spec):
         matches = sorted(set(_glob(spec)))
@@ -165,17 +180,20 @@ def _expand_spec(spec: str, recursive: bool) -> Iterator[InputItem]:
         base = _glob_base(spec)
         for match in matches:
             found = Path(match)
-            if found.is_dir():
-                yield from _scan(found, recursive)
+            if os.path.isdir(found):
+                yield from _scan(found, recursive, out)
             else:
                 yield InputItem(found, _relative_to(found, base))
     else:
         yield InputItem(path, Path(path.name), "no such file or directory")
 
 
-def _scan(folder: Path, recursive: bool) -> Iterator[InputItem]:
+def _scan(folder: Path, recursive: bool, out: OutPlace | None) -> Iterator[InputItem]:
     """The images of a named folder (and below it with `recursive`), sorted by path; a
-    folder that gives none is one item saying so."""
+    folder that gives none is one item saying so. OutInsideInput when the scan would
+    read --out."""
+    if out is not None:
+        out.check_root(folder, recursive)
     not_scanned: list[Path] = []
     found = False
     for item in _scan_folder(folder, folder, recursive, not_scanned):
@@ -359,22 +377,85 @@ def _walk(base: str, files: bool) -> Iterator[str]:
                 yield path
 
 
-def scanned_folders(specs: Iterable[str]) -> list[Path]:
-    """The folders among the arguments (where outputs must not land)."""
-    return [Path(spec) for spec in specs if spec != "-" and Path(spec).is_dir()]
+class OutInsideInput(UsageError):
+    """An input folder whose scan would read --out: the folder itself, or one above it
+    scanned with --recursive (its outputs would be read back as inputs)."""
+
+    def __init__(self, message: str, folder: Path) -> None:
+        super().__init__(message)
+        self.folder = folder
 
 
-def check_out_location(out: Path, specs: Iterable[str], recursive: bool) -> None:
-    """Refuse an --out that is a scanned input folder, or inside one scanned recursively."""
-    out_resolved = out.resolve()
-    for folder in scanned_folders(specs):
-        folder_resolved = folder.resolve()
-        if out_resolved == folder_resolved:
-            raise UsageError(f"--out {out} is the input folder {folder}; choose another folder")
-        if recursive and folder_resolved in out_resolved.parents:
-            raise UsageError(
-                f"--out {out} is inside the input folder {folder} that --recursive scans; "
-                "its outputs would be read back as inputs"
+class OutPlace:
+    """Where --out is, by identity: the folder (when it exists) and every folder above it.
+
+    Resolved once, by the kernel (each folder above is the `..` of the one
+    below), so an input folder is recognized whatever its spelling: through a
+    link, a glob, a bind mount. An --out that does not exist yet is placed by
+    the deepest folder of its path that does.
+    """
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        text = str(out)
+        try:
+            while True:
+                try:
+                    fd = os.open(text, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                    break
+                except FileNotFoundError:
+                    parent = os.path.dirname(text.rstrip(os.sep)) or os.curdir
+                    if parent == text:
+                        raise
+                    text = parent
+        except NotADirectoryError:
+            if os.path.lexists(out):
+                raise UsageError(f"--out {out} exists and is not a folder") from None
+            raise UsageError(f"cannot write into --out {out} (a part of it is a file)") from None
+        except OSError as error:
+            raise UsageError(f"cannot write into --out {out} ({error.strerror or error})") from None
+        missing = os.path.relpath(out, text).split(os.sep) if text != str(out) else []
+        if any(len(os.fsencode(part)) > os.fpathconf(fd, "PC_NAME_MAX") for part in missing):
+            os.close(fd)
+            raise UsageError(f"cannot write into --out {out} (File name too long)")
+        info = os.fstat(fd)
+        #: --out's identity, None when it does not exist yet.
+        self.identity: Identity | None = (info.st_dev, info.st_ino) if text == str(out) else None
+        #: The identities of the folders --out is (or will be) inside.
+        self.above: set[Identity] = set()
+        try:
+            while True:
+                self.above.add((info.st_dev, info.st_ino))
+                above = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+                os.close(fd)
+                fd = above
+                up = os.fstat(fd)
+                if (up.st_dev, up.st_ino) in self.above:  # the root is its own parent
+                    break
+                info = up
+        except OSError:  # a folder above that cannot be opened: the chain stops there
+            pass
+        finally:
+            os.close(fd)
+        if self.identity is not None:
+            self.above.discard(self.identity)
+
+    def check_root(self, folder: Path, recursive: bool) -> None:
+        """Raise OutInsideInput when scanning `folder` would read --out."""
+        try:
+            info = os.stat(folder)
+        except OSError:
+            return  # (scanning it says why it cannot be read)
+        identity = (info.st_dev, info.st_ino)
+        if identity == self.identity:
+            raise OutInsideInput(
+                f"--out {self.out} is the input folder {folder}; choose another folder", folder
+            )
+        if recursive and identity in self.above:
+            raise OutInsideInput(
+                f"--out {self.out} is inside the input folder {folder} that --recursive scans; "
+                "its outputs would be read back as inputs",
+                folder,
             )
 
 

@@ -9,6 +9,7 @@ stopping and the summary.
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -25,7 +26,7 @@ from ..errors import (
     GcclError,
     UsageError,
 )
-from ..io.inputs import RunInputs, check_out_location, expand
+from ..io.inputs import OutPlace, RunInputs, expand
 from ..io.lock import OutputLock
 from ..io.out_dir import OutDir
 from ..io.output_paths import (
@@ -101,18 +102,22 @@ def run_label(
     `-` streams stdin's paths (stream.py) when the run labels in this process;
     for worker processes or a cluster stdin is read to its end first.
     """
-    out = checked_out(settings)
+    place = OutPlace(checked_out(settings))
     source: Source
     if "-" in specs and streams(settings):
-        source = StdinSource(specs, settings, settings.batch_window / 1000, stdin)
+        source = StdinSource(specs, settings, settings.batch_window / 1000, place, stdin)
     else:
         items = expand(
-            specs, settings.recursive, stdin, settings.null_separated, settings.relative_to
+            specs,
+            settings.recursive,
+            stdin,
+            settings.null_separated,
+            settings.relative_to,
+            place,
         )
         if all(item.empty for item in items):
             reporter.notice(NO_IMAGES)
         source = ListSource(items)
-    check_out_location(out, specs, settings.recursive)
     return run_source(source, settings, reporter)
 
 
@@ -120,10 +125,7 @@ def checked_out(settings: Settings) -> Path:
     """The --out folder, or why there is none."""
     if settings.out is None:
         raise UsageError("--out is required: the folder that receives the outputs")
-    out = settings.out
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} exists and is not a folder")
-    return out
+    return settings.out
 
 
 def streams(settings: Settings) -> bool:
@@ -206,7 +208,7 @@ def _backend_name(executor: Executor, settings: Settings) -> str:
 
 def _remove_unused(out: Path) -> None:
     """Remove an --out folder this run made, if it holds nothing but the lock and run record."""
-    if out.is_dir() and {path.name for path in out.iterdir()} <= {LOCK_NAME, RUN_RECORD_NAME}:
+    if os.path.isdir(out) and set(os.listdir(out)) <= {LOCK_NAME, RUN_RECORD_NAME}:
         (out / LOCK_NAME).unlink(missing_ok=True)
         (out / RUN_RECORD_NAME).unlink(missing_ok=True)
         out.rmdir()
@@ -271,39 +273,61 @@ def _admitted(
         check_stop()
         record = Record(item)
         summary.taken(record)
-        if item.empty or item.duplicate:
-            record.status = "no-images" if item.empty else "skipped"
-            record.message = item.empty or f"listed again (labeled once, as {item.duplicate})"
-            outcomes.finished(record)
+        try:
+            paths = _admit(record, summary, settings, outcomes, run_record, inputs, claimed)
+        except OSError as error:  # a name too long for the file system, a folder unreadable
+            if record.status == "pending":
+                outcomes.fail(record, error.strerror or str(error))
             continue
-        paths = output_paths(settings.out, item.relative)
-        inputs.add(item.path)
-        taken = _input_among(paths, inputs) or _reserved(item.relative)
-        if taken:
-            outcomes.fail(record, taken)
-            continue
-        if item.problem:
-            # an unreadable folder has no outputs
-            if not item.path.is_dir() and paths.labels_png not in claimed:
-                summary.may_write(record, paths)
-            outcomes.fail(record, item.problem)
-            continue
-        first = claimed.first(paths.labels_png, item.display)
-        if first is not None and first != item.display:
-            hint = "" if settings.relative_to else " (--relative-to keeps their folders apart)"
-            outcomes.fail(record, f"its outputs would overwrite those of {first}{hint}")
-            continue
-        summary.may_write(record, paths)
-        if (
-            settings.skip_existing
-            and paths.complete(settings.preview, settings.polygons)
-            and run_record.current(item, paths)
-        ):
-            record.status = "skipped"
-            record.message = "outputs are current (--skip-existing)"
-            outcomes.finished(record)
-            continue
-        yield record, paths
+        if paths is not None:
+            yield record, paths
+
+
+def _admit(
+    record: Record,
+    summary: Summary,
+    settings: Settings,
+    outcomes: Outcomes,
+    run_record: RunRecord,
+    inputs: RunInputs,
+    claimed: Seen,
+) -> OutputPaths | None:
+    """The outputs of `record` when it needs work; else None, the record finished here."""
+    assert settings.out is not None
+    item = record.item
+    if item.empty or item.duplicate:
+        record.status = "no-images" if item.empty else "skipped"
+        record.message = item.empty or f"listed again (labeled once, as {item.duplicate})"
+        outcomes.finished(record)
+        return None
+    paths = output_paths(settings.out, item.relative)
+    inputs.add(item.path)
+    taken = _input_among(paths, inputs) or _reserved(item.relative)
+    if taken:
+        outcomes.fail(record, taken)
+        return None
+    if item.problem:
+        # an unreadable folder has no outputs
+        if not os.path.isdir(item.path) and paths.labels_png not in claimed:
+            summary.may_write(record, paths)
+        outcomes.fail(record, item.problem)
+        return None
+    first = claimed.first(paths.labels_png, item.display)
+    if first is not None and first != item.display:
+        hint = "" if settings.relative_to else " (--relative-to keeps their folders apart)"
+        outcomes.fail(record, f"its outputs would overwrite those of {first}{hint}")
+        return None
+    summary.may_write(record, paths)
+    if (
+        settings.skip_existing
+        and paths.complete(settings.preview, settings.polygons)
+        and run_record.current(item, paths)
+    ):
+        record.status = "skipped"
+        record.message = "outputs are current (--skip-existing)"
+        outcomes.finished(record)
+        return None
+    return paths
 
 
 def _input_among(paths: OutputPaths, inputs: RunInputs) -> str:

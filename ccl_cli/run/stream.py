@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..config import Settings
-from ..io.inputs import InputItem, Listing, expand, expand_name, iter_names
+from ..io.inputs import InputItem, Listing, OutPlace, expand, expand_name, iter_names
 from ..io.seen import Seen
 from .sources import Arrival, windowed
 
@@ -34,11 +34,17 @@ class StdinSource:
         specs: Sequence[str],
         settings: Settings,
         window_seconds: float,
+        out: OutPlace,
         stdin: IO[Any] | None = None,
     ) -> None:
         self.specs = list(specs)
         self.recursive = settings.recursive
         self.null = settings.null_separated
+        self.out = out
+        # The arguments' inputs, found now: one that would scan --out stops the run here.
+        self.found = {
+            spec: expand([spec], self.recursive, out=out) for spec in self.specs if spec != "-"
+        }
         # over the arguments and every line, kept on disk: a stream has no end
         self.listing = Listing(settings.relative_to, Seen(on_disk=True))
         self.window_seconds = window_seconds
@@ -58,7 +64,7 @@ class StdinSource:
         """The inputs of each argument, with the batch windows' pauses on stdin's."""
         for spec in self.specs:
             if spec != "-":
-                yield from self.listing.add(expand([spec], self.recursive))
+                yield from self.listing.add(self.found[spec])
                 continue
             self.lines = self.lines or _Lines(self.stdin, self.null)  # (wake needs it)
             yield None  # what came before is labeled without waiting for the stream
@@ -68,14 +74,16 @@ class StdinSource:
         got = lines.take(timeout)
         if got is None:
             return None
-        return self.listing.add(item for line in got for item in _expand_line(line, self.recursive))
+        return self.listing.add(
+            item for line in got for item in _expand_line(line, self.recursive, self.out)
+        )
 
 
-def _expand_line(line: str, recursive: bool) -> list[InputItem]:
+def _expand_line(line: str, recursive: bool, out: OutPlace) -> list[InputItem]:
     """The inputs one line names (a line `-` is a file of that name, not stdin again)."""
     if line == "-":
         return [InputItem(Path(line), Path(line), "no such file or directory")]
-    return expand_name(line, recursive)
+    return expand_name(line, recursive, out)
 
 
 #: What wake() puts among the lines.

@@ -28,7 +28,7 @@ from watchdog.observers import Observer
 from ..config import Settings
 from ..errors import UsageError
 from ..io.decode import is_image_path
-from ..io.inputs import InputItem, check_out_location
+from ..io.inputs import InputItem, OutPlace
 from ..io.seen import Seen
 from .command import checked_out, run_source
 from .records import Reporter, RunReport
@@ -54,10 +54,11 @@ def run_watch(
         raise UsageError("gccl watch labels in this process; --scheduler does not apply")
     if not folders:
         raise UsageError("gccl watch needs at least one folder")
+    place = OutPlace(out)
     for folder in folders:
-        if not Path(folder).is_dir():
+        if not os.path.isdir(folder):
             raise UsageError(f"{folder} is not a folder")
-    check_out_location(out, folders, settings.recursive)
+        place.check_root(Path(folder), settings.recursive)
     source = WatchSource(
         [Path(folder) for folder in folders],
         settings.recursive,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ccl_cli.errors import UsageError
-from ccl_cli.io.inputs import RunInputs, check_out_location, expand
+from ccl_cli.io.inputs import OutPlace, RunInputs, expand
 from ccl_cli.io.lock import OutputLock
 from ccl_cli.io.out_dir import OutDir, atomic_write
 from ccl_cli.io.output_paths import LOCK_NAME, output_paths
@@ -67,11 +67,37 @@ def test_stdin_lists_paths(tree: Path) -> None:
 
 def test_out_may_not_be_an_input_folder(tree: Path) -> None:
     with pytest.raises(UsageError, match="is the input folder"):
-        check_out_location(tree, [str(tree)], recursive=False)
+        expand([str(tree)], recursive=False, out=OutPlace(tree))
     with pytest.raises(UsageError, match="inside the input folder"):
-        check_out_location(tree / "labels", [str(tree)], recursive=True)
-    check_out_location(tree / "labels", [str(tree)], recursive=False)
-    check_out_location(tree.parent / "out", [str(tree)], recursive=True)
+        expand([str(tree)], recursive=True, out=OutPlace(tree / "labels"))
+    expand([str(tree)], recursive=False, out=OutPlace(tree / "labels"))
+    expand([str(tree)], recursive=True, out=OutPlace(tree.parent / "out"))
+
+
+@pytest.mark.parametrize("spelling", ["glob", "link", "dotdot"])
+def test_out_inside_an_input_is_found_whatever_the_spelling(tree: Path, spelling: str) -> None:
+    (tree / "labels" / "deeper").mkdir(parents=True)
+    (tree.parent / "alias").symlink_to(tree)
+    named = {
+        "glob": str(tree.parent / "i[n]"),
+        "link": str(tree.parent / "alias"),
+        "dotdot": str(tree / "sub" / ".." / "sub" / ".."),
+    }[spelling]
+    for out in (tree / "labels", tree / "labels" / "deeper", tree / "labels" / "new" / "x"):
+        with pytest.raises(UsageError, match="inside the input folder"):
+            expand([named], recursive=True, out=OutPlace(out))
+    with pytest.raises(UsageError, match="is the input folder"):
+        expand([named], recursive=False, out=OutPlace(tree.parent / "alias"))
+
+
+def test_a_stdin_path_that_would_scan_out_fails_alone(tree: Path) -> None:
+    stdin = io.StringIO(f"{tree}\n{tree / 'b.png'}\n")
+    items = expand(["-"], recursive=True, stdin=stdin, out=OutPlace(tree / "labels"))
+    assert [(item.path, bool(item.problem)) for item in items] == [
+        (tree, True),
+        (tree / "b.png", False),
+    ]
+    assert "inside the input folder" in str(items[0].problem)
 
 
 def test_only_the_last_suffix_is_replaced(tmp_path: Path) -> None:
