@@ -16,7 +16,6 @@ what comes back is the input's kind of array (README, "From PyTorch and CuPy").
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 from collections.abc import Mapping
@@ -42,7 +41,7 @@ from .config import resolve
 from .contract.params import SUPPORTED_DTYPES, LabelParams, background_problem
 from .contract.stats import StatsTable
 from .errors import BadType, BadValue
-from .options import API_OPTIONS
+from .options import API_OPTIONS, close_names
 
 __all__ = ["DeviceTable", "Labeler", "StatsTable", "label"]
 
@@ -296,7 +295,7 @@ def _known(options: Mapping[str, Any], function: str) -> None:
     names = [option.name for option in API_OPTIONS]
     for name in options:
         if name not in names:
-            close = difflib.get_close_matches(name, names, n=1)
+            close = close_names(name, names)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             raise BadType(f"{function}() got an unexpected keyword argument '{name}'{hint}")
 

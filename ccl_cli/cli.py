@@ -13,6 +13,7 @@ import inspect
 import json
 import os
 import sys
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -26,7 +27,7 @@ import typer
 
 from . import __version__
 from .errors import EXIT_INTERRUPTED, EXIT_USAGE, GcclError
-from .options import OPTIONS
+from .options import BY_NAME, OPTIONS, Option, close_names
 
 if TYPE_CHECKING:  # the pipeline (numpy, codecs) loads only when a command runs
     from rich.console import Console
@@ -45,6 +46,41 @@ app = typer.Typer(
 )
 config_app = typer.Typer(help="Inspect configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
+
+
+class GcclCommand(typer.core.TyperCommand):
+    """A gccl command as click renders and parses it, with two changes of Typer's.
+
+    The usage line names arguments as click does (`INPUT...`, `[INPUT]...` when
+    optional), not as Typer's `{INPUT}`; and an unknown option suggests only
+    options it is close to (options.close_names), not click's loose matches
+    (--verbose -> --close, --erode, --processes).
+    """
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name != "argument":
+                pieces.extend(param.get_usage_pieces(ctx))
+                continue
+            name = (param.metavar or param.name or "").upper()
+            name += "..." if param.nargs != 1 else ""
+            pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except Exception as error:
+            # Typer raises the exceptions of the click it bundles: recognized by name.
+            if type(error).__name__ == "NoSuchOption":
+                name = error.option_name  # type: ignore[attr-defined]
+                flags = [flag for param in self.get_params(ctx) for flag in param.opts]
+                close = close_names(name, flags)
+                hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+                error.message = f"No such option: {name}{hint}"  # type: ignore[attr-defined]
+                error.possibilities = None  # type: ignore[attr-defined]
+            raise
 
 
 @functools.cache
@@ -187,6 +223,41 @@ WATCH_EXAMPLES = """Examples:
 """
 
 
+def with_default(help: str, default: str | None) -> str:
+    """An option's help with its default, in the one form every command shows it."""
+    return f"{help}  [default: {default}]" if default else help
+
+
+def schema_parameter(
+    option: Option, help: str | None = None, default: str | None = None
+) -> inspect.Parameter:
+    """The Typer parameter of one option of the schema (options.py), None when not given.
+
+    A switch is --name/--no-name; an option that takes a value arrives as text,
+    checked later with the option's own check (config.resolve, or the bench's
+    parse_options). help and default: a command's own wording (gccl bench's),
+    else the schema's help and the default as the user writes it.
+    """
+    names = [option.flag if not option.is_switch else f"{option.flag}/--no-{option.flag[2:]}"]
+    names += [option.short] if option.short else []
+    text = option.help if help is None else help
+    if option.is_switch:
+        declared = typer.Option(*names, help=text, show_default=False)
+        kind: Any = bool | None
+    else:
+        shown = option.default_text if default is None else default
+        declared = typer.Option(
+            *names, help=with_default(text, shown), metavar=option.metavar, show_default=False
+        )
+        kind = str | None
+    return inspect.Parameter(
+        option.name,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[kind, declared],
+    )
+
+
 def _label_parameters() -> list[inspect.Parameter]:
     """The Typer parameters of `gccl label`: the inputs, one per option of OPTIONS, --config.
 
@@ -208,34 +279,7 @@ def _label_parameters() -> list[inspect.Parameter]:
         ],
     )
     parameters = [inputs]
-    for option in OPTIONS:
-        unset = option.default is None or isinstance(option.default, bool)
-        default = "" if unset else f"  [default: {option.default}]"
-        if option.is_switch:
-            declared = typer.Option(
-                f"{option.flag}/--no-{option.flag[2:]}",
-                *([option.short] if option.short else []),
-                help=option.help,
-                show_default=False,
-            )
-            kind: Any = bool | None
-        else:
-            declared = typer.Option(
-                option.flag,
-                *([option.short] if option.short else []),
-                help=option.help + default,
-                metavar=option.metavar,
-                show_default=False,
-            )
-            kind = str | None
-        parameters.append(
-            inspect.Parameter(
-                option.name,
-                inspect.Parameter.KEYWORD_ONLY,
-                default=None,
-                annotation=Annotated[kind, declared],
-            )
-        )
+    parameters += [schema_parameter(option) for option in OPTIONS]
     parameters.append(
         inspect.Parameter(
             "config", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ConfigOption
@@ -285,7 +329,7 @@ def _run_command(
 
 
 label_command.__signature__ = inspect.Signature(_label_parameters())  # type: ignore[attr-defined]
-app.command("label", epilog=LABEL_EXAMPLES)(label_command)
+app.command("label", epilog=LABEL_EXAMPLES, cls=GcclCommand)(label_command)
 
 
 def watch_command(
@@ -346,22 +390,30 @@ def _watch_parameters() -> list[inspect.Parameter]:
 
 
 watch_command.__signature__ = inspect.Signature(_watch_parameters())  # type: ignore[attr-defined]
-app.command("watch", epilog=WATCH_EXAMPLES)(watch_command)
+app.command("watch", epilog=WATCH_EXAMPLES, cls=GcclCommand)(watch_command)
 
 
-@config_app.command("show")
-def config_show(config: ConfigOption = None) -> None:
-    """Print the effective settings (defaults overridden by each --config file)."""
+def config_show(config: list[Path] | None = None, **flags: Any) -> None:
+    """Print the settings a gccl label command line would use, as a config file: the
+    defaults, overridden by each --config file, then by the flags given here."""
     from .config import resolve
 
     try:
-        settings = resolve(config or [], {})
+        settings = resolve(config or [], flags)
     except GcclError as error:
         raise _fail(str(error)) from None
     sys.stdout.write(settings.as_yaml())
 
 
-@app.command("info")
+config_show.__signature__ = inspect.Signature(_label_parameters()[1:])  # type: ignore[attr-defined]
+config_app.command(
+    "show",
+    cls=GcclCommand,
+    epilog="Example:\n\n\b\n  gccl config show --config configs/depth-maps.yaml --min-area 100\n",
+)(config_show)
+
+
+@app.command("info", cls=GcclCommand)
 def info_command() -> None:
     """Version, backends, CUDA devices (or why none is usable), where the kernels come from."""
     from .info import collect_info
@@ -369,110 +421,133 @@ def info_command() -> None:
     sys.stdout.write(collect_info())
 
 
-@app.command("bench")
+#: gccl bench's options shared with gccl label (the schema's names, metavars and checks),
+#: with the bench's own wording: (help, default shown).
+BENCH_SHARED: dict[str, tuple[str, str | None]] = {
+    "tau": (
+        "Tau mode with this tau for the INPUT images, and the tau of the generated depth "
+        "images (else 8); without it INPUT images run in binary mode.",
+        None,
+    ),
+    "connectivity": ("Neighbours: 4 (edges) or 8 (and corners).", "both, 8 first"),
+    "invert": ("Flip the INPUT images' intensities first, as gccl label does.", None),
+    "threshold": (
+        "Binarize the INPUT images as gccl label does: foreground is v > T (v < T with --invert).",
+        None,
+    ),
+    "background": (
+        "The INPUT images' non-foreground value (after --invert), or none.",
+        BY_NAME["background"].default_text,
+    ),
+}
+
+
 def bench_command(
     inputs: Annotated[
         list[str] | None,
         typer.Argument(
             help="Image files, folders or glob patterns to measure on; without any, a built-in "
             "generated suite (random, document-like and depth-like images).",
+            metavar="INPUT",
             show_default=False,
         ),
     ] = None,
     engines: Annotated[
         str | None,
         typer.Option(
-            help="Comma-separated engines: gccl-cuda, gccl-cuda-labels (labels only), "
-            "gccl-cuda-polygons (with --polygons outlines), gccl-cpu, opencv, opencv-contours "
-            "(with cv2.findContours), cupyx, cc3d, skimage.  "
-            "\\[default: every one available]",
+            metavar="NAMES",
+            help=with_default(
+                "Comma-separated engines: gccl-cuda, gccl-cuda-labels (labels only), "
+                "gccl-cuda-polygons (with --polygons outlines), gccl-cpu, opencv, "
+                "opencv-contours (with cv2.findContours), cupyx, cc3d, skimage.",
+                "every one available",
+            ),
             show_default=False,
         ),
     ] = None,
     level: Annotated[
         str,
         typer.Option(
-            help="kernel (data already in memory or on the GPU; only labeling is timed), "
-            "end-to-end (files in, label images and CSVs out through gccl label) or both."
+            metavar="kernel|end-to-end|both",
+            help=with_default(
+                "kernel (data already in memory or on the GPU; only labeling is timed), "
+                "end-to-end (files in, label images and CSVs out through gccl label) or both.",
+                "kernel",
+            ),
+            show_default=False,
         ),
     ] = "kernel",
     batch: Annotated[
         str,
         typer.Option(
-            help="Comma-separated batch sizes (images per call); 1 always runs, as the "
-            "cross-check and the estimate that skips calls over 1 s."
+            metavar="N,N,..",
+            help=with_default(
+                "Comma-separated batch sizes (images per call); 1 always runs, as the "
+                "cross-check and the estimate that skips calls over 1 s.",
+                "1,8,32,64",
+            ),
+            show_default=False,
         ),
     ] = "1,8,32,64",
     repeat: Annotated[
-        int, typer.Option(help="Timed calls per measurement (fewer once they take 0.5 s).")
-    ] = 10,
-    tau: Annotated[
-        str | None,
+        int,
         typer.Option(
-            help="Tau mode with this tau for the INPUT images, and the tau of the generated "
-            "depth images (else 8); without it INPUT images run in binary mode.",
+            metavar="N",
+            help=with_default("Timed calls per measurement (fewer once they take 0.5 s).", "10"),
             show_default=False,
         ),
-    ] = None,
-    connectivity: Annotated[
-        int | None,
-        typer.Option(help="4 or 8 neighbours.  \\[default: both, 8 first]", show_default=False),
-    ] = None,
+    ] = 10,
     sizes: Annotated[
         str | None,
         typer.Option(
-            help="Sizes of the generated suite, e.g. 640x480,1920x1080.  "
-            "\\[default: 640x480,1920x1080,4000x3000; without a usable GPU 640x480,1920x1080]",
+            metavar="WxH,WxH,..",
+            help=with_default(
+                "Sizes of the generated suite, e.g. 640x480,1920x1080.",
+                "640x480,1920x1080,4000x3000; without a usable GPU 640x480,1920x1080",
+            ),
             show_default=False,
         ),
     ] = None,
     cases: Annotated[
         str | None,
         typer.Option(
-            help="Families of the generated suite: random-0.1, random-0.5, random-0.9, document, "
-            "depth.  \\[default: all]",
+            metavar="NAMES",
+            help=with_default(
+                "Families of the generated suite: random-0.1, random-0.5, random-0.9, "
+                "document, depth.",
+                "all",
+            ),
             show_default=False,
         ),
     ] = None,
     json_path: Annotated[
         Path | None,
-        typer.Option("--json", help="Write every record as a JSON list.", show_default=False),
+        typer.Option(
+            "--json", metavar="FILE", help="Write every record as a JSON list.", show_default=False
+        ),
     ] = None,
     csv_path: Annotated[
         Path | None,
-        typer.Option("--csv", help="Write every record as CSV.", show_default=False),
+        typer.Option(
+            "--csv", metavar="FILE", help="Write every record as CSV.", show_default=False
+        ),
     ] = None,
     plot_path: Annotated[
         Path | None,
         typer.Option(
-            "--plot", help="Write a PNG bar chart of speed-ups over OpenCV.", show_default=False
-        ),
-    ] = None,
-    invert: Annotated[
-        bool,
-        typer.Option(
-            "--invert", help="Flip the INPUT images' intensities first, as gccl label does."
-        ),
-    ] = False,
-    threshold: Annotated[
-        str | None,
-        typer.Option(
-            help="Binarize the INPUT images as gccl label does: foreground is v > T "
-            "(v < T with --invert).",
-            show_default=False,
-        ),
-    ] = None,
-    background: Annotated[
-        str | None,
-        typer.Option(
-            help="The INPUT images' non-foreground value (after --invert), or none.  "
-            "\\[default: 0]",
+            "--plot",
+            metavar="FILE",
+            help="Write a PNG bar chart of speed-ups over OpenCV.",
             show_default=False,
         ),
     ] = None,
     quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="No progress lines (the report still prints).")
+        bool,
+        typer.Option(
+            "--quiet", "-q", help="No progress lines (the report still prints).", show_default=False
+        ),
     ] = False,
+    **shared: Any,
 ) -> None:
     """Time gccl against OpenCV and the GPU peers on the same images, and check they agree.
 
@@ -483,8 +558,9 @@ def bench_command(
 
     try:
         options = parse_options(
-            engines, level, batch, repeat, tau, connectivity, sizes, cases,
-            invert, threshold, background,
+            engines, level, batch, repeat, shared.get("tau"), shared.get("connectivity"),
+            sizes, cases, bool(shared.get("invert")), shared.get("threshold"),
+            shared.get("background"),
         )  # fmt: skip
         code = run_bench_command(inputs or [], options, json_path, csv_path, plot_path, quiet)
     except GcclError as error:
@@ -492,6 +568,23 @@ def bench_command(
     except KeyboardInterrupt:
         raise _fail("interrupted", EXIT_INTERRUPTED) from None
     raise typer.Exit(code)
+
+
+def _with_shared(function: Callable[..., Any], shared: dict[str, tuple[str, str | None]]) -> None:
+    """Give `function` (whose last parameter is **shared) the signature Typer reads: its own
+    parameters, then the schema options named in `shared` with the command's wording."""
+    hints = typing.get_type_hints(function, include_extras=True)
+    own = [
+        parameter.replace(annotation=hints[parameter.name])
+        for parameter in inspect.signature(function).parameters.values()
+        if parameter.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
+    options = [schema_parameter(BY_NAME[name], *wording) for name, wording in shared.items()]
+    function.__signature__ = inspect.Signature([*own, *options])  # type: ignore[attr-defined]
+
+
+_with_shared(bench_command, BENCH_SHARED)
+app.command("bench", cls=GcclCommand)(bench_command)
 
 
 def _version(value: bool) -> None:

@@ -10,6 +10,7 @@ YAML: at most config_files.MAX_CONFIG_BYTES of UTF-8, each key once, no anchors'
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 from .contract.params import LabelParams
 from .contract.stages import MORPHOLOGY_ORDER
 from .errors import BadType, BadValue, UsageError
-from .options import BY_NAME, MAX_IMAGE_BYTES, api_type_problem
+from .options import BY_NAME, MAX_IMAGE_BYTES, api_type_problem, close_names
 
 
 @dataclass(frozen=True)
@@ -77,17 +78,30 @@ class Settings:
         )
 
     def as_yaml(self) -> str:
-        """The effective settings as a config file that gives them back."""
-        values = {
-            key.replace("_", "-"): (str(value) if isinstance(value, Path) else value)
-            for key, value in asdict(self).items()
-            if key != "sources"
-        }
-        if values["background"] is None:
-            values["background"] = "none"
+        """The settings as a config file that gives them back, each key under its help
+        (configs/default.yaml is this for the defaults)."""
         from .config_files import dump  # PyYAML loads only where a file is read or written
 
-        return dump(values)
+        lines = [
+            "# The settings of a gccl label command line: the defaults, then each --config",
+            "# file, then the flags. Every key is an option of gccl label (gccl label --help).",
+        ]
+        for name, value in asdict(self).items():
+            if name == "sources":
+                continue
+            option = BY_NAME[name]
+            if value is None and name == "background":
+                shown: Any = "none"
+            elif isinstance(value, Path):
+                shown = str(value)
+            elif option.show is not str and value is not None:
+                shown = option.show(value)  # 4GiB, not 4294967296
+            else:
+                shown = value
+            lines.append("")
+            lines += textwrap.wrap(option.help, 88, initial_indent="# ", subsequent_indent="# ")
+            lines.append(dump({name.replace("_", "-"): shown}).rstrip("\n"))
+        return "\n".join(lines) + "\n"
 
 
 def _smooth_pair(text: str) -> tuple[str, int]:
@@ -129,7 +143,9 @@ def apply(
     for raw_key, value in values.items():
         key = str(raw_key).replace("-", "_")
         if key not in BY_NAME:
-            raise UsageError(f"{source}: unknown key '{raw_key}'")
+            close = close_names(key, [spelled(name, python) for name in BY_NAME])
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise UsageError(f"{source}: unknown key '{raw_key}'{hint}")
         if key in updates:
             raise UsageError(f"{source}: '{raw_key}' is given twice (as '-' and '_' spellings)")
         updates[key] = _checked(key, value, source, python)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import os
 import platform
+import textwrap
 from importlib import metadata
 
 from . import __version__
+
+#: The widest line `gccl info` prints.
+WIDTH = 88
 
 
 def _version_of(package: str) -> str:
@@ -45,4 +49,14 @@ def collect_info() -> str:
     else:
         lines.append(f"  cuda: not usable: {status.reason}")
     lines.append(f"  fatbin: {fatbin_architectures()}")
-    return "\n".join(lines) + "\n"
+    return "".join(_wrapped(line) for line in lines)
+
+
+def _wrapped(line: str) -> str:
+    """`line` folded at WIDTH columns between words, its continuation indented under its
+    text (so a long reason or package list stays readable in a terminal and a bug report)."""
+    indent = " " * (len(line) - len(line.lstrip()) + 4)
+    return (
+        "\n".join(textwrap.wrap(line, WIDTH, subsequent_indent=indent, break_long_words=False))
+        + "\n"
+    )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numbers
 import re
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,10 +142,16 @@ def _connectivity(value: Any) -> int:
     return int(str(value).strip())
 
 
+#: The words YAML 1.1 reads as booleans, which a config file may also quote ("false").
+_BOOLEAN_WORDS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
+
+
 def _flag(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"true or false, got {value!r}")
-    return value
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _BOOLEAN_WORDS:
+        return _BOOLEAN_WORDS[value.strip().lower()]
+    raise ValueError(f"true or false, got {value!r}")
 
 
 def _count_or_auto(value: Any) -> int | str:
@@ -198,6 +204,14 @@ def _byte_count(value: Any) -> int:
     return number
 
 
+def _bytes_text(count: int) -> str:
+    """A number of bytes as a user writes it: 4GiB, 512MiB, or plain bytes."""
+    for suffix, unit in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count % unit == 0:
+            return f"{count // unit}{suffix}"
+    return str(count)
+
+
 def _smooth(value: Any) -> str | None:
     text = str(value).strip().lower()
     if text == "none":
@@ -241,11 +255,21 @@ class Option:
     #: The type `ccl_cli.label` takes it as (its keyword's annotation), or None where the
     #: option is the command line's only (inputs, outputs, the run).
     api: Any = None
+    #: A value as the user writes it (help texts, `gccl config show`): 4GiB, not 4294967296.
+    show: Callable[[Any], str] = str
 
     @property
     def flag(self) -> str:
         """The long command-line flag, e.g. --min-area."""
         return "--" + self.name.replace("_", "-")
+
+    @property
+    def default_text(self) -> str | None:
+        """The default as --help shows it, or None where there is none to show (unset,
+        or an on/off flag, whose --name/--no-name says it)."""
+        if self.default is None or isinstance(self.default, bool):
+            return None
+        return self.show(self.default)
 
     @property
     def is_switch(self) -> bool:
@@ -447,8 +471,9 @@ OPTIONS: tuple[Option, ...] = (
         MAX_IMAGE_BYTES,
         "BYTES",
         "Refuse an input whose pixels would decode to more bytes, checked from its header "
-        "before decoding (e.g. 4G, 512MiB; default 4GiB).",
+        "before decoding (e.g. 4G, 512MiB).",
         _byte_count,
+        show=_bytes_text,
     ),
     Option("json", False, "", "Print one JSON object per input on stdout.", _flag),
     Option("quiet", False, "", "No progress bar (errors still print).", _flag, "-q"),
@@ -474,6 +499,40 @@ _API_TYPES: dict[Any, tuple[Callable[[Any], bool], str]] = {
     str: (lambda value: isinstance(value, str), "a string"),
     type(None): (lambda value: value is None, "None"),
 }
+
+
+def close_names(name: str, names: Iterable[str]) -> list[str]:
+    """The names among `names` that `name` is likely a typo of (at most two, closest first):
+    within one edit per four characters (a letter added, dropped, changed, or two swapped),
+    leading dashes and the - / _ spelling aside, so that --min-aera finds --min-area and
+    --verbose finds nothing."""
+
+    def bare(text: str) -> str:
+        return text.lstrip("-").replace("_", "-").lower()
+
+    typed = bare(name)
+    limit = max(1, len(typed) // 4)
+    scored = sorted(
+        (distance, candidate)
+        for candidate in dict.fromkeys(names)
+        if (distance := _edits(typed, bare(candidate))) <= limit
+    )
+    return [candidate for _, candidate in scored[:2]]
+
+
+def _edits(a: str, b: str) -> int:
+    """The optimal string alignment distance of a and b (Levenshtein with swaps)."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], previous2[j - 2] + 1)
+        previous2, previous = previous, current
+    return previous[-1]
 
 
 def api_type_problem(option: Option, value: Any) -> str | None:

@@ -100,7 +100,37 @@ def test_default_config_matches_defaults() -> None:
     assert resolve([ROOT / "configs" / "default.yaml"], {}) == Settings()
 
 
-def test_default_config_lists_every_option_but_out() -> None:
+def test_default_config_lists_every_option() -> None:
     keys = set(yaml.safe_load((ROOT / "configs" / "default.yaml").read_text()))
     options = {f.name.replace("_", "-") for f in fields(Settings)}
-    assert keys == options - {"out", "sources"}
+    assert keys == options - {"sources"}
+
+
+def test_default_config_is_the_schema_written_out_values_and_comments() -> None:
+    # Its comments are the options' help, so that they cannot say something else than
+    # --help and the behaviour (processes: auto is one per core).
+    text = (ROOT / "configs" / "default.yaml").read_text()
+    assert text == Settings().as_yaml(), "regenerate: gccl config show > configs/default.yaml"
+    assert "one per core" in text and "one per two cores" not in text
+    assert "max-image-bytes: 4GiB" in text
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [('"false"', False), ("'true'", True), ('"No"', False), ("'on'", True), ("false", False)],
+)
+def test_quoted_yaml_booleans_are_booleans(tmp_path: Path, text: str, value: bool) -> None:
+    settings = resolve([write(tmp_path / "c.yaml", f"invert: {text}\n")], {})
+    assert settings.invert is value
+
+
+def test_a_word_that_is_no_boolean_says_what_is(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="'invert' must be true or false, got 'maybe'"):
+        resolve([write(tmp_path / "c.yaml", "invert: maybe\n")], {})
+
+
+def test_an_unknown_key_names_the_close_one(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"unknown key 'min_aera' \(did you mean 'min-area'\?\)"):
+        resolve([write(tmp_path / "c.yaml", "min_aera: 3\n")], {})
+    with pytest.raises(UsageError, match=r"unknown key 'colormap'$"):
+        resolve([write(tmp_path / "c.yaml", "colormap: 3\n")], {})

@@ -33,7 +33,7 @@ def test_settings_have_one_field_per_option_with_its_default():
 def test_default_config_file_spells_out_every_default():
     written = yaml.safe_load((ROOT / "configs" / "default.yaml").read_text())
     keys = {key.replace("-", "_") for key in written}
-    assert keys == {option.name for option in OPTIONS} - {"out"}
+    assert keys == {option.name for option in OPTIONS}
     for key, value in written.items():
         option = BY_NAME[key.replace("-", "_")]
         assert option.check(value) == option.default, key
@@ -116,3 +116,102 @@ def test_click_usage_errors_get_the_same_one_line_form(tmp_path: Path):
     assert done.returncode == 2
     assert done.stderr.startswith("gccl: error: No such option: --bogus")
     assert len(done.stderr.splitlines()) == 1
+
+
+def help_of(*command: str) -> str:
+    result = CliRunner().invoke(
+        app, [*command, "--help"], env={"COLUMNS": "80"}, terminal_width=80, prog_name="gccl"
+    )
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.parametrize(
+    ("command", "usage"),
+    [
+        (["label"], "Usage: gccl label [OPTIONS] INPUT..."),
+        (["watch"], "Usage: gccl watch [OPTIONS] DIR..."),
+        (["bench"], "Usage: gccl bench [OPTIONS] [INPUT...]"),
+        (["config", "show"], "Usage: gccl config show [OPTIONS]"),
+    ],
+)
+def test_usage_lines_name_the_arguments_as_a_shell_user_reads_them(command, usage):
+    text = help_of(*command)
+    assert text.splitlines()[0] == usage
+    assert "{" not in text.splitlines()[0]
+
+
+@pytest.mark.parametrize("command", [["label"], ["watch"], ["bench"], ["config", "show"]])
+def test_each_default_shows_once_as_the_user_types_it(command):
+    text = help_of(*command)
+    assert "\\" not in text  # no escaped markup
+    assert "<int>" not in text and "<str>" not in text and "<path>" not in text
+    joined = " ".join(text.split())  # the help, unwrapped
+    for option in OPTIONS:
+        if option.flag not in joined or option.default_text is None:
+            continue
+        entry = joined.split(f"{option.flag} {option.metavar}", 1)[-1].split(" --", 1)[0]
+        assert entry.count("[default:") <= 1, option.flag
+    if command == ["label"]:
+        assert "[default: 4GiB]" in joined and "4294967296" not in joined
+        assert joined.count("4GiB") == 1
+
+
+def test_bench_takes_its_shared_options_from_the_schema():
+    text = " ".join(help_of("bench").split())
+    for name in ("tau", "connectivity", "invert", "threshold", "background"):
+        option = BY_NAME[name]
+        spelled = (
+            f"{option.flag}/--no-{name}" if option.is_switch else f"{option.flag} {option.metavar}"
+        )
+        assert spelled.replace("/", " / ") in text or spelled in text, spelled
+    assert "[default: both, 8 first]" in text and "[default: 0]" in text
+    result = CliRunner().invoke(app, ["bench", "--connectivity", "6"])
+    assert result.exit_code == 2
+    assert "--connectivity must be 4 or 8, got '6'" in result.output
+
+
+@pytest.mark.parametrize(
+    ("typed", "suggested"),
+    [
+        ("--colormap", None),
+        ("--verbose", None),
+        ("--min-aera", "--min-area"),
+        ("--tua", "--tau"),
+        ("--recursiv", "--recursive"),
+    ],
+)
+def test_typo_hints_name_only_close_options(tmp_path: Path, typed, suggested):
+    result = CliRunner().invoke(app, ["label", str(tmp_path), typed, "1"])
+    assert result.exit_code == 2
+    if suggested is None:
+        assert "did you mean" not in result.output.lower()
+        assert "Possible options" not in result.output
+    else:
+        assert f"(did you mean {suggested}?)" in result.output
+
+
+def test_config_show_takes_the_label_options_and_prints_what_a_run_would_use(tmp_path: Path):
+    config = tmp_path / "c.yaml"
+    config.write_text("min-area: 7\ninvert: true\n")
+    result = CliRunner().invoke(
+        app, ["config", "show", "--config", str(config), "--min-area", "9", "--tau", "2"]
+    )
+    assert result.exit_code == 0, result.output
+    shown = yaml.safe_load(result.output)
+    assert (shown["min-area"], shown["invert"], shown["tau"]) == (9, True, 2)
+    assert resolve([config], {"min_area": "9", "tau": "2"}) == resolve(
+        [_write(tmp_path, result.output)], {}
+    )
+
+
+def _write(folder: Path, text: str) -> Path:
+    path = folder / "shown.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_info_lines_fit_100_columns():
+    result = CliRunner().invoke(app, ["info"])
+    assert result.exit_code == 0
+    assert max(len(line) for line in result.output.splitlines()) <= 100

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..contract.params import LabelParams
-from ..errors import EXIT_OK, EXIT_SOME_FAILED, InputError, UsageError
+from ..errors import EXIT_OK, EXIT_SOME_FAILED, BadValue, InputError, UsageError
 from ..options import BY_NAME
 from .engines import ENGINE_NAMES, BenchEngine, make_engines
 from .records import Record
@@ -56,14 +56,16 @@ def parse_options(
     batches: str,
     repeat: int,
     tau: str | None,
-    connectivity: int | None,
+    connectivity: str | int | None,
     sizes: str | None,
     cases: str | None,
     invert: bool = False,
     threshold: str | None = None,
     background: str | None = None,
 ) -> Options:
-    """Options from the command line's text; UsageError names the bad one."""
+    """Options from the command line's text; UsageError names the bad one. The options
+    gccl label has too (tau, connectivity, invert, threshold, background) are checked
+    as it checks them (options.py)."""
     base = LabelParams(
         background=_checked("background", background, 0),
         invert=invert,
@@ -80,8 +82,6 @@ def parse_options(
         raise UsageError(f"--batch sizes must be at least 1, got {batches!r}")
     if repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {repeat}")
-    if connectivity not in (None, 4, 8):
-        raise UsageError(f"--connectivity must be 4 or 8, got {connectivity}")
     try:
         size_list = tuple(parse_size(s) for s in _split(sizes)) if sizes else SIZES
     except ValueError as error:
@@ -92,8 +92,10 @@ def parse_options(
         levels=("kernel", "end-to-end") if level == "both" else (level,),
         batches=tuple(sorted(batch_sizes | {1})),
         repeat=repeat,
-        tau=_tau(tau),
-        connectivities=(8, 4) if connectivity is None else (connectivity,),
+        tau=_checked("tau", tau, None),
+        connectivities=(8, 4)
+        if connectivity is None
+        else (_checked("connectivity", connectivity, 8),),
         sizes=size_list,
         families=_names("--cases", cases, FAMILIES) or FAMILIES,
         base=base,
@@ -101,14 +103,16 @@ def parse_options(
     )
 
 
-def _checked(name: str, text: str | None, default: Any) -> Any:
-    """--background or --threshold checked as gccl label checks it (options.py)."""
+def _checked(name: str, text: Any, default: Any) -> Any:
+    """An option gccl label has too, checked as it checks it (options.py); `default`
+    where it is not given."""
     if text is None:
         return default
+    option = BY_NAME[name]
     try:
-        return BY_NAME[name].check(text)
+        return option.check(text)
     except ValueError as error:
-        raise UsageError(f"--{name} must be {error}") from None
+        raise BadValue(f"{option.flag} must be {error}") from None
 
 
 def run_bench_command(
@@ -265,15 +269,3 @@ def _names(option: str, text: str | None, allowed: Sequence[str]) -> tuple[str, 
             f"{option}: unknown {', '.join(unknown)}; choose from {', '.join(allowed)}"
         )
     return names
-
-
-def _tau(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise UsageError(f"--tau must be a number, got {text!r}") from None
-    if not value >= 0:
-        raise UsageError(f"--tau must be a number >= 0, got {text!r}")
-    return int(value) if value.is_integer() else value
