@@ -5,30 +5,40 @@ PY := $(VENV)/bin/python
 DEMO_OUT ?= demo-out
 NVCC ?= nvcc
 
-.PHONY: demo test lint pytest cubins cubins-check cpu-engine cpu-engine-check venv clean
+ENGINE_SOURCES := setup.py $(wildcard ccl_cli/native/src/*.c ccl_cli/native/src/*.h)
 
-# A venv with the package (editable) and the dev tools; re-run pip when pyproject changes.
-$(VENV)/.installed-dev: pyproject.toml
+.PHONY: demo test lint pytest cubins cubins-check cpu-engine-check venv clean
+
+# A venv with pip and the setuptools that builds the package (setup.py runs in it).
+$(VENV)/.made:
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q --upgrade pip 'setuptools>=77'
+	touch $@
+
+# The package (editable; the install compiles the CPU engine in place) and the dev tools;
+# re-run pip when pyproject or setup.py changes.
+$(VENV)/.installed-dev: pyproject.toml setup.py $(VENV)/.made
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
 # The demo only needs the runtime dependencies (plus CuPy where a driver is present).
-$(VENV)/.installed-run: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+$(VENV)/.installed-run: pyproject.toml setup.py $(VENV)/.made
 	$(PY) -m pip install -q -e .
 	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then \
 		$(PY) -m pip install -q -e '.[cuda13]' || echo "CUDA extra not installed: labeling on the CPU"; \
 	fi
 	touch $@
 
-venv: $(VENV)/.installed-dev
+# The CPU engine's extension module compiled again in place when its sources change.
+$(VENV)/.engine-built: $(ENGINE_SOURCES) | $(VENV)/.made
+	$(PY) setup.py -q build_ext --inplace
+	touch $@
+
+venv: $(VENV)/.installed-dev $(VENV)/.engine-built
 
 # The whole folder with the defaults, then the scan and the depth maps with the
 # options that suit them (sample_data/README.md says why).
-demo: $(VENV)/.installed-run
+demo: $(VENV)/.installed-run $(VENV)/.engine-built
 	rm -rf $(DEMO_OUT)
 	$(VENV)/bin/gccl label sample_data --out $(DEMO_OUT)/all --preview
 	$(VENV)/bin/gccl label sample_data/scan_g4.tif --invert --min-area 3 --out $(DEMO_OUT)/scan --preview
@@ -41,7 +51,7 @@ lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff format --check ccl_cli tests scripts benchmarks
 	$(VENV)/bin/mypy ccl_cli
 
-pytest: $(VENV)/.installed-dev
+pytest: $(VENV)/.installed-dev $(VENV)/.engine-built
 	$(VENV)/bin/pytest -q
 
 test: lint cubins-check cpu-engine-check pytest
@@ -55,14 +65,12 @@ cubins:
 cubins-check:
 	$(PYTHON) scripts/build_cubins.py --check --nvcc $(NVCC)
 
-# The CPU engine's library for Linux x86-64, plus a manifest of the sources' hash.
-cpu-engine: $(VENV)/.installed-dev
-	$(PY) scripts/build_cpu_engine.py
-
-# Exit 0 only when the committed library was built from today's sources and they compile
-# without warnings (other platforms compile the same sources at first use).
-cpu-engine-check: $(VENV)/.installed-dev
-	$(PY) scripts/build_cpu_engine.py --check
+# The CPU engine compiled as the package build does, with every warning an error (a
+# throwaway build under build/).
+cpu-engine-check: $(VENV)/.made
+	rm -rf build/cpu-engine-check
+	CFLAGS=-Werror $(PY) setup.py -q build_ext --build-temp build/cpu-engine-check \
+		--build-lib build/cpu-engine-check
 
 clean:
 	rm -rf $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info

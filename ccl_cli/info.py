@@ -23,8 +23,7 @@ def _version_of(package: str) -> str:
 def collect_info() -> str:
     """A plain-text report: versions, backends, CUDA devices and the kernels' origin."""
     from .backends.cuda.loader import cuda_status, fatbin_architectures
-    from .errors import BackendUnavailable
-    from .native import engine
+    from .native import gccl_cpu
 
     status = cuda_status()
     lines = [
@@ -38,10 +37,7 @@ def collect_info() -> str:
         ),
         "backends:",
     ]
-    try:
-        lines.append(f"  cpu: available (compiled engine: {engine().origin})")
-    except BackendUnavailable as error:
-        lines.append(f"  cpu: not usable: {error}")
+    lines.append(f"  cpu: available (compiled engine: {gccl_cpu.__file__})")
     if status.usable:
         lines.append(f"  cuda: available (CuPy {status.cupy_version})")
         lines.extend(f"    device {i}: {name}" for i, name in enumerate(status.devices))

@@ -13,9 +13,10 @@
 # (benchmarks/bench_end_to_end.py on 16 cores against the OpenCV/cc3d
 # pipeline), cpu (the CPU test suite).
 #
-# Run from the repository root. Carried wheels in .whl/ (cc3d, imagecodecs) are
-# installed into /tmp/site first; the benchmark reads .devdata/pageseg1.png and
-# .devdata/*.depth.png when present. Each stage has a time limit and the whole
+# Run from the repository root. Carried wheels in .whl/ (cc3d, imagecodecs, and
+# setuptools >= 77 where the machine's is older) are installed into /tmp/site first,
+# then the CPU engine is compiled in place (setup.py build_ext --inplace); the
+# benchmark reads .devdata/pageseg1.png and .devdata/*.depth.png when present. Each stage has a time limit and the whole
 # run a budget (BUDGET seconds, default 560), so one hang cannot cost the
 # rest. Logs go to $OUT (default /tmp/gccl-visit); a short summary is printed
 # last and kept in $OUT/summary.txt.
@@ -29,6 +30,7 @@ if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || exit 1
 fi
+PYTHONPATH=/tmp/site python3 setup.py -q build_ext --inplace || exit 1
 # Byte-compiled, as a pip install is: the GPU machine sets PYTHONDONTWRITEBYTECODE,
 # so otherwise every run compiles the sources again (imagecodecs alone: 0.6 s).
 python3 -m compileall -q -j 8 ccl_cli /tmp/site >/dev/null 2>&1

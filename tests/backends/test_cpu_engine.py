@@ -1,10 +1,7 @@
 """The compiled engine against cc3d's labeling (tests/cc3d_reference.py) bit for bit, the
-same bytes whatever the strips and threads, and where its library comes from."""
+same bytes whatever the strips and threads."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,11 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cpu_labels import checkerboard, rings, snake, spiral
 
-from ccl_cli import native
 from ccl_cli.backends.cpu import labels as engine
 from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.contract.params import SUPPORTED_DTYPES, LabelParams
-from ccl_cli.errors import BackendUnavailable
 
 
 @pytest.fixture(autouse=True)
@@ -139,70 +134,9 @@ def test_narrowed_labels_fall_back_to_uint32_past_65535() -> None:
     assert result.labels[1].max() == 1
 
 
-def test_the_shipped_build_is_the_one_loaded_on_its_platform() -> None:
-    """On Linux x86-64 the tests label with the committed library, not a build of their own."""
-    if native.platform_tag() != "linux-x86_64":
-        pytest.skip("the shipped build is for linux-x86_64")
-    assert native.engine().origin == "shipped build for linux-x86_64"
-
-
-@pytest.fixture
-def unshipped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    """Sources that no shipped build matches (as after an edit, or on another platform),
-    builds cached under a fresh folder; the engine loaded anew."""
-    monkeypatch.setattr(native, "sources_sha256", lambda: "0" * 64)
-    monkeypatch.setenv(native.CACHE_ENV, str(tmp_path / "cache"))
-    native.engine.cache_clear()
-    yield tmp_path / "cache"
-    native.engine.cache_clear()
-
-
-def test_a_build_made_here_is_cached_and_labels_as_the_shipped_one(unshipped: Path) -> None:
-    if native.find_compiler() is None:
-        pytest.skip("no C compiler")
-    shipped = [CpuBackend(threads=2).label(values[None], params) for values, params in _SAMPLES]
-    native.engine.cache_clear()
-    built = native.engine()
-    assert built.origin.startswith("built here") and len(list(unshipped.iterdir())) == 1
-    for (values, params), want in zip(_SAMPLES, shipped, strict=True):
-        got = CpuBackend(threads=2).label(values[None], params)
-        assert got.labels.tobytes() == want.labels.tobytes()
-        assert all(a.equals(b) for a, b in zip(got.tables, want.tables, strict=True))
-    native.engine.cache_clear()
-    assert native.engine().origin == built.origin  # the cached build, not a new one
-    assert len(list(unshipped.iterdir())) == 1
-
-
-def test_no_build_and_no_compiler_is_one_clear_error(
-    unshipped: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(native, "find_compiler", lambda: None)
-    with pytest.raises(BackendUnavailable, match=r"no build for .* no C compiler"):
-        CpuBackend(threads=1).label(np.ones((1, 2, 2), np.uint8), LabelParams())
-
-
-def test_a_compiler_that_fails_is_one_clear_error(
-    unshipped: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("CC", "false")
-    with pytest.raises(BackendUnavailable, match="could not be built: false failed"):
-        native.engine()
-    assert not unshipped.exists() or list(unshipped.iterdir()) == []  # nothing half-written
-
-
 def test_unsupported_dtypes_are_refused_as_by_the_cuda_backend() -> None:
     with pytest.raises(ValueError, match="unsupported dtype int64"):
         CpuBackend(threads=1).label(np.ones((1, 2, 2), np.int64), LabelParams())
-
-
-_SAMPLES = [
-    ((np.random.default_rng(1).random((37, 41)) < 0.5).astype(np.uint8), LabelParams()),
-    (
-        np.random.default_rng(2).integers(0, 9, (33, 29)).astype(np.uint16),
-        LabelParams(tau=2, connectivity=4, min_area=2),
-    ),
-    (np.random.default_rng(3).normal(size=(31, 27)).astype(np.float32), LabelParams(tau=0.5)),
-]
 
 
 def test_working_arrays_kept_between_calls_change_nothing() -> None:

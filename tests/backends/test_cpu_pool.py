@@ -1,32 +1,58 @@
 """The CPU engine's threads (native/src/pool.c): every part run once, failures reported,
-callers at once and forked processes labeling as one thread does."""
+callers at once and forked processes labeling as one thread does.
+
+pool.c is compiled here on its own, so that its jobs can be Python callbacks."""
 
 from __future__ import annotations
 
 import ctypes
 import multiprocessing
+import shutil
+import subprocess
+import sysconfig
 import threading
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ccl_cli.backends.cpu import labels
+import ccl_cli
 from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.contract.params import LabelParams
-from ccl_cli.native import engine
 
+SOURCES = Path(ccl_cli.__file__).parent / "native" / "src"
 #: What gccl_spread calls: entry(batch, lo, hi) -> 0, or nonzero for a failure.
 ENTRY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+HELPERS = 16
 
 
-def _spread(entry: object, items: int, parts: int) -> int:
-    labels._start_helpers(parts - 1)
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    """pool.c as a library of its own, with HELPERS helper threads waiting in gccl_help."""
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        pytest.skip(f"no C compiler ({compiler}) to build pool.c alone")
+    library = tmp_path_factory.mktemp("pool") / "pool.so"
+    command = [compiler, "-std=c11", "-O2", "-fPIC", "-shared", "-o", str(library)]
+    subprocess.run([*command, str(SOURCES / "pool.c")], check=True)
+    loaded = ctypes.CDLL(str(library))
+    loaded.gccl_spread.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+    loaded.gccl_spread.restype = ctypes.c_int
+    for _ in range(HELPERS):
+        threading.Thread(target=loaded.gccl_help, daemon=True).start()
+    return loaded
+
+
+def _spread(pool: ctypes.CDLL, entry: Callable[..., int], items: int, parts: int) -> int:
     address = ctypes.cast(entry, ctypes.c_void_p).value
-    return int(engine().library.gccl_spread(address, None, items, parts))
+    return int(pool.gccl_spread(address, None, items, parts))
 
 
 @pytest.mark.parametrize(("items", "parts"), [(1, 2), (10, 2), (10, 7), (1000, 16), (5, 64)])
-def test_every_item_is_run_once_in_contiguous_parts(items: int, parts: int) -> None:
+def test_every_item_is_run_once_in_contiguous_parts(
+    pool: ctypes.CDLL, items: int, parts: int
+) -> None:
     ranges: list[tuple[int, int]] = []
     lock = threading.Lock()
 
@@ -38,20 +64,20 @@ def test_every_item_is_run_once_in_contiguous_parts(items: int, parts: int) -> N
     entry = ENTRY(record)
     for _ in range(20):  # jobs back to back: a helper of the last one must not run in this one
         ranges.clear()
-        assert _spread(entry, items, parts) == 0
+        assert _spread(pool, entry, items, parts) == 0
         assert sorted(ranges) == [
             (items * i // parts, items * (i + 1) // parts) for i in range(parts)
         ]
 
 
-def test_a_failed_part_is_reported_and_the_next_job_runs() -> None:
+def test_a_failed_part_is_reported_and_the_next_job_runs(pool: ctypes.CDLL) -> None:
     def fail_in_the_middle(batch: object, lo: int, hi: int) -> int:
         return -1 if lo <= 50 < hi else 0
 
     failing = ENTRY(fail_in_the_middle)
-    assert _spread(failing, 100, 4) == -1
+    assert _spread(pool, failing, 100, 4) == -1
     ran: list[int] = []
-    assert _spread(ENTRY(lambda batch, lo, hi: ran.append(hi - lo) or 0), 100, 4) == 0
+    assert _spread(pool, ENTRY(lambda batch, lo, hi: ran.append(hi - lo) or 0), 100, 4) == 0
     assert sum(ran) == 100
 
 

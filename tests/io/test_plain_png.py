@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from PIL import Image
 
-from ccl_cli.errors import BackendUnavailable, InputError
+from ccl_cli.errors import InputError
 from ccl_cli.io import decode
 from ccl_cli.io.decode import plain_png as png
 from ccl_cli.io.label_images import encode_label_png
@@ -219,16 +219,3 @@ def test_a_broken_file_is_libpngs_one_line_error(tmp_path: Path, name: str) -> N
     with pytest.raises(InputError, match="corrupt or truncated PNG") as error:
         decode.read_image(path)
     assert "\n" not in str(error.value)
-
-
-def test_without_the_compiled_library_libpng_decodes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def unavailable() -> None:
-        raise BackendUnavailable("no build")
-
-    monkeypatch.setattr(png, "_unfilter", unavailable)
-    assert png.decode_plain_gray(GOOD) is None
-    path = tmp_path / "good.png"
-    path.write_bytes(GOOD)
-    np.testing.assert_array_equal(decode.read_image(path), VALUES)

@@ -1,5 +1,5 @@
-"""The CPU labeling engine: compiled loops (ccl_cli/native/src/engine.c, loaded by
-ccl_cli.native) over row strips, on every core.
+"""The CPU labeling engine: compiled loops (ccl_cli/native/src/engine.c, in the extension
+module ccl_cli.native.gccl_cpu) over row strips, on every core.
 
 Each image of a batch is cut into row strips, enough to keep the threads busy
 (one strip per image when the batch has as many images as threads). Strips
@@ -7,28 +7,27 @@ are labeled at once (labels and per-run statistics in one pass), their seams
 joined, and every label image written in one more pass; the order of the
 labels and every statistic are those of the README's contract whatever the
 strips and the threads (native/src/engine.h says why). This module plans the strips,
-holds the working arrays and hands ranges of strips or images to the library's threads
+holds the working arrays and hands ranges of strips or images to the engine's threads
 (native/src/pool.c).
 """
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import math
 import mmap
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
-from typing import Any
 
 import numpy as np
 
 from ...contract.params import LabelParams, canonical_bools, dtype_max
 from ...contract.stages import has_stages, label_input
 from ...contract.stats import StatsTable, float_mean, float_sum_shift
-from ...native import Batch, engine
+from ...native import gccl_cpu
 from ..base import NARROW_LIMIT, usable_cores
 from .stages import NumpyStages
 
@@ -45,21 +44,13 @@ SCRATCH_LIMIT = 1 << 30
 #: the working arrays (8 bytes and more per pixel) stay small enough to be reused.
 CHUNK_PIXELS = 1 << 24
 
-#: A statistics record's int64 fields (engine.h's gccl_record).
-RECORD = 8
+#: A statistics record's int64 columns (engine.h's gccl_record), and where its fields are.
+RECORD = gccl_cpu.RECORD_BYTES // 8
+COLUMN = gccl_cpu.RECORD_COLUMNS
 #: Pixel types of the engine (engine.h's enum gccl_type); 1-bit images are read as bytes.
-PIXEL_TYPES = {
-    np.dtype(np.uint8): 0,
-    np.dtype(np.int8): 1,
-    np.dtype(np.uint16): 2,
-    np.dtype(np.int16): 3,
-    np.dtype(np.uint32): 4,
-    np.dtype(np.int32): 5,
-    np.dtype(np.float32): 6,
-    np.dtype(np.float64): 7,
-}
-# Foreground rules (engine.h's enum gccl_rule): every non-NaN pixel, v != a, v > a, v < a.
-FG_ALL, FG_NOT, FG_ABOVE, FG_BELOW = 0, 1, 2, 3
+PIXEL_TYPES = {np.dtype(name): code for name, code in gccl_cpu.PIXEL_TYPES.items()}
+#: Foreground rules (engine.h's enum gccl_rule): every non-NaN pixel, v != a, v > a, v < a.
+RULES = gccl_cpu.FOREGROUND_RULES
 
 # The process whose helper threads these are (a forked child starts its own), and how many.
 _helpers = [0, 0]
@@ -111,36 +102,26 @@ def label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.nd
     )
 
 
-def spread(entry: Any, tasks: int, threads: int, batch: object) -> None:
-    """entry(batch, lo, hi) over contiguous ranges lo..hi-1 of the tasks, on up to
-    engine_threads(threads) threads: this one and the library's helpers (native/src/pool.c).
+def spread(entry: Callable[[int, int], None], tasks: int, threads: int) -> None:
+    """A Batch's entry point over contiguous ranges of the tasks, on up to
+    engine_threads(threads) threads: this one and the engine's helpers (native/src/pool.c).
     Every task writes only its own part of the arrays, so the ranges change no result.
     An entry that ran out of memory raises MemoryError."""
     parts = 1 if threads <= 1 else min(engine_threads(threads), tasks)
-    if parts <= 1:
-        _check(entry(batch, 0, tasks))
-        return
-    _start_helpers(parts - 1)
-    address = ctypes.cast(entry, ctypes.c_void_p).value
-    _check(engine().library.gccl_spread(address, batch, tasks, parts))
+    if parts > 1:
+        start_helpers(parts - 1)
+    entry(tasks, max(parts, 1))
 
 
-def _check(code: int) -> None:
-    if code != 0:
-        raise MemoryError("the CPU engine ran out of memory")
-
-
-def _start_helpers(count: int) -> None:
-    """Have at least `count` of the library's helper threads in this process (daemons,
+def start_helpers(count: int) -> None:
+    """Have at least `count` of the engine's helper threads in this process (daemons,
     each in gccl_help for good with the GIL released): as many as a call asked for, so
     that no more threads poll for jobs than the jobs use."""
     with _helpers_lock:
         if _helpers[0] != os.getpid():  # a forked child has none of its parent's
             _helpers[:] = [os.getpid(), 0]
         for _ in range(_helpers[1], count):
-            threading.Thread(
-                target=engine().library.gccl_help, name="gccl-cpu", daemon=True
-            ).start()
+            threading.Thread(target=gccl_cpu.run_helper, name="gccl-cpu", daemon=True).start()
             _helpers[1] += 1
 
 
@@ -205,14 +186,14 @@ def foreground_rule(dtype: np.dtype, params: LabelParams) -> tuple[int, float]:
     there is the one foreground_mask makes natively or in float64.
     """
     if params.threshold is not None:
-        rule = FG_BELOW if params.invert else FG_ABOVE
+        rule = RULES["below"] if params.invert else RULES["above"]
         return rule, float(params.threshold)
     if params.background is None:
-        return FG_ALL, 0.0
+        return RULES["all"], 0.0
     target = params.background
     if params.invert:
         target = -target if dtype.kind == "f" else dtype_max(dtype) - target
-    return FG_NOT, float(target)
+    return RULES["not"], float(target)
 
 
 def plan(count: int, height: int, width: int, threads: int) -> np.ndarray:
@@ -246,26 +227,6 @@ def _inputs(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, LabelP
     return image, staged[0][1], read
 
 
-class _Call:
-    """One labeling's gccl_batch (engine.h) and the arrays it points at, kept alive with it."""
-
-    def __init__(self, **fields: float) -> None:
-        self.batch = Batch(**fields)
-        self.reference = ctypes.byref(self.batch)
-        self.arrays: dict[str, np.ndarray] = {}
-        self.library = engine().library
-
-    def point(self, **arrays: np.ndarray) -> None:
-        """Give the batch these (C-contiguous) arrays under their gccl_batch names."""
-        for name, array in arrays.items():
-            self.arrays[name] = array
-            setattr(self.batch, name, array.ctypes.data)
-
-    def spread(self, entry: str, items: int, threads: int) -> None:
-        """The library's `entry`(batch, lo, hi) over the items (module spread)."""
-        spread(getattr(self.library, entry), items, threads, self.reference)
-
-
 def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.ndarray) -> Labeled:
     values = np.ascontiguousarray(canonical_bools(batch))
     count, height, width = values.shape
@@ -278,7 +239,7 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
     image, numbers = _numbers(image), _numbers(values)
     floating = values.dtype.kind == "f"
     binary = label_params.tau is None
-    call = _Call(
+    job = gccl_cpu.Batch(
         count=count,
         height=height,
         width=width,
@@ -289,10 +250,12 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
         tau_mode=not binary,
         floating=floating,
         min_area=params.min_area,
+        label_bytes=out.itemsize,
         a=a,
         tau=0.0 if label_params.tau is None else float(label_params.tau),
+        image=image,
+        values=numbers,
     )
-    call.point(image=image, values=numbers)
 
     # Provisional labels live in the output when it is uint32, else in a scratch image.
     in_place = out.dtype == np.uint32 and out.flags.c_contiguous
@@ -305,52 +268,40 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
     acc_first = np.zeros(len(tasks) + 1, np.int64)
     np.cumsum((tasks[:, 2] - tasks[:, 1]) * per_row, out=acc_first[1:])
     local_counts = np.empty(len(tasks), np.int64)
-    lasts = np.empty(len(tasks), np.int64)
-    call.point(
-        prov=prov,
-        parent=parent,
-        tasks=tasks,
-        acc_first=acc_first,
-        acc=scratch("acc", (acc_first[-1], RECORD), np.int64),
-        local_counts=local_counts,
-        lasts=lasts,
-    )
-    call.spread("gccl_label_strips", len(tasks), threads)
+    job.prov, job.parent, job.tasks, job.acc_first = prov, parent, tasks, acc_first
+    job.acc = scratch("acc", (acc_first[-1], RECORD), np.int64)
+    job.local_counts, job.lasts = local_counts, np.empty(len(tasks), np.int64)
+    spread(job.label_strips, len(tasks), threads)
 
     first = np.zeros(len(tasks) + 1, np.int64)  # slot first[t] is task t's background
     np.cumsum(local_counts + 1, out=first[1:])
     components = np.empty(count, np.int64)
-    call.point(
-        first=first,
-        image_tasks=np.arange(count + 1, dtype=np.int64) * (len(tasks) // count),
-        forest=np.arange(first[-1], dtype=np.int64),
-        components=components,
-    )
+    job.first, job.forest, job.components = first, np.arange(first[-1], dtype=np.int64), components
+    job.image_tasks = np.arange(count + 1, dtype=np.int64) * (len(tasks) // count)
     # the per-component passes, image by image, on one thread unless there are many components
     post = threads if first[-1] >= SPREAD_COMPONENTS else 1
-    call.spread("gccl_merge_seams", count, post)
+    spread(job.merge_seams, count, post)
     component_first = np.zeros(count + 1, np.int64)
     np.cumsum(components, out=component_first[1:])
     stats = scratch("stats", (component_first[-1], RECORD), np.int64)
-    call.point(component_first=component_first, stats=stats)
-    call.spread("gccl_reduce_stats", count, post)
+    job.component_first, job.stats = component_first, stats
+    spread(job.reduce_stats, count, post)
     if floating:
-        call.point(mean=_float_means(call, threads))
+        job.mean = _float_means(job, threads)
     kept = np.empty(count, np.int64)
-    call.point(kept_id=scratch("kept_id", (len(stats),), np.int64), kept=kept)
-    call.spread("gccl_keep_components", count, post)
+    job.kept_id, job.kept = scratch("kept_id", (len(stats),), np.int64), kept
+    spread(job.keep_components, count, post)
     kept_first = np.zeros(count + 1, np.int64)
     np.cumsum(kept, out=kept_first[1:])
     ints = np.empty((5, int(kept_first[-1])), np.int64)
     floats = np.empty((5, int(kept_first[-1])), np.float64)
-    call.point(kept_first=kept_first, ints=ints, floats=floats)
-    call.spread("gccl_kept_columns", count, post)
+    job.kept_first, job.ints, job.floats = kept_first, ints, floats
+    spread(job.kept_columns, count, post)
     tables = [_table(ints[:, lo:hi], floats[:, lo:hi], floating) for lo, hi in pairwise(kept_first)]
 
     def write(target: np.ndarray, chosen: np.ndarray) -> None:  # the final labels of chosen[n]
-        call.batch.label_bytes = target.itemsize
-        call.point(labels=target, chosen=chosen.view(np.uint8))
-        call.spread("gccl_write_labels", len(tasks), threads)
+        job.label_bytes, job.labels, job.chosen = target.itemsize, target, chosen.view(np.uint8)
+        spread(job.write_labels, len(tasks), threads)
 
     wide: dict[int, np.ndarray] = {}
     if out.dtype == np.uint16:
@@ -375,27 +326,27 @@ def _table(ints: np.ndarray, floats: np.ndarray, floating: bool) -> StatsTable:
     )
 
 
-def _float_means(call: _Call, threads: int) -> np.ndarray:
+def _float_means(job: gccl_cpu.Batch, threads: int) -> np.ndarray:
     """The mean of every component of a float batch (contract.stats' rule).
 
     One more pass over the pixels: each value's term needs its component's
     shift, which needs the component's area and largest finite |v|.
     """
-    stats, tasks, first = call.arrays["stats"], call.arrays["tasks"], call.arrays["first"]
-    forest, component_first = call.arrays["forest"], call.arrays["component_first"]
-    area = stats[:, 0]
-    shift = float_sum_shift(stats[:, 3].view(np.float64), area)
+    stats, tasks, first = job.stats, job.tasks, job.first
+    forest, component_first = job.forest, job.component_first
+    area = stats[:, COLUMN["area"]]
+    shift = float_sum_shift(stats[:, COLUMN["total"]].view(np.float64), area)
     slot_component = np.repeat(component_first[tasks[:, 0]] - 1, np.diff(first)) + forest
     background = forest == 0
     slot_shift = (
         shift[np.where(background, 0, slot_component)] if len(shift) else np.zeros_like(forest)
     )
     sums = np.empty(len(forest), np.int64)
-    call.point(shift=slot_shift, sums=sums)
-    call.spread("gccl_float_terms", len(tasks), threads)
+    job.shift, job.sums = slot_shift, sums
+    spread(job.float_terms, len(tasks), threads)
     total = np.zeros(len(area), np.int64)
     np.add.at(total, slot_component[~background], sums[~background])
-    v_min, v_max = _from_key(stats[:, 4]), _from_key(stats[:, 5])
+    v_min, v_max = _from_key(stats[:, COLUMN["lo"]]), _from_key(stats[:, COLUMN["hi"]])
     return float_mean(total, shift, np.maximum(area, 1), v_max == np.inf, v_min == -np.inf)
 
 

@@ -1,11 +1,10 @@
 """Plain gray PNGs (8 or 16 bits, not interlaced) decoded on a shorter path than libpng's.
 
 libpng inflates the pixel stream with zlib, most of a small PNG's decode; here
-libdeflate (through imagecodecs) inflates it and gccl's compiled library
+libdeflate (through imagecodecs) inflates it and gccl's compiled code
 (ccl_cli.native) undoes the row filters. The chunks are walked and their CRCs checked
 as libpng does. Whatever this path does not take whole (another colour type,
-transparency, an animation, an unknown chunk, a CRC, stream or filter error, no
-compiled library) gives None, and the caller decodes with libpng, which gives its own
+transparency, an animation, an unknown chunk, a CRC, stream or filter error) gives None, and the caller decodes with libpng, which gives its own
 verdict: the pixels, or the error, are libpng's in every case.
 """
 
@@ -13,12 +12,11 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable
 
 import imagecodecs
 import numpy as np
 
-from ...errors import BackendUnavailable
+from ...native import gccl_cpu
 
 _MAGIC = b"\x89PNG\r\n\x1a\n"
 #: Chunks that change nothing in a gray image's samples as libpng returns them.
@@ -44,14 +42,13 @@ def decode_plain_gray(data: bytes) -> np.ndarray | None:
         return None
     stride = width * depth // 8
     try:
-        unfilter = _unfilter()
         filtered = imagecodecs.deflate_decode(stream, out=height * (stride + 1))
-    except (BackendUnavailable, imagecodecs.DeflateError):
+    except imagecodecs.DeflateError:
         return None
     if len(filtered) != height * (stride + 1):
         return None
     samples = np.empty((height, width), np.uint8 if depth == 8 else np.uint16)
-    if unfilter(filtered, height, stride, depth // 8, samples.ctypes.data) != 0:
+    if gccl_cpu.png_unfilter(filtered, height, stride, depth // 8, samples) != 0:
         return None
     return samples
 
@@ -82,10 +79,3 @@ def _pixel_stream(data: bytes) -> bytes | None:
         position, previous = end, kind
     return None
 
-
-def _unfilter() -> Callable[..., int]:
-    """The library's gccl_png_unfilter (BackendUnavailable where it cannot be had)."""
-    from ...native import engine
-
-    function: Callable[..., int] = engine().library.gccl_png_unfilter
-    return function

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EXPORT __attribute__((visibility("default")))
 #define LOW63 INT64_C(0x7FFFFFFFFFFFFFFF)
 
 /* float64 bits -> int64 whose order is IEEE totalOrder (-0.0 below +0.0); an involution. */
@@ -311,7 +310,7 @@ static int64_t pixels_of(const gccl_batch *b) { return b->height * b->width; }
 /* First pass of tasks lo..hi-1, then each task's labels flattened to local ids 1..m
  * (parent[label] = local id), its records summed into acc[acc_first[t] + local id - 1],
  * local_counts[t] = m and lasts[t] = its last label. Returns 0, or -1 out of memory. */
-EXPORT int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
+int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
     const int64_t width = b->width, pixels = pixels_of(b);
     const int64_t image_bytes = pixels * type_bytes(b->image_type);
     const int64_t value_bytes = pixels * type_bytes(b->value_type);
@@ -383,7 +382,7 @@ static int64_t number_components(int64_t *forest, const int64_t *first, int64_t 
  * neighbours within tau), then number the components 1..K in raster order:
  * forest[first[t] + local id] = component (0 at the background slots first[t]);
  * components[n] = K. Returns 0, or -1 out of memory. */
-EXPORT int gccl_merge_seams(const gccl_batch *b, int64_t lo, int64_t hi) {
+int gccl_merge_seams(const gccl_batch *b, int64_t lo, int64_t hi) {
     const int64_t width = b->width, pixels = pixels_of(b);
     const int64_t image_row = width * type_bytes(b->image_type);
     double *f = b->tau_mode ? malloc(sizeof(double) * (size_t)(2 * width)) : NULL;
@@ -423,7 +422,7 @@ EXPORT int gccl_merge_seams(const gccl_batch *b, int64_t lo, int64_t hi) {
  * its local records. The seams numbered the components in slot order, so a component's
  * first slot is met when it is one past the last one met: that record is copied, the
  * later ones are added. */
-EXPORT int gccl_reduce_stats(const gccl_batch *b, int64_t lo, int64_t hi) {
+int gccl_reduce_stats(const gccl_batch *b, int64_t lo, int64_t hi) {
     for (int64_t n = lo; n < hi; n++) {
         int64_t before = b->component_first[n] - 1; /* component k is stats[before + k] */
         int64_t met = 0;
@@ -445,7 +444,7 @@ EXPORT int gccl_reduce_stats(const gccl_batch *b, int64_t lo, int64_t hi) {
 
 /* sums[first[t] + local id] = sum over its finite pixels of trunc(v * 2**shift[same]), for
  * tasks lo..hi-1 of a float batch. */
-EXPORT int gccl_float_terms(const gccl_batch *b, int64_t lo, int64_t hi) {
+int gccl_float_terms(const gccl_batch *b, int64_t lo, int64_t hi) {
     const int64_t pixels = pixels_of(b), value_bytes = pixels * type_bytes(b->value_type);
     for (int64_t t = lo; t < hi; t++) {
         int64_t n = b->tasks[3 * t], r0 = b->tasks[3 * t + 1], r1 = b->tasks[3 * t + 2];
@@ -460,7 +459,7 @@ EXPORT int gccl_float_terms(const gccl_batch *b, int64_t lo, int64_t hi) {
 
 /* kept_id[c] = the new label of component c (0 if its area is below min_area), numbered
  * 1.. per image; kept[n] = image n's kept components (images lo..hi-1). */
-EXPORT int gccl_keep_components(const gccl_batch *b, int64_t lo, int64_t hi) {
+int gccl_keep_components(const gccl_batch *b, int64_t lo, int64_t hi) {
     for (int64_t n = lo; n < hi; n++) {
         int64_t k = 0;
         for (int64_t c = b->component_first[n]; c < b->component_first[n + 1]; c++) {
@@ -474,7 +473,7 @@ EXPORT int gccl_keep_components(const gccl_batch *b, int64_t lo, int64_t hi) {
 /* The statistics columns of the kept components of images lo..hi-1, from row
  * kept_first[n]: ints = area, x, y, width, height; floats = centroid x and y, mean, min,
  * max (float images' means come from `mean`, integer means are made here). */
-EXPORT int gccl_kept_columns(const gccl_batch *b, int64_t lo, int64_t hi) {
+int gccl_kept_columns(const gccl_batch *b, int64_t lo, int64_t hi) {
     const int64_t rows = b->kept_first[b->count];
     int64_t *area = b->ints, *x = area + rows, *y = x + rows, *width = y + rows;
     int64_t *height = width + rows;
@@ -513,7 +512,7 @@ EXPORT int gccl_kept_columns(const gccl_batch *b, int64_t lo, int64_t hi) {
  * Each of the task's labels first gets its final label in place of its local id
  * (parent[label]; parent[0] stays 0, the background), so that a pixel costs one lookup.
  * Every task is written by one call only: the mapping is not applied twice. */
-EXPORT int gccl_write_labels(const gccl_batch *b, int64_t lo, int64_t hi) {
+int gccl_write_labels(const gccl_batch *b, int64_t lo, int64_t hi) {
     const int64_t width = b->width, pixels = pixels_of(b);
     for (int64_t t = lo; t < hi; t++) {
         int64_t n = b->tasks[3 * t], r0 = b->tasks[3 * t + 1], r1 = b->tasks[3 * t + 2];

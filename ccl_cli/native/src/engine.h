@@ -80,4 +80,14 @@ typedef struct {
     const uint8_t *chosen;    /* (count): the images whose final labels are written */
 } gccl_batch;
 
+/* The entry points, in the order labels.py calls them: each works on items lo..hi-1 (tasks
+ * or images, as each says) and returns 0, or -1 when it ran out of memory. */
+int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi);
+int gccl_merge_seams(const gccl_batch *b, int64_t lo, int64_t hi);
+int gccl_reduce_stats(const gccl_batch *b, int64_t lo, int64_t hi);
+int gccl_float_terms(const gccl_batch *b, int64_t lo, int64_t hi);
+int gccl_keep_components(const gccl_batch *b, int64_t lo, int64_t hi);
+int gccl_kept_columns(const gccl_batch *b, int64_t lo, int64_t hi);
+int gccl_write_labels(const gccl_batch *b, int64_t lo, int64_t hi);
+
 #endif

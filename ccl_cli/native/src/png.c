@@ -7,10 +7,9 @@
  * loops keep those bytes in registers (one running value per byte of a sample) rather
  * than reading them back from the row just stored, which would put a store-to-load round
  * trip on every step of that chain. */
-#include <stdint.h>
-#include <string.h>
+#include "png.h"
 
-#define EXPORT __attribute__((visibility("default")))
+#include <string.h>
 
 static inline int absolute(int v) { return v < 0 ? -v : v; }
 
@@ -69,12 +68,9 @@ static void swap_row(uint8_t *row, int64_t stride) {
 #endif
 }
 
-/* Rows of `stride` bytes, each after its filter-type byte in `data` (height * (stride + 1)
- * bytes), unfiltered into `out` (height * stride bytes); bpp: bytes per sample, 1 or 2.
- * For 2, the samples come out in the machine's byte order (each row is swapped once the
- * row below no longer needs it as its prior). Returns 0, or 1 + the row whose filter type
- * is unknown, or -1 for another bpp. */
-EXPORT int64_t gccl_png_unfilter(const uint8_t *data, int64_t height, int64_t stride,
+/* png.h says what this does. 16-bit rows are swapped to the machine's order once the row
+ * below no longer needs them as its prior. */
+int64_t gccl_png_unfilter(const uint8_t *data, int64_t height, int64_t stride,
                                  int64_t bpp, uint8_t *out) {
     if (bpp != 1 && bpp != 2) return -1;
     for (int64_t y = 0; y < height; y++) {

@@ -2,8 +2,8 @@
  * and by helpers that wait here between calls.
  *
  * labels.py starts the helpers once, as Python threads that each call gccl_help (which
- * never returns; ctypes releases the GIL for it). A caller hands a job to gccl_spread and
- * runs parts of it too, so a job ends even when no helper comes. Waking a sleeping
+ * never returns; the binding releases the GIL for it). A caller hands a job to gccl_spread
+ * and runs parts of it too, so a job ends even when no helper comes. Waking a sleeping
  * thread took 0.2-0.4 ms on the virtual machines measured, as long as labeling a
  * 640x480 image's strip, so a helper keeps polling for SPIN_NS after each job before it
  * sleeps: the next call of the same labeling (strips, then labels) finds it awake. Only
@@ -14,6 +14,8 @@
  * parts: a helper still holding a claim of the last job fails to make it, and none runs
  * a part of one job with another's fields. */
 #define _GNU_SOURCE /* clock_gettime and syscall under -std=c11 */
+#include "pool.h"
+
 #include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
@@ -23,13 +25,10 @@
 #include <unistd.h>
 #endif
 
-#define EXPORT __attribute__((visibility("default")))
 /* How long a thread polls for a job (or for the helpers' last part) before it sleeps. */
 #define SPIN_NS 200000
 /* The part field of a claim (a value no job reaches: nothing left to claim). */
 #define PART_MASK UINT64_C(0xFFFFFFFF)
-
-typedef int (*gccl_entry)(const void *batch, int64_t lo, int64_t hi);
 
 static atomic_flag running = ATOMIC_FLAG_INIT; /* a job is under way */
 static _Atomic uint32_t posted;                /* the number of the last job posted */
@@ -40,7 +39,7 @@ static _Atomic int failure;                    /* the first nonzero result of th
 static _Atomic int sleeping;                   /* helpers asleep on `posted` */
 static _Atomic int64_t job_parts;
 static gccl_entry job_entry;
-static const void *job_batch;
+static const gccl_batch *job_batch;
 static int64_t job_items;
 
 static int64_t now_ns(void) {
@@ -97,7 +96,7 @@ static void run_parts(uint32_t number) {
 }
 
 /* A helper's life: wait for each job (polling, then asleep) and run parts of it. */
-EXPORT void gccl_help(void) {
+void gccl_help(void) {
     uint32_t seen = atomic_load(&posted);
     for (;;) {
         int64_t since = now_ns();
@@ -116,9 +115,9 @@ EXPORT void gccl_help(void) {
     }
 }
 
-/* entry(batch, lo, hi) over `parts` contiguous ranges of items 0..items-1, on this thread
- * and the helpers; returns the first nonzero result, else 0. */
-EXPORT int gccl_spread(gccl_entry entry, const void *batch, int64_t items, int64_t parts) {
+/* pool.h: entry(batch, lo, hi) over `parts` ranges of the items, on this thread and the
+ * helpers. */
+int gccl_spread(gccl_entry entry, const gccl_batch *batch, int64_t items, int64_t parts) {
     if (parts <= 1 || atomic_flag_test_and_set(&running)) return entry(batch, 0, items);
     uint32_t number = atomic_load(&posted) + 1;
     /* the new number with nothing to claim first: a helper still holding a claim of the

@@ -1,0 +1,364 @@
+/* The CPython binding of the CPU engine: the extension module ccl_cli.native.gccl_cpu.
+ *
+ * `Batch` is engine.h's gccl_batch as a Python object. Its scalar fields are attributes of
+ * their C types (int64, float64), all given when it is made. Its array fields take objects
+ * with the buffer protocol (numpy arrays): C-contiguous, writable where the engine writes,
+ * with items of the element type's size; the batch keeps each one alive (and its memory in
+ * place) while it points at it. Every field is listed once, in BATCH_FIELDS, and the
+ * compiler checks that list against the struct: each name, each type, and that the fields
+ * listed fill the whole struct, so a field added to or changed in engine.h does not build
+ * until it is bound here. The entry points run on the engine's threads (pool.c) with the
+ * GIL released; while one runs, the batch's fields cannot be changed.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "engine.h"
+#include "png.h"
+#include "pool.h"
+
+/* gccl_batch's fields in order: INTEGER (int64_t), REAL (double), arrays the engine reads
+ * (IN, `const T *`) and writes (OUT, `T *`) of element type T, and arrays of any pixel type
+ * (IN_ANY `const void *`, OUT_ANY `void *`). */
+#define BATCH_FIELDS(INTEGER, REAL, IN, OUT, IN_ANY, OUT_ANY)                                  \
+    INTEGER(count) INTEGER(height) INTEGER(width) INTEGER(image_type) INTEGER(value_type)      \
+    INTEGER(rule) INTEGER(eight) INTEGER(tau_mode) INTEGER(floating) INTEGER(min_area)        \
+    INTEGER(label_bytes) REAL(a) REAL(tau) IN_ANY(image) IN_ANY(values) OUT(prov, int32_t)    \
+    OUT(parent, int32_t) IN(tasks, int64_t) IN(acc_first, int64_t) OUT(acc, gccl_record)      \
+    OUT(local_counts, int64_t) OUT(lasts, int64_t) IN(first, int64_t)                         \
+    IN(image_tasks, int64_t) OUT(forest, int64_t) OUT(components, int64_t)                    \
+    IN(component_first, int64_t) OUT(stats, gccl_record) IN(shift, int64_t)                   \
+    OUT(sums, int64_t) OUT(kept_id, int64_t) OUT(kept, int64_t) IN(kept_first, int64_t)       \
+    IN(mean, double) OUT(ints, int64_t) OUT(floats, double) OUT_ANY(labels)                   \
+    IN(chosen, uint8_t)
+
+/* The entry points (engine.h), each a method of Batch under its name without "gccl_". */
+#define ENTRY_POINTS(ENTRY)                                                                    \
+    ENTRY(label_strips) ENTRY(merge_seams) ENTRY(reduce_stats) ENTRY(float_terms)              \
+    ENTRY(keep_components) ENTRY(kept_columns) ENTRY(write_labels)
+
+#define FIELD(name) (((gccl_batch *)0)->name)
+#define NOTHING(...)
+
+/* Each field's type, checked. */
+#define CHECK_INTEGER(name) \
+    _Static_assert(_Generic(FIELD(name), int64_t: 1, default: 0), #name " is an int64_t");
+#define CHECK_REAL(name) \
+    _Static_assert(_Generic(FIELD(name), double: 1, default: 0), #name " is a double");
+#define CHECK_IN(name, type) \
+    _Static_assert(_Generic(FIELD(name), const type *: 1, default: 0), #name " is const " #type "*");
+#define CHECK_OUT(name, type) \
+    _Static_assert(_Generic(FIELD(name), type *: 1, default: 0), #name " is " #type "*");
+#define CHECK_IN_ANY(name) CHECK_IN(name, void)
+#define CHECK_OUT_ANY(name) CHECK_OUT(name, void)
+BATCH_FIELDS(CHECK_INTEGER, CHECK_REAL, CHECK_IN, CHECK_OUT, CHECK_IN_ANY, CHECK_OUT_ANY)
+
+/* The fields listed fill the struct: no field is left out and none is repeated. */
+#define SIZE(name, ...) +sizeof(FIELD(name))
+_Static_assert(0 BATCH_FIELDS(SIZE, SIZE, SIZE, SIZE, SIZE, SIZE) == sizeof(gccl_batch),
+               "BATCH_FIELDS lists every field of gccl_batch");
+
+/* The array fields' slots in a Batch's buffers. */
+#define SLOT(name, ...) SLOT_##name,
+enum { BATCH_FIELDS(NOTHING, NOTHING, SLOT, SLOT, SLOT, SLOT) ARRAYS };
+
+enum kind { INTEGER_FIELD, REAL_FIELD, ARRAY_FIELD };
+
+typedef struct {
+    const char *name;
+    size_t offset;
+    enum kind kind;
+    int slot;            /* arrays: the slot of its buffer */
+    int writable;        /* arrays: the engine writes it */
+    Py_ssize_t element;  /* arrays: bytes per element, 0 for any */
+} field_info;
+
+#define INFO_INTEGER(name) {#name, offsetof(gccl_batch, name), INTEGER_FIELD, -1, 0, 0},
+#define INFO_REAL(name) {#name, offsetof(gccl_batch, name), REAL_FIELD, -1, 0, 0},
+#define INFO_IN(name, type) \
+    {#name, offsetof(gccl_batch, name), ARRAY_FIELD, SLOT_##name, 0, sizeof(type)},
+#define INFO_OUT(name, type) \
+    {#name, offsetof(gccl_batch, name), ARRAY_FIELD, SLOT_##name, 1, sizeof(type)},
+#define INFO_IN_ANY(name) {#name, offsetof(gccl_batch, name), ARRAY_FIELD, SLOT_##name, 0, 0},
+#define INFO_OUT_ANY(name) {#name, offsetof(gccl_batch, name), ARRAY_FIELD, SLOT_##name, 1, 0},
+static const field_info FIELDS[] = {
+    BATCH_FIELDS(INFO_INTEGER, INFO_REAL, INFO_IN, INFO_OUT, INFO_IN_ANY, INFO_OUT_ANY)};
+#define FIELD_COUNT ((int)(sizeof FIELDS / sizeof FIELDS[0]))
+
+typedef struct {
+    PyObject_HEAD
+    gccl_batch batch;
+    Py_buffer views[ARRAYS]; /* the arrays pointed at; obj NULL where none */
+    int busy;                /* entry points running on this batch */
+} BatchObject;
+
+static void *field_address(BatchObject *self, const field_info *field) {
+    return (char *)&self->batch + field->offset;
+}
+
+static PyObject *get_field(PyObject *object, void *closure) {
+    BatchObject *self = (BatchObject *)object;
+    const field_info *field = closure;
+    void *address = field_address(self, field);
+    switch (field->kind) {
+    case INTEGER_FIELD:
+        return PyLong_FromLongLong(*(int64_t *)address);
+    case REAL_FIELD:
+        return PyFloat_FromDouble(*(double *)address);
+    default: {
+        PyObject *held = self->views[field->slot].obj;
+        return Py_NewRef(held ? held : Py_None);
+    }
+    }
+}
+
+/* Point an array field at `value` (None: at nothing), keeping `value` alive. */
+static int set_array(BatchObject *self, const field_info *field, PyObject *value) {
+    Py_buffer view = {0};
+    if (value != Py_None) {
+        int flags = PyBUF_C_CONTIGUOUS | (field->writable ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(value, &view, flags) != 0) return -1;
+        Py_ssize_t item = field->element > 8 ? 8 : field->element;
+        if (field->element && (view.itemsize != item || view.len % field->element != 0)) {
+            PyErr_Format(PyExc_ValueError,
+                         "Batch.%s: items of %zd bytes in whole elements of %zd bytes, "
+                         "got %zd-byte items, %zd bytes",
+                         field->name, item, field->element, view.itemsize, view.len);
+            PyBuffer_Release(&view);
+            return -1;
+        }
+    }
+    Py_buffer *held = &self->views[field->slot];
+    if (held->obj) PyBuffer_Release(held);
+    *held = view;
+    *(void **)field_address(self, field) = view.obj ? view.buf : NULL;
+    return 0;
+}
+
+static int set_field(PyObject *object, PyObject *value, void *closure) {
+    BatchObject *self = (BatchObject *)object;
+    const field_info *field = closure;
+    if (value == NULL) {
+        PyErr_Format(PyExc_AttributeError, "Batch.%s cannot be deleted", field->name);
+        return -1;
+    }
+    if (self->busy) {
+        PyErr_Format(PyExc_RuntimeError, "Batch.%s: the batch is being labeled", field->name);
+        return -1;
+    }
+    void *address = field_address(self, field);
+    if (field->kind == INTEGER_FIELD) {
+        long long v = PyLong_AsLongLong(value);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        *(int64_t *)address = v;
+        return 0;
+    }
+    if (field->kind == REAL_FIELD) {
+        double v = PyFloat_AsDouble(value);
+        if (v == -1.0 && PyErr_Occurred()) return -1;
+        *(double *)address = v;
+        return 0;
+    }
+    return set_array(self, field, value);
+}
+
+static void release_views(BatchObject *self) {
+    for (int slot = 0; slot < ARRAYS; slot++) {
+        if (self->views[slot].obj) PyBuffer_Release(&self->views[slot]);
+    }
+}
+
+/* Batch(**fields): every scalar field, and any array fields, by name. */
+static int batch_init(PyObject *object, PyObject *args, PyObject *kwargs) {
+    BatchObject *self = (BatchObject *)object;
+    if (PyTuple_GET_SIZE(args) != 0) {
+        PyErr_SetString(PyExc_TypeError, "Batch() takes its fields by name only");
+        return -1;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "Batch(): the batch is being labeled");
+        return -1;
+    }
+    release_views(self);
+    memset(&self->batch, 0, sizeof self->batch);
+    Py_ssize_t used = 0;
+    for (int i = 0; i < FIELD_COUNT; i++) {
+        PyObject *value = kwargs ? PyDict_GetItemString(kwargs, FIELDS[i].name) : NULL;
+        if (value == NULL) {
+            if (FIELDS[i].kind == ARRAY_FIELD) continue;
+            PyErr_Format(PyExc_TypeError, "Batch() needs the field %s", FIELDS[i].name);
+            return -1;
+        }
+        used++;
+        if (set_field(object, value, (void *)&FIELDS[i]) != 0) return -1;
+    }
+    if (kwargs && PyDict_GET_SIZE(kwargs) != used) {
+        PyErr_SetString(PyExc_TypeError, "Batch() got a name that is no field of gccl_batch");
+        return -1;
+    }
+    return 0;
+}
+
+static void batch_dealloc(PyObject *object) {
+    release_views((BatchObject *)object);
+    Py_TYPE(object)->tp_free(object);
+}
+
+/* entry(batch, lo, hi) over items 0..items-1 in `parts` parts on the engine's threads. */
+static PyObject *run_entry(BatchObject *self, gccl_entry entry, PyObject *const *args,
+                           Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "an entry point takes (items, parts)");
+        return NULL;
+    }
+    long long items = PyLong_AsLongLong(args[0]);
+    if (items == -1 && PyErr_Occurred()) return NULL;
+    long long parts = PyLong_AsLongLong(args[1]);
+    if (parts == -1 && PyErr_Occurred()) return NULL;
+    int code;
+    self->busy++;
+    Py_BEGIN_ALLOW_THREADS
+    code = gccl_spread(entry, &self->batch, items, parts);
+    Py_END_ALLOW_THREADS
+    self->busy--;
+    if (code != 0) {
+        PyErr_SetString(PyExc_MemoryError, "the CPU engine ran out of memory");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+#define ENTRY_METHOD(name)                                                                    \
+    static PyObject *method_##name(PyObject *self, PyObject *const *args, Py_ssize_t nargs) { \
+        return run_entry((BatchObject *)self, gccl_##name, args, nargs);                      \
+    }
+ENTRY_POINTS(ENTRY_METHOD)
+
+#define ENTRY_DEF(name)                                                                       \
+    {#name, (PyCFunction)(void (*)(void))method_##name, METH_FASTCALL,                        \
+     "gccl_" #name "(batch, lo, hi) over (items, parts) on the engine's threads; "            \
+     "MemoryError when the engine ran out of memory."},
+static PyMethodDef batch_methods[] = {ENTRY_POINTS(ENTRY_DEF){NULL, NULL, 0, NULL}};
+
+static PyGetSetDef batch_getset[FIELD_COUNT + 1];
+
+static PyTypeObject BatchType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ccl_cli.native.gccl_cpu.Batch",
+    .tp_doc = PyDoc_STR("engine.h's gccl_batch: the shapes, parameters and arrays of one "
+                        "labeling, and its entry points."),
+    .tp_basicsize = sizeof(BatchObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = batch_init,
+    .tp_dealloc = batch_dealloc,
+    .tp_methods = batch_methods,
+    .tp_getset = batch_getset,
+};
+
+static PyObject *run_helper(PyObject *module, PyObject *unused) {
+    (void)module, (void)unused;
+    Py_BEGIN_ALLOW_THREADS
+    gccl_help();
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+/* png_unfilter(data, height, stride, bpp, out) -> gccl_png_unfilter's result. */
+static PyObject *png_unfilter(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "png_unfilter takes (data, height, stride, bpp, out)");
+        return NULL;
+    }
+    long long height = PyLong_AsLongLong(args[1]);
+    long long stride = PyLong_AsLongLong(args[2]);
+    long long bpp = PyLong_AsLongLong(args[3]);
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer data, out;
+    if (PyObject_GetBuffer(args[0], &data, PyBUF_C_CONTIGUOUS) != 0) return NULL;
+    if (PyObject_GetBuffer(args[4], &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    int64_t code = -1;
+    if (height < 0 || stride < 0 || data.len / (stride + 1) < height ||
+        (stride && out.len / stride < height)) {
+        PyErr_SetString(PyExc_ValueError, "png_unfilter: the buffers are smaller than the rows");
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        code = gccl_png_unfilter(data.buf, height, stride, bpp, out.buf);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&out);
+    return PyErr_Occurred() ? NULL : PyLong_FromLongLong(code);
+}
+
+static PyMethodDef module_methods[] = {
+    {"run_helper", run_helper, METH_NOARGS,
+     "Be one of the engine's helper threads: run parts of its jobs; never returns."},
+    {"png_unfilter", (PyCFunction)(void (*)(void))png_unfilter, METH_FASTCALL,
+     "PNG rows after their filter bytes in data, unfiltered into out (png.h): 0, 1 + the "
+     "row of an unknown filter, or -1 for a bpp other than 1 and 2."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "ccl_cli.native.gccl_cpu",
+    .m_doc = PyDoc_STR("gccl's CPU labeling engine (engine.h) and PNG row filters (png.h)."),
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+/* module.`attribute` = {name: value} of engine.h's constants; 0, or -1 with an error set. */
+static int add_constants(PyObject *module, const char *attribute, const char *const *names,
+                         const long *values, int count) {
+    PyObject *dict = PyDict_New();
+    for (int i = 0; dict && i < count; i++) {
+        PyObject *value = PyLong_FromLong(values[i]);
+        if (!value || PyDict_SetItemString(dict, names[i], value) != 0) Py_CLEAR(dict);
+        Py_XDECREF(value);
+    }
+    int code = dict ? PyModule_AddObjectRef(module, attribute, dict) : -1;
+    Py_XDECREF(dict);
+    return code;
+}
+
+PyMODINIT_FUNC PyInit_gccl_cpu(void) {
+    for (int i = 0; i < FIELD_COUNT; i++) {
+        batch_getset[i] = (PyGetSetDef){FIELDS[i].name, get_field, set_field, NULL,
+                                        (void *)&FIELDS[i]};
+    }
+    if (PyType_Ready(&BatchType) != 0) return NULL;
+    PyObject *module = PyModule_Create(&module_def);
+    if (!module) return NULL;
+    static const char *const type_names[] = {"uint8", "int8",  "uint16",  "int16",
+                                             "uint32", "int32", "float32", "float64"};
+    static const long type_values[] = {GCCL_U8,  GCCL_I8,  GCCL_U16, GCCL_I16,
+                                       GCCL_U32, GCCL_I32, GCCL_F32, GCCL_F64};
+    _Static_assert(sizeof type_values / sizeof type_values[0] == GCCL_TYPES,
+                   "every pixel type is named");
+    static const char *const rule_names[] = {"all", "not", "above", "below"};
+    static const long rule_values[] = {GCCL_FG_ALL, GCCL_FG_NOT, GCCL_FG_ABOVE, GCCL_FG_BELOW};
+    /* the int64 fields of a record, as columns of the int64 rows labels.py reads */
+    static const char *const column_names[] = {"area", "sum_x", "sum_y", "total", "lo", "hi"};
+    static const long column_values[] = {
+        offsetof(gccl_record, area) / 8, offsetof(gccl_record, sum_x) / 8,
+        offsetof(gccl_record, sum_y) / 8, offsetof(gccl_record, total) / 8,
+        offsetof(gccl_record, lo) / 8,   offsetof(gccl_record, hi) / 8};
+    _Static_assert(sizeof(gccl_record) % 8 == 0, "a record is whole int64 columns");
+    if (PyModule_AddObjectRef(module, "Batch", (PyObject *)&BatchType) != 0 ||
+        add_constants(module, "PIXEL_TYPES", type_names, type_values, GCCL_TYPES) != 0 ||
+        add_constants(module, "FOREGROUND_RULES", rule_names, rule_values, 4) != 0 ||
+        add_constants(module, "RECORD_COLUMNS", column_names, column_values, 6) != 0 ||
+        PyModule_AddIntConstant(module, "RECORD_BYTES", (long)sizeof(gccl_record)) != 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

@@ -1,0 +1,167 @@
+"""The CPython binding of the CPU engine (native/src/binding.c): checked against engine.h by
+the compiler, and strict about what its Batch may point at."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ccl_cli
+from ccl_cli.native import gccl_cpu
+
+SOURCES = Path(ccl_cli.__file__).parent / "native" / "src"
+
+#: Changes to engine.h that the binding was not changed with: (name, old, new, message).
+HEADER_CHANGES = [
+    (
+        "a field added",
+        "    int64_t label_bytes;",
+        "    int64_t label_bytes;\n    int64_t connectivity;",
+        "BATCH_FIELDS lists every field of gccl_batch",
+    ),
+    ("a field's type changed", "double a, tau;", "double a;\n    float tau;", "tau is a double"),
+    (
+        "an array's element type changed",
+        "int32_t *parent;",
+        "int64_t *parent;",
+        "parent is int32_t",
+    ),
+    (
+        "an array the engine reads made writable",
+        "const int64_t *tasks;",
+        "int64_t *tasks;",
+        "tasks is const int64_t",
+    ),
+    ("a field renamed", "floating, min_area;", "floating, minimum_area;", "min_area"),
+    (
+        "an integer widened",
+        "int64_t count, height, width;",
+        "int64_t count, height;\n    double width;",
+        "width is an int64_t",
+    ),
+]
+
+
+def _compile_binding(folder: Path) -> subprocess.CompletedProcess[str]:
+    """binding.c of `folder` compiled (syntax and constraints only) as the package build does."""
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        pytest.skip(f"no C compiler ({compiler})")
+    include = sysconfig.get_paths()["include"]
+    command = [compiler, "-std=c11", "-fsyntax-only", f"-I{include}", str(folder / "binding.c")]
+    return subprocess.run(command, capture_output=True, text=True)
+
+
+def _sources_with(tmp_path: Path, old: str, new: str) -> Path:
+    folder = tmp_path / "src"
+    shutil.copytree(SOURCES, folder)
+    header = folder / "engine.h"
+    text = header.read_text()
+    if old != new:
+        assert text.count(old) == 1, f"engine.h no longer has {old!r}"
+        header.write_text(text.replace(old, new))
+    return folder
+
+
+def test_the_binding_compiles_against_the_header_as_it_is(tmp_path: Path) -> None:
+    result = _compile_binding(_sources_with(tmp_path, "", ""))
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"), [c[1:] for c in HEADER_CHANGES], ids=[c[0] for c in HEADER_CHANGES]
+)
+def test_a_header_changed_without_the_binding_does_not_build(
+    tmp_path: Path, old: str, new: str, message: str
+) -> None:
+    result = _compile_binding(_sources_with(tmp_path, old, new))
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+SCALARS = {
+    "count": 1,
+    "height": 2,
+    "width": 3,
+    "image_type": 0,
+    "value_type": 0,
+    "rule": 1,
+    "eight": 1,
+    "tau_mode": 0,
+    "floating": 0,
+    "min_area": 5,
+    "label_bytes": 4,
+    "a": 0.5,
+    "tau": 2.25,
+}
+
+
+def test_a_batch_holds_every_scalar_field_as_given() -> None:
+    batch = gccl_cpu.Batch(**SCALARS)
+    assert {name: getattr(batch, name) for name in SCALARS} == SCALARS
+    assert batch.image is None and batch.labels is None
+
+
+@pytest.mark.parametrize("missing", sorted(SCALARS))
+def test_a_batch_needs_every_scalar_field(missing: str) -> None:
+    fields = {name: value for name, value in SCALARS.items() if name != missing}
+    with pytest.raises(TypeError, match=f"needs the field {missing}"):
+        gccl_cpu.Batch(**fields)
+
+
+def test_a_name_that_is_no_field_is_refused() -> None:
+    with pytest.raises(TypeError, match="no field of gccl_batch"):
+        gccl_cpu.Batch(**SCALARS, connectivity=8)
+    with pytest.raises(AttributeError):
+        gccl_cpu.Batch(**SCALARS).connectivity = 8  # type: ignore[misc]
+
+
+def test_an_integer_field_refuses_a_float() -> None:
+    with pytest.raises(TypeError):
+        gccl_cpu.Batch(**{**SCALARS, "min_area": 5.5})
+
+
+def test_an_array_is_held_while_it_is_pointed_at() -> None:
+    batch = gccl_cpu.Batch(**SCALARS)
+    parent = np.arange(12, dtype=np.int32)
+    before = sys.getrefcount(parent)
+    batch.parent = parent
+    held = sys.getrefcount(parent)
+    assert batch.parent is parent
+    batch.parent = None
+    assert batch.parent is None
+    assert (held, sys.getrefcount(parent)) == (before + 1, before)
+
+
+@pytest.mark.parametrize(
+    ("field", "array", "message"),
+    [
+        ("parent", np.zeros(4, np.int64), "items of 4 bytes"),  # int32_t *
+        ("tasks", np.zeros(6, np.int32), "items of 8 bytes"),  # const int64_t *
+        ("stats", np.zeros(12, np.int64), "whole elements of 64 bytes"),  # gccl_record *
+        ("mean", np.zeros(3, np.float32), "items of 8 bytes"),  # const double *
+    ],
+)
+def test_an_array_of_the_wrong_item_size_is_refused(
+    field: str, array: np.ndarray, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        setattr(gccl_cpu.Batch(**SCALARS), field, array)
+
+
+def test_an_array_the_engine_writes_must_be_writable_and_contiguous() -> None:
+    batch = gccl_cpu.Batch(**SCALARS)
+    read_only = np.zeros(4, np.int32)
+    read_only.flags.writeable = False
+    with pytest.raises((ValueError, BufferError)):
+        batch.parent = read_only
+    batch.image = np.zeros(4, np.uint8)[::-1].copy()  # arrays it reads may be read-only
+    with pytest.raises((ValueError, BufferError)):
+        batch.parent = np.zeros(8, np.int32)[::2]
+    assert batch.parent is None
