@@ -4,8 +4,9 @@ libpng inflates the pixel stream with zlib, most of a small PNG's decode; here
 libdeflate (through imagecodecs) inflates it and gccl's compiled code
 (ccl_cli.native) undoes the row filters. The chunks are walked and their CRCs checked
 as libpng does. Whatever this path does not take whole (another colour type,
-transparency, an animation, an unknown chunk, a CRC, stream or filter error) gives None, and the caller decodes with libpng, which gives its own
-verdict: the pixels, or the error, are libpng's in every case.
+transparency, an animation, an unknown chunk, a CRC, stream or filter error) gives
+None, and the caller decodes with libpng, which gives its own verdict: the pixels, or
+the error, are libpng's in every case.
 """
 
 from __future__ import annotations
@@ -78,4 +79,3 @@ def _pixel_stream(data: bytes) -> bytes | None:
             return None
         position, previous = end, kind
     return None
-
