@@ -27,7 +27,10 @@ setup(
         Extension(
             "ccl_cli.native.gccl_cpu",
             sources=[SOURCES + name for name in ("binding.c", "engine.c", "pool.c", "png.c")],
-            depends=[SOURCES + name for name in ("engine.h", "strip.h", "pool.h", "png.h")],
+            depends=[
+                SOURCES + name
+                for name in ("engine.h", "rows.h", "foreground.h", "strip.h", "pool.h", "png.h")
+            ],
             extra_compile_args=COMPILE_FLAGS,
             libraries=["m"],
         )

@@ -7,48 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LOW63 INT64_C(0x7FFFFFFFFFFFFFFF)
-
-/* float64 bits -> int64 whose order is IEEE totalOrder (-0.0 below +0.0); an involution. */
-static inline int64_t order_key(int64_t bits) { return bits ^ ((bits >> 63) & LOW63); }
-
-static inline int64_t float_bits(double v) {
-    int64_t bits;
-    memcpy(&bits, &v, sizeof bits);
-    return bits;
-}
-
-static inline double bits_float(int64_t bits) {
-    double v;
-    memcpy(&v, &bits, sizeof v);
-    return v;
-}
-
-static int64_t type_bytes(int64_t type) {
-    static const int64_t bytes[GCCL_TYPES] = {1, 1, 2, 2, 4, 4, 4, 8};
-    return bytes[type];
-}
-
-/* Join the sets of i and j (compressing both paths); the root is the smaller root. */
-static inline int32_t unite(int32_t *parent, int32_t i, int32_t j) {
-    int32_t ri = i, rj = j;
-    while (parent[ri] < ri) ri = parent[ri];
-    while (parent[rj] < rj) rj = parent[rj];
-    int32_t root = ri < rj ? ri : rj;
-    while (parent[i] < i) {
-        int32_t next = parent[i];
-        parent[i] = root;
-        i = next;
-    }
-    parent[i] = root;
-    while (parent[j] < j) {
-        int32_t next = parent[j];
-        parent[j] = root;
-        j = next;
-    }
-    parent[j] = root;
-    return root;
-}
+#include "rows.h"
 
 static inline void clear_record(gccl_record *r) {
     r->area = r->sum_x = r->sum_y = r->total = 0;
@@ -102,27 +61,6 @@ static inline void merge_record(gccl_record *dst, const gccl_record *src, int fl
     dst->x_max = src->x_max > dst->x_max ? src->x_max : dst->x_max;
     dst->y_min = src->y_min < dst->y_min ? src->y_min : dst->y_min;
     dst->y_max = src->y_max > dst->y_max ? src->y_max : dst->y_max;
-}
-
-/* The foreground runs of a row: runs[2 i], runs[2 i + 1] = start and end (exclusive) of
- * run i; returns their number. Branch-free: a store per pixel. */
-static int64_t row_runs(const uint8_t *fg, int64_t width, int64_t *runs) {
-    int64_t k = 0;
-    uint8_t previous = 0;
-    for (int64_t x = 0; x < width; x++) {
-        uint8_t f = fg[x];
-        runs[k] = x;
-        k += f != previous;
-        previous = f;
-    }
-    runs[k] = width;
-    k += previous;
-    return k / 2;
-}
-
-/* Whether values u and v join: equal (infinities too) or within tau. */
-static inline uint8_t close_values(double u, double v, double tau) {
-    return (u == v) | (fabs(u - v) <= tau);
 }
 
 /* q's set joined to `label`'s (label 0: none yet); returns the label the pixel takes. */
@@ -203,17 +141,8 @@ static int64_t tau_row(const uint8_t *m, const uint8_t *settled, const int32_t *
     return k;
 }
 
-typedef void (*row_rule)(const void *pixels, int64_t width, int64_t rule, double a, uint8_t *fg);
-typedef void (*row_float64)(const void *pixels, int64_t width, double *f);
 typedef void (*run_statistics)(const gccl_batch *, const int64_t *, int64_t, const int32_t *,
                                const void *, int64_t, int64_t);
-
-/* The largest integer difference within `tau` (0 for a NaN or negative tau: equal values
- * only), at most `span`: integers u, v join exactly when |u - v| <= it. */
-static inline int64_t tau_reach(double tau, int64_t span) {
-    if (!(tau >= 0)) return 0;
-    return tau >= (double)span ? span : (int64_t)floor(tau);
-}
 
 #define PIXEL uint8_t
 #define PIXEL_MIN 0
@@ -263,10 +192,6 @@ static inline int64_t tau_reach(double tau, int64_t span) {
 #define SUFFIX f64
 #define FLOATING 1
 #include "strip.h"
-
-/* The per-type functions, indexed by enum gccl_type. */
-#define BY_TYPE(name) \
-    {name##_u8, name##_i8, name##_u16, name##_i16, name##_u32, name##_i32, name##_f32, name##_f64}
 
 typedef int64_t (*strip_labeling)(const gccl_batch *, const uint8_t *, row_rule, const void *,
                                   int32_t *, int32_t *, int64_t, int64_t, int64_t, uint8_t *,
