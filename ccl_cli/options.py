@@ -35,9 +35,9 @@ DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 #: A Dask scheduler's TCP address: tcp://host:port or host:port (IPv6 hosts in brackets).
 _SCHEDULER_PATTERN = re.compile(r"^(tcp://)?([^\s/:\[\]]+|\[[0-9a-fA-F:.]+\]):\d+$")
 #: Default of --max-image-bytes: the most bytes an input may decode to (width x height x
-#: samples x bytes per sample, read from its header before decoding; io/decode/checks.py checks
-#: it). A few hundred bytes of PNG or TIFF can declare gigabytes of pixels; with the copies
-#: labeling makes, a run needs a few times this per image in flight.
+#: samples x bytes per sample), which also bounds every buffer on the way to them
+#: (io/decode/checks.py). A few hundred bytes of PNG or TIFF can declare gigabytes of pixels;
+#: with the copies labeling makes, a run needs a few times this per image in flight.
 MAX_IMAGE_BYTES = 4 * 2**30
 #: The most threads (--workers) and worker processes (--processes) a run may ask for: more
 #: than any machine has cores, fewer than a system's thread and process limits.
@@ -470,8 +470,8 @@ OPTIONS: tuple[Option, ...] = (
         "max_image_bytes",
         MAX_IMAGE_BYTES,
         "BYTES",
-        "Refuse an input whose pixels would decode to more bytes, checked from its header "
-        "before decoding (e.g. 4G, 512MiB).",
+        "Refuse an input whose pixels would decode to more bytes; every buffer of a decode "
+        "is checked before it is made (e.g. 4G, 512MiB).",
         _byte_count,
         show=_bytes_text,
     ),

@@ -180,7 +180,9 @@ class LocalRun:
                             self._catch_up(reads) if self.wake else self._finish(reads)
                             continue
                         record, paths = entry
-                        read = self._step(self.small, _read, record.item, self.settings)
+                        read = self._step(
+                            self.small, _read, record.item, self.settings, self.check_stop
+                        )
                         reads.append((record, paths, read))
                         while len(reads) > 2 * self.workers:
                             self._take_read(*reads.popleft())
@@ -360,17 +362,22 @@ class LocalRun:
             self.outcomes.finished(record)
 
 
-def _read(item: InputItem, settings: Settings) -> _Read:
+def _read(item: InputItem, settings: Settings, check_stop: Callable[[], None]) -> _Read:
     """Decode one input (in a worker thread); its modification time is taken first, so
     that it is that of the version read or an earlier one (the statistics CSV is
-    stamped later than it: out_dir.OutDir.write)."""
+    stamped later than it: out_dir.OutDir.write). A long decode calls check_stop between
+    its steps, so that a stop request ends it."""
     started = time.perf_counter()
     try:
         modified_ns: int | None = os.stat(item.path).st_mtime_ns
     except (OSError, ValueError):
         modified_ns = None  # reading it fails too, with the reason
     values = decode.read_image(
-        item.path, settings.color_to_gray, settings.max_image_bytes, page=item.page
+        item.path,
+        settings.color_to_gray,
+        settings.max_image_bytes,
+        page=item.page,
+        check_stop=check_stop,
     )
     return values, time.perf_counter() - started, modified_ns
 

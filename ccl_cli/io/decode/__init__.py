@@ -5,10 +5,11 @@ MinIsWhite flipped, gray palettes looked up). Every problem with an input is one
 
 - read.py: the entry (read_image, image_pages, is_image_path): the file opened, the
   format recognised by its magic bytes, colour reduced.
-- png.py (with plain_png.py, the fast path for plain gray PNGs), tiff.py, npy.py: one
-  module per format.
+- png.py (with plain_png.py, the fast path for plain gray PNGs), tiff.py (with
+  tiff_layout.py, the page directories read as far as sizing a decode needs), npy.py:
+  one module per format.
 - pixels.py: palettes, --color-to-gray, the dtypes gccl labels.
-- checks.py: size limits before allocating, library failures as one line.
+- checks.py: memory limits before each allocation, library failures as one line.
 """
 
 from .read import IMAGE_SUFFIXES, image_pages, is_image_path, read_image

@@ -1,9 +1,16 @@
-"""What every decoder shares: the size limits checked before pixels are allocated, and
-every library failure turned into one InputError line."""
+"""What every decoder shares: the memory limits checked before each allocation, and
+every library failure turned into one InputError line.
+
+--max-image-bytes bounds the decoded image, and so each buffer on the way to it: a
+TIFF strip or tile decoded (at most the limit), its compressed data and a PNG's (at
+most COMPRESSED_SLACK times the samples they hold, plus 64 KiB), a TIFF page's tables
+(at most the limit). A decode holds a few of them at once: at most WORKING_FACTOR
+times the limit, plus MAX_METADATA_BYTES of TIFF tags (tiff_layout.py).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
 
@@ -12,18 +19,35 @@ from ...errors import InputError
 #: Largest image accepted, in pixels: a 46340x46340 scan still reads, a
 #: decompression bomb declaring billions of pixels fails before any allocation.
 MAX_PIXELS = 2**31
+#: Compressed bytes allowed per byte of the samples they hold: deflate, LZW and CCITT
+#: codes can be larger than the samples of noise, never twice as large.
+COMPRESSED_SLACK = 2
+#: How many --max-image-bytes a decode may take at once: the image, a compressed
+#: chunk (COMPRESSED_SLACK), that chunk decoded and the decoder's copy of it.
+WORKING_FACTOR = 5
+
+
+def no_stop() -> None:
+    """The check_stop of a decode nothing stops."""
 
 
 @contextmanager
-def decoding(fmt: str) -> Iterator[None]:
-    """Turn whatever a decoder library raises into one InputError line."""
+def decoding(fmt: str, check_stop: Callable[[], None] = no_stop) -> Iterator[None]:
+    """Turn whatever a decoder library raises into one InputError line.
+
+    check_stop is called first: a stop request that came while the library ran (a
+    signal handler may raise inside it, and libraries catch what they raise) is the
+    stop's, not a failure of the input.
+    """
     try:
         yield
     except InputError:
         raise
     except MemoryError:
+        check_stop()
         raise InputError(f"{fmt} too large to decode in memory") from None
     except Exception as exc:  # every library failure is one reason for one input
+        check_stop()
         detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
         raise InputError(f"corrupt or truncated {fmt}: {detail}") from None
 
@@ -38,6 +62,12 @@ def check_size(height: int, width: int, samples: int, sample_bytes: int, max_byt
             f"image too large ({width}x{height}, {samples} sample(s) of {sample_bytes} byte(s): "
             f"{decoded} bytes decoded; --max-image-bytes is {max_bytes})"
         )
+
+
+def check_allocation(what: str, size: int, max_bytes: int) -> None:
+    """Refuse a buffer of `size` bytes beyond `max_bytes`, before it is allocated."""
+    if size > max_bytes:
+        raise InputError(f"{what} would take {size} bytes; --max-image-bytes is {max_bytes}")
 
 
 def not_2d(shape: tuple[int, ...]) -> InputError:

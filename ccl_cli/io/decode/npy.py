@@ -3,7 +3,8 @@ data is read."""
 
 from __future__ import annotations
 
-from typing import BinaryIO
+import io
+import os
 
 import numpy as np
 
@@ -14,8 +15,9 @@ from .pixels import supported_dtype
 MAGIC = b"\x93NUMPY"
 
 
-def read_npy(handle: BinaryIO, max_bytes: int) -> np.ndarray:
-    """Read a 2-D .npy without pickles; header checked before the data is read."""
+def read_npy(handle: io.BufferedReader, max_bytes: int) -> np.ndarray:
+    """Read a 2-D .npy without pickles; the header and the file's size are checked before
+    exactly the values the header declares are read."""
     fmt = np.lib.format
     with decoding("NPY"):
         major, _ = fmt.read_magic(handle)
@@ -23,9 +25,14 @@ def read_npy(handle: BinaryIO, max_bytes: int) -> np.ndarray:
         shape, fortran_order, dtype = read_header(handle)
         if len(shape) != 2:
             raise not_2d(shape)
+        if min(shape) < 0:
+            raise InputError(f"corrupt NPY: shape {shape}")
         supported_dtype(dtype)
         check_size(shape[0], shape[1], 1, dtype.itemsize, max_bytes)
         count = shape[0] * shape[1]
+        present = (os.fstat(handle.fileno()).st_size - handle.tell()) // dtype.itemsize
+        if present < count:  # refused before the values are read
+            raise InputError(f"corrupt or truncated NPY: {present} of {count} values present")
         flat = np.fromfile(handle, dtype=dtype, count=count)
         if flat.size != count:
             raise InputError(f"corrupt or truncated NPY: {flat.size} of {count} values present")

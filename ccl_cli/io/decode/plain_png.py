@@ -27,7 +27,7 @@ _INERT_CHUNKS = frozenset(
 )
 
 
-def decode_plain_gray(data: bytes) -> np.ndarray | None:
+def decode_plain_gray(data: bytes | bytearray) -> np.ndarray | None:
     """The (H, W) uint8 or uint16 samples of a plain gray PNG, or None (module docstring)."""
     if len(data) < 33 or not data.startswith(_MAGIC) or data[12:16] != b"IHDR":
         return None
@@ -54,7 +54,7 @@ def decode_plain_gray(data: bytes) -> np.ndarray | None:
     return samples
 
 
-def _pixel_stream(data: bytes) -> bytes | None:
+def _pixel_stream(data: bytes | bytearray) -> bytes | None:
     """The IDAT chunks' bytes joined, when every chunk up to IEND is whole, checked and
     one this path knows; else None."""
     view = memoryview(data)

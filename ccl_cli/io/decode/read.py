@@ -6,14 +6,15 @@ from __future__ import annotations
 import io
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 
 from ...errors import InputError
 from ...options import COLOR_TO_GRAY_CHOICES, MAX_IMAGE_BYTES
 from . import npy, pixels, png, tiff
+from .checks import no_stop
 
 #: Suffixes a directory scan picks up (compare case-insensitively).
 IMAGE_SUFFIXES: tuple[str, ...] = (".png", ".tif", ".tiff", ".npy")
@@ -29,6 +30,7 @@ def read_image(
     color_to_gray: str | None = None,
     max_bytes: int = MAX_IMAGE_BYTES,
     page: int | None = None,
+    check_stop: Callable[[], None] = no_stop,
 ) -> np.ndarray:
     """Decode one image file, or page `page` (from 0) of a multi-page TIFF (image_pages),
     to a 2-D array of displayed intensity.
@@ -36,8 +38,11 @@ def read_image(
     color_to_gray: None (colour images are an error) or one of
     COLOR_TO_GRAY_CHOICES: a single channel, or ITU-R 601 luma rounded half
     up; the dtype is kept and alpha dropped.
-    max_bytes: the most bytes the pixels may decode to, checked from the
-    header before decoding (see MAX_IMAGE_BYTES).
+    max_bytes: the most bytes the pixels may decode to, and each buffer on the way to
+    them, checked before it is allocated (checks.py).
+    check_stop: called between the steps of a long decode (a TIFF's strips and tiles);
+    what it raises ends the decode unchanged. Once it has raised it must raise at
+    every call (a library failure after a stop request is the stop's: checks.decoding).
     Only a regular file is read (a FIFO or device is refused without
     blocking), from the one descriptor opened and checked.
     Returns a C-contiguous, native-endian array of a `SUPPORTED_DTYPES` dtype
@@ -55,7 +60,7 @@ def read_image(
         if head.startswith(png.MAGIC):
             array, kind = png.read_png(handle, head, max_bytes)
         elif head[:4] in tiff.MAGICS:
-            array, kind = tiff.read_tiff(handle, max_bytes, page)
+            array, kind = tiff.read_tiff(handle, max_bytes, page, check_stop)
         elif page:
             raise InputError(f"no page {page + 1}: not a TIFF")
         elif head.startswith(npy.MAGIC):
@@ -80,7 +85,7 @@ def image_pages(path: Path) -> int:
         return 1
 
 
-def _open_regular(path: Path) -> BinaryIO:
+def _open_regular(path: Path) -> io.BufferedReader:
     """The file at `path` opened for reading, if it is a regular file; else InputError.
 
     The open does not block (a FIFO would wait for a writer forever) and the
@@ -120,7 +125,7 @@ def _file_kind(mode: int) -> str:
     return next((name for test, name in kinds.items() if test(mode)), "not a file")
 
 
-def _read_head(handle: BinaryIO) -> bytes:
+def _read_head(handle: io.BufferedReader) -> bytes:
     """The first bytes of the file (enough for magic and PNG header); OS errors as InputError.
 
     The handle is left at the start of the file.

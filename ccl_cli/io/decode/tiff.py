@@ -1,17 +1,29 @@
-"""TIFF decoding through tifffile and imagecodecs: one page at a time, to what a viewer
-shows (MinIsWhite flipped, gray palettes looked up)."""
+"""TIFF decoding: one page at a time, to what a viewer shows (MinIsWhite flipped, gray
+palettes looked up).
+
+tifffile interprets a page's tags and decodes its strips or tiles (through imagecodecs);
+everything it would allocate is sized first: the page's tables and tags before it reads
+the directory (tiff_layout.py), then each strip or tile before it is read and decoded,
+one at a time, with a stop check between them. A codec whose output size the file
+alone declares (JPEG) is checked against the strip or tile it fills; codecs this cannot
+be done for are refused.
+"""
 
 from __future__ import annotations
 
+import io
 import logging
+import math
 import os
+from collections.abc import Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ...errors import InputError
-from .checks import check_size, decoding, not_2d
+from . import tiff_layout
+from .checks import COMPRESSED_SLACK, check_allocation, check_size, decoding, not_2d
 from .pixels import apply_palette
 
 if TYPE_CHECKING:  # loads at the first TIFF read (_tifffile)
@@ -19,10 +31,16 @@ if TYPE_CHECKING:  # loads at the first TIFF read (_tifffile)
 
 MAGICS = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")  # classic and BigTIFF
 
-#: Page directories of a TIFF looked at, at most: a file of more is refused
-#: without walking the rest (the pages of a shorter one are each labeled as an
-#: image of its own: tiff_pages).
-MAX_TIFF_PAGES = 1024
+#: Compressions read, by TIFF code: those whose decoders write into a buffer of the
+#: strip's or tile's size, and JPEG (_JPEG_COMPRESSIONS), whose frame size is checked
+#: first. Others (JPEG 2000, JPEG XR, JPEG XL, WebP, LERC, old-style JPEG) decode to
+#: whatever size their data declares and are refused.
+_COMPRESSIONS = frozenset(
+    {1, 2, 3, 4}  # none, CCITT RLE, G3, G4
+    | {5, 8, 32946, 32773}  # LZW, deflate (two codes), PackBits
+    | {34925, 34926, 50000}  # LZMA, Zstandard (two codes)
+)
+_JPEG_COMPRESSIONS = frozenset({7, 34892})  # JPEG, and JPEG in DNG files
 
 # tifffile logs the oddities it works around (bad offsets, missing tags) to
 # stderr. Here a file either reads or fails as one InputError line; stray log
@@ -37,67 +55,147 @@ def _tifffile() -> ModuleType:
     return tifffile
 
 
-def tiff_pages(handle: BinaryIO) -> int:
+def tiff_pages(handle: io.BufferedReader) -> int:
     """How many images the TIFF open in `handle` holds (its full-resolution pages)."""
-    with _tifffile().TiffFile(handle) as tiff:
-        return max(1, len(_full_pages(tiff)))
+    return max(1, len(tiff_layout.layout(handle.fileno()).pages))
 
 
-def read_tiff(handle: BinaryIO, max_bytes: int, index: int | None = None) -> tuple[np.ndarray, str]:
+def read_tiff(
+    handle: io.BufferedReader,
+    max_bytes: int,
+    index: int | None,
+    check_stop: Callable[[], None],
+) -> tuple[np.ndarray, str]:
     """Decode a single-page TIFF, or page `index` of a multi-page one (tiff_pages);
-    returns the array and its kind."""
-    with decoding("TIFF"), _tifffile().TiffFile(handle) as tiff:
-        size = os.fstat(handle.fileno()).st_size
-        pages = _full_pages(tiff)
-        if not pages:  # what a file cut before its image directory looks like
-            raise InputError("corrupt or truncated TIFF: no readable image directory")
-        if index is None and len(pages) > 1:
-            raise InputError(
-                f"{len(pages)} pages; gccl label labels each page as an image of its own"
-            )
-        if index is not None and index >= len(pages):
-            raise InputError(f"no page {index + 1} (the file has {len(pages)})")
-        page = pages[index or 0]
+    returns the array and its kind. check_stop is called between strips and tiles."""
+    fd = handle.fileno()
+    layout = tiff_layout.layout(fd)
+    pages = layout.pages
+    if not pages:  # what a file cut before its image directory looks like
+        raise InputError("corrupt or truncated TIFF: no readable image directory")
+    if index is None and len(pages) > 1:
+        raise InputError(f"{len(pages)} pages; gccl label labels each page as an image of its own")
+    if index is not None and index >= len(pages):
+        raise InputError(f"no page {index + 1} (the file has {len(pages)})")
+    size = os.fstat(fd).st_size
+    offset = pages[index or 0]
+    tiff_layout.check_loads(tiff_layout.read_directory(fd, layout, offset, size), max_bytes)
+    view = tiff_layout.PageView(fd, layout, offset, str(handle.name))
+    with (
+        decoding("TIFF", check_stop),
+        # The flags keep tifffile from loading other pages for formats it knows.
+        _tifffile().TiffFile(view, is_lsm=False, is_ndpi=False, is_scanimage=False) as tiff,
+    ):
+        page = tiff.pages.first
         if "Z" in page.axes:
             raise not_2d(page.shape)
         samples = int(np.prod(page.shape)) // max(1, page.imagelength * page.imagewidth)
         sample_bytes = page.dtype.itemsize if page.dtype is not None else 8
         check_size(page.imagelength, page.imagewidth, samples, sample_bytes, max_bytes)
-        ends = [o + n for o, n in zip(page.dataoffsets, page.databytecounts, strict=True) if n]
-        if max(ends, default=0) > size:
-            raise InputError("corrupt or truncated TIFF: image data runs past the end of the file")
-        array = page.asarray()
+        array = _pixels(page, fd, size, max_bytes, check_stop)
         if page.axes.startswith("S"):  # planar configuration: samples first
             array = np.moveaxis(array, 0, -1)
         return _displayed(page, array)
 
 
-def _full_pages(tiff: tifffile.TiffFile) -> list[tifffile.TiffPage]:
-    """The pages of `tiff` that are not reduced-resolution ones (thumbnails, pyramid levels).
+def _pixels(
+    page: tifffile.TiffPage,
+    fd: int,
+    size: int,
+    max_bytes: int,
+    check_stop: Callable[[], None],
+) -> np.ndarray:
+    """The page's samples in its shape, its strips or tiles read and decoded one at a
+    time, each checked against `max_bytes` first."""
+    compression = int(page.compression)
+    if compression not in _COMPRESSIONS and compression not in _JPEG_COMPRESSIONS:
+        name = getattr(page.compression, "name", str(compression))
+        raise InputError(f"TIFF compression {name} is not read")
+    if page.dtype is None:
+        raise InputError(f"unsupported TIFF samples ({page.bitspersample} bits)")
+    kind = "tile" if page.is_tiled else "strip"
+    chunk_bytes = math.prod(int(n) for n in page.chunks) * page.dtype.itemsize
+    check_allocation(f"one {kind} decoded", chunk_bytes, max_bytes)
+    count = math.prod(page.chunked)
+    offsets, bytecounts = page.dataoffsets, page.databytecounts
+    if len(offsets) < count or len(bytecounts) < count:
+        raise InputError(f"corrupt TIFF: {min(len(offsets), len(bytecounts))} of {count} {kind}s")
+    most = COMPRESSED_SLACK * chunk_bytes + 2**16
+    for start, length in zip(offsets[:count], bytecounts[:count], strict=True):
+        if length:
+            if length > most:
+                raise InputError(
+                    f"corrupt TIFF: a {kind} of {length} bytes for {chunk_bytes} bytes of samples"
+                )
+            if start + length > size:
+                raise InputError(
+                    "corrupt or truncated TIFF: image data runs past the end of the file"
+                )
+    if page.is_contiguous:  # one read of the image's own size
+        return page.asarray(maxworkers=1)
+    out = np.zeros(page.shaped, page.dtype)
+    decode = page.decode
+    jpeg = compression in _JPEG_COMPRESSIONS
+    tables = page.jpegtables if jpeg else None
+    for index in range(count):
+        check_stop()
+        start, length = offsets[index], bytecounts[index]
+        data = os.pread(fd, length, start) if start and length else None
+        if data is not None and jpeg:
+            _check_jpeg_frame(data, page)
+        segment, (s, d, h, w, _), shape = decode(data, index, jpegtables=tables)
+        target = out[s, d : d + shape[0], h : h + shape[1], w : w + shape[2]]
+        if segment is None:
+            target[...] = page.nodata
+        else:
+            target[...] = segment[: target.shape[0], : target.shape[1], : target.shape[2]]
+    return out.reshape(page.shape)
 
-    The page directories form a chain; one that points back to an earlier one
-    (a loop) is refused, and so is a chain longer than MAX_TIFF_PAGES: walking
-    either to its end would never finish or take minutes and gigabytes.
-    """
-    pages = tiff.pages
-    pages.cache = False  # a page is looked at once; keeping them all is what grows
-    offsets: set[int] = set()
-    full: list[tifffile.TiffPage] = []
-    for index in range(MAX_TIFF_PAGES + 1):
-        try:
-            page = pages[index]
-        except IndexError:
-            return full
-        if index == MAX_TIFF_PAGES:
-            raise InputError(
-                f"TIFF of more than {MAX_TIFF_PAGES} pages; split it into files of fewer"
-            )
-        if page.offset in offsets:
-            raise InputError("corrupt TIFF: its page directories form a loop")
-        offsets.add(page.offset)
-        if isinstance(page, _tifffile().TiffPage) and not page.is_reduced:
-            full.append(page)
-    return full
+
+def _check_jpeg_frame(data: bytes, page: tifffile.TiffPage) -> None:
+    """Refuse a JPEG strip or tile whose frame is larger than the strip or tile, or has
+    more than 4 components: the decoder allocates what the frame declares."""
+    kind, rows, columns = (
+        ("tile", page.tilelength, page.tilewidth)
+        if page.is_tiled
+        else ("strip", page.rowsperstrip, page.imagewidth)
+    )
+    frame = jpeg_frame(data)
+    if frame is None:
+        raise InputError(f"corrupt TIFF: a JPEG {kind} without a frame header")
+    height, width, components = frame
+    if not (0 < height <= rows and 0 < width <= columns and components <= 4):
+        raise InputError(
+            f"corrupt TIFF: a JPEG {kind} of {width}x{height} with {components} components "
+            f"in a {kind} of {columns}x{rows}"
+        )
+
+
+def jpeg_frame(data: bytes) -> tuple[int, int, int] | None:
+    """(height, width, components) in a JPEG stream's frame header (SOF), or None
+    without one."""
+    position = 2 if data[:2] == b"\xff\xd8" else 0
+    while position + 4 <= len(data):
+        if data[position] != 0xFF:
+            return None
+        marker = data[position + 1]
+        if marker == 0xFF:  # fill byte
+            position += 1
+            continue
+        if marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:  # markers without a length
+            position += 2
+            continue
+        if marker in (0xD9, 0xDA):  # the end, or the scan before any frame header
+            return None
+        length = int.from_bytes(data[position + 2 : position + 4], "big")
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            if position + 10 > len(data):
+                return None
+            height = int.from_bytes(data[position + 5 : position + 7], "big")
+            width = int.from_bytes(data[position + 7 : position + 9], "big")
+            return height, width, data[position + 9]
+        position += 2 + length
+    return None
 
 
 def _displayed(page: tifffile.TiffPage, array: np.ndarray) -> tuple[np.ndarray, str]:
