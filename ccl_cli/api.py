@@ -212,7 +212,11 @@ def label(
     background: the non-foreground value (None: every non-NaN pixel is
         foreground); invert flips intensities first; threshold binarizes
         instead (v > threshold, or v < threshold with invert).
-    min_area: components with fewer pixels become 0; the rest are renumbered.
+    min_area, max_area: components with fewer (more) pixels become 0; the rest are
+        renumbered. largest: only the K largest of those stay (the lower label on
+        equal areas). fill_holes: each kept component's holes (background regions
+        it alone encloses) become part of it before the statistics (README,
+        "What the labels mean"; ccl_cli.contract.cleaning).
     erode, dilate, open, close: morphology steps on the foreground mask (N
         iterations each, applied in that fixed order: open, close, erode,
         dilate); smooth: "box:R" or "binomial:R" before tau labeling. The

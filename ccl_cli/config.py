@@ -36,6 +36,9 @@ class Settings:
     tau: int | float | None = None
     connectivity: int = 8
     min_area: int = 0
+    max_area: int | None = None
+    largest: int | None = None
+    fill_holes: bool = False
     erode: int = 0
     dilate: int = 0
     open: int = 0
@@ -70,6 +73,9 @@ class Settings:
             tau=self.tau,
             connectivity=self.connectivity,
             min_area=self.min_area,
+            max_area=self.max_area,
+            largest=self.largest,
+            fill_holes=self.fill_holes,
             morphology=tuple(
                 (name, getattr(self, name)) for name in MORPHOLOGY_ORDER if getattr(self, name)
             ),
@@ -173,4 +179,9 @@ def resolve(
     settings = apply(settings, given, source, python) if given else settings
     if settings.smooth is not None and settings.tau is None:
         raise BadValue("'smooth' needs 'tau': smoothing changes values, which only tau mode reads")
+    if settings.max_area is not None and settings.max_area < settings.min_area:
+        raise BadValue(
+            f"{source}: '{spelled('max_area', python)}' ({settings.max_area}) is below "
+            f"'{spelled('min_area', python)}' ({settings.min_area}): no component could be kept"
+        )
     return settings

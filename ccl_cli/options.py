@@ -347,6 +347,32 @@ OPTIONS: tuple[Option, ...] = (
         api=int,
     ),
     Option(
+        "max_area",
+        None,
+        "N",
+        "Remove components of more than N pixels; the rest are renumbered.",
+        _optional(_int_at_least(1)),
+        api=int | None,
+    ),
+    Option(
+        "largest",
+        None,
+        "K",
+        "Keep only the K largest components (the lower label on equal areas), of those "
+        "--min-area and --max-area keep; renumbered.",
+        _optional(_int_at_least(1)),
+        api=int | None,
+    ),
+    Option(
+        "fill_holes",
+        False,
+        "",
+        "Fill the holes of each kept component (background it alone encloses) before "
+        "the statistics.",
+        _flag,
+        api=bool,
+    ),
+    Option(
         "erode",
         0,
         "N",

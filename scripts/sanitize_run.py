@@ -28,7 +28,8 @@ ODD = (3, 97, 133)
 ALIGNED = (2, 37, 1040)
 
 #: (dtype, params, shape): block8 + border 8, pixel 4 + border 4, tau 8 / 4, float
-#: statistics (second pass), min-area scan and remap, threshold/invert rules,
+#: statistics (second pass), area filtering (keep, scan and remap; --largest's keep
+#: from the host, --fill-holes's labels filled on the host), threshold/invert rules,
 #: outline.cu (--polygons), then morphology.cu (one-step and multi-step kernels,
 #: byte and 16-byte access) and smooth.cu (strip kernels for R <= 3, the
 #: shared-tile kernel for R = 7).
@@ -48,6 +49,8 @@ CASES = [
     (np.float32, LabelParams(tau=0.5, smooth=("binomial", 3)), ALIGNED),
     (np.float64, LabelParams(tau=0.5, smooth=("box", 2)), ODD),
     (np.float32, LabelParams(tau=0.5, smooth=("binomial", 7)), ODD),
+    (np.uint8, LabelParams(min_area=2, max_area=40, fill_holes=True), ODD),
+    (np.uint16, LabelParams(tau=2, connectivity=4, largest=3, fill_holes=True), ALIGNED),
 ]
 
 
@@ -60,6 +63,7 @@ API_CASES = [
     (np.uint16, {"tau": 2, "min_area": 4}),
     (np.uint16, {"tau": 2, "close": 1, "min_area": 2}),
     (np.float64, {"threshold": 0.1, "connectivity": 4}),
+    (np.uint8, {"max_area": 30, "largest": 2, "fill_holes": True}),
 ]
 
 

@@ -445,3 +445,28 @@ def test_empty_folder_says_so_and_exits_3(runner: CliRunner, tmp_path: Path):
     assert [(row["status"], row["message"]) for row in rows] == [
         ("no-images", "no images in this folder")
     ]
+
+
+def test_cleaning_options_from_the_command_line_and_a_config_file(
+    runner: CliRunner, tmp_path: Path
+):
+    mask = np.zeros((20, 30), np.uint8)
+    mask[2:12, 2:12] = 255
+    mask[5:9, 5:9] = 0  # the square ring's hole: 16 pixels
+    mask[15:18, 20:23] = 255  # a 9-pixel square
+    mask[0, 25] = 255  # a speck
+    image = save_png(tmp_path / "in" / "m.png", mask)
+    out = tmp_path / "out"
+    result = gccl(runner, str(image), "-o", str(out), "--fill-holes", "--largest", "2")
+    assert result.exit_code == 0, result.output
+    rows = read_csv(out / "m.stats.csv")
+    assert [(row["label"], row["area"]) for row in rows] == [("1", "100"), ("2", "9")]
+    labels = read_label_image(out / "m.labels.png")
+    assert (labels[2:12, 2:12] == 1).all() and labels[0, 25] == 0
+    config = tmp_path / "clean.yaml"
+    config.write_text("max-area: 50\nfill-holes: true\n")
+    result = gccl(runner, str(image), "-o", str(out), "--config", str(config))
+    assert result.exit_code == 0, result.output
+    assert [row["area"] for row in read_csv(out / "m.stats.csv")] == ["1", "9"]
+    result = gccl(runner, str(image), "-o", str(out), "--min-area", "10", "--max-area", "5")
+    assert result.exit_code == 2 and "'max-area' (5) is below 'min-area' (10)" in result.output

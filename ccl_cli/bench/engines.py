@@ -195,7 +195,7 @@ class GcclCuda(_Gccl, DeviceEngine):
         if self.statistics:  # as a CUDA job: the label count sizes the statistics
             label_base = label_offsets(components)
             total = int(label_base[-1:].get()[0])
-            filtered_table(prepared, labels, label_base, total, params.min_area)
+            filtered_table(prepared, labels, label_base, total, params)
         return Output(labels, components)
 
 

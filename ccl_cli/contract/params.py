@@ -47,6 +47,11 @@ class LabelParams:
     connectivity: 4 or 8 labels 2-D images, 6, 18 or 26 3-D volumes (`rank`).
     min_area: components with fewer pixels are removed (label 0) and the
         survivors renumbered.
+    max_area: components with more pixels are removed too (None: no limit).
+    largest: of the components min_area and max_area keep, only the K largest
+        stay (the lower label first on equal areas; None: all).
+    fill_holes: the kept components' holes become part of them before the
+        statistics. The order of these steps: ccl_cli.contract.cleaning.
     morphology: ("erode" | "dilate" | "open" | "close", N) steps applied in
         order to the foreground mask before labeling (ccl_cli.contract.stages).
     smooth: ("box" | "binomial", R) nodata-aware smoothing before tau labeling
@@ -60,6 +65,9 @@ class LabelParams:
     tau: float | None = None
     connectivity: int = 8
     min_area: int = 0
+    max_area: int | None = None
+    largest: int | None = None
+    fill_holes: bool = False
     morphology: tuple[tuple[str, int], ...] = ()
     smooth: tuple[str, int] | None = None
     polygons: bool = False

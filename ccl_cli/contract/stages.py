@@ -178,7 +178,13 @@ def label_input(
         mask = ops.morph(mask, op, iterations, params.connectivity)
     if dtype.kind == "f":
         mask = ops.clear_nan(mask, values)  # dilation never makes NaN foreground
-    plain = LabelParams(connectivity=params.connectivity, min_area=params.min_area)
+    plain = LabelParams(
+        connectivity=params.connectivity,
+        min_area=params.min_area,
+        max_area=params.max_area,
+        largest=params.largest,
+        fill_holes=params.fill_holes,
+    )
     if params.tau is None:
         return xp.ascontiguousarray(mask.view(xp.uint8)), plain, values
     numbers = values.view(xp.uint8) if dtype.kind == "b" else values

@@ -65,6 +65,9 @@ OPTIONS = [
     {"tau": 0, "min_area": 2},
     {"open": 1, "dilate": 1, "tau": 2, "smooth": "box:1"},
     {"threshold": 1, "invert": True, "close": 2},
+    {"max_area": 20, "largest": 2},
+    {"fill_holes": True, "min_area": 2},
+    {"tau": 1, "fill_holes": True, "connectivity": 4},
 ]
 
 
@@ -329,10 +332,16 @@ for view in (values, values[:, ::2, 1::3], values.transpose(0, 2, 1)):
     ccl_cli.label(view, tau=1, connectivity=4, min_area=2)[1].to_numpy()
     ccl_cli.label(view, open=1, tau=2, smooth="binomial:1")
     ccl_cli.label(view, threshold=3, close=1, invert=True)
+    ccl_cli.label(view, largest=2, max_area=100, fill_holes=True)[1].to_numpy()
+    ccl_cli.label(view, tau=1, fill_holes=True, stats=False)
 ccl_cli.label(cupy.asarray(host.astype(np.float32)), tau=1, dilate=1, background=None)
 ccl_cli.label(cupy.asarray(host > 0), tau=0)
 backend = CudaBackend()
-for params in (LabelParams(min_area=2), LabelParams(tau=1, morphology=(("open", 1),))):
+for params in (
+    LabelParams(min_area=2),
+    LabelParams(tau=1, morphology=(("open", 1),)),
+    LabelParams(max_area=9, largest=3, fill_holes=True),
+):
     backend.label(host, params, narrow=True)
     backend.label(host > 0, params)
 cupy.cuda.Device().synchronize()

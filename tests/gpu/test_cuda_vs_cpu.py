@@ -158,6 +158,12 @@ OPTIONS = [
     LabelParams(min_area=7, connectivity=4),
     LabelParams(min_area=10**9),
     LabelParams(tau=3, min_area=20),
+    LabelParams(max_area=30),
+    LabelParams(min_area=2, max_area=50, largest=3),
+    LabelParams(largest=1, connectivity=4),
+    LabelParams(fill_holes=True),
+    LabelParams(tau=2, fill_holes=True, min_area=3),
+    LabelParams(fill_holes=True, largest=2, connectivity=4, invert=True),
 ]
 
 
@@ -197,14 +203,35 @@ def test_extreme_values_need_64bit_sums(dtype):
     background=st.sampled_from([0, None, 1]),
     invert=st.booleans(),
     min_area=st.integers(0, 4),
+    max_area=st.sampled_from([None, 4, 40]),
+    largest=st.sampled_from([None, 1, 3]),
+    fill_holes=st.booleans(),
     data=st.data(),
 )
 def test_property_matches_cpu(
-    dtype, shape, n, connectivity, tau, background, invert, min_area, data
+    dtype,
+    shape,
+    n,
+    connectivity,
+    tau,
+    background,
+    invert,
+    min_area,
+    max_area,
+    largest,
+    fill_holes,
+    data,
 ):
     batch = pixel_values(data.draw, dtype, (n, *shape))
     params = LabelParams(
-        background=background, invert=invert, tau=tau, connectivity=connectivity, min_area=min_area
+        background=background,
+        invert=invert,
+        tau=tau,
+        connectivity=connectivity,
+        min_area=min_area,
+        max_area=max_area,
+        largest=largest,
+        fill_holes=fill_holes,
     )
     assert_same(batch, params)
 

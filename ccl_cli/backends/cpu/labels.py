@@ -24,6 +24,7 @@ from itertools import pairwise
 
 import numpy as np
 
+from ...contract.cleaning import fill_holes, kept_components, selects
 from ...contract.params import LabelParams, canonical_bools, dtype_max
 from ...contract.stages import has_stages, label_input
 from ...contract.stats import StatsTable, float_mean, float_sum_shift
@@ -227,7 +228,15 @@ def _inputs(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, LabelP
     return image, staged[0][1], read
 
 
-def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.ndarray) -> Labeled:
+def _label_batch(
+    batch: np.ndarray,
+    params: LabelParams,
+    threads: int,
+    out: np.ndarray,
+    read: np.ndarray | None = None,
+) -> Labeled:
+    """label_batch of one chunk; read: the values the statistics read, where they are not
+    the batch's own (the filled labels' statistics, _filled)."""
     values = np.ascontiguousarray(canonical_bools(batch))
     count, height, width = values.shape
     if count == 0:
@@ -235,6 +244,8 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
     if height * width >= 2**31 - 1:
         raise ValueError(f"an image may hold at most 2**31 - 2 pixels, got {height}x{width}")
     image, label_params, values = _inputs(values, params)
+    if read is not None:
+        values = read
     rule, a = foreground_rule(image.dtype, label_params)
     image, numbers = _numbers(image), _numbers(values)
     floating = values.dtype.kind == "f"
@@ -289,8 +300,11 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
     if floating:
         job.mean = _float_means(job, threads)
     kept = np.empty(count, np.int64)
-    job.kept_id, job.kept = scratch("kept_id", (len(stats),), np.int64), kept
+    kept_id = scratch("kept_id", (len(stats),), np.int64)
+    job.kept_id, job.kept = kept_id, kept
     spread(job.keep_components, count, post)
+    if selects(params):
+        _keep(stats[:, COLUMN["area"]], component_first, params, kept_id, kept)
     kept_first = np.zeros(count + 1, np.int64)
     np.cumsum(kept, out=kept_first[1:])
     ints = np.empty((5, int(kept_first[-1])), np.int64)
@@ -314,7 +328,57 @@ def _label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.n
         write(prov, np.ones(count, bool))
         if not in_place:
             out[...] = prov.view(np.uint32)
+    if params.fill_holes:
+        tables = _filled(out, wide, values, params, threads)
     return Labeled(tables, [int(c) for c in components], wide)
+
+
+def _keep(
+    area: np.ndarray,
+    component_first: np.ndarray,
+    params: LabelParams,
+    kept_id: np.ndarray,
+    kept: np.ndarray,
+) -> None:
+    """kept_id (each component's new label, 0 when removed) and kept (K' per image) by
+    the contract's selection (--max-area, --largest: contract.cleaning.kept_components)."""
+    keep = kept_components(area, component_first, params)
+    image = np.repeat(np.arange(len(kept)), np.diff(component_first))
+    before = np.cumsum(keep) - keep  # kept components before each one, over the batch
+    kept[:] = np.bincount(image[keep], minlength=len(kept))
+    kept_id[:] = np.where(keep, before - (np.cumsum(kept) - kept)[image] + 1, 0)
+
+
+def _filled(
+    out: np.ndarray,
+    wide: dict[int, np.ndarray],
+    values: np.ndarray,
+    params: LabelParams,
+    threads: int,
+) -> list[StatsTable]:
+    """Fill the holes of every final label image (contract.cleaning.fill_holes), and the
+    statistics of the filled labels.
+
+    Those are the engine's: it labels the label image itself, equal labels joining
+    across 8-neighbours (tau 0, background 0), which gives every filled component back
+    under its own label (contract.cleaning), and reads `values` for the statistics.
+    """
+    measure = LabelParams(background=0, tau=0, connectivity=8)
+    tables = []
+    for n in range(len(out)):
+        labels = wide.get(n, out[n])
+        fill_holes(labels, params, region_labels)
+        again = scratch("filled", (1, *labels.shape), np.uint32)
+        measured = _label_batch(labels[None], measure, threads, again, read=values[n : n + 1])
+        tables.append(measured.tables[0])
+    return tables
+
+
+def region_labels(mask: np.ndarray, connectivity: int) -> tuple[np.ndarray, int]:
+    """Dense labels 1..M of the True pixels of `mask` in raster order, and M
+    (contract.cleaning's RegionLabeler)."""
+    labels, count = raster_components(mask, LabelParams(connectivity=connectivity))
+    return labels, count
 
 
 def _table(ints: np.ndarray, floats: np.ndarray, floating: bool) -> StatsTable:

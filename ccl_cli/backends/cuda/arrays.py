@@ -58,10 +58,13 @@ def narrowed(labels: Any) -> Any:
     return out
 
 
-def keep_area(area: Any, min_area: int, keep: Any) -> None:
-    """keep[i] = area[i] >= min_area, as u32 0/1 (contiguous u64 `area`, u32 `keep`)."""
+def keep_area(area: Any, min_area: int, max_area: int | None, keep: Any) -> None:
+    """keep[i] = min_area <= area[i] <= max_area (None: no upper bound), as u32 0/1
+    (contiguous u64 `area`, u32 `keep`)."""
     count = area.size
-    _elementwise(area, "gccl_keep_area", (area, np.uint64(min_area), keep, np.uint64(count)), count)
+    high = np.uint64(np.iinfo(np.uint64).max if max_area is None else max_area)
+    args = (area, np.uint64(min_area), high, keep, np.uint64(count))
+    _elementwise(area, "gccl_keep_area", args, count)
 
 
 def foreground(values: Any, params: LabelParams) -> Any:

@@ -6,7 +6,8 @@ One batch (N, H, W) is labeled with one set of launches:
    for binary 4-connectivity and tau mode), then the tile borders (border.cu);
 2. dense raster-order labels per image (relabel.cu: root ranks per chunk, a
    per-image scan of the chunk counts, one resolve pass);
-3. statistics per label (stats.cu), min-area renumbering (min_area.cu),
+3. statistics per label (stats.cu), area filtering (area_filter.cu), holes filled on the host
+   (contract/cleaning.py),
    the statistics table of the kept labels (stats.cu);
 4. with --polygons, the outlines of the final labels (outlines.py).
 
@@ -459,9 +460,7 @@ class _Job:
         with self.device, self.stream:
             self.counted.synchronize()
             total = int(self.offsets[-1])
-            table, kept = filtered_table(
-                self.values, self.out, self.label_base, total, self.params.min_area
-            )
+            table, kept = filtered_table(self.values, self.out, self.label_base, total, self.params)
             self.table = pinned_empty(table.shape, np.dtype(np.uint64))
             if total:
                 table.get(stream=self.stream, out=self.table, blocking=False)

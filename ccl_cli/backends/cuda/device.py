@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ...contract.cleaning import selects
 from ...contract.params import LabelParams
 from ...contract.stages import label_input
 from ...contract.stats import StatsTable
@@ -30,9 +31,10 @@ from .labels import (
     aggregate,
     check_batch,
     dense_labels,
+    filled_on_host,
+    filtered_table,
     label_offsets,
     remove_small,
-    stats_table,
     table_view,
 )
 from .loader import import_cupy
@@ -115,7 +117,7 @@ def label_counts(values: Any, params: LabelParams, out: Any, counts: Any) -> boo
     if values.size == 0:
         _memset_zero(counts)  # empty images leave no kernel to write them
         return False
-    if params.min_area == 0:
+    if params.min_area == 0 and not selects(params) and not params.fill_holes:
         _labels(values, params, out, counts)
         return False
     for lo, hi in _parts(values.shape):
@@ -123,11 +125,10 @@ def label_counts(values: Any, params: LabelParams, out: Any, counts: Any) -> boo
         label_base = label_offsets(components)
         total = int(label_base[-1:].get()[0])
         agg = aggregate(read, out[lo:hi], label_base, total)
-        kept = remove_small(out[lo:hi], params.min_area, label_base, agg)
-        if kept is None:
-            _memset_zero(counts[lo:hi])
-        else:
-            _copy(counts[lo:hi], kept.counts)
+        kept = remove_small(out[lo:hi], params, label_base, agg)
+        if params.fill_holes:
+            filled_on_host(out[lo:hi], params)
+        _copy(counts[lo:hi], components if kept is None else kept.counts)
     return True
 
 
@@ -182,9 +183,7 @@ def _part_table(
     total = int(host_base[-1])
     native, words = empty((TABLE_COLUMNS, total), np.int64)
     words = words.view(np.uint64)
-    agg = aggregate(read, out, label_base, total)
-    kept = remove_small(out, params.min_area, label_base, agg)
-    stats_table(agg, label_base, kept, floats, words)
+    _, kept = filtered_table(read, out, label_base, total, params, words)
     starts = host_base if kept is None else kept.base.get().astype(np.int64)
     return native, _Part(words, starts)
 

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ...contract.cleaning import fill_holes, kept_components, selects
 from ...contract.params import LabelParams
 from ...contract.stats import StatsTable
 from .arrays import keep_area, rule_args
@@ -100,14 +101,41 @@ def dense_labels(values: Any, params: LabelParams, out: Any, components: Any = N
 
 
 def filtered_table(
-    values: Any, out: Any, label_base: Any, total: int, min_area: int
+    values: Any, out: Any, label_base: Any, total: int, params: LabelParams, table: Any = None
 ) -> tuple[Any, Kept | None]:
-    """The statistics table of the labeled batch `out` (stats_table) after min-area
-    filtering, which renumbers `out` (remove_small), and remove_small's result.
-    label_base: label_offsets'; total: its last entry, on the host."""
+    """The statistics table of the labeled batch `out` (stats_table) after area filtering,
+    which renumbers `out` (remove_small), and with --fill-holes after the holes are filled
+    (filled_on_host, which waits for the device); and remove_small's result.
+    label_base: label_offsets'; total: its last entry, on the host. table: as stats_table's
+    (its first K' columns are written)."""
+    floats = np.dtype(values.dtype).kind == "f"
     agg = aggregate(values, out, label_base, total)
-    kept = remove_small(out, min_area, label_base, agg)
-    return stats_table(agg, label_base, kept, np.dtype(values.dtype).kind == "f"), kept
+    kept = remove_small(out, params, label_base, agg)
+    if not params.fill_holes:
+        return stats_table(agg, label_base, kept, floats, table), kept
+    filled_on_host(out, params)
+    base = label_base if kept is None else kept.base
+    rows = total if kept is None else int(base[-1:].get()[0])
+    filled = stats_table(aggregate(values, out, base, rows), base, None, floats)
+    if table is None:
+        return filled, kept
+    stream = import_cupy().cuda.get_current_stream()
+    for column in range(TABLE_COLUMNS):  # device copies (no kernel compiled at run time)
+        if rows:
+            table[column, :rows].data.copy_from_device_async(filled[column].data, rows * 8, stream)
+    return table, kept
+
+
+def filled_on_host(out: Any, params: LabelParams) -> None:
+    """Fill the holes of each image of the labeled batch `out` (contract.cleaning.fill_holes):
+    the labels go to the host (the call waits for the device), are filled there, and come
+    back, so that both backends fill with the same code."""
+    from ..cpu.labels import region_labels
+
+    host = out.get()
+    changed = [fill_holes(image, params, region_labels) for image in host]
+    if any(changed):
+        out.set(host)
 
 
 def label_offsets(counts: Any) -> Any:
@@ -157,26 +185,30 @@ class Kept(NamedTuple):
     counts: Any
 
 
-def remove_small(out: Any, min_area: int, label_base: Any, agg: Any) -> Kept | None:
-    """Min-area filtering: `out`'s labels with area >= min_area renumbered 1..K'
-    per image in label order, the others 0 (min_area.cu). None when nothing is filtered.
-    """
+def remove_small(out: Any, params: LabelParams, label_base: Any, agg: Any) -> Kept | None:
+    """Area filtering (--min-area, --max-area, --largest): `out`'s labels kept renumbered
+    1..K' per image in label order, the others 0 (area_filter.cu). None when nothing is
+    filtered. With --largest the areas go to the host (the call waits for the device),
+    which picks with the contract's rule (contract.cleaning.kept_components)."""
     total = agg.shape[1]
-    if min_area == 0 or total == 0:
+    if (params.min_area == 0 and not selects(params)) or total == 0:
         return None
     cupy = import_cupy()
     n, height, width = out.shape
     kernels = device_kernels(out.device.id)
-    keep = cupy.empty(total, cupy.uint32)
-    keep_area(agg[AREA], min_area, keep)
+    if params.largest is None:
+        keep = cupy.empty(total, cupy.uint32)
+        keep_area(agg[AREA], params.min_area, params.max_area, keep)
+    else:
+        area = agg[AREA].get().astype(np.int64)
+        starts = label_base.get().astype(np.int64)
+        keep = cupy.asarray(kept_components(area, starts, params).astype(np.uint32))
     rank, counts = cupy.empty(total, cupy.uint32), cupy.empty(n, cupy.uint32)
     scan_args = (keep, rank, label_base, np.uint64(0), counts)
     kernels.launch("gccl_segmented_scan", n, (_SCAN_THREADS,), scan_args)
     pixels, chunks = height * width, -(-(height * width) // CHUNK)
-    remap_args = (out, np.uint32(pixels), np.uint32(chunks), label_base, agg[AREA], rank)
-    kernels.launch(
-        "gccl_min_area_remap", n * chunks, (CHUNK_THREADS,), (*remap_args, np.uint64(min_area))
-    )
+    remap_args = (out, np.uint32(pixels), np.uint32(chunks), label_base, keep, rank)
+    kernels.launch("gccl_area_remap", n * chunks, (CHUNK_THREADS,), remap_args)
     return Kept(keep, rank, label_offsets(counts), counts)
 
 

@@ -4,7 +4,7 @@
 //     (byte strides, any sign), by element size; gccl_gather_bool also stores
 //     booleans as bytes 0/1 (a bool view of bytes may hold 255);
 //   gccl_narrow_u16: u32 labels to u16 (labels known to fit);
-//   gccl_keep_area: keep[i] = area[i] >= min_area (min-area filtering);
+//   gccl_keep_area: keep[i] = min_area <= area[i] <= max_area (area filtering);
 //   gccl_foreground_<dtype>: the ForegroundRule's mask as bytes 0/1;
 //   gccl_clear_nan_<float dtype>: mask &= !isnan(v);
 //   gccl_masked_f64_<dtype>: out = mask ? (double)v : NaN;
@@ -52,8 +52,9 @@ extern "C" __global__ void gccl_narrow_u16(const u32* src, unsigned short* dst, 
   GCCL_GRID_STRIDE(i, count) dst[i] = (unsigned short)src[i];
 }
 
-extern "C" __global__ void gccl_keep_area(const u64* area, u64 min_area, u32* keep, u64 count) {
-  GCCL_GRID_STRIDE(i, count) keep[i] = area[i] >= min_area ? 1u : 0u;
+extern "C" __global__ void gccl_keep_area(const u64* area, u64 min_area, u64 max_area, u32* keep,
+                                           u64 count) {
+  GCCL_GRID_STRIDE(i, count) keep[i] = area[i] >= min_area && area[i] <= max_area ? 1u : 0u;
 }
 
 #define GCCL_FOREGROUND(suffix, T)                                                          \

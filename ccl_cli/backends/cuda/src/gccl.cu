@@ -2,7 +2,7 @@
 #include "arrays.cu"
 #include "block8.cu"
 #include "border.cu"
-#include "min_area.cu"
+#include "area_filter.cu"
 #include "morphology.cu"
 #include "outline.cu"
 #include "pixel.cu"

@@ -5,7 +5,7 @@
 // names defined above them.
 #pragma once
 
-// The raster-order kernels (relabel.cu, stats.cu, min_area.cu, outline.cu's
+// The raster-order kernels (relabel.cu, stats.cu, area_filter.cu, outline.cu's
 // mask): chunks of GCCL_CHUNK pixels, GCCL_CHUNK_THREADS threads x
 // GCCL_CHUNK_ITEMS pixels each; the segmented scan's block (relabel.cu).
 #define GCCL_CHUNK_THREADS 256

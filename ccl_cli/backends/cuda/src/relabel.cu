@@ -5,7 +5,7 @@
 //   gccl_finalize: per chunk of GCCL_CHUNK pixels, store each root's rank
 //     inside the chunk (GCCL_ROOT_FLAG | rank) and count the chunk's roots;
 //   gccl_segmented_scan: exclusive scan of the chunk counts per image (and of
-//     any per-segment u32 array: the label offsets and min_area.cu reuse it);
+//     any per-segment u32 array: the label offsets and area_filter.cu reuse it);
 //   gccl_resolve: find each pixel's root (halving paths as it goes);
 //     label = chunk offset of the root + its rank + 1.
 #include "common.cuh"

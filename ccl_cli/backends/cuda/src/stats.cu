@@ -335,7 +335,7 @@ GCCL_FOR_EACH_FLOAT_DTYPE(GCCL_FLOAT_SUM_KERNEL)
 //     +inf, -inf or NaN where the component holds infinities (float_mean);
 //   min, max: float64 from their order keys.
 // Only kept labels get a row: label j of image i goes to row kept_base[i] +
-// kept_rank[j] where keep[j] (min-area; the rank is min_area.cu's), to row j
+// kept_rank[j] where keep[j] (area filtering; the rank is area_filter.cu's), to row j
 // when keep is null. The host copies these rows back instead of the
 // aggregates and uses them as they are.
 #define GCCL_TABLE_COLUMNS 10
