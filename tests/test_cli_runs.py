@@ -232,7 +232,8 @@ def test_quiet_prints_nothing_but_errors(tmp_path: Path) -> None:
     (tmp_path / "in" / "b.png").write_bytes(b"not an image")
     result = label(str(tmp_path / "in"), "--out", str(tmp_path / "out2"))
     assert result.exit_code == 1
-    assert result.stderr == f"gccl: {tmp_path / 'in' / 'b.png'}: not a PNG, TIFF or NPY image\n"
+    reason = "not a PNG, TIFF, JPEG, BMP, WebP or NPY image"
+    assert result.stderr == f"gccl: {tmp_path / 'in' / 'b.png'}: {reason}\n"
 
 
 @pytest.mark.parametrize(

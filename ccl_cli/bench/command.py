@@ -245,7 +245,7 @@ def _cases(inputs: Sequence[str], options: Options) -> list[Case]:
         except InputError as error:
             raise UsageError(f"{item.display}: {error}") from None
     if not images:
-        raise UsageError("no images in the inputs (PNG, TIFF or NPY files)")
+        raise UsageError("no images in the inputs (PNG, TIFF, JPEG, BMP, WebP or NPY files)")
     return input_cases(images, options.connectivities, options.tau, options.base)
 
 

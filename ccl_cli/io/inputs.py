@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import UsageError
-from .decode import image_pages, is_image_path
+from .decode import IMAGE_SUFFIXES, image_pages, is_image_path, may_hold_pages
 from .out_dir import Identity
 from .output_paths import OutputPaths
 from .seen import Seen
@@ -65,6 +65,7 @@ def expand(
     null: bool = False,
     relative_to: Path | None = None,
     out: OutPlace | None = None,
+    passed_over: list[Path] | None = None,
 ) -> list[InputItem]:
     """The inputs named by the command-line arguments, in a stable order.
 
@@ -73,15 +74,25 @@ def expand(
     (find -print0). `relative_to`: outputs mirror each input's path below it.
     `out`: where --out is; an argument that scans it (or, with `recursive`, a
     folder above it) is a UsageError, a path on stdin that does fails alone.
+    `passed_over`: receives the files the folder scans pass over (passed_over_notice).
     """
     items: list[InputItem] = []
     for spec in specs:
         if spec == "-":
             for name in read_names(stdin or sys.stdin, null):
-                items.extend(expand_name(name, recursive, out))
+                items.extend(expand_name(name, recursive, out, passed_over))
         else:
-            items.extend(_expand_one(spec, recursive, out))
+            items.extend(_expand_one(spec, recursive, out, passed_over))
     return Listing(relative_to).add(items)
+
+
+def passed_over_notice(paths: list[Path], named: int = 3) -> str:
+    """One line saying how many files folder scans passed over, naming the first few."""
+    more = f" and {len(paths) - named} more" if len(paths) > named else ""
+    return (
+        f"passed over {len(paths)} file(s) that are not images gccl reads "
+        f"({' '.join(IMAGE_SUFFIXES)}): {', '.join(map(str, paths[:named]))}{more}"
+    )
 
 
 def read_names(stream: IO[Any], null: bool) -> list[str]:
@@ -118,24 +129,31 @@ def _name(raw: str | bytes, null: bool) -> str:
     return text if null or not text.endswith("\r") else text[:-1]
 
 
-def expand_name(name: str, recursive: bool, out: OutPlace | None = None) -> list[InputItem]:
+def expand_name(
+    name: str,
+    recursive: bool,
+    out: OutPlace | None = None,
+    passed_over: list[Path] | None = None,
+) -> list[InputItem]:
     """The inputs one name from stdin stands for (a file, folder or glob pattern); a
     folder that would scan --out (see expand) is one failed input."""
     try:
-        return list(_expand_one(name, recursive, out))
+        return list(_expand_one(name, recursive, out, passed_over))
     except OutInsideInput as error:
         return [InputItem(error.folder, Path(error.folder.name), str(error))]
 
 
-def _expand_one(spec: str, recursive: bool, out: OutPlace | None) -> Iterator[InputItem]:
-    for item in _expand_spec(spec, recursive, out):
+def _expand_one(
+    spec: str, recursive: bool, out: OutPlace | None, passed_over: list[Path] | None
+) -> Iterator[InputItem]:
+    for item in _expand_spec(spec, recursive, out, [] if passed_over is None else passed_over):
         yield from _pages(item)
 
 
 def _pages(item: InputItem) -> Iterator[InputItem]:
     """`item`, or one item per page of a multi-page TIFF: page N of a.tif has the outputs
     of a.pNNNN.tif (a.p0001.labels.png, ...)."""
-    if item.problem or item.empty or item.path.suffix.lower() in (".png", ".npy"):
+    if item.problem or item.empty or not may_hold_pages(item.path):
         yield item
         return
     count = image_pages(item.path)
@@ -153,7 +171,9 @@ def _page_name(relative: Path, page: int | None) -> Path:
     return relative.with_name(f"{relative.stem}.p{page + 1:04d}{relative.suffix}")
 
 
-def _expand_spec(spec: str, recursive: bool, out: OutPlace | None) -> Iterator[InputItem]:
+def _expand_spec(
+    spec: str, recursive: bool, out: OutPlace | None, passed_over: list[Path]
+) -> Iterator[InputItem]:
     if "\0" in spec:
         name = Path(spec.replace("\0", "?"))
         yield InputItem(
@@ -169,7 +189,7 @@ def _expand_spec(spec: str, recursive: bool, out: OutPlace | None) -> Iterator[I
         yield InputItem(path, Path(path.name), error.strerror or str(error))
         return
     if is_folder:
-        yield from _scan(path, recursive, out)
+        yield from _scan(path, recursive, out, passed_over)
     elif is_folder is not None or os.path.islink(path):
         problem = None if is_folder is not None else "a link to a file that does not exist"
         yield InputItem(path, Path(path.name), problem)
@@ -181,22 +201,24 @@ def _expand_spec(spec: str, recursive: bool, out: OutPlace | None) -> Iterator[I
         for match in matches:
             found = Path(match)
             if os.path.isdir(found):
-                yield from _scan(found, recursive, out)
+                yield from _scan(found, recursive, out, passed_over)
             else:
                 yield InputItem(found, _relative_to(found, base))
     else:
         yield InputItem(path, Path(path.name), "no such file or directory")
 
 
-def _scan(folder: Path, recursive: bool, out: OutPlace | None) -> Iterator[InputItem]:
+def _scan(
+    folder: Path, recursive: bool, out: OutPlace | None, passed_over: list[Path]
+) -> Iterator[InputItem]:
     """The images of a named folder (and below it with `recursive`), sorted by path; a
-    folder that gives none is one item saying so. OutInsideInput when the scan would
-    read --out."""
+    folder that gives none is one item saying so; the other files go to `passed_over`.
+    OutInsideInput when the scan would read --out."""
     if out is not None:
         out.check_root(folder, recursive)
     not_scanned: list[Path] = []
     found = False
-    for item in _scan_folder(folder, folder, recursive, not_scanned):
+    for item in _scan_folder(folder, folder, recursive, not_scanned, passed_over):
         found = True
         yield item
     if not found:
@@ -207,13 +229,14 @@ def _scan(folder: Path, recursive: bool, out: OutPlace | None) -> Iterator[Input
 
 
 def _scan_folder(
-    root: Path, folder: Path, recursive: bool, not_scanned: list[Path]
+    root: Path, folder: Path, recursive: bool, not_scanned: list[Path], passed_over: list[Path]
 ) -> Iterator[InputItem]:
     """Images below `root`, depth first in name order (the order of sorted paths).
 
     Hidden entries are skipped and linked folders not entered; an unreadable
     folder, a link to nothing and anything else named like an image that is
-    not a file each become an item that fails with the reason.
+    not a file each become an item that fails with the reason; other files are
+    added to `passed_over`.
     """
     below = folder.relative_to(root)  # each image's outputs mirror its path below root
     try:
@@ -234,11 +257,16 @@ def _scan_folder(
             is_folder = False
         if is_folder:
             if recursive:
-                yield from _scan_folder(root, folder / name, recursive, not_scanned)
+                yield from _scan_folder(root, folder / name, recursive, not_scanned, passed_over)
             else:
                 not_scanned.append(folder / name)
             continue
         if not is_image_path(name):
+            try:
+                if entry.is_file():
+                    passed_over.append(folder / name)
+            except OSError:
+                pass  # (gone, or not to be had: not an image either way)
             continue
         path = folder / name
         try:

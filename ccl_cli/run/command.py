@@ -26,7 +26,8 @@ from ..errors import (
     GcclError,
     UsageError,
 )
-from ..io.inputs import OutPlace, RunInputs, expand
+from ..io.decode import IMAGE_SUFFIXES
+from ..io.inputs import OutPlace, RunInputs, expand, passed_over_notice
 from ..io.lock import OutputLock
 from ..io.out_dir import OutDir
 from ..io.output_paths import (
@@ -45,7 +46,7 @@ from .sources import Arrival, ListSource, Source
 from .stream import StdinSource
 from .summary import Summary
 
-NO_IMAGES = "no images found in the inputs (.png, .tif, .tiff, .npy)"
+NO_IMAGES = f"no images found in the inputs ({', '.join(IMAGE_SUFFIXES)})"
 
 
 class Executor(Protocol):
@@ -107,6 +108,7 @@ def run_label(
     if "-" in specs and streams(settings):
         source = StdinSource(specs, settings, settings.batch_window / 1000, place, stdin)
     else:
+        passed_over: list[Path] = []
         items = expand(
             specs,
             settings.recursive,
@@ -114,7 +116,10 @@ def run_label(
             settings.null_separated,
             settings.relative_to,
             place,
+            passed_over,
         )
+        if passed_over:
+            reporter.notice(passed_over_notice(passed_over))
         if all(item.empty for item in items):
             reporter.notice(NO_IMAGES)
         source = ListSource(items)

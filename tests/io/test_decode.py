@@ -474,7 +474,7 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path], Path], str]] = {
     "zero bytes": (lambda d: save_bytes(d / "z.png", b""), r"^empty file$"),
     "text named png": (
         lambda d: save_bytes(d / "t.png", b"hello, not an image\n"),
-        r"^not a PNG, TIFF or NPY image$",
+        r"^not a PNG, TIFF, JPEG, BMP, WebP or NPY image$",
     ),
     "truncated png": (
         lambda d: truncated(save_pil(d / "a.png", Image.fromarray(noisy()))),

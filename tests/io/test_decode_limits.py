@@ -14,6 +14,7 @@ disk.
 from __future__ import annotations
 
 import csv
+import io
 import itertools
 import json
 import os
@@ -54,7 +55,7 @@ from ccl_cli.io.decode.checks import WORKING_FACTOR
 warms, path, kwargs = sys.argv[1].split(","), sys.argv[2], json.loads(sys.argv[3])
 for warm in warms:  # the libraries loaded, their first allocations made
     decode.image_pages(warm)
-    decode.read_image(warm)
+    decode.read_image(warm, color_to_gray="red")
 def status(name, path="/proc/self/status"):
     return int(next(l.split()[1] for l in open(path) if l.startswith(name)))
 def peak(): return status("VmHWM:") // 1024  # this image's own peak, unlike ru_maxrss
@@ -80,14 +81,18 @@ print(json.dumps(result))
 
 
 def measured(path: Path, tmp_path: Path, **kwargs: object) -> dict:
-    """Read `path` in a fresh interpreter, after a small PNG, TIFF and NPY: the outcome,
+    """Read `path` in a fresh interpreter, after a small image of each format: the outcome,
     the peak memory added (MB) and the bytes read (rchar) by image_pages and the read
     (of every page with every_page)."""
     small = np.zeros((8, 8), np.uint8)
-    warm = [tmp_path / "warm.png", tmp_path / "warm.tif", tmp_path / "warm.npy"]
+    warm = [tmp_path / f"warm.{suffix}" for suffix in ("png", "tif", "npy", "jpg", "bmp")]
     Image.fromarray(small).save(warm[0])
     tifffile.imwrite(warm[1], small, compression="zlib")
     np.save(warm[2], small)
+    Image.fromarray(small).save(warm[3])
+    Image.fromarray(small).save(warm[4])
+    warm.append(tmp_path / "warm.webp")
+    warm[-1].write_bytes(webp_bytes(np.zeros((8, 8, 3), np.uint8)))
     environment = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
     done = subprocess.run(
         [sys.executable, "-c", MEASURE, ",".join(map(str, warm)), str(path), json.dumps(kwargs)],
@@ -354,6 +359,73 @@ def test_decodes_at_the_limit_stay_within_the_working_factor(tmp_path: Path) -> 
         result = measured(path, tmp_path, max_bytes=size)
         assert "error" not in result, (name, result)
         assert result["added_mb"] <= WORKING_FACTOR * size / 2**20 + 4, (name, result)
+
+
+def jpeg_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, "JPEG")
+    return buffer.getvalue()
+
+
+def test_jpeg_declaring_a_large_frame_is_refused_before_decoding(tmp_path: Path) -> None:
+    data = bytearray(jpeg_bytes(np.zeros((8, 8), np.uint8)))
+    sof = data.index(b"\xff\xc0")
+    struct.pack_into(">HH", data, sof + 5, 40000, 40000)  # height, width: 1.6 GB
+    path = tmp_path / "frame.jpg"
+    path.write_bytes(data)
+    result = measured(path, tmp_path, max_bytes=TINY)
+    assert result["error"].startswith("image too large (40000x40000, 1 sample(s)")
+    assert result["added_mb"] < BOUND_MB
+
+
+def test_jpeg_with_huge_metadata_is_refused_without_reading_it(tmp_path: Path) -> None:
+    """600 comment segments of 64 KB (39 MB, holes) before the frame."""
+    data = jpeg_bytes(np.zeros((8, 8), np.uint8))
+    segment = 65535
+    path = tmp_path / "metadata.jpg"
+    with path.open("wb") as file:
+        file.write(data[:2])
+        for _ in range(600):
+            file.write(b"\xff\xfe" + struct.pack(">H", segment))
+            file.seek(segment - 2, os.SEEK_CUR)
+        file.write(data[2:])
+    result = measured(path, tmp_path)
+    assert result["error"] == "JPEG with over 16777216 bytes of metadata"
+    assert result["added_mb"] < BOUND_MB and result["read_bytes"] < 4 * 2**20
+
+
+def webp_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, "WEBP", lossless=True)
+    return buffer.getvalue()
+
+
+def test_webp_padded_after_its_container_reads_without_the_padding(tmp_path: Path) -> None:
+    """Pillow reads a WebP file whole: it is handed the RIFF container alone."""
+    path = padded(tmp_path / "tail.webp", webp_bytes(np.full((4, 4, 3), 7, np.uint8)), PADDING)
+    result = measured(path, tmp_path, color_to_gray="red")
+    assert result["shape"] == [4, 4] and result["sum"] == 16 * 7
+    assert result["added_mb"] < BOUND_MB and result["read_bytes"] < 2**20
+
+
+def test_webp_container_larger_than_its_image_needs_is_refused_unread(tmp_path: Path) -> None:
+    data = bytearray(webp_bytes(np.full((4, 4, 3), 7, np.uint8)))
+    struct.pack_into("<I", data, 4, PADDING)  # the RIFF size
+    path = padded(tmp_path / "riff.webp", bytes(data), PADDING + 8)
+    result = measured(path, tmp_path, color_to_gray="red")
+    assert result["error"] == f"corrupt WebP: {PADDING + 8} bytes for a 4x4 image"
+    assert result["added_mb"] < BOUND_MB and result["read_bytes"] < 2**20
+
+
+def test_bmp_declaring_a_large_image_is_refused_before_decoding(tmp_path: Path) -> None:
+    buffer = io.BytesIO()
+    Image.fromarray(np.zeros((8, 8), np.uint8)).save(buffer, "BMP")
+    data = bytearray(buffer.getvalue())
+    struct.pack_into("<ii", data, 18, 20000, 20000)
+    path = padded(tmp_path / "large.bmp", bytes(data), 20000 * 20000 + 2000)
+    result = measured(path, tmp_path, max_bytes=TINY)
+    assert result["error"].startswith("image too large (20000x20000, 1 sample(s)")
+    assert result["added_mb"] < BOUND_MB and result["read_bytes"] < 2**20
 
 
 # --- page directories walked once ----------------------------------------------------

@@ -3,12 +3,17 @@ up, colour reduced by --color-to-gray, and the dtypes gccl labels."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ...contract.params import SUPPORTED_DTYPES
 from ...errors import InputError
 from ...options import COLOR_TO_GRAY_CHOICES
 from .checks import not_2d
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 _COLOR_HINT = "convert it with --color-to-gray " + "|".join(COLOR_TO_GRAY_CHOICES)
 _CHANNELS = {"red": 0, "green": 1, "blue": 2}
@@ -31,6 +36,22 @@ def apply_palette(indices: np.ndarray, palette: np.ndarray) -> tuple[np.ndarray,
     if np.all(entries == entries[:, :1]):
         return table[:, 0][indices], "gray"
     return table[indices], "color palette"
+
+
+def from_pillow(image: Image.Image, fmt: str) -> tuple[np.ndarray, str]:
+    """The samples of a loaded Pillow image of at most 8 bits per channel, and their kind,
+    mode by mode; InputError naming `fmt` for another mode (CMYK, for one)."""
+    mode = image.mode
+    if mode == "1":  # Pillow's 1-bit pixels are bytes 0/255: make them real bools
+        return np.asarray(image).view(np.uint8) != 0, "gray"
+    if mode == "L":
+        return np.asarray(image), "gray"
+    if mode == "P":
+        palette = np.asarray(image.getpalette("RGB"), dtype=np.uint8).reshape(-1, 3)
+        return apply_palette(np.asarray(image), palette)
+    if mode in ("LA", "RGB", "RGBA"):
+        return np.asarray(image), {"LA": "gray+alpha"}.get(mode, mode)
+    raise InputError(f"unsupported {fmt} mode {mode}")
 
 
 def color_to_gray(array: np.ndarray, kind: str, choice: str | None) -> np.ndarray:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import os
 import struct
-from typing import TYPE_CHECKING
 
 import imagecodecs
 import numpy as np
@@ -21,10 +20,7 @@ import numpy as np
 from ...errors import InputError
 from . import plain_png
 from .checks import COMPRESSED_SLACK, check_size, decoding, not_2d, pillow
-from .pixels import apply_palette
-
-if TYPE_CHECKING:
-    from PIL import Image
+from .pixels import from_pillow
 
 MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -74,7 +70,7 @@ def read_png(handle: io.BufferedReader, head: bytes, max_bytes: int) -> tuple[np
             return imagecodecs.png_decode(data), "gray"
     with decoding("PNG"), pillow().open(io.BytesIO(data)) as image:
         image.load()
-        return _from_pillow(image)
+        return from_pillow(image, "PNG")
 
 
 def _sample_chunks(
@@ -138,18 +134,3 @@ def _gather(source: io.BufferedIOBase, spans: list[list[int]]) -> bytearray:
     view.release()
     del data[filled:]
     return data
-
-
-def _from_pillow(image: Image.Image) -> tuple[np.ndarray, str]:
-    """Pixels of a loaded Pillow PNG image of at most 8 bits per channel, mode by mode."""
-    mode = image.mode
-    if mode == "1":  # Pillow's 1-bit pixels are bytes 0/255: make them real bools
-        return np.asarray(image).view(np.uint8) != 0, "gray"
-    if mode == "L":
-        return np.asarray(image), "gray"
-    if mode == "P":
-        palette = np.asarray(image.getpalette("RGB"), dtype=np.uint8).reshape(-1, 3)
-        return apply_palette(np.asarray(image), palette)
-    if mode in ("LA", "RGB", "RGBA"):
-        return np.asarray(image), {"LA": "gray+alpha"}.get(mode, mode)
-    raise InputError(f"unsupported PNG mode {mode}")

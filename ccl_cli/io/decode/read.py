@@ -13,16 +13,33 @@ import numpy as np
 
 from ...errors import InputError
 from ...options import COLOR_TO_GRAY_CHOICES, MAX_IMAGE_BYTES
-from . import npy, pixels, png, tiff
+from . import camera, npy, pixels, png, tiff
 from .checks import no_stop
 
 #: Suffixes a directory scan picks up (compare case-insensitively).
-IMAGE_SUFFIXES: tuple[str, ...] = (".png", ".tif", ".tiff", ".npy")
+IMAGE_SUFFIXES: tuple[str, ...] = (
+    ".png",
+    ".tif",
+    ".tiff",
+    ".jpg",
+    ".jpeg",
+    ".bmp",
+    ".webp",
+    ".npy",
+)
+#: Suffixes of formats that hold one image (a TIFF may hold pages: image_pages).
+_ONE_IMAGE_SUFFIXES = frozenset(IMAGE_SUFFIXES) - {".tif", ".tiff"}
 
 
 def is_image_path(path: str | Path) -> bool:
     """Whether a directory scan should pick up `path` (by suffix, any case)."""
     return os.path.splitext(path)[1].lower() in IMAGE_SUFFIXES
+
+
+def may_hold_pages(path: str | Path) -> bool:
+    """Whether `path` may be a multi-page TIFF by its suffix (any other suffix of a
+    format gccl reads says one image; an unknown one is looked at: image_pages)."""
+    return os.path.splitext(path)[1].lower() not in _ONE_IMAGE_SUFFIXES
 
 
 def read_image(
@@ -65,8 +82,10 @@ def read_image(
             raise InputError(f"no page {page + 1}: not a TIFF")
         elif head.startswith(npy.MAGIC):
             array, kind = npy.read_npy(handle, max_bytes), "gray"
+        elif head.startswith((camera.JPEG_MAGIC, camera.BMP_MAGIC)) or camera.is_webp(head):
+            array, kind = camera.read_camera(handle, head, max_bytes)
         else:
-            raise InputError("not a PNG, TIFF or NPY image")
+            raise InputError("not a PNG, TIFF, JPEG, BMP, WebP or NPY image")
     if kind != "gray":
         array = pixels.color_to_gray(array, kind, color_to_gray)
     return pixels.as_supported(array)

@@ -23,6 +23,7 @@ import numpy as np
 
 from ...errors import InputError
 from . import tiff_layout
+from .camera import jpeg_frame
 from .checks import COMPRESSED_SLACK, check_allocation, check_size, decoding, not_2d
 from .pixels import apply_palette
 
@@ -160,42 +161,15 @@ def _check_jpeg_frame(data: bytes, page: tifffile.TiffPage) -> None:
         if page.is_tiled
         else ("strip", page.rowsperstrip, page.imagewidth)
     )
-    frame = jpeg_frame(data)
+    frame = jpeg_frame(io.BytesIO(data))
     if frame is None:
         raise InputError(f"corrupt TIFF: a JPEG {kind} without a frame header")
-    height, width, components = frame
+    height, width, components, _ = frame
     if not (0 < height <= rows and 0 < width <= columns and components <= 4):
         raise InputError(
             f"corrupt TIFF: a JPEG {kind} of {width}x{height} with {components} components "
             f"in a {kind} of {columns}x{rows}"
         )
-
-
-def jpeg_frame(data: bytes) -> tuple[int, int, int] | None:
-    """(height, width, components) in a JPEG stream's frame header (SOF), or None
-    without one."""
-    position = 2 if data[:2] == b"\xff\xd8" else 0
-    while position + 4 <= len(data):
-        if data[position] != 0xFF:
-            return None
-        marker = data[position + 1]
-        if marker == 0xFF:  # fill byte
-            position += 1
-            continue
-        if marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:  # markers without a length
-            position += 2
-            continue
-        if marker in (0xD9, 0xDA):  # the end, or the scan before any frame header
-            return None
-        length = int.from_bytes(data[position + 2 : position + 4], "big")
-        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
-            if position + 10 > len(data):
-                return None
-            height = int.from_bytes(data[position + 5 : position + 7], "big")
-            width = int.from_bytes(data[position + 7 : position + 9], "big")
-            return height, width, data[position + 9]
-        position += 2 + length
-    return None
 
 
 def _displayed(page: tifffile.TiffPage, array: np.ndarray) -> tuple[np.ndarray, str]:

@@ -1,0 +1,154 @@
+"""JPEG, BMP and WebP, the formats cameras and inspection software save, decoded by
+Pillow.
+
+Each file's header is read here first, so that the decode is sized before Pillow reads
+it: a JPEG's markers up to its first scan (their metadata is bounded, the frame sized),
+a BMP's header, a WebP's RIFF header and image size (Pillow reads a WebP file
+whole: it is handed exactly the RIFF's bytes, which must fit the image). Pixels are
+read as stored: EXIF orientation is not applied.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from typing import NamedTuple
+
+import numpy as np
+
+from ...errors import InputError
+from .checks import COMPRESSED_SLACK, check_size, decoding, not_2d, pillow
+from .pixels import from_pillow
+
+JPEG_MAGIC = b"\xff\xd8\xff"
+BMP_MAGIC = b"BM"
+
+#: Bytes of metadata (EXIF, ICC profiles, comments) before a JPEG's frame, at most.
+MAX_JPEG_METADATA = 16 * 2**20
+
+
+def is_webp(head: bytes) -> bool:
+    """Whether a file starting with `head` is a WebP (a RIFF container of type WEBP)."""
+    return head[:4] == b"RIFF" and head[8:12] == b"WEBP"
+
+
+class JpegFrame(NamedTuple):
+    """What a JPEG stream's frame header (SOF) declares."""
+
+    height: int
+    width: int
+    components: int
+    precision: int
+
+
+def jpeg_frame(stream: io.BufferedIOBase) -> JpegFrame | None:
+    """The frame header of the JPEG stream at `stream`'s position, reading the marker
+    segments up to the first scan by their lengths only (refusing more than
+    MAX_JPEG_METADATA bytes of them); None when there is no frame before the scan."""
+    frame: JpegFrame | None = None
+    metadata = 0
+    start = stream.read(2)
+    if start != b"\xff\xd8":  # a TIFF tile may hold a stream without its start marker
+        stream.seek(-len(start), io.SEEK_CUR)
+    while True:
+        if stream.read(1) != b"\xff":
+            return frame
+        kind = stream.read(1)
+        while kind == b"\xff":  # fill bytes
+            kind = stream.read(1)
+        if not kind or kind in (b"\xd9", b"\xda"):  # the end, or the first scan
+            return frame
+        code = kind[0]
+        if code == 0x01 or 0xD0 <= code <= 0xD8:  # markers without a length
+            continue
+        field = stream.read(2)
+        if len(field) < 2:
+            return frame
+        length = int.from_bytes(field, "big")
+        if frame is None and 0xC0 <= code <= 0xCF and code not in (0xC4, 0xC8, 0xCC):
+            header = stream.read(6)
+            if len(header) < 6:
+                return None
+            precision, height, width, components = struct.unpack(">BHHB", header)
+            frame = JpegFrame(height, width, components, precision)
+            stream.seek(length - 8, io.SEEK_CUR)
+            continue
+        metadata += length
+        if metadata > MAX_JPEG_METADATA:
+            raise InputError(f"JPEG with over {MAX_JPEG_METADATA} bytes of metadata")
+        stream.seek(length - 2, io.SEEK_CUR)
+
+
+def read_camera(handle: io.BufferedReader, head: bytes, max_bytes: int) -> tuple[np.ndarray, str]:
+    """Decode a JPEG, BMP or WebP file (by its magic bytes); the array and its kind."""
+    source: io.BufferedIOBase
+    if head.startswith(JPEG_MAGIC):
+        fmt, source = "JPEG", _checked_jpeg(handle, max_bytes)
+    elif is_webp(head):
+        fmt, source = "WebP", _checked_webp(handle, max_bytes)
+    else:
+        fmt, source = "BMP", handle
+        width, height, samples = _bmp_size(head)
+        check_size(height, width, samples, 1, max_bytes)
+    with decoding(fmt), pillow().open(source, formats=[fmt.upper()]) as image:
+        width, height = image.size
+        check_size(height, width, len(image.getbands()), 1, max_bytes)
+        if fmt == "WebP" and getattr(image, "n_frames", 1) > 1:
+            raise not_2d((image.n_frames, height, width))
+        image.load()
+        return from_pillow(image, fmt)
+
+
+def _checked_jpeg(handle: io.BufferedReader, max_bytes: int) -> io.BufferedReader:
+    frame = jpeg_frame(handle)
+    if frame is None:
+        raise InputError("corrupt or truncated JPEG: no frame header")
+    if frame.precision != 8:
+        raise InputError(f"{frame.precision}-bit JPEG is not read (8-bit only)")
+    if frame.height == 0:  # the height would come after the pixels (a DNL marker)
+        raise InputError("JPEG without its height in the frame header is not read")
+    check_size(frame.height, frame.width, frame.components, 1, max_bytes)
+    handle.seek(0)
+    return handle
+
+
+def _checked_webp(handle: io.BufferedReader, max_bytes: int) -> io.BytesIO:
+    """The WebP's RIFF bytes, once its image size is checked and the container found to
+    hold no more than COMPRESSED_SLACK times the image's RGBA bytes, plus 64 KiB."""
+    header = handle.read(30)
+    size = struct.unpack("<I", header[4:8])[0] + 8
+    width, height = _webp_size(header)
+    check_size(height, width, 4, 1, max_bytes)
+    most = COMPRESSED_SLACK * width * height * 4 + 2**16
+    if size > most:
+        raise InputError(f"corrupt WebP: {size} bytes for a {width}x{height} image")
+    handle.seek(0)
+    return io.BytesIO(handle.read(size))
+
+
+def _bmp_size(head: bytes) -> tuple[int, int, int]:
+    """Width, height and decoded samples per pixel from a BMP's headers (the OS/2 one of
+    12 bytes, or a Windows one of 40 bytes or more)."""
+    if len(head) >= 26 and struct.unpack("<I", head[14:18])[0] == 12:
+        width, height, _, bits = struct.unpack("<HHHH", head[18:26])
+    elif len(head) >= 30:
+        width, height, _, bits = struct.unpack("<iiHH", head[18:30])
+    else:
+        raise InputError("corrupt or truncated BMP: no header")
+    return abs(width), abs(height), 1 if bits <= 8 else 4 if bits == 32 else 3
+
+
+def _webp_size(header: bytes) -> tuple[int, int]:
+    """Width and height from the first chunk of a WebP: extended (VP8X, the canvas),
+    lossy (VP8) or lossless (VP8L)."""
+    kind, payload = header[12:16], header[20:30]
+    if kind == b"VP8X" and len(payload) >= 10:
+        width = int.from_bytes(payload[4:7], "little") + 1
+        return width, int.from_bytes(payload[7:10], "little") + 1
+    if kind == b"VP8 " and len(payload) >= 10 and payload[3:6] == b"\x9d\x01\x2a":
+        width, height = struct.unpack("<HH", payload[6:10])
+        return width & 0x3FFF, height & 0x3FFF
+    if kind == b"VP8L" and len(payload) >= 5 and payload[0] == 0x2F:
+        bits = int.from_bytes(payload[1:5], "little")
+        return (bits & 0x3FFF) + 1, (bits >> 14 & 0x3FFF) + 1
+    raise InputError("corrupt or truncated WebP: no image header")
