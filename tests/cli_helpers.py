@@ -23,7 +23,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from ccl_cli.cli import app
-from ccl_cli.io.output_paths import LOCK_NAME, RUN_RECORD_NAME
+from ccl_cli.io.output_paths import GCCL_DIR, RUN_RECORD_NAME
 
 #: Generous: a 2-core CI machine starting worker processes can be slow.
 WAIT_SECONDS = 60
@@ -111,11 +111,12 @@ def make_fax(path: Path, pages: int, size: int = 24) -> None:
 
 
 def files(out: Path) -> dict[str, bytes]:
-    """Every file under `out` but the lock (which names its holder), summary without seconds,
-    the run record's version and options (not its times and engine)."""
+    """Every file under `out` but gccl's own folder (the lock names its holder, the record of
+    made files the outputs' inodes), summary without seconds, the run record's version and
+    options (not its times and engine)."""
     found = {}
     for path in sorted(out.rglob("*")):
-        if path.is_file() and path.name != LOCK_NAME:
+        if path.is_file() and path.relative_to(out).parts[0] != GCCL_DIR:
             found[str(path.relative_to(out))] = path.read_bytes()
     found["summary.csv"] = summary_without_seconds(out).encode()
     if RUN_RECORD_NAME in found:

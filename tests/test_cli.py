@@ -21,7 +21,8 @@ from typer.testing import CliRunner
 
 from ccl_cli.cli import app
 from ccl_cli.io.lock import OutputLock
-from ccl_cli.io.output_paths import LOCK_NAME
+from ccl_cli.io.out_dir import OutDir
+from ccl_cli.io.output_paths import GCCL_DIR, LOCK_NAME
 
 EIGHT = np.ones((3, 3), bool)
 
@@ -301,7 +302,7 @@ def test_info_names_backends(runner: CliRunner):
 
 def test_busy_out_is_refused(runner: CliRunner, folder: Path, tmp_path: Path):
     out = tmp_path / "out"
-    with OutputLock(out):
+    with OutDir.open(out) as opened, OutputLock(opened):
         result = gccl(runner, str(folder), "--out", str(out))
     assert result.exit_code == 4
     assert "in use by a running gccl" in result.stderr
@@ -398,8 +399,8 @@ def test_interrupt_writes_summary_and_exits_130(many: Path, tmp_path: Path, sign
     assert statuses.count("ok") >= 2
     assert "not-run" in statuses
     assert "Traceback" not in stderr
-    assert (out / LOCK_NAME).exists()
-    with OutputLock(out):  # released
+    assert (out / GCCL_DIR / LOCK_NAME).exists()
+    with OutDir.open(out) as opened, OutputLock(opened):  # released
         pass
 
 

@@ -157,9 +157,10 @@ def test_nothing_on_stdin_is_no_inputs(tmp_path: Path) -> None:
 
 def test_another_run_holding_out_is_exit_4(tmp_path: Path) -> None:
     from ccl_cli.io.lock import OutputLock
+    from ccl_cli.io.out_dir import OutDir
 
     mask_png(tmp_path / "a.png", 1)
-    with OutputLock(tmp_path / "out"):
+    with OutDir.open(tmp_path / "out") as out, OutputLock(out):
         result = label(str(tmp_path / "a.png"), "--out", str(tmp_path / "out"))
     assert result.exit_code == 4
     assert result.stderr.startswith("gccl: error: ") and "in use by a running gccl" in result.stderr
@@ -312,11 +313,14 @@ def test_skip_existing_redoes_changed_inputs_and_other_options(tmp_path: Path) -
     assert [row["status"] for row in rows(out)] == ["ok", "ok"]
 
 
-def test_a_failed_input_loses_its_earlier_outputs_but_not_other_files(tmp_path: Path) -> None:
+def test_a_failed_input_moves_its_earlier_outputs_aside_and_leaves_other_files(
+    tmp_path: Path,
+) -> None:
     mask_png(tmp_path / "in" / "a.png", 1)
     out, args = tmp_path / "o", (str(tmp_path / "in"), "--out", str(tmp_path / "o"), "--preview")
     assert label(*args).exit_code == 0
-    assert {p.name for p in out.glob("a.*")} == {"a.labels.png", "a.stats.csv", "a.preview.png"}
+    earlier = {p.name: p.read_bytes() for p in out.glob("a.*")}
+    assert set(earlier) == {"a.labels.png", "a.stats.csv", "a.preview.png"}
     (tmp_path / "in" / "a.png").write_bytes(b"broken now")
     (out / "mine.labels.png").write_bytes(b"a file of the user's")
     mask_png(tmp_path / "in" / "c.png", 4)
@@ -327,9 +331,25 @@ def test_a_failed_input_loses_its_earlier_outputs_but_not_other_files(tmp_path: 
         ("a.png", "failed"),
         ("c.png", "failed"),
     ]
-    assert not list(out.glob("a.*"))
+    kept = {p.name.replace(".stale", ""): p.read_bytes() for p in out.glob("a.*")}
+    assert kept == earlier  # every earlier output, under a name that says it is stale
+    assert sorted(p.name for p in out.glob("a.*")) == [
+        "a.labels.stale.png",
+        "a.preview.stale.png",
+        "a.stats.stale.csv",
+    ]
+    assert "earlier outputs kept as a.labels.stale.png" in rows(out)[0]["message"]
     assert (out / "mine.labels.png").read_bytes() == b"a file of the user's"
     assert (out / "c.labels.png").read_bytes() == b"the user's, not gccl's"
+    mask_png(tmp_path / "in" / "a.png", 1)  # mended: new outputs, the stale copies go
+    mask_png(tmp_path / "in" / "c.png", 4)
+    (out / "c.labels.png").unlink()
+    assert label(*args).exit_code == 0
+    assert sorted(p.name for p in out.glob("a.*")) == [
+        "a.labels.png",
+        "a.preview.png",
+        "a.stats.csv",
+    ]
 
 
 def test_no_fsync_writes_the_same_outputs_without_flushing_them(

@@ -43,28 +43,35 @@ def test_dotdot_after_a_wildcard_stays_inside_out(tmp_path: Path, from_stdin: bo
     assert (tmp_path / "o16" / "v.stats.csv").is_file()
 
 
-def test_a_linked_lock_file_is_refused_and_its_target_kept(tmp_path: Path) -> None:
+@pytest.mark.parametrize("linked", [".gccl", ".gccl/lock"])
+def test_a_linked_gccl_folder_or_lock_is_refused_and_its_target_kept(
+    tmp_path: Path, linked: str
+) -> None:
     mask(tmp_path / "in1" / "a.png")
-    precious = tmp_path / "victim" / "precious.txt"
-    precious.parent.mkdir()
-    precious.write_text("precious\n")
-    (tmp_path / "lockout").mkdir()
-    (tmp_path / "lockout" / ".gccl.lock").symlink_to(precious)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("precious\n")
+    (tmp_path / "lockout" / ".gccl").mkdir(parents=True)
+    if linked == ".gccl":
+        (tmp_path / "lockout" / ".gccl").rmdir()
+        (tmp_path / "lockout" / ".gccl").symlink_to(victim)
+    else:
+        (tmp_path / "lockout" / ".gccl" / "lock").symlink_to(victim / "precious.txt")
     result = gccl_process("in1", "--out", "lockout", cwd=tmp_path)
     assert result.returncode == 2
     assert "is a link" in one_line_error(result)
-    assert precious.read_text() == "precious\n"
+    assert tree(victim) == {"precious.txt": b"precious\n"}
     assert not (tmp_path / "lockout" / "summary.csv").exists()
 
 
-def test_a_lock_file_gccl_did_not_write_is_left_alone(tmp_path: Path) -> None:
+def test_a_gccl_name_that_is_a_file_of_the_users_is_left_alone(tmp_path: Path) -> None:
     mask(tmp_path / "in1" / "a.png")
     (tmp_path / "out").mkdir()
-    (tmp_path / "out" / ".gccl.lock").write_text("my notes\n")
+    (tmp_path / "out" / ".gccl").write_text("my notes\n")
     result = gccl_process("in1", "--out", "out", cwd=tmp_path)
     assert result.returncode == 2
-    assert "not a gccl lock file" in one_line_error(result)
-    assert (tmp_path / "out" / ".gccl.lock").read_text() == "my notes\n"
+    assert "is not a regular file" in one_line_error(result) or "not a folder" in result.stderr
+    assert (tmp_path / "out" / ".gccl").read_text() == "my notes\n"
 
 
 # --- inputs that hang or exhaust a run ---------------------------------------------
@@ -290,7 +297,8 @@ def test_out_among_the_inputs_never_replaces_or_removes_one(tmp_path: Path) -> N
     after = tree(folder)
     assert {name: after[name] for name in before} == before
     rows = summary(folder)
-    assert "is one of the inputs; not replaced" in rows[str(folder / "x.png")]["message"]
+    message = rows[str(folder / "x.png")]["message"]
+    assert "x.stats.csv was not made by gccl in this --out; not replaced" in message
 
 
 def test_a_glob_into_its_own_folder_never_replaces_an_input(tmp_path: Path) -> None:
@@ -301,7 +309,7 @@ def test_a_glob_into_its_own_folder_never_replaces_an_input(tmp_path: Path) -> N
     assert result.returncode == 1, result.stderr
     assert (tmp_path / "in2" / "a.labels.png").read_bytes() == before
     rows = summary(tmp_path / "in2")
-    assert "in2/a.labels.png is one of the inputs" in rows["in2/a.png"]["message"]
+    assert "in2/a.labels.png was not made by gccl in this --out" in rows["in2/a.png"]["message"]
     assert rows["in2/a.labels.png"]["status"] == "ok"
 
 
@@ -442,14 +450,16 @@ def test_sigterm_stops_a_run_whose_decode_never_returns(tmp_path: Path, side: in
 #: gccl's arguments.
 HUNG_WRITE = """
 import os, sys, threading
-real = os.rename
 ready = sys.argv[1]
-def hung(source, target, **kwargs):
-    if str(target).startswith("b."):
-        open(ready, "w").close()
-        threading.Event().wait()
-    real(source, target, **kwargs)
-os.rename = hung
+def hung(real):
+    def step(source, target, **kwargs):
+        if str(target).startswith("b."):
+            open(ready, "w").close()
+            threading.Event().wait()
+        real(source, target, **kwargs)
+    return step
+os.rename = hung(os.rename)
+os.link = hung(os.link)
 sys.argv = ["gccl", *sys.argv[2:]]
 from ccl_cli.cli import main
 main()

@@ -11,8 +11,8 @@ folder once, so a link pointing back up the tree cannot make the expansion
 endless. Every input named or found ends as a summary row: a file that
 cannot be had (missing, a link to nothing, an unreadable folder) fails with
 the reason, a named folder without images gets a row saying so, and a path
-listed twice is labeled once. RunInputs keeps a run's inputs by identity, so
-that no output replaces one of them.
+listed twice is labeled once. OutPlace places --out by identity, so that no
+scan reads it whatever the spelling.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import fnmatch
 import os
 import stat
 import sys
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
@@ -29,7 +29,6 @@ from typing import IO, Any
 from ..errors import UsageError
 from .decode import IMAGE_SUFFIXES, image_pages, is_image_path, may_hold_pages
 from .out_dir import Identity
-from .output_paths import OutputPaths
 from .seen import Seen
 
 _GLOB_CHARS = set("*?[")
@@ -485,80 +484,3 @@ class OutPlace:
                 "its outputs would be read back as inputs",
                 folder,
             )
-
-
-def identities(paths: Iterable[Path]) -> set[Identity]:
-    """The identities of `paths` and of what their links point to (missing ones left out)."""
-    found: set[Identity] = set()
-    for path in paths:
-        for follow in (False, True):
-            try:
-                info = os.stat(path, follow_symlinks=follow)
-            except (OSError, ValueError):
-                continue
-            found.add((info.st_dev, info.st_ino))
-    return found
-
-
-class RunInputs:
-    """A run's inputs by identity, to refuse outputs that would replace one of them.
-
-    fixed: every input is known at the start (a list found then). Each output
-    folder is then listed once and only the names there whose inode is an
-    input's are stat'ed: an entry made later is a new file (one of this run's
-    outputs), never one of the inputs. Inputs that arrive over time may be
-    files made after such a listing, so then every output path is stat'ed,
-    and their identities are kept on disk (seen.py), as many as arrive.
-    """
-
-    def __init__(self, paths: Iterable[Path], fixed: bool) -> None:
-        self.identities = identities(paths)
-        self.fixed = fixed
-        self._inodes = {inode for _, inode in self.identities}
-        self._listed: dict[Path, set[str] | None] = {}
-        self._arrived = Seen(on_disk=not fixed)
-
-    def add(self, path: Path) -> None:
-        """An input that arrived (one of a fixed list is known already)."""
-        if not self.fixed:
-            for identity in identities([path]):
-                self._arrived.first(identity)
-
-    def first_among(self, outputs: OutputPaths) -> Path | None:
-        """The first of `outputs` that is one of the inputs, if any."""
-        if not self.fixed:
-            return _first_of(outputs, self._arrived)
-        folder = outputs.folder
-        if folder not in self._listed:
-            self._listed[folder] = self._names_of_inputs(folder)
-        names = self._listed[folder]
-        if names is None:
-            return _first_of(outputs, self.identities)
-        return _first_of(outputs, self.identities, names) if names else None
-
-    def _names_of_inputs(self, folder: Path) -> set[str] | None:
-        """The names in `folder` whose inode is an input's; None when it cannot be listed."""
-        try:
-            with os.scandir(folder) as entries:
-                return {entry.name for entry in entries if entry.inode() in self._inodes}
-        except FileNotFoundError:
-            return set()
-        except OSError:
-            return None
-
-
-def _first_of(
-    outputs: OutputPaths, identities: Container[Identity], names: Container[str] = ()
-) -> Path | None:
-    """The first of `outputs` that is one of `identities` (a run's inputs), if any;
-    with `names`, only files of those names are looked at."""
-    for path in outputs.all():
-        if names and path.name not in names:
-            continue
-        try:
-            info = os.lstat(path)
-        except OSError:
-            continue
-        if (info.st_dev, info.st_ino) in identities:
-            return path
-    return None

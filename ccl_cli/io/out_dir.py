@@ -1,15 +1,29 @@
-"""The opened --out folder: every file below it written whole, only inside it, never through a link.
+"""The opened --out folder: every file below it made, read, renamed and removed through its
+descriptor, whole, inside it, never through a link.
 
-Every file is written to a hidden temporary in its own folder, flushed to
-disk and renamed into place, so a run killed at any moment (SIGKILL included)
-leaves either the old file, the new file, or a temporary that a later run
-removes. Nothing is written outside --out whatever the inputs are called:
-every file is made relative to the opened --out folder (OutDir), each
-folder on the way opened without following links, the file created new
-(O_EXCL, O_NOFOLLOW), and a path that would leave --out, or a link met in
-the tree, refuses that write with one line. Clean-up removes only what this
-tool made: temporaries (their name says so) whose writer is gone, and label
-images carrying the caller's mark.
+--out is opened once, when the run starts (the folder may be given through
+a link: the user's choice, resolved then). Every file below it is reached
+from that descriptor one folder at a time, each opened without following
+links (O_NOFOLLOW), and never by its path again: a folder renamed, deleted
+or swapped for a link while the run goes on cannot move a write elsewhere,
+and `moved` notices it. A path that would leave --out, a link on the way, a
+folder that is another run's --out (it holds its own GCCL_DIR) refuse that
+file with one line.
+
+Writes are whole: the data goes to a hidden temporary in the file's own
+folder (created new: O_EXCL, O_NOFOLLOW), is flushed, and its identity is
+given to the owner (io/made.py: the record of what gccl made) before the
+temporary takes its name. A free name is taken with a hard link, which
+fails rather than replace a file that appeared meanwhile; a name that holds
+a file is replaced only when the owner says gccl made that very file.
+Removals and renames ask the owner the same. A run killed at any moment
+(SIGKILL included) leaves the old file, the new file, or a temporary that a
+later run removes: temporaries are named so (TEMP_PREFIX), locked by their
+writer while it writes, and removed once their writer is gone.
+
+Reads of gccl's own files (the run record, the record of made files, the
+lock) take regular files only, do not block (a FIFO is refused, not waited
+on) and stop at a size limit.
 """
 
 from __future__ import annotations
@@ -22,11 +36,12 @@ import re
 import secrets
 import stat
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from ..errors import InputError, UsageError
-from .output_paths import SUMMARY_NAME
+from .output_paths import GCCL_DIR
 
 #: Names of temporaries: this prefix, the writer's pid, a random part. Short and of a
 #: fixed length, so that a temporary fits wherever its file's name does (NAME_MAX).
@@ -35,15 +50,41 @@ TEMP_PREFIX = ".gccl-tmp-"
 #: belong to another host's worker on shared storage, or have been reused).
 _TEMP_GRACE_SECONDS = 600.0
 _TEMP_PATTERN = re.compile(re.escape(TEMP_PREFIX) + r"(\d+)-[0-9a-f]{8}")
-#: Bytes at the start of a file searched for a removal mark (see OutDir.remove_marked).
-_MARK_WINDOW = 1 << 16
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+#: How a file system that has no hard links refuses one.
+_NO_LINKS = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS)
 #: Run right before every change this process makes under --out (see check_before_changes).
 _before_change: Callable[[], None] | None = None
 
-#: A file's identity: (st_dev, st_ino); the same file under any name or link.
+#: A folder's identity: (st_dev, st_ino); the same folder under any name, link or mount.
 Identity = tuple[int, int]
+#: A file's identity as the record of made files keeps it: (inode, size, mtime in ns). The
+#: device is left out: shared storage shows other device numbers on other hosts.
+FileIdentity = tuple[int, int, int]
+
+
+def file_identity(info: os.stat_result) -> FileIdentity:
+    """The identity of the file `info` describes."""
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+class Owner(Protocol):
+    """What gccl made (io/made.py): asked before a file is replaced or removed, told of
+    each file before it takes its name."""
+
+    def ours(self, key: str, identity: FileIdentity) -> bool:
+        """Whether the file `identity` at `key` (its path below --out) is one gccl made."""
+        ...
+
+    def made(self, key: str, identity: FileIdentity) -> None:
+        """The file `identity` is about to take the name `key`."""
+        ...
+
+    def listed(self, key: str) -> bool:
+        """Whether a file gccl made is listed at `key` (a file there now may be another)."""
+        ...
 
 
 def check_before_changes(check: Callable[[], None]) -> None:
@@ -62,25 +103,61 @@ def _changing() -> None:
         _before_change()
 
 
+def not_made_here(path: Path) -> str:
+    """Why a file in the way of an output stays."""
+    return (
+        f"{path} was not made by gccl in this --out; not replaced "
+        "(move it away, or choose another --out)"
+    )
+
+
 class OutDir:
-    """The --out folder, opened once: every file written or removed under it goes through here.
+    """The --out folder, opened once: every file under it goes through here.
 
     Paths are given as `root / relative` (as output_paths makes them); each
     is checked to stay inside, and reached from the opened folder one
     component at a time without following links.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, fd: int) -> None:
+        """Use `fd`, the opened folder `root` (open and reopen make them)."""
         self.root = root
+        self.fd = fd
+        info = os.fstat(fd)
+        #: The folder's identity, fixed when it was opened.
+        self.identity: Identity = (info.st_dev, info.st_ino)
         self._prefix = os.path.join(str(root), "")  # root's text ending in the separator
+        #: Folders below already found not to be another run's --out (by identity).
+        self._checked: set[Identity] = set()
+
+    @classmethod
+    def open(cls, root: Path) -> OutDir:
+        """Open --out, made (with its parents) when missing: the run's one resolution of it."""
         try:
-            root.mkdir(parents=True, exist_ok=True)
+            os.makedirs(root, exist_ok=True)
             # --out itself is the user's choice and may be a link; what lies below is not.
-            self.fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as error:
             raise UsageError(
                 f"cannot write into --out {root} ({error.strerror or error})"
             ) from None
+        return cls(root, fd)
+
+    @classmethod
+    def reopen(cls, root: Path, inode: int) -> OutDir:
+        """Open --out where a worker runs (by its absolute path, on storage it shares with
+        the run) and make sure it is the folder the run opened: the same inode.
+
+        InputError when it is not there or is another folder.
+        """
+        try:
+            fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as error:
+            raise InputError(f"cannot open --out {root} ({error.strerror or error})") from None
+        if os.fstat(fd).st_ino != inode:
+            os.close(fd)
+            raise InputError(f"--out {root} was replaced during the run; nothing written")
+        return cls(root, fd)
 
     def close(self) -> None:
         """Release the folder's descriptor."""
@@ -94,26 +171,68 @@ class OutDir:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def write(
-        self, path: Path, data: bytes, durable: bool = True, after_ns: int | None = None
-    ) -> None:
-        """Write `data` to `path` so that readers only ever see the whole file.
+    def moved(self) -> str | None:
+        """Why --out is no longer where the run found it (deleted, or its path now names
+        another folder or a link elsewhere), or None while it is."""
+        info = os.fstat(self.fd)
+        if info.st_nlink == 0:
+            return f"--out {self.root} was deleted during the run"
+        try:
+            now = os.stat(self.root)
+        except OSError:
+            return f"--out {self.root} was moved or deleted during the run"
+        if (now.st_dev, now.st_ino) != self.identity:
+            return f"--out {self.root} was moved or replaced during the run"
+        return None
 
-        durable: flush it to disk before the rename (--fsync); without, a power
-        cut soon after may leave an empty or an older file, never a partial one
-        in a running system.
+    def key(self, path: Path) -> str:
+        """`path` below --out, as the record of made files names it ("a/b/x.stats.csv")."""
+        return "/".join(self._parts(path))
+
+    def lstat(self, path: Path) -> os.stat_result | None:
+        """What is at `path` (a link is not followed), or None when nothing is."""
+        try:
+            folder, name = self._folder(path, create=False)
+        except FileNotFoundError:
+            return None
+        try:
+            return os.stat(name, dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        finally:
+            os.close(folder)
+
+    def write(
+        self,
+        path: Path,
+        data: bytes,
+        owner: Owner,
+        durable: bool = True,
+        after_ns: int | None = None,
+    ) -> FileIdentity:
+        """Write `data` to `path` so that readers only ever see the whole file; returns the
+        file's identity.
+
+        owner: told of the file before it takes its name; asked whether a file
+        that holds the name now may be replaced.
+        durable: flush it to disk before it takes its name (--fsync); without, a
+        power cut soon after may leave an empty or an older file, never a partial
+        one in a running system.
         after_ns: a time (an input's modification) the file's modification time
         must be later than: the file system's clock ticks every few milliseconds,
         so a file written soon after its input was may get the same time, which
         would make it look older than its input (run/freshness.py); it is then
         stamped 1 ns later.
 
-        Raises InputError when `path` leaves --out, when a folder on the way
-        or `path` itself is a link or not a regular file (nothing is replaced).
+        Raises InputError when `path` leaves --out, when a folder on the way is a
+        link, not a folder or another run's --out, when `path` holds a link, a
+        folder or a file gccl did not make, or when a file appeared there while
+        it was written (nothing is replaced).
         """
-        folder, name = self._folder(path, create=True)
+        parts = self._parts(path)
+        key = "/".join(parts)
+        folder, name = self._folder(path, create=True, parts=parts)
         try:
-            self._check_replaceable(folder, name, path)
             temp = f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
             _changing()
             fd = os.open(temp, _NEW_FLAGS, 0o666, dir_fd=folder)
@@ -126,8 +245,9 @@ class OutDir:
                     os.utime(fd, ns=(after_ns + 1, after_ns + 1))
                 if durable:
                     os.fsync(fd)
-                _changing()
-                os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+                identity = file_identity(os.fstat(fd))
+                owner.made(key, identity)
+                self._place(folder, temp, name, path, key, owner)
             except BaseException:
                 _unlink(temp, folder)
                 raise
@@ -135,29 +255,165 @@ class OutDir:
                 os.close(fd)
         finally:
             os.close(folder)
+        return identity
 
-    def remove_marked(self, path: Path, mark: bytes) -> bool:
-        """Remove `path` if it is a regular file whose first bytes hold `mark` (a file this
-        tool wrote); True if removed. Anything else, links included, stays."""
+    @staticmethod
+    def _place(folder: int, temp: str, name: str, path: Path, key: str, owner: Owner) -> None:
+        """Give the written temporary its name: a free one (a hard link, which fails rather
+        than replace a file that is there), or one that holds a file gccl made."""
+        _changing()
+        try:
+            os.link(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except FileExistsError:
+            pass
+        except OSError as error:
+            if error.errno not in _NO_LINKS:
+                raise
+        else:
+            _unlink(temp, folder)
+            return
+        try:
+            current = os.stat(name, dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:  # (a file system without hard links, and the name free)
+            os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            return
+        if not stat.S_ISREG(current.st_mode):
+            raise InputError(f"{path} is {kind_of(current.st_mode)}; not replaced")
+        if not owner.ours(key, file_identity(current)):
+            raise InputError(not_made_here(path))
+        _changing()
+        os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+
+    def remove(self, path: Path, owner: Owner) -> bool:
+        """Remove `path` if it is a file gccl made (the owner says so); True if removed.
+        Anything else, links included, stays."""
         try:
             folder, name = self._folder(path, create=False)
         except (InputError, FileNotFoundError):
             return False
         try:
-            fd = os.open(
-                name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder
-            )
-        except OSError:
-            os.close(folder)
+            info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            if not stat.S_ISREG(info.st_mode):
+                return False
+            if not owner.ours(self.key(path), file_identity(info)):
+                return False
+            _changing()
+            _unlink(name, folder)
+            return True
+        except FileNotFoundError:
             return False
+        finally:
+            os.close(folder)
+
+    def rename(self, path: Path, new_name: str, owner: Owner) -> bool:
+        """Rename the file gccl made at `path` to `new_name` in its folder, replacing only a
+        file gccl made there; True if renamed (the owner is told of the new name first)."""
+        try:
+            folder, name = self._folder(path, create=False)
+        except (InputError, FileNotFoundError):
+            return False
+        new_key = "/".join([*self._parts(path)[:-1], new_name])
+        try:
+            info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            if not stat.S_ISREG(info.st_mode) or not owner.ours(
+                self.key(path), file_identity(info)
+            ):
+                return False
+            try:
+                there = os.stat(new_name, dir_fd=folder, follow_symlinks=False)
+            except FileNotFoundError:
+                there = None
+            if there is not None and (
+                not stat.S_ISREG(there.st_mode) or not owner.ours(new_key, file_identity(there))
+            ):
+                return False
+            owner.made(new_key, file_identity(info))
+            _changing()
+            os.rename(name, new_name, src_dir_fd=folder, dst_dir_fd=folder)
+            return True
+        except FileNotFoundError:
+            return False
+        finally:
+            os.close(folder)
+
+    def read_small(self, name: str, limit: int, folder: int | None = None) -> bytes | None:
+        """The bytes of the regular file `name` at the top of --out (or in the opened
+        `folder`), or None when there is none. InputError when it is something else (a link,
+        a FIFO, a device: never followed nor waited on) or larger than `limit` bytes."""
+        where = self.fd if folder is None else folder
+        try:
+            fd = os.open(name, _READ_FLAGS, dir_fd=where)
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise InputError(f"{self.root / name} is a link; gccl never follows it") from None
+            raise
         try:
             info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or mark not in os.pread(fd, _MARK_WINDOW, 0):
-                return False
-            return _unlink_same(name, folder, info)
+            if not stat.S_ISREG(info.st_mode):
+                raise InputError(f"{self.root / name} is {kind_of(info.st_mode)}")
+            chunks = []
+            size = 0
+            while size <= limit:
+                chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            if size > limit:
+                raise InputError(f"{self.root / name} is larger than {limit} bytes")
+            return b"".join(chunks)
         finally:
             os.close(fd)
-            os.close(folder)
+
+    def open_append(self, name: str) -> int:
+        """A descriptor appending to the regular file `name` at the top of --out (the caller
+        closes it); the file must exist (write makes it)."""
+        fd = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.fd)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise InputError(f"{self.root / name} is not a regular file")
+        return fd
+
+    def gccl_folder(self) -> int:
+        """A descriptor of GCCL_DIR, gccl's own folder at the top of --out (the lock, the
+        record of made files), made when missing; the caller closes it."""
+        shown = self.root / GCCL_DIR
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(GCCL_DIR, 0o777, dir_fd=self.fd)
+        try:
+            return os.open(GCCL_DIR, _DIR_FLAGS, dir_fd=self.fd)
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                info = os.stat(GCCL_DIR, dir_fd=self.fd, follow_symlinks=False)
+                raise UsageError(
+                    f"{shown} is {kind_of(info.st_mode)}; gccl keeps its lock and its record of "
+                    "the files it made there: move it"
+                ) from None
+            raise UsageError(f"cannot write into {shown} ({error.strerror or error})") from None
+
+    def folders(self, keys: Iterator[str]) -> Iterator[tuple[str, int | None]]:
+        """For each key (grouped by folder, in the order given), the key and a descriptor of
+        its folder (None when that folder cannot be reached without a link); each
+        descriptor is closed once its keys are done."""
+        current: str | None = None
+        fd: int | None = None
+        try:
+            for key in keys:
+                folder = key.rpartition("/")[0]
+                if folder != current:
+                    if fd is not None:
+                        os.close(fd)
+                    current = folder
+                    try:
+                        fd, _ = self._folder(self.root / key, create=False)
+                    except (OSError, InputError):
+                        fd = None
+                yield key, fd
+        finally:
+            if fd is not None:
+                os.close(fd)
 
     def remove_temporaries(self) -> int:
         """Delete temporaries whose writer is gone (killed mid-write); returns how many.
@@ -166,32 +422,22 @@ class OutDir:
         kernel drops it when the writer dies). Another run's live temporaries
         (a run into a sub-folder, or one sharing a folder of this tree) are
         left alone, and so is anything not named as a temporary. Links are
-        not followed.
+        not followed, and another run's --out below (a folder holding its own
+        GCCL_DIR) is not entered.
         """
         removed = 0
-        for _, _, names, folder in os.fwalk(".", dir_fd=self.fd, follow_symlinks=False):
+        for _, folders, names, folder in os.fwalk(".", dir_fd=self.fd, follow_symlinks=False):
+            folders[:] = [
+                name for name in folders if name != GCCL_DIR and not _is_an_out(name, folder)
+            ]
             for name in names:
                 writer = _TEMP_PATTERN.fullmatch(name)
                 if writer and _remove_abandoned(name, folder, int(writer.group(1))):
                     removed += 1
         return removed
 
-    def check_summary(self, inputs: set[Identity]) -> Path:
-        """The summary's path, refused (UsageError) when something there must not be replaced:
-        one of the inputs, a link, a folder."""
-        path = self.root / SUMMARY_NAME
-        try:
-            info = os.stat(SUMMARY_NAME, dir_fd=self.fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return path
-        if (info.st_dev, info.st_ino) in inputs:
-            raise UsageError(f"{path} is one of the inputs; choose another --out")
-        if not stat.S_ISREG(info.st_mode):
-            raise UsageError(f"{path} is {kind_of(info.st_mode)}, not a file gccl wrote; move it")
-        return path
-
-    def _folder(self, path: Path, create: bool) -> tuple[int, str]:
-        """A descriptor of `path`'s folder (the caller closes it) and its name there."""
+    def _parts(self, path: Path) -> Sequence[str]:
+        """`path`'s components below --out; InputError when it would leave --out."""
         text = str(path)
         if text.startswith(self._prefix):  # the usual case, without pathlib's parsing
             parts: Sequence[str] = text[len(self._prefix) :].split(os.sep)
@@ -203,14 +449,23 @@ class OutDir:
             parts = () if relative.is_absolute() else relative.parts
         if not parts or any(part in ("..", ".", "") for part in parts):
             raise InputError(f"{path} would leave --out {self.root}; not written")
+        return parts
+
+    def _folder(
+        self, path: Path, create: bool, parts: Sequence[str] | None = None
+    ) -> tuple[int, str]:
+        """A descriptor of `path`'s folder (the caller closes it) and its name there
+        (`parts`: its components below --out, when known)."""
+        parts = parts if parts is not None else self._parts(path)
         fd = os.dup(self.fd)
         for index, part in enumerate(parts[:-1]):  # each step closes the folder it leaves
             fd = self._enter(fd, part, create, self.root.joinpath(*parts[: index + 1]))
         return fd, parts[-1]
 
-    @staticmethod
-    def _enter(fd: int, part: str, create: bool, shown: Path) -> int:
-        """The sub-folder `part` of folder `fd` (which is closed), made when missing."""
+    def _enter(self, fd: int, part: str, create: bool, shown: Path) -> int:
+        """The sub-folder `part` of folder `fd` (which is closed), made when missing; InputError
+        when it is a link, not a folder, or another run's --out."""
+        made = False
         try:
             try:
                 inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
@@ -219,6 +474,7 @@ class OutDir:
                     raise
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, dir_fd=fd)
+                    made = True
                 inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
         except OSError as error:
             if error.errno in (errno.ELOOP, errno.ENOTDIR):
@@ -230,16 +486,28 @@ class OutDir:
             raise
         finally:
             os.close(fd)
+        if made:
+            return inner
+        info = os.fstat(inner)
+        if (info.st_dev, info.st_ino) not in self._checked:
+            if _is_an_out(".", inner):
+                os.close(inner)
+                raise InputError(
+                    f"{shown} is the --out of another gccl run (it holds {GCCL_DIR}); "
+                    "nothing written there"
+                )
+            self._checked.add((info.st_dev, info.st_ino))
         return inner
 
-    @staticmethod
-    def _check_replaceable(folder: int, name: str, path: Path) -> None:
-        try:
-            info = os.stat(name, dir_fd=folder, follow_symlinks=False)
-        except FileNotFoundError:
-            return
-        if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"{path} is {kind_of(info.st_mode)}; not replaced")
+
+def _is_an_out(name: str, folder: int) -> bool:
+    """Whether the folder `name` of `folder` is an --out of gccl's (holds GCCL_DIR)."""
+    path = GCCL_DIR if name == "." else os.path.join(name, GCCL_DIR)
+    try:
+        os.stat(path, dir_fd=folder, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
 
 
 def kind_of(mode: int) -> str:
@@ -248,6 +516,8 @@ def kind_of(mode: int) -> str:
         return "a link"
     if stat.S_ISDIR(mode):
         return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
     return "not a regular file"
 
 
@@ -256,25 +526,10 @@ def _unlink(name: str, folder: int) -> None:
         os.unlink(name, dir_fd=folder)
 
 
-def _unlink_same(name: str, folder: int, info: os.stat_result) -> bool:
-    """Unlink `name` if it still is the file `info` describes."""
-    try:
-        now = os.stat(name, dir_fd=folder, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
-        return False
-    _changing()
-    _unlink(name, folder)
-    return True
-
-
 def _remove_abandoned(name: str, folder: int, pid: int) -> bool:
     """Remove the temporary `name` of `folder` if its writer is gone; True if removed."""
     try:
-        fd = os.open(
-            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder
-        )
+        fd = os.open(name, _READ_FLAGS, dir_fd=folder)
     except OSError:
         return False
     try:
@@ -287,7 +542,15 @@ def _remove_abandoned(name: str, folder: int, pid: int) -> bool:
             return False  # its writer is at work
         if _alive(pid) and time.time() - info.st_mtime < _TEMP_GRACE_SECONDS:
             return False  # made a moment ago, its writer about to lock it
-        return _unlink_same(name, folder, info)
+        try:
+            now = os.stat(name, dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+            return False
+        _changing()
+        _unlink(name, folder)
+        return True
     finally:
         os.close(fd)
 
@@ -306,9 +569,3 @@ def _alive(pid: int) -> bool:
             return status.read().rpartition(b")")[2].split()[0] != b"Z"
     except (OSError, IndexError):
         return True
-
-
-def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
-    """Write `data` to `path` through an OutDir of its folder (see OutDir.write)."""
-    with OutDir(path.parent) as folder:
-        folder.write(path, data, durable)

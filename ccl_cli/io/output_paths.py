@@ -15,8 +15,16 @@ from pathlib import Path
 SUMMARY_NAME = "summary.csv"
 #: The run record (run/freshness.py), at the top of --out.
 RUN_RECORD_NAME = "gccl-run.json"
-#: The lock file (io/lock.py), at the top of --out.
-LOCK_NAME = ".gccl.lock"
+#: gccl's own folder at the top of --out: the lock and the record of the files gccl made
+#: there. A folder that holds one is an --out.
+GCCL_DIR = ".gccl"
+#: The lock file (io/lock.py), in GCCL_DIR.
+LOCK_NAME = "lock"
+#: The record of made files (io/made.py), in GCCL_DIR: this file, and one segment per writer
+#: (RECORD_NAME + "-" + the writer's part) until a run merges them into it.
+RECORD_NAME = "made"
+#: What an output's name gets when a failure moves it aside: x.labels.png -> x.labels.stale.png.
+STALE_MARK = ".stale"
 
 
 @dataclass(frozen=True)
@@ -55,15 +63,11 @@ class OutputPaths:
         """Every file the input may produce."""
         return (self.labels_png, self.labels_tif, self.stats, self.preview, self.polygons)
 
-    def complete(self, preview: bool, polygons: bool = False) -> bool:
-        """Whether a previous run finished this input (for --skip-existing)."""
-        has_labels = self.labels_png.exists() or self.labels_tif.exists()
-        return (
-            has_labels
-            and self.stats.exists()
-            and (not preview or self.preview.exists())
-            and (not polygons or self.polygons.exists())
-        )
+
+def stale_name(path: Path) -> str:
+    """The name `path`'s file takes when a failure of its input moves it aside (its last
+    suffix kept, so that it opens as before): x.labels.png -> x.labels.stale.png."""
+    return path.stem + STALE_MARK + path.suffix
 
 
 def output_paths(out: Path, relative: Path) -> OutputPaths:

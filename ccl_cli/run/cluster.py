@@ -20,8 +20,10 @@ from typing import Any
 
 from ..config import Settings
 from ..errors import UsageError
+from ..io.made import MadeFiles
+from ..io.out_dir import OutDir
 from .records import Admitted, Outcomes
-from .tasks import TaskRunner, label_task
+from .tasks import Task, TaskRunner, label_task
 
 #: Seconds to wait for the scheduler to answer.
 CONNECT_TIMEOUT = 10.0
@@ -59,13 +61,15 @@ class Cluster:
         settings: Settings,
         outcomes: Outcomes,
         check_stop: Callable[[], None],
+        out: OutDir,
+        made: MadeFiles,
     ) -> None:
         """Label `admitted` in tasks on the cluster's workers (tasks.TaskRunner)."""
         TaskRunner(self._submit, self.client.cancel, "the cluster task failed").label(
-            admitted, settings, outcomes, check_stop
+            admitted, settings, outcomes, check_stop, out, made
         )
 
-    def _submit(self, task: list[Admitted], settings: Settings) -> Any:
+    def _submit(self, task: Task, settings: Settings) -> Any:
         # pure=False: a fresh key, so a second run never gets an earlier run's result.
         return self.client.submit(label_task, task, settings, pure=False, retries=RETRIES)
 

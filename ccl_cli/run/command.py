@@ -1,16 +1,25 @@
 """One `gccl label` run: inputs -> admission -> an executor that labels -> summary.csv.
 
 Each input ends as one record (a summary.csv row): ok, skipped, failed, or
-not-run when the run stopped early (--fail-fast, Ctrl-C, SIGTERM). The executor
-is this process (local.py), local worker processes (processes.py) or a Dask
-cluster (cluster.py); this process keeps the lock, admission, progress,
-stopping and the summary.
+not-run when the run stopped early (--fail-fast, Ctrl-C, SIGTERM, --out moved
+away). The executor is this process (local.py), local worker processes
+(processes.py) or a Dask cluster (cluster.py); this process opens --out once,
+keeps the lock, the record of made files, admission, progress, stopping and
+the summary.
+
+Admission asks, before an input is decoded, what its outputs would replace:
+an input that is itself a file gccl made in --out is skipped (outputs are
+never inputs), and one whose outputs' paths hold a link, a folder or a file
+gccl did not make there fails with that reason (the write checks again, at
+the moment it replaces: io/out_dir.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing
@@ -22,16 +31,16 @@ from typing import Any, Protocol
 from ..backends import cpu_only, make_backend
 from ..backends.base import Backend, usable_cores
 from ..config import Settings
-from ..errors import (
-    GcclError,
-    UsageError,
-)
+from ..errors import GcclError, InputError, UsageError
 from ..io.decode import IMAGE_SUFFIXES
-from ..io.inputs import OutPlace, RunInputs, expand, passed_over_notice
+from ..io.inputs import OutPlace, expand, passed_over_notice
 from ..io.lock import OutputLock
-from ..io.out_dir import OutDir
+from ..io.made import MadeFiles, in_the_way
+from ..io.out_dir import OutDir, file_identity, kind_of, not_made_here
 from ..io.output_paths import (
+    GCCL_DIR,
     LOCK_NAME,
+    RECORD_NAME,
     RUN_RECORD_NAME,
     SUMMARY_NAME,
     OutputPaths,
@@ -46,6 +55,8 @@ from .sources import Arrival, ListSource, Source
 from .stream import StdinSource
 from .summary import Summary
 
+#: How often a run makes sure --out is still where it found it, in seconds.
+OUT_CHECK_SECONDS = 0.25
 NO_IMAGES = f"no images found in the inputs ({', '.join(IMAGE_SUFFIXES)})"
 
 
@@ -59,8 +70,11 @@ class Executor(Protocol):
         settings: Settings,
         outcomes: Outcomes,
         check_stop: Callable[[], None],
+        out: OutDir,
+        made: MadeFiles,
     ) -> None:
-        """Label, write and finish every admitted record; `check_stop` raises to end early.
+        """Label, write and finish every admitted record into `out` (whose record of made
+        files is `made`); `check_stop` raises to end early.
 
         A None says the input paused: finish what came before it (sources.py).
         """
@@ -84,8 +98,12 @@ class _Local:
         settings: Settings,
         outcomes: Outcomes,
         check_stop: Callable[[], None],
+        out: OutDir,
+        made: MadeFiles,
     ) -> None:
-        run = LocalRun(settings, self.backend, outcomes, self.workers, check_stop, self.wake)
+        run = LocalRun(
+            settings, self.backend, outcomes, self.workers, check_stop, self.wake, out, made
+        )
         run.work(admitted)
 
     def close(self) -> None:
@@ -140,21 +158,31 @@ def streams(settings: Settings) -> bool:
 
 def run_source(source: Source, settings: Settings, reporter: Reporter) -> RunReport:
     """Label the inputs of `source` into --out: the lock, the executor, summary.csv."""
-    out = checked_out(settings)
+    out_path = checked_out(settings)
     executor = _executor(settings, reporter, source.total, source.wake)
     started = time.perf_counter()
     report = RunReport()
-    made_out = not out.exists()
-    try:
-        _run(executor, source, report, settings, reporter)
-    except GcclError:  # e.g. a device found unusable once the workers had started
-        if made_out:
-            _remove_unused(out)
-        raise
+    made_out = not os.path.lexists(out_path)
+    with closing(executor):
+        out = OutDir.open(out_path)  # the run's one resolution of --out
+        try:
+            _run(executor, source, report, settings, reporter, out)
+        except GcclError:  # e.g. a device found unusable once the workers had started
+            if made_out:
+                _remove_unused(out)
+            raise
+        finally:
+            out.close()
+    if report.stopped_by:
+        raise OutMoved(f"{report.stopped_by}; stopped (summary.csv is in that folder)")
     if source.total is None and report.count("no-images") == report.total:
         reporter.notice(NO_IMAGES)
     report.seconds = time.perf_counter() - started
     return report
+
+
+class OutMoved(UsageError):
+    """--out was deleted, moved or replaced while the run went on: it stopped."""
 
 
 def _run(
@@ -163,44 +191,85 @@ def _run(
     report: RunReport,
     settings: Settings,
     reporter: Reporter,
+    out: OutDir,
 ) -> None:
     """The locked part of run_label: label the records, write summary.csv."""
-    assert settings.out is not None
-    out = settings.out
-    with closing(executor), OutputLock(out), _StopRequests() as stop:
-        found = source.found if isinstance(source, ListSource) else None
-        inputs = RunInputs((item.path for item in found or []), found is not None)
-        with OutDir(out) as folder:
-            folder.check_summary(inputs.identities)
-            removed = folder.remove_temporaries()
-        if removed:
-            reporter.notice(f"removed {removed} partial file(s) left by an interrupted run")
-        run_record = RunRecord(out, settings)
-        run_record.write(_backend_name(executor, settings), finished=False)
-        summary = Summary(out, run_record, source.total is None, reporter)
-        reporter.start(source.total)
-        outcomes = Outcomes(reporter, settings.fail_fast, summary.finished)
+    with OutputLock(out) as lock, _StopRequests(out) as stop:
+        made = MadeFiles(out, on_disk=source.total is None)
         try:
-            with closing(source.items(stop.check)) as items:
-                executor.label(
-                    _admitted(items, summary, settings, outcomes, stop.check, run_record, inputs),
-                    settings,
-                    outcomes,
-                    stop.check,
-                )
-        except FailFast:
-            pass
-        except (KeyboardInterrupt, Stop):
-            report.interrupted = True
-        if not isinstance(executor, _Local):  # a worker killed mid-write left its temporary
-            with OutDir(out) as folder:
-                removed = folder.remove_temporaries()  # (a live writer's stays: its flock)
+            _check_own_files(out, made)
+            removed = out.remove_temporaries()
             if removed:
-                reporter.notice(f"removed {removed} partial file(s) left by a worker that died")
-        report.records = summary.close(source.untaken(summary.taken_count), report.interrupted)
+                reporter.notice(f"removed {removed} partial file(s) left by an interrupted run")
+            run_record = RunRecord(out, settings, made, lock.taken_ns)
+            run_record.write(_backend_name(executor, settings), finished=False)
+            summary = Summary(out, made, source.total is None, reporter)
+            reporter.start(source.total)
+            outcomes = Outcomes(reporter, settings.fail_fast, summary.finished)
+            try:
+                with closing(source.items(stop.check)) as items:
+                    executor.label(
+                        _admitted(items, summary, settings, outcomes, stop.check, run_record, out),
+                        settings,
+                        outcomes,
+                        stop.check,
+                        out,
+                        made,
+                    )
+            except FailFast:
+                report.failed_fast = True
+            except _OutGone as gone:
+                report.stopped_by = str(gone)
+            except (KeyboardInterrupt, Stop):
+                report.interrupted = True
+            _finish(report, summary, run_record, source, executor, settings, reporter, out, made)
+        finally:
+            try:
+                made.close(settings.fsync)
+            except OSError:
+                if not report.stopped_by:
+                    raise
+
+
+def _finish(
+    report: RunReport,
+    summary: Summary,
+    run_record: RunRecord,
+    source: Source,
+    executor: Executor,
+    settings: Settings,
+    reporter: Reporter,
+    out: OutDir,
+    made: MadeFiles,
+) -> None:
+    """The end of a run, however it stopped: summary.csv, the run record."""
+    if not isinstance(executor, _Local):  # a worker killed mid-write left its temporary
+        removed = out.remove_temporaries()  # (a live writer's stays: its flock)
+        if removed:
+            reporter.notice(f"removed {removed} partial file(s) left by a worker that died")
+        made.refresh()  # the files the workers made, for the failed inputs' outputs
+    stopped = report.stopped_by or ("interrupted" if report.interrupted else "")
+    stopped = stopped or ("stopped after a failure (--fail-fast)" if report.failed_fast else "")
+    try:
+        report.records = summary.close(source.untaken(summary.taken_count), stopped)
         report.counts = summary.counts
         run_record.write(_backend_name(executor, settings), finished=True)
-        report.summary = summary.path
+    except GcclError:
+        if not report.stopped_by:  # (an --out deleted takes its summary with it)
+            raise
+    report.summary = summary.path
+
+
+def _check_own_files(out: OutDir, made: MadeFiles) -> None:
+    """Refuse a run whose summary.csv or run record would replace what gccl did not make."""
+    for name in (SUMMARY_NAME, RUN_RECORD_NAME):
+        info = out.lstat(out.root / name)
+        if info is None:
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"{out.root / name} is {kind_of(info.st_mode)}; move it")
+        if not made.ours(name, file_identity(info)):
+            raise UsageError(not_made_here(out.root / name))
 
 
 def _backend_name(executor: Executor, settings: Settings) -> str:
@@ -211,12 +280,24 @@ def _backend_name(executor: Executor, settings: Settings) -> str:
     return f"{kind}, --device {settings.device}"
 
 
-def _remove_unused(out: Path) -> None:
-    """Remove an --out folder this run made, if it holds nothing but the lock and run record."""
-    if os.path.isdir(out) and set(os.listdir(out)) <= {LOCK_NAME, RUN_RECORD_NAME}:
-        (out / LOCK_NAME).unlink(missing_ok=True)
-        (out / RUN_RECORD_NAME).unlink(missing_ok=True)
-        out.rmdir()
+def _remove_unused(out: OutDir) -> None:
+    """Remove an --out folder this run made, if it holds nothing but what gccl keeps there
+    (its own folder, the run record)."""
+    with contextlib.suppress(OSError):
+        if not set(os.listdir(out.fd)) <= {GCCL_DIR, RUN_RECORD_NAME}:
+            return
+        folder = out.gccl_folder()
+        try:
+            for name in os.listdir(folder):
+                if name == LOCK_NAME or name.startswith(RECORD_NAME):
+                    os.unlink(name, dir_fd=folder)
+        finally:
+            os.close(folder)
+        os.rmdir(GCCL_DIR, dir_fd=out.fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(RUN_RECORD_NAME, dir_fd=out.fd)
+        if os.stat(out.root).st_ino == out.identity[1]:
+            os.rmdir(out.root)
 
 
 def _executor(
@@ -257,19 +338,14 @@ def _admitted(
     outcomes: Outcomes,
     check_stop: Callable[[], None],
     run_record: RunRecord,
-    inputs: RunInputs,
+    out: OutDir,
 ) -> Iterator[Admitted | None]:
     """The records of `items` (taken by `summary`) that need work, with their outputs;
-    the others are finished here. A source's pauses (None) pass through.
-
-    An input whose outputs would replace one of the run's `inputs` (the files
-    found at the start, and every input that arrived since) fails, and so
-    does one whose outputs would take the summary's or the lock's name; their
-    outputs are never cleared. Neither are outputs another input claimed.
+    the others are finished here (see the module docstring). A source's pauses (None)
+    pass through.
 
     Lazy, so that a local run starts decoding before the last input is admitted.
     """
-    assert settings.out is not None
     claimed = Seen(on_disk=summary.appends)  # label image -> the input that writes it
     for item in items:
         if item is None:
@@ -279,10 +355,11 @@ def _admitted(
         record = Record(item)
         summary.taken(record)
         try:
-            paths = _admit(record, summary, settings, outcomes, run_record, inputs, claimed)
-        except OSError as error:  # a name too long for the file system, a folder unreadable
+            paths = _admit(record, summary, settings, outcomes, run_record, out, claimed)
+        except (OSError, InputError) as error:  # a name too long, a link on the way
             if record.status == "pending":
-                outcomes.fail(record, error.strerror or str(error))
+                reason = error.strerror if isinstance(error, OSError) else str(error)
+                outcomes.fail(record, reason or str(error))
             continue
         if paths is not None:
             yield record, paths
@@ -294,7 +371,7 @@ def _admit(
     settings: Settings,
     outcomes: Outcomes,
     run_record: RunRecord,
-    inputs: RunInputs,
+    out: OutDir,
     claimed: Seen,
 ) -> OutputPaths | None:
     """The outputs of `record` when it needs work; else None, the record finished here."""
@@ -306,10 +383,9 @@ def _admit(
         outcomes.finished(record)
         return None
     paths = output_paths(settings.out, item.relative)
-    inputs.add(item.path)
-    taken = _input_among(paths, inputs) or _reserved(item.relative)
-    if taken:
-        outcomes.fail(record, taken)
+    reserved = _reserved(item.relative)
+    if reserved:
+        outcomes.fail(record, reserved)
         return None
     if item.problem:
         # an unreadable folder has no outputs
@@ -317,16 +393,29 @@ def _admit(
             summary.may_write(record, paths)
         outcomes.fail(record, item.problem)
         return None
+    try:
+        source = os.stat(item.path)
+    except OSError:
+        source = None  # (reading it says why)
+    if source is not None and summary.made.is_made(source):
+        record.status = "skipped"
+        record.message = f"a file gccl made in --out {out.root}: outputs are never inputs"
+        outcomes.finished(record)
+        return None
     first = claimed.first(paths.labels_png, item.display)
     if first is not None and first != item.display:
         hint = "" if settings.relative_to else " (--relative-to keeps their folders apart)"
         outcomes.fail(record, f"its outputs would overwrite those of {first}{hint}")
         return None
     summary.may_write(record, paths)
+    problem = in_the_way(out, summary.made, _written(paths, settings))
+    if problem:
+        outcomes.fail(record, problem)
+        return None
     if (
         settings.skip_existing
-        and paths.complete(settings.preview, settings.polygons)
-        and run_record.current(item, paths)
+        and source is not None
+        and _current(paths, settings, out, summary.made, run_record, source)
     ):
         record.status = "skipped"
         record.message = "outputs are current (--skip-existing)"
@@ -335,34 +424,76 @@ def _admit(
     return paths
 
 
-def _input_among(paths: OutputPaths, inputs: RunInputs) -> str:
-    """Why `paths` may not be written: one of them is an input ("" when none is)."""
-    taken = inputs.first_among(paths)
-    return f"its output {taken} is one of the inputs; not replaced" if taken else ""
+def _current(
+    paths: OutputPaths,
+    settings: Settings,
+    out: OutDir,
+    made: MadeFiles,
+    run_record: RunRecord,
+    source: os.stat_result,
+) -> bool:
+    """Whether gccl made every output of the input at `paths` (a label image of either
+    format) after the input (`source`) last changed, with these options (--skip-existing)."""
+    stats = _made_here(out, made, paths.stats)
+    if stats is None or not run_record.current(stats.st_mtime_ns, source.st_mtime_ns):
+        return False
+    if not (_made_here(out, made, paths.labels_png) or _made_here(out, made, paths.labels_tif)):
+        return False
+    extras = [*([paths.preview] if settings.preview else [])]
+    extras += [paths.polygons] if settings.polygons else []
+    return all(_made_here(out, made, path) for path in extras)
+
+
+def _written(paths: OutputPaths, settings: Settings) -> list[Path]:
+    """The files an input writes, as admission checks them: its label image (a 16-bit PNG
+    unless --label-format tiff: a TIFF for more labels is checked as it is written), its
+    statistics, and with the options its preview and outlines."""
+    labels = paths.labels_tif if settings.label_format == "tiff" else paths.labels_png
+    return [
+        labels,
+        paths.stats,
+        *([paths.preview] if settings.preview else []),
+        *([paths.polygons] if settings.polygons else []),
+    ]
+
+
+def _made_here(out: OutDir, made: MadeFiles, path: Path) -> os.stat_result | None:
+    """What is at `path` when it is a file gccl made there, else None."""
+    info = out.lstat(path)
+    if info is None or not stat.S_ISREG(info.st_mode):
+        return None
+    return info if made.ours(out.key(path), file_identity(info)) else None
 
 
 def _reserved(relative: Path) -> str:
     """Why outputs mirrored at `relative` may not be written: their folder would take the
-    name of the run's summary or lock ("" when it would not)."""
-    if len(relative.parts) > 1 and relative.parts[0] in (SUMMARY_NAME, LOCK_NAME):
+    name of a file or folder gccl keeps in --out ("" when it would not)."""
+    if len(relative.parts) > 1 and relative.parts[0] in (SUMMARY_NAME, RUN_RECORD_NAME, GCCL_DIR):
         return f"its outputs would go into a folder named {relative.parts[0]} in --out"
     return ""
 
 
+class _OutGone(Stop):
+    """--out was deleted, moved or replaced: the run stops (OutMoved once it has)."""
+
+
 class _StopRequests:
-    """Ctrl-C and SIGTERM (cron's timeout, kill) ask the run to stop at its next safe point.
+    """Ctrl-C and SIGTERM (cron's timeout, kill) ask the run to stop at its next safe point,
+    and so does an --out that is no longer where the run found it.
 
     The handlers only set a flag, which the run checks between steps, so no
     exception lands inside a half-done step (a lock, a queue, a file write);
     only a step marked interruptible (interrupts.py) ends at once. A second
-    Ctrl-C stops at once.
+    Ctrl-C stops at once. --out is looked at every OUT_CHECK_SECONDS.
     """
 
     _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self) -> None:
+    def __init__(self, out: OutDir) -> None:
+        self.out = out
         self.requested = False
         self._previous: dict[int, Any] = {}
+        self._next_look = 0.0
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.requested and signum == signal.SIGINT:
@@ -372,9 +503,15 @@ class _StopRequests:
             raise Stop()
 
     def check(self) -> None:
-        """Raise Stop if a stop was requested."""
+        """Raise Stop if a stop was requested, _OutGone if --out is gone."""
         if self.requested:
             raise Stop()
+        now = time.monotonic()
+        if now >= self._next_look:
+            self._next_look = now + OUT_CHECK_SECONDS
+            moved = self.out.moved()
+            if moved:
+                raise _OutGone(moved)
 
     def __enter__(self) -> _StopRequests:
         try:

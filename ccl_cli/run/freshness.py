@@ -6,26 +6,24 @@ outputs hold. The record also keeps `since`, when a run with those options
 first started in this folder; outputs written before it were made with
 other options. --skip-existing skips an input only when its outputs are
 complete, its statistics CSV (written last) is newer than `since` and
-newer than the input itself. An input that fails loses the outputs an
-earlier run made for it, so that no old result sits next to a failed row.
+newer than the input itself.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from .. import __version__
 from ..config import Settings
-from ..contract.stats import CSV_COLUMNS
-from ..io.inputs import InputItem
-from ..io.label_images import LABEL_MARK
-from ..io.out_dir import OutDir, atomic_write
-from ..io.output_paths import LOCK_NAME, RUN_RECORD_NAME, OutputPaths
+from ..errors import InputError, UsageError
+from ..io.out_dir import OutDir, Owner
+from ..io.output_paths import RUN_RECORD_NAME
+
+#: The most bytes of an earlier run record read (a few hundred are written).
+MAX_RUN_RECORD_BYTES = 1 << 20
 
 
 def output_options(settings: Settings) -> dict[str, Any]:
@@ -43,16 +41,18 @@ def output_options(settings: Settings) -> dict[str, Any]:
 class RunRecord:
     """The run record of one run: read the last one, write this one's."""
 
-    def __init__(self, out: Path, settings: Settings) -> None:
-        self.path = out / RUN_RECORD_NAME
+    def __init__(self, out: OutDir, settings: Settings, owner: Owner, started_ns: int) -> None:
+        """started_ns: when the run started, on the clock of the file system that stamps the
+        outputs (the lock's modification time: time.time_ns() is finer and may run ahead
+        of it, so an output written just after the start could otherwise look older)."""
+        self.out = out
+        self.owner = owner
+        self.path = out.root / RUN_RECORD_NAME
         self.options = output_options(settings)
         self.device = settings.device
         self.started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        previous = _read(self.path)
-        # Times on the file system's own clock, which stamps the outputs: the lock file was
-        # written as this run started. time.time_ns() is finer and may run ahead of it, so an
-        # output written just after the start could otherwise look older than the run.
-        self.now = (out / LOCK_NAME).stat().st_mtime_ns
+        previous = _read(out)
+        self.now = started_ns
         if previous is not None and previous.get("options") == self.options:
             self.since = int(previous.get("since", 0))
         else:
@@ -69,43 +69,23 @@ class RunRecord:
             "started": self.started,
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z") if finished else None,
         }
-        atomic_write(self.path, (json.dumps(record, indent=2) + "\n").encode("utf-8"))
-
-    def current(self, item: InputItem, paths: OutputPaths) -> bool:
-        """Whether the complete outputs at `paths` were made from this input as it is now,
-        with these options."""
+        data = (json.dumps(record, indent=2) + "\n").encode("utf-8")
         try:
-            made = paths.stats.stat().st_mtime_ns
-            changed = os.stat(item.path).st_mtime_ns
-        except (OSError, ValueError):
-            return False
-        return made >= self.since and made > changed
+            self.out.write(self.path, data, self.owner)
+        except (OSError, InputError) as error:
+            reason = error.strerror if isinstance(error, OSError) else str(error)
+            raise UsageError(f"cannot write {self.path} ({reason})") from None
 
-    def remove_earlier(self, paths: OutputPaths) -> None:
-        """Delete the outputs an earlier run made at `paths`: only a set gccl wrote (its
-        statistics CSV, written last, older than this run), each file only if it holds
-        gccl's mark (io/out_dir.py's OutDir.remove_marked; links are never followed)."""
-        try:
-            if os.lstat(paths.stats).st_mtime_ns >= self.now:
-                return
-        except OSError:
-            return
-        with OutDir(self.path.parent) as folder:
-            if not folder.remove_marked(paths.stats, ",".join(CSV_COLUMNS).encode()):
-                return
-            for path, mark in (
-                (paths.labels_png, LABEL_MARK),
-                (paths.labels_tif, LABEL_MARK),
-                (paths.preview, b"\x89PNG"),
-                (paths.polygons, b'{"type":"FeatureCollection"'),
-            ):
-                folder.remove_marked(path, mark)
+    def current(self, stats_modified_ns: int, input_modified_ns: int) -> bool:
+        """Whether outputs whose statistics CSV was modified at `stats_modified_ns` were made
+        from the input as it is now (modified at `input_modified_ns`), with these options."""
+        return stats_modified_ns >= self.since and stats_modified_ns > input_modified_ns
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def _read(out: OutDir) -> dict[str, Any] | None:
     """The last run's record, or None where there is none (or it does not read)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(out.read_small(RUN_RECORD_NAME, MAX_RUN_RECORD_BYTES) or b"")
+    except (InputError, ValueError):
         return None
     return data if isinstance(data, dict) else None

@@ -16,8 +16,10 @@ decode never returns (a stalled network file system); what is in flight is
 abandoned (writes get STOP_GRACE_SECONDS to finish). A decode or write in
 this thread is interruptible (interrupts.py): a stop request ends it at once. A batch the backend
 cannot fit in memory (MemoryError) is labeled again one image at a time
-before its images fail. Every file goes through one OutDir (io/out_dir.py):
-nothing is written outside --out or through a link there.
+before its images fail. Every file goes through the run's opened --out
+(io/out_dir.py): nothing is written outside --out or through a link there,
+and a file in the way is replaced only when the record of made files (the
+owner, io/made.py) says gccl made it.
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ from ..errors import (
 from ..io import decode
 from ..io.csv_text import stats_csv
 from ..io.inputs import InputItem
-from ..io.label_images import LABEL_MARK, encode_label_png, encode_label_tiff
-from ..io.out_dir import OutDir
+from ..io.label_images import encode_label_png, encode_label_tiff
+from ..io.made import remove_stale
+from ..io.out_dir import OutDir, Owner
 from ..io.output_paths import OutputPaths
 from ..io.previews import encode_preview_png
 from .interrupts import interruptible
@@ -80,16 +83,21 @@ class _Decoded:
 
 
 def label_admitted(
-    admitted: Iterable[Admitted], settings: Settings, backend: Backend, reporter: Reporter
+    admitted: Iterable[Admitted],
+    settings: Settings,
+    backend: Backend,
+    reporter: Reporter,
+    out: OutDir,
+    owner: Owner,
 ) -> None:
-    """Decode, label and write admitted records, finishing each in place: a cluster task's work.
+    """Decode, label and write admitted records into `out`, finishing each in place: a task's
+    work on a worker.
 
     Nothing here ends it early: the client decides about --fail-fast and Ctrl-C.
     """
     workers = settings.workers or usable_cores()
-    LocalRun(settings, backend, Outcomes(reporter, fail_fast=False), workers, lambda: None).work(
-        admitted
-    )
+    outcomes = Outcomes(reporter, fail_fast=False)
+    LocalRun(settings, backend, outcomes, workers, lambda: None, None, out, owner).work(admitted)
 
 
 class _Threads:
@@ -141,11 +149,16 @@ class LocalRun:
         outcomes: Outcomes,
         workers: int,
         check_stop: Callable[[], None],
-        wake: Callable[[], None] | None = None,
+        wake: Callable[[], None] | None,
+        out: OutDir,
+        owner: Owner,
     ):
         """wake: called from the threads when a decode or a write ends, for a source that
-        pauses when woken (sources.py); without one, a pause waits for every step."""
+        pauses when woken (sources.py); without one, a pause waits for every step.
+        out: the opened --out; owner: what gccl made there (io/made.py)."""
         self.settings = settings
+        self.out = out
+        self.owner = owner
         self.check_stop = check_stop
         self.wake = wake
         self.params: LabelParams = settings.label_params()
@@ -170,30 +183,24 @@ class LocalRun:
         reported, before the next input is taken (_catch_up).
         """
         reads: deque[tuple[Record, OutputPaths, Future[_Read]]] = deque()
-        assert self.settings.out is not None
         self.pool = pool = _Threads(0 if self.one_thread else self.workers)
         try:
-            with OutDir(self.settings.out) as self.out:
-                try:
-                    for entry in admitted:
-                        if entry is None:
-                            self._catch_up(reads) if self.wake else self._finish(reads)
-                            continue
-                        record, paths = entry
-                        read = self._step(
-                            self.small, _read, record.item, self.settings, self.check_stop
-                        )
-                        reads.append((record, paths, read))
-                        while len(reads) > 2 * self.workers:
-                            self._take_read(*reads.popleft())
-                    self._finish(reads)
-                finally:
-                    for _, _, read in reads:
-                        read.cancel()
-                    for _, write, _ in self.writes:
-                        write.cancel()
-                    wait([write for _, write, _ in self.writes], timeout=STOP_GRACE_SECONDS)
+            for entry in admitted:
+                if entry is None:
+                    self._catch_up(reads) if self.wake else self._finish(reads)
+                    continue
+                record, paths = entry
+                read = self._step(self.small, _read, record.item, self.settings, self.check_stop)
+                reads.append((record, paths, read))
+                while len(reads) > 2 * self.workers:
+                    self._take_read(*reads.popleft())
+            self._finish(reads)
         finally:
+            for _, _, read in reads:
+                read.cancel()
+            for _, write, _ in self.writes:
+                write.cancel()
+            wait([write for _, write, _ in self.writes], timeout=STOP_GRACE_SECONDS)
             pool.close()
 
     def _finish(self, reads: deque[tuple[Record, OutputPaths, Future[_Read]]]) -> None:
@@ -318,7 +325,7 @@ class LocalRun:
             outlines = result.polygons[i] if result.polygons is not None else None
             small = self._in_this_thread(decoded.values)
             future = self._step(
-                small, _write, decoded, labels, table, outlines, self.settings, self.out
+                small, _write, decoded, labels, table, outlines, self.settings, self.out, self.owner
             )
             self.writes.append((decoded, future, decoded.decode_seconds + share))
             if small:  # reported before the next write here, which a stop may cut short
@@ -389,12 +396,14 @@ def _write(
     outlines: Outlines | None,
     settings: Settings,
     out: OutDir,
+    owner: Owner,
 ) -> tuple[dict[str, str], float]:
     """Encode and write one input's outputs (in a worker thread) into `out`, statistics last.
 
     The statistics CSV is written last, so its presence marks a finished input
     for --skip-existing. A label image of the other format from an earlier
-    run is removed only if gccl wrote it (label_images.LABEL_MARK).
+    run, and the copies an earlier failure moved aside, are removed once the
+    new outputs are in place, if gccl made them (the owner says so).
     """
     started = time.perf_counter()
     kept = len(table)
@@ -408,17 +417,24 @@ def _write(
     encoded = (
         encode_label_tiff(labels, settings.tiff_compression) if tiff else encode_label_png(labels)
     )
-    out.write(label_path, encoded, settings.fsync)
-    stale = paths.labels(not tiff)  # from an earlier run with the other format
-    if stale.exists():  # a stat: unlink would lock the folder even when there is nothing
-        out.remove_marked(stale, LABEL_MARK)
+    out.write(label_path, encoded, owner, settings.fsync)
+    written = [label_path]
     outputs = {"labels": str(label_path)}
     if settings.preview:
-        out.write(paths.preview, encode_preview_png(decoded.values, labels), settings.fsync)
+        preview = encode_preview_png(decoded.values, labels)
+        out.write(paths.preview, preview, owner, settings.fsync)
         outputs["preview"] = str(paths.preview)
+        written.append(paths.preview)
     if outlines is not None:
-        out.write(paths.polygons, geojson(outlines), settings.fsync)
+        out.write(paths.polygons, geojson(outlines), owner, settings.fsync)
         outputs["polygons"] = str(paths.polygons)
-    out.write(paths.stats, stats_csv(table).encode("utf-8"), settings.fsync, decoded.modified_ns)
+        written.append(paths.polygons)
+    stats = stats_csv(table).encode("utf-8")
+    out.write(paths.stats, stats, owner, settings.fsync, decoded.modified_ns)
     outputs["stats"] = str(paths.stats)
+    written.append(paths.stats)
+    other = paths.labels(not tiff)  # from an earlier run with the other format
+    if owner.listed(out.key(other)):
+        out.remove(other, owner)
+    remove_stale(out, owner, written)
     return outputs, time.perf_counter() - started

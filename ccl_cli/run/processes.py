@@ -57,10 +57,11 @@ from ..backends import cpu_only, make_backend
 from ..backends.base import usable_cores, warm_up
 from ..config import Settings
 from ..errors import UsageError
-from ..io.out_dir import check_before_changes
+from ..io.made import MadeFiles
+from ..io.out_dir import OutDir, check_before_changes
 from .fork_server import let_go_of_the_fork_server
 from .records import Admitted, Outcomes
-from .tasks import TaskRunner, guided_task_sizes, label_task, use_backend
+from .tasks import Task, TaskRunner, guided_task_sizes, label_task, use_backend
 
 if TYPE_CHECKING:  # the service (and the CUDA modules it names) loads once workers start
     from .service import LabelingService, ServiceAddress
@@ -220,6 +221,8 @@ class LocalProcesses:
         settings: Settings,
         outcomes: Outcomes,
         check_stop: Callable[[], None],
+        out: OutDir,
+        made: MadeFiles,
     ) -> None:
         """Label `admitted` in tasks on the worker processes (tasks.TaskRunner).
 
@@ -238,7 +241,7 @@ class LocalProcesses:
 
         worker_settings = replace(settings, workers=self.threads, device="cpu", devices=None)
         runner = TaskRunner(self._submit, _cancel, "a worker process failed", self.task_sizes)
-        runner.label(admitted, worker_settings, outcomes, check)
+        runner.label(admitted, worker_settings, outcomes, check, out, made)
         self._let_go()  # no task comes after these: the workers exit while the run ends
         if self.making is not None and not self.on_request:
             self.making.join()
@@ -253,15 +256,13 @@ class LocalProcesses:
             initargs=(address, self.threads),
         )
 
-    def _submit(self, task: list[Admitted], settings: Settings) -> Future[Any]:
+    def _submit(self, task: Task, settings: Settings) -> Future[Any]:
         """Send a task; its future ends with the result, or with the error of its last try."""
         outcome: Future[Any] = Future()
         self._send(task, settings, outcome, RETRIES)
         return outcome
 
-    def _send(
-        self, task: list[Admitted], settings: Settings, outcome: Future[Any], retries: int
-    ) -> None:
+    def _send(self, task: Task, settings: Settings, outcome: Future[Any], retries: int) -> None:
         """Submit `task` to the pool; a lost try (a worker died, or could not be started:
         the fork server was killed) is sent again on a new pool, RETRIES times at most.
 
@@ -298,7 +299,7 @@ class LocalProcesses:
     def _retry(
         self,
         pool: ProcessPoolExecutor,
-        task: list[Admitted],
+        task: Task,
         settings: Settings,
         outcome: Future[Any],
         retries: int,

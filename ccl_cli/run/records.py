@@ -90,6 +90,10 @@ class RunReport:
     counts: Counter[str] = field(default_factory=Counter)
     records: list[Record] = field(default_factory=list)
     interrupted: bool = False
+    #: --fail-fast ended the run at a failure.
+    failed_fast: bool = False
+    #: Why the run had to stop (--out moved away), when it had to.
+    stopped_by: str = ""
     summary: Path | None = None
     seconds: float = 0.0
 

@@ -1,4 +1,4 @@
-"""summary.csv: a row per input of a run, and the earlier outputs a failed input loses.
+"""summary.csv: a row per input of a run, and the earlier outputs a failed input moves aside.
 
 A run with a list of inputs keeps its records and writes summary.csv whole
 (atomically) at its end, in the order of the inputs. A run whose inputs arrive
@@ -6,6 +6,11 @@ over time (a stream, a watched folder) has no end to wait for, and must not
 grow with every input: it writes the header at its start and appends each
 row as its input finishes (whole rows in one write), so the file is true
 while the run goes on, and it keeps only the records still in flight.
+
+No earlier result sits next to a failed row, and none is lost: the files
+gccl made for a failed input are renamed to their stale names
+(x.labels.png -> x.labels.stale.png, io/made.move_aside), which its row
+names, as it fails (inputs over time) or when the run ends.
 """
 
 from __future__ import annotations
@@ -15,13 +20,12 @@ import io
 import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import InputError, UsageError
 from ..io.inputs import InputItem
-from ..io.out_dir import OutDir, atomic_write
+from ..io.made import GROWS, MadeFiles, move_aside
+from ..io.out_dir import OutDir
 from ..io.output_paths import SUMMARY_NAME, OutputPaths
-from .freshness import RunRecord
 from .records import Record, Reporter
 
 SUMMARY_COLUMNS = (
@@ -50,9 +54,10 @@ def summary_csv(rows: Iterable[Sequence[object]]) -> bytes:
 class Summary:
     """The records of a run (see the module docstring), as it takes and finishes them."""
 
-    def __init__(self, out: Path, run_record: RunRecord, appends: bool, reporter: Reporter):
-        self.path = out / SUMMARY_NAME
-        self.run_record = run_record
+    def __init__(self, out: OutDir, made: MadeFiles, appends: bool, reporter: Reporter):
+        self.out = out
+        self.path = out.root / SUMMARY_NAME
+        self.made = made
         self.reporter = reporter
         self.counts: Counter[str] = Counter()
         #: Every record (a list of inputs), or the records in flight (inputs over time).
@@ -67,15 +72,12 @@ class Summary:
         self._fd: int | None = None
         if appends:
             try:
-                atomic_write(self.path, summary_csv([]))
-                with OutDir(out) as folder:  # the file just written, never a link in its place
-                    self._fd = os.open(
-                        SUMMARY_NAME,
-                        os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
-                        dir_fd=folder.fd,
-                    )
-            except OSError as error:
-                raise UsageError(f"cannot write {self.path} ({error.strerror or error})") from None
+                inode = out.write(self.path, summary_csv([]), made)[0]
+                made.made(SUMMARY_NAME, (inode, GROWS, GROWS))  # it grows as rows come
+                self._fd = out.open_append(SUMMARY_NAME)
+            except (OSError, InputError) as error:
+                reason = error.strerror if isinstance(error, OSError) else str(error)
+                raise UsageError(f"cannot write {self.path} ({reason})") from None
 
     def taken(self, record: Record) -> None:
         """A record the run took (pending until it finishes)."""
@@ -83,7 +85,8 @@ class Summary:
         self.taken_count += 1
 
     def may_write(self, record: Record, paths: OutputPaths) -> None:
-        """`paths` are the outputs `record` may write: if it fails, earlier ones go."""
+        """`paths` are the outputs `record` may write: if it fails, those gccl made are moved
+        aside."""
         self.outputs[id(record)] = paths
 
     def finished(self, record: Record) -> None:
@@ -94,20 +97,19 @@ class Summary:
         paths = self.outputs.pop(id(record), None)
         self.counts[record.status] += 1
         if record.status == "failed" and paths is not None:
-            self.run_record.remove_earlier(paths)
+            self._move_aside(record, paths)
         self._append([record.row()])
 
-    def close(self, untaken: list[InputItem], interrupted: bool) -> list[Record]:
-        """End the summary: what was not finished is not-run, a failed input loses the
-        outputs earlier runs made for it, and the file is complete. Returns every record
-        of a list of inputs (none with appends)."""
+    def close(self, untaken: list[InputItem], stopped: str) -> list[Record]:
+        """End the summary: what was not finished is not-run, a failed input's outputs are
+        moved aside, and the file is complete. Returns every record of a list of inputs
+        (none with appends). `stopped`: why the run stopped early, the message of each
+        record it did not finish."""
         records = list(self.records.values()) + [Record(item) for item in untaken]
         for record in records:
             if record.status == "pending":
                 record.status = "not-run"
-                record.message = (
-                    "interrupted" if interrupted else "stopped after a failure (--fail-fast)"
-                )
+                record.message = stopped
         if self._fd is not None:
             for record in records:
                 self.finished(record)
@@ -122,9 +124,7 @@ class Summary:
             return []
         # No earlier result may sit next to a failed row (nor may another input's go).
         failed = [
-            self.outputs[id(record)]
-            for record in records
-            if record.status == "failed" and id(record) in self.outputs
+            record for record in records if record.status == "failed" and id(record) in self.outputs
         ]
         if failed:  # (labels_png builds a path per row: only a failure pays for that)
             kept = {
@@ -132,15 +132,26 @@ class Summary:
                 for record in records
                 if record.status != "failed" and id(record) in self.outputs
             }
-            for paths in failed:
+            for record in failed:
+                paths = self.outputs[id(record)]
                 if paths.labels_png not in kept:
-                    self.run_record.remove_earlier(paths)
+                    self._move_aside(record, paths)
         self.counts.update(record.status for record in records)
         try:
-            atomic_write(self.path, summary_csv(record.row() for record in records))
-        except OSError as error:
-            raise UsageError(f"cannot write {self.path} ({error.strerror or error})") from None
+            self.out.write(self.path, summary_csv(record.row() for record in records), self.made)
+        except (OSError, InputError) as error:
+            reason = error.strerror if isinstance(error, OSError) else str(error)
+            raise UsageError(f"cannot write {self.path} ({reason})") from None
         return records
+
+    def _move_aside(self, record: Record, paths: OutputPaths) -> None:
+        """Rename the outputs gccl made for the failed `record`; its row says where they went."""
+        try:
+            moved = move_aside(self.out, self.made, paths)
+        except (OSError, InputError):  # a folder on the way gone or unreadable: nothing moved
+            return
+        if moved:
+            record.message += f" (earlier outputs kept as {', '.join(moved)})"
 
     def _append(self, rows: list[list[object]]) -> None:
         """Append whole rows after what an earlier failed write left; a failure is said once."""

@@ -11,21 +11,28 @@ absolute paths.
 Outputs are written atomically and are the same whichever worker writes them,
 so a task that is rerun (Dask reruns those of a worker that died) overwrites
 finished files harmlessly; temporaries of a worker killed mid-write are
-removed when every task has ended (command.py).
+removed when every task has ended (command.py). A task carries what its
+worker must know of --out: the inode of the folder the run opened (the
+worker opens --out by its path and refuses another folder there) and what
+the record of made files lists at its inputs' output paths (io/made.py); the
+worker records the files it makes in a segment of its own.
 """
 
 from __future__ import annotations
 
 import queue
+import secrets
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..backends import make_backend
 from ..backends.base import Backend
 from ..config import Settings
-from ..io.output_paths import output_paths
+from ..io.made import Known, MadeFiles, TaskRecord
+from ..io.out_dir import OutDir
+from ..io.output_paths import OutputPaths, output_paths, stale_name
 from .local import label_admitted
 from .records import Admitted, Outcomes, Record
 
@@ -34,9 +41,22 @@ AUTO_TASK_SIZE = 16
 #: How often the client looks for Ctrl-C while it waits for results.
 _POLL_SECONDS = 0.2
 
+
+@dataclass
+class Task:
+    """What a worker labels: inputs by absolute path, the inode of --out as the run opened
+    it, and the record's entries at the inputs' output paths."""
+
+    inputs: list[Admitted]
+    out_inode: int
+    known: Known
+    #: The task's name, the same for each try (io/made.TaskRecord reads what earlier tries made).
+    name: str = field(default_factory=lambda: secrets.token_hex(8))
+
+
 #: Sends label_task(task, settings) to a worker; returns a future
 #: (concurrent.futures or distributed: result(), done(), add_done_callback()).
-Submit = Callable[[list[Admitted], Settings], Any]
+Submit = Callable[[Task, Settings], Any]
 #: The size of the next task, given how many inputs the earlier tasks hold.
 TaskSizes = Callable[[int], int]
 
@@ -66,6 +86,8 @@ class TaskRunner:
         settings: Settings,
         outcomes: Outcomes,
         check_stop: Callable[[], None],
+        out: OutDir,
+        made: MadeFiles,
     ) -> None:
         """Submit a task per chunk and finish records as results come; a stop cancels the rest."""
         assert settings.out is not None
@@ -77,7 +99,9 @@ class TaskRunner:
         chunks: dict[Any, list[Record]] = {}
         try:
             for chunk in _chunks(admitted, sizes):  # admission checks for a stop
-                task = [_absolute(record, task_settings) for record, _ in chunk]
+                inputs = [_absolute(record, task_settings) for record, _ in chunk]
+                keys = (out.key(path) for _, paths in chunk for path in _touches(paths))
+                task = Task(inputs, out.identity[1], made.known(keys))
                 future = self.submit(task, task_settings)
                 chunks[future] = [record for record, _ in chunk]
                 future.add_done_callback(done.put)
@@ -154,6 +178,14 @@ def _chunks(admitted: Iterable[Admitted | None], sizes: TaskSizes) -> Iterator[l
         yield chunk
 
 
+def _touches(paths: OutputPaths) -> Iterator[Path]:
+    """The paths a task may replace or remove for an input: its outputs, and the copies an
+    earlier failure moved aside."""
+    for path in paths.all():
+        yield path
+        yield path.with_name(stale_name(path))
+
+
 def _absolute(record: Record, task_settings: Settings) -> Admitted:
     """A worker's copy of a record: input and outputs by absolute path (workers have their cwd),
     the page of a multi-page TIFF kept."""
@@ -184,19 +216,26 @@ def use_backend(backend: Backend) -> None:
     _given_backend = backend
 
 
-def label_task(admitted: list[Admitted], settings: Settings) -> tuple[list[Record], list[str]]:
-    """One task, on a worker: label `admitted` with this worker's backend.
+def label_task(task: Task, settings: Settings) -> tuple[list[Record], list[str]]:
+    """One task, on a worker: label its inputs with this worker's backend, into --out.
 
     Returns the finished records and the notices the worker had (e.g. no usable GPU).
+    InputError when --out is not the folder the run opened.
     """
+    assert settings.out is not None
     backend_notices: list[str]
     if _given_backend is not None:
         backend, backend_notices = _given_backend, []
     else:
         backend, backend_notices = _own_backend(settings)
     reporter = _TaskReporter(list(backend_notices))
-    label_admitted(admitted, settings, backend, reporter)
-    return [record for record, _ in admitted], reporter.notices
+    with OutDir.reopen(settings.out, task.out_inode) as out:
+        record = TaskRecord(out, task.known, task.name)
+        try:
+            label_admitted(task.inputs, settings, backend, reporter, out, record)
+        finally:
+            record.close(settings.fsync)
+    return [record for record, _ in task.inputs], reporter.notices
 
 
 def _own_backend(settings: Settings) -> tuple[Backend, list[str]]:

@@ -1,4 +1,4 @@
-"""Finding inputs, naming outputs, atomic writes and the --out lock."""
+"""Finding inputs, naming outputs, temporaries and the --out lock."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from ccl_cli.errors import UsageError
-from ccl_cli.io.inputs import OutPlace, RunInputs, expand
+from ccl_cli.io.inputs import OutPlace, expand
 from ccl_cli.io.lock import OutputLock
-from ccl_cli.io.out_dir import OutDir, atomic_write
-from ccl_cli.io.output_paths import LOCK_NAME, output_paths
+from ccl_cli.io.made import MadeFiles
+from ccl_cli.io.out_dir import OutDir
+from ccl_cli.io.output_paths import GCCL_DIR, LOCK_NAME, output_paths, stale_name
 
 
 def touch(path: Path) -> Path:
@@ -106,39 +107,12 @@ def test_only_the_last_suffix_is_replaced(tmp_path: Path) -> None:
     assert paths.labels_tif == tmp_path / "a/b/frame.depth.labels.tif"
     assert paths.stats == tmp_path / "a/b/frame.depth.stats.csv"
     assert paths.preview == tmp_path / "a/b/frame.depth.preview.png"
-    assert not paths.complete(preview=False)
-    touch(paths.labels_tif)
-    touch(paths.stats)
-    assert paths.complete(preview=False)
-    assert not paths.complete(preview=True)
-
-
-@pytest.mark.parametrize("fixed", [True, False])
-def test_outputs_that_are_inputs_are_found_under_any_name(tmp_path: Path, fixed: bool) -> None:
-    first = touch(tmp_path / "in" / "a.png")
-    out = tmp_path / "out"
-    touch(out / "sub" / "a.stats.csv")  # the user's file, not an input
-    os.link(first, out / "sub" / "b.labels.tif")  # the input a.png under an output's name
-    os.symlink(first, out / "b.preview.png")  # a link to it is not the input itself
-    inputs = RunInputs([first] if fixed else [], fixed)
-    if not fixed:
-        inputs.add(first)
-    assert inputs.first_among(output_paths(out, Path("sub/b.png"))) == out / "sub/b.labels.tif"
-    assert inputs.first_among(output_paths(out, Path("sub/a.png"))) is None
-    assert inputs.first_among(output_paths(out, Path("b.png"))) is None
-    assert inputs.first_among(output_paths(out, Path("new/b.png"))) is None
-
-
-def test_atomic_write_replaces_whole_and_leaves_no_temporary(tmp_path: Path) -> None:
-    target = tmp_path / "x" / "out.bin"
-    atomic_write(target, b"first")
-    atomic_write(target, b"second")
-    assert target.read_bytes() == b"second"
-    assert sorted(p.name for p in target.parent.iterdir()) == ["out.bin"]
+    assert stale_name(paths.labels_png) == "frame.depth.labels.stale.png"
+    assert stale_name(paths.polygons) == "frame.depth.polygons.stale.geojson"
 
 
 def _removed(out: Path) -> int:
-    with OutDir(out) as folder:
+    with OutDir.open(out) as folder:
         return folder.remove_temporaries()
 
 
@@ -172,10 +146,11 @@ def test_a_temporary_of_a_killed_unreaped_writer_is_stale(tmp_path: Path) -> Non
 
 
 def test_second_lock_is_refused(tmp_path: Path) -> None:
-    with OutputLock(tmp_path), pytest.raises(UsageError, match="in use by a running gccl"):
-        OutputLock(tmp_path).__enter__()
-    with OutputLock(tmp_path):  # released on exit
-        pass
+    with OutDir.open(tmp_path) as out, OutDir.open(tmp_path) as again:
+        with OutputLock(out), pytest.raises(UsageError, match="in use by a running gccl"):
+            OutputLock(again).__enter__()
+        with OutputLock(again):  # released on exit
+            pass
 
 
 def test_lock_of_a_killed_run_is_taken_over(tmp_path: Path) -> None:
@@ -185,7 +160,9 @@ def test_lock_of_a_killed_run_is_taken_over(tmp_path: Path) -> None:
             "-c",
             "import sys, time; from pathlib import Path\n"
             "from ccl_cli.io.lock import OutputLock\n"
-            "with OutputLock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)",
+            "from ccl_cli.io.out_dir import OutDir\n"
+            "with OutputLock(OutDir.open(Path(sys.argv[1]))):\n"
+            "    print('held', flush=True); time.sleep(60)",
             str(tmp_path),
         ],
         stdout=subprocess.PIPE,
@@ -194,14 +171,15 @@ def test_lock_of_a_killed_run_is_taken_over(tmp_path: Path) -> None:
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         with pytest.raises(UsageError, match=f"pid {holder.pid}"):
-            OutputLock(tmp_path).__enter__()
+            OutputLock(OutDir.open(tmp_path)).__enter__()
     finally:
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
     time.sleep(0.05)
-    assert (tmp_path / LOCK_NAME).exists()
-    with OutputLock(tmp_path):
-        assert f"pid {os.getpid()}" in (tmp_path / LOCK_NAME).read_text()
+    lock = tmp_path / GCCL_DIR / LOCK_NAME
+    assert lock.exists()
+    with OutputLock(OutDir.open(tmp_path)):
+        assert f"pid {os.getpid()}" in lock.read_text()
 
 
 def test_a_file_written_in_its_inputs_clock_tick_is_stamped_later_than_the_input(
@@ -210,9 +188,11 @@ def test_a_file_written_in_its_inputs_clock_tick_is_stamped_later_than_the_input
     """The file system's clock is coarse: an output written in the tick its input was
     gets a later time, so --skip-existing does not take it for older than its input."""
     future = time.time_ns() + 10**10  # an input stamped after the write's clock reading
-    with OutDir(tmp_path) as folder:
-        folder.write(tmp_path / "late.csv", b"a", after_ns=future)
-        folder.write(tmp_path / "plain.csv", b"b", after_ns=0)  # already later: unchanged
+    with OutDir.open(tmp_path) as folder:
+        made = MadeFiles(folder)
+        folder.write(tmp_path / "late.csv", b"a", made, after_ns=future)
+        folder.write(tmp_path / "plain.csv", b"b", made, after_ns=0)  # already later: unchanged
+        made.close()
     assert (tmp_path / "late.csv").stat().st_mtime_ns == future + 1
     assert (tmp_path / "late.csv").read_bytes() == b"a"
     assert 0 < (tmp_path / "plain.csv").stat().st_mtime_ns < future

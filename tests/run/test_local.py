@@ -13,6 +13,8 @@ from PIL import Image
 from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.config import Settings
 from ccl_cli.io.inputs import InputItem
+from ccl_cli.io.made import MadeFiles
+from ccl_cli.io.out_dir import OutDir
 from ccl_cli.io.output_paths import output_paths
 from ccl_cli.run import local
 from ccl_cli.run.records import Record
@@ -56,7 +58,10 @@ def test_with_one_worker_thread_large_images_are_read_and_written_in_the_runs_th
         for name in names
     ]
     settings = Settings(out=out, device="cpu", workers=workers)
-    local.label_admitted(admitted, settings, CpuBackend(workers), _Quiet())
+    with OutDir.open(out) as folder:
+        made = MadeFiles(folder)
+        local.label_admitted(admitted, settings, CpuBackend(workers), _Quiet(), folder, made)
+        made.close()
     assert [record.status for record, _ in admitted] == ["ok"] * 3
     assert len(threads) == 6  # three reads, three writes
     later = threads[1:]  # the first input is always read in the run's thread

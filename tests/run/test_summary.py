@@ -9,14 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ccl_cli.config import Settings
-from ccl_cli.contract.stats import CSV_COLUMNS
 from ccl_cli.errors import UsageError
 from ccl_cli.io.inputs import InputItem
-from ccl_cli.io.label_images import LABEL_MARK
-from ccl_cli.io.output_paths import LOCK_NAME, output_paths
+from ccl_cli.io.made import MadeFiles
+from ccl_cli.io.out_dir import OutDir
+from ccl_cli.io.output_paths import output_paths
 from ccl_cli.run import summary as summary_module
-from ccl_cli.run.freshness import RunRecord
 from ccl_cli.run.records import Record
 from ccl_cli.run.summary import Summary
 
@@ -36,10 +34,9 @@ class _Notices:
 
 
 def _summary(out: Path, appends: bool) -> tuple[Summary, _Notices]:
-    out.mkdir(exist_ok=True)
-    (out / LOCK_NAME).touch()  # the run record's clock is the lock's mtime
+    folder = OutDir.open(out)
     notices = _Notices()
-    return Summary(out, RunRecord(out, Settings(out=out)), appends, notices), notices
+    return Summary(folder, MadeFiles(folder, on_disk=appends), appends, notices), notices
 
 
 def _record(name: str) -> Record:
@@ -64,7 +61,7 @@ def test_appended_rows_are_in_the_file_as_records_finish_and_none_is_kept(tmp_pa
         assert summary.records == {} and summary.outputs == {}
     in_flight = _record("late.png")
     summary.taken(in_flight)
-    assert summary.close([], interrupted=True) == []
+    assert summary.close([], "interrupted") == []
     rows = _rows(out)
     assert len(rows) == 51 and rows[-1]["path"] == "late.png"
     assert (rows[-1]["status"], rows[-1]["message"]) == ("not-run", "interrupted")
@@ -80,7 +77,9 @@ def test_a_list_summary_is_written_whole_at_the_end_in_input_order(tmp_path: Pat
     records[2].status = "ok"
     summary.finished(records[2])
     assert not (out / "summary.csv").exists()
-    closed = summary.close([InputItem(Path("3.png"), Path("3.png"))], interrupted=False)
+    closed = summary.close(
+        [InputItem(Path("3.png"), Path("3.png"))], "stopped after a failure (--fail-fast)"
+    )
     assert closed[:3] == records and len(closed) == 4
     assert [(row["path"], row["status"]) for row in _rows(out)] == [
         ("0.png", "not-run"),
@@ -128,25 +127,30 @@ def test_rows_that_never_landed_fail_the_end(tmp_path: Path, monkeypatch: pytest
     record.status = "ok"
     summary.finished(record)
     with pytest.raises(UsageError, match=r"summary\.csv.*last rows are missing"):
-        summary.close([], interrupted=False)
+        summary.close([], "")
 
 
-def test_a_failed_input_loses_its_earlier_outputs_as_it_fails(tmp_path: Path):
-    """An appending run keeps no list to clean up at its end: the cleanup is at once."""
+def test_a_failed_input_moves_its_earlier_outputs_aside_as_it_fails(tmp_path: Path):
+    """An appending run keeps no list to clean up at its end: the move is at once."""
     out = tmp_path / "out"
-    out.mkdir()
+    summary, _ = _summary(out, appends=True)
     paths = output_paths(out, Path("a.png"))
-    paths.stats.write_text(",".join(CSV_COLUMNS) + "\n")
-    paths.labels_png.write_bytes(b"\x89PNG" + LABEL_MARK)
+    summary.out.write(paths.stats, b"earlier statistics", summary.made)
+    summary.out.write(paths.labels_png, b"earlier labels", summary.made)
+    paths.preview.write_bytes(b"the user's own preview")  # not gccl's: stays
     mine = out / "notes.txt"
     mine.write_text("the user's")
-    for path in (paths.stats, paths.labels_png):
-        os.utime(path, (1_000_000_000, 1_000_000_000))  # written by an earlier run
-    summary, _ = _summary(out, appends=True)
     record = _record("a.png")
     summary.taken(record)
     summary.may_write(record, paths)
     record.status = "failed"
+    record.message = "cannot read"
     summary.finished(record)
     assert not paths.stats.exists() and not paths.labels_png.exists()
+    assert (out / "a.stats.stale.csv").read_bytes() == b"earlier statistics"
+    assert (out / "a.labels.stale.png").read_bytes() == b"earlier labels"
+    assert paths.preview.read_bytes() == b"the user's own preview"
     assert mine.read_text() == "the user's"
+    assert _rows(out)[0]["message"] == (
+        "cannot read (earlier outputs kept as a.labels.stale.png, a.stats.stale.csv)"
+    )

@@ -28,7 +28,7 @@ from label_files import read_label_image
 from PIL import Image
 
 from ccl_cli.errors import EXIT_BUSY
-from ccl_cli.io.output_paths import LOCK_NAME
+from ccl_cli.io.output_paths import GCCL_DIR, LOCK_NAME
 
 EIGHT = np.ones((3, 3), bool)
 
@@ -156,7 +156,7 @@ def test_existing_slow_renamed_deleted_and_bad_files(folder: Path, tmp_path: Pat
     assert ".scratch.png" not in watch.records
     rows = summary_rows(out)
     assert sorted(Path(row["path"]).name for row in rows) == sorted(watch.records)
-    assert (out / LOCK_NAME).exists()
+    assert (out / GCCL_DIR / LOCK_NAME).exists()
 
 
 def test_restart_redoes_nothing_and_summary_is_kept_true(folder: Path, tmp_path: Path):
