@@ -327,18 +327,26 @@ def test_npy_shorter_than_its_header_says_is_refused_before_reading(tmp_path: Pa
         decode.read_image(path)
 
 
-def noise_files(folder: Path) -> dict[str, tuple[Path, int]]:
-    """Incompressible 2000x2000 images (the largest compressed data) for each format and
-    path of the decoders, with their decoded sizes."""
-    wide = np.random.default_rng(3).integers(0, 2**16, (2000, 2000), dtype=np.uint16)
+def noise_files(folder: Path) -> dict[str, tuple[Path, int, str | None]]:
+    """Incompressible images (the largest compressed data) for each format and path of
+    the decoders: their decoded sizes and the --color-to-gray they need."""
+    rng = np.random.default_rng(3)
+    wide = rng.integers(0, 2**16, (2000, 2000), dtype=np.uint16)
     narrow, bits = wide.astype(np.uint8), wide > 2**15
+    colour = rng.integers(0, 256, (1000, 1000, 3), dtype=np.uint8)
     (folder / "wide.png").write_bytes(imagecodecs.png_encode(wide))
+    (folder / "colour.png").write_bytes(imagecodecs.png_encode(colour))
     Image.fromarray(bits).save(folder / "bits.png")
+    Image.fromarray(colour).save(folder / "colour.jpg", quality=95)
+    Image.fromarray(colour).save(folder / "colour.webp", lossless=True)
     np.save(folder / "wide.npy", wide)
-    files = {
-        "png 16-bit (fast path)": (folder / "wide.png", wide.nbytes),
-        "png 1-bit (Pillow)": (folder / "bits.png", bits.nbytes),
-        "npy": (folder / "wide.npy", wide.nbytes),
+    files: dict[str, tuple[Path, int, str | None]] = {
+        "png 16-bit (fast path)": (folder / "wide.png", wide.nbytes, None),
+        "png 1-bit (Pillow)": (folder / "bits.png", bits.nbytes, None),
+        "png RGB (Pillow), luma": (folder / "colour.png", colour.nbytes, "luma"),
+        "jpeg RGB, luma": (folder / "colour.jpg", colour.nbytes, "luma"),
+        "webp RGB, luma": (folder / "colour.webp", colour.nbytes * 4 // 3, "luma"),
+        "npy": (folder / "wide.npy", wide.nbytes, None),
     }
     for name, array, options in [
         ("tiff deflate, one strip", wide, {"compression": "zlib", "rowsperstrip": 2000}),
@@ -348,15 +356,15 @@ def noise_files(folder: Path) -> dict[str, tuple[Path, int]]:
     ]:
         path = folder / f"{len(files)}.tif"
         tifffile.imwrite(path, array, **options)
-        files[name] = (path, array.nbytes)
+        files[name] = (path, array.nbytes, None)
     return files
 
 
 def test_decodes_at_the_limit_stay_within_the_working_factor(tmp_path: Path) -> None:
-    """Every decoder path, on noise, at --max-image-bytes equal to the image's size:
-    the memory a decode adds is at most WORKING_FACTOR times the limit."""
-    for name, (path, size) in noise_files(tmp_path).items():
-        result = measured(path, tmp_path, max_bytes=size)
+    """Every decoder path, on noise, at --max-image-bytes equal to the image's size (a
+    WebP decodes to RGBA): the memory a decode adds is at most WORKING_FACTOR times it."""
+    for name, (path, size, choice) in noise_files(tmp_path).items():
+        result = measured(path, tmp_path, max_bytes=size, color_to_gray=choice)
         assert "error" not in result, (name, result)
         assert result["added_mb"] <= WORKING_FACTOR * size / 2**20 + 4, (name, result)
 

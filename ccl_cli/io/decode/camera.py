@@ -1,11 +1,11 @@
-"""JPEG, BMP and WebP, the formats cameras and inspection software save, decoded by
-Pillow.
+"""JPEG, BMP and WebP, the formats cameras and inspection software save: JPEG and BMP
+decoded by Pillow, WebP by libwebp (imagecodecs), straight into one array.
 
-Each file's header is read here first, so that the decode is sized before Pillow reads
-it: a JPEG's markers up to its first scan (their metadata is bounded, the frame sized),
-a BMP's header, a WebP's RIFF header and image size (Pillow reads a WebP file
-whole: it is handed exactly the RIFF's bytes, which must fit the image). Pixels are
-read as stored: EXIF orientation is not applied.
+Each file's header is read here first, so that the decode is sized before the decoder
+reads it: a JPEG's markers up to its first scan (their metadata is bounded, the frame
+sized), a BMP's header, a WebP's RIFF header and image size (the decoder is handed the
+RIFF's bytes alone, which must fit the image). Pixels are read as stored: EXIF
+orientation is not applied.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import io
 import struct
 from typing import NamedTuple
 
+import imagecodecs
 import numpy as np
 
 from ...errors import InputError
@@ -81,20 +82,18 @@ def jpeg_frame(stream: io.BufferedIOBase) -> JpegFrame | None:
 
 def read_camera(handle: io.BufferedReader, head: bytes, max_bytes: int) -> tuple[np.ndarray, str]:
     """Decode a JPEG, BMP or WebP file (by its magic bytes); the array and its kind."""
+    if is_webp(head):
+        return _read_webp(handle, max_bytes)
     source: io.BufferedIOBase
     if head.startswith(JPEG_MAGIC):
         fmt, source = "JPEG", _checked_jpeg(handle, max_bytes)
-    elif is_webp(head):
-        fmt, source = "WebP", _checked_webp(handle, max_bytes)
     else:
         fmt, source = "BMP", handle
         width, height, samples = _bmp_size(head)
         check_size(height, width, samples, 1, max_bytes)
-    with decoding(fmt), pillow().open(source, formats=[fmt.upper()]) as image:
+    with decoding(fmt), pillow().open(source, formats=[fmt]) as image:
         width, height = image.size
         check_size(height, width, len(image.getbands()), 1, max_bytes)
-        if fmt == "WebP" and getattr(image, "n_frames", 1) > 1:
-            raise not_2d((image.n_frames, height, width))
         image.load()
         return from_pillow(image, fmt)
 
@@ -112,9 +111,10 @@ def _checked_jpeg(handle: io.BufferedReader, max_bytes: int) -> io.BufferedReade
     return handle
 
 
-def _checked_webp(handle: io.BufferedReader, max_bytes: int) -> io.BytesIO:
-    """The WebP's RIFF bytes, once its image size is checked and the container found to
-    hold no more than COMPRESSED_SLACK times the image's RGBA bytes, plus 64 KiB."""
+def _read_webp(handle: io.BufferedReader, max_bytes: int) -> tuple[np.ndarray, str]:
+    """Decode a WebP once its image size is checked and its RIFF container found to hold
+    no more than COMPRESSED_SLACK times the image's RGBA bytes, plus 64 KiB; an
+    animation of several frames is a 3-D image."""
     header = handle.read(30)
     size = struct.unpack("<I", header[4:8])[0] + 8
     width, height = _webp_size(header)
@@ -123,7 +123,23 @@ def _checked_webp(handle: io.BufferedReader, max_bytes: int) -> io.BytesIO:
     if size > most:
         raise InputError(f"corrupt WebP: {size} bytes for a {width}x{height} image")
     handle.seek(0)
-    return io.BytesIO(handle.read(size))
+    data = handle.read(size)
+    frames = _webp_frames(data)
+    if frames > 1:
+        raise not_2d((frames, height, width))
+    with decoding("WebP"):
+        array = imagecodecs.webp_decode(data)
+    return array, "RGBA" if array.ndim == 3 and array.shape[2] == 4 else "RGB"
+
+
+def _webp_frames(data: bytes) -> int:
+    """The frames (ANMF chunks) of an animated WebP; 1 for a still image."""
+    frames, position = 0, 12
+    while position + 8 <= len(data):
+        kind, length = struct.unpack_from("<4sI", data, position)
+        frames += kind == b"ANMF"
+        position += 8 + length + length % 2
+    return max(1, frames)
 
 
 def _bmp_size(head: bytes) -> tuple[int, int, int]:

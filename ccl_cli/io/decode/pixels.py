@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 _COLOR_HINT = "convert it with --color-to-gray " + "|".join(COLOR_TO_GRAY_CHOICES)
 _CHANNELS = {"red": 0, "green": 1, "blue": 2}
+#: Pixels of a colour image reduced to luma at a time: its wide temporaries stay small.
+_LUMA_BLOCK = 2**18
 #: The colour kinds a decoder may report besides "gray", and whether they carry alpha.
 _HAS_ALPHA = {"RGB": False, "RGBA": True, "color palette": False, "gray+alpha": True}
 
@@ -63,14 +65,22 @@ def color_to_gray(array: np.ndarray, kind: str, choice: str | None) -> np.ndarra
         return array[..., 0]  # R = G = B = gray: every choice, luma included, gives it
     if choice != "luma":
         return array[..., _CHANNELS[choice]]
-    if array.dtype.kind == "f":
-        rgb = array[..., :3].astype(np.float64)
-        luma = (299 * rgb[..., 0] + 587 * rgb[..., 1] + 114 * rgb[..., 2]) / 1000
-        return luma.astype(array.dtype)
-    # Integer luma, rounded half up; int32 holds 1000 * 65535, wider types need int64.
-    wide = np.int32 if array.dtype.itemsize <= 2 else np.int64
-    r, g, b = (array[..., c].astype(wide) for c in range(3))
-    return ((299 * r + 587 * g + 114 * b + 500) // 1000).astype(array.dtype)
+    gray = np.empty(array.shape[:2], array.dtype)
+    rows = max(1, _LUMA_BLOCK // max(1, array.shape[1]))
+    for start in range(0, array.shape[0], rows):
+        gray[start : start + rows] = _luma(array[start : start + rows])
+    return gray
+
+
+def _luma(rgb: np.ndarray) -> np.ndarray:
+    """ITU-R 601 luma of (H, W, 3+) samples: in float64 for floats, else in integers
+    rounded half up (int32 holds 1000 * 65535; wider types need int64)."""
+    if rgb.dtype.kind == "f":
+        red, green, blue = (rgb[..., c].astype(np.float64) for c in range(3))
+        return (299 * red + 587 * green + 114 * blue) / 1000
+    wide = np.int32 if rgb.dtype.itemsize <= 2 else np.int64
+    r, g, b = (rgb[..., c].astype(wide) for c in range(3))
+    return (299 * r + 587 * g + 114 * b + 500) // 1000
 
 
 def supported_dtype(dtype: np.dtype) -> np.dtype:
