@@ -541,6 +541,15 @@ def bench_command(
             show_default=False,
         ),
     ] = None,
+    wide: Annotated[
+        bool,
+        typer.Option(
+            "--wide",
+            help="The report's full table (about 150 columns); without it the table fits 100 "
+            "columns unless the terminal is wider.",
+            show_default=False,
+        ),
+    ] = False,
     quiet: Annotated[
         bool,
         typer.Option(
@@ -562,7 +571,9 @@ def bench_command(
             sizes, cases, bool(shared.get("invert")), shared.get("threshold"),
             shared.get("background"),
         )  # fmt: skip
-        code = run_bench_command(inputs or [], options, json_path, csv_path, plot_path, quiet)
+        code = run_bench_command(
+            inputs or [], options, json_path, csv_path, plot_path, quiet, wide=wide
+        )
     except GcclError as error:
         raise _fail(str(error)) from None
     except KeyboardInterrupt:

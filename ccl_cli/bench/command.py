@@ -21,8 +21,10 @@ from ..contract.params import LabelParams
 from ..errors import EXIT_OK, EXIT_SOME_FAILED, BadValue, InputError, UsageError
 from ..options import BY_NAME
 from .engines import ENGINE_NAMES, BenchEngine, make_engines
+from .eta import Planned, TimeLeft
 from .records import Record
-from .runner import Limits, run_end_to_end, run_kernel
+from .report import REPORT_COLUMNS, WIDE_REPORT_COLUMNS
+from .runner import Limits, end_to_end_plan, kernel_plan, run_end_to_end, run_kernel
 from .suite import FAMILIES, SIZES, Case, generated_cases, input_cases, parse_size
 
 #: The generated sizes on a machine without a usable GPU (the full suite ran 9 minutes
@@ -124,8 +126,12 @@ def run_bench_command(
     quiet: bool = False,
     out: Console | None = None,
     err: Console | None = None,
+    wide: bool = False,
 ) -> int:
-    """Run the benchmark and write its reports; the exit code (0 or 1)."""
+    """Run the benchmark and write its reports; the exit code (0 or 1).
+
+    wide: the report's full table whatever the width (else the table fits REPORT_COLUMNS
+    unless the terminal is wider than the full table)."""
     from .machine import describe_machine
     from .report import (
         add_speedups,
@@ -138,8 +144,7 @@ def run_bench_command(
     )
 
     _check_outputs(json_path, csv_path, plot_path)
-    # A log file gets the table at full width, not folded to 80 columns.
-    out = out or Console(highlight=False, width=None if _stdout_is_terminal() else 150)
+    out = out or Console(highlight=False, width=_report_width(wide))
     err = err or Console(stderr=True, highlight=False)
     engines, descriptions = _engines(options)
     if not inputs and not options.explicit_sizes and not _gpu_usable():
@@ -150,43 +155,32 @@ def run_bench_command(
                     "gccl: no usable GPU: the quick suite (640x480, 1920x1080); "
                     "--sizes 640x480,1920x1080,4000x3000 runs the full one",
                     style="yellow",
-                )
+                ),
+                soft_wrap=True,
             )
     cases = _cases(inputs, options)
     limits = Limits(repeat=options.repeat)
-    started = time.perf_counter()
-    planned = len(cases) * len(engines) * len(options.batches) * len(options.levels)
-    done = 0
-
-    def step(text: str) -> None:
-        # Each step is one measurement; the estimate assumes the rest take as long on
-        # average (batches too slow to time are skipped, so it errs long).
-        nonlocal done
-        done += 1
-        elapsed = time.perf_counter() - started
-        left = (
-            f", about {elapsed / (done - 1) * (planned - done + 1):.0f} s left" if done > 1 else ""
-        )
-        if not quiet:
-            err.print(Text(f"[{elapsed:7.1f} s] ({done}/{planned}{left}) {text}", style="dim"))
-
+    planned = []
+    if "kernel" in options.levels:
+        planned += kernel_plan(cases, engines, options.batches, limits)
+    if "end-to-end" in options.levels:
+        planned += end_to_end_plan(cases, engines, options.batches, limits)
+    progress = ProgressLines(err, planned, limits, quiet)
     records: list[Record] = []
     if "kernel" in options.levels:
-        records += run_kernel(cases, engines, options.batches, limits, step)
+        records += run_kernel(cases, engines, options.batches, limits, progress)
     if "end-to-end" in options.levels:
-        records += run_end_to_end(cases, engines, options.batches, limits, step)
+        records += run_end_to_end(cases, engines, options.batches, limits, progress)
     add_speedups(records)
     machine = describe_machine()
-    print_report(out, records, machine, descriptions)
+    print_report(out, records, machine, descriptions, wide or out.width >= WIDE_REPORT_COLUMNS)
     if json_path:
         write_json(json_path, records)
     if csv_path:
         write_csv(csv_path, records)
     if plot_path:
         write_plot(plot_path, records, machine)
-    if not quiet:
-        elapsed = time.perf_counter() - started
-        err.print(Text(f"[{elapsed:7.1f} s] done: {len(records)} records", style="dim"))
+    progress.done(len(records))
     bad = problems(records)
     if bad:
         print_problems(err, bad)
@@ -203,8 +197,61 @@ def _check_outputs(json_path: Path | None, csv_path: Path | None, plot_path: Pat
             raise UsageError(f"{option} {path}: the folder {path.parent} does not exist")
 
 
-def _stdout_is_terminal() -> bool:
-    return Console().is_terminal
+def _report_width(wide: bool) -> int:
+    """The report's width: a terminal's own (the full table once it is WIDE_REPORT_COLUMNS
+    wide); a file or a pipe gets REPORT_COLUMNS, or WIDE_REPORT_COLUMNS with `wide`, never
+    the 80 columns a console assumes there."""
+    terminal = Console()
+    if terminal.is_terminal:
+        return int(terminal.width)
+    return WIDE_REPORT_COLUMNS if wide else REPORT_COLUMNS
+
+
+class ProgressLines:
+    """One plain line on stderr per measurement: the time so far, how many of how many,
+    the time left (eta.TimeLeft, from the second measurement on) and what is measured.
+    Lines are never folded (a log file keeps one per measurement); --quiet prints none."""
+
+    def __init__(self, err: Console, planned: list[Planned], limits: Limits, quiet: bool) -> None:
+        self.err, self.quiet = err, quiet
+        self.total, self.count = len(planned), 0
+        self.started_at = time.perf_counter()
+        self.left = TimeLeft(
+            planned, limits.repeat, limits.budget_s, limits.max_call_s, self.started_at
+        )
+
+    def started(self, planned: Planned) -> None:
+        now = time.perf_counter()
+        self.left.started(planned.key, now)
+        self.count += 1
+        estimate = f", about {_duration(self.left.seconds(now))} left" if self.count > 1 else ""
+        what = f"{planned.level}  {planned.case}  {planned.engine}  batch {planned.batch}"
+        self._line(f"({self.count}/{self.total}{estimate}) {what}", now)
+
+    def finished(self, call_ms: float | None) -> None:
+        self.left.finished(call_ms, time.perf_counter())
+
+    def skipped(self, planned: Planned) -> None:
+        self.left.skipped(planned.key)
+        self.total -= 1
+
+    def done(self, records: int) -> None:
+        self._line(f"done: {records} records", time.perf_counter())
+
+    def _line(self, text: str, now: float) -> None:
+        if not self.quiet:
+            elapsed = now - self.started_at
+            self.err.print(Text(f"[{elapsed:7.1f} s] {text}", style="dim"), soft_wrap=True)
+
+
+def _duration(seconds: float) -> str:
+    """0.4 s, 12 s, or 3 min 40 s."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 100:
+        return f"{seconds:.0f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s"
 
 
 def _engines(options: Options) -> tuple[list[BenchEngine], dict[str, str]]:
@@ -234,19 +281,42 @@ def _cases(inputs: Sequence[str], options: Options) -> list[Case]:
     from ..io.decode import read_image
     from ..io.inputs import expand
 
-    images = []
+    items, images = [], []
     for item in expand(inputs, recursive=False):
         if item.empty or item.duplicate:
             continue
         if item.problem:
             raise UsageError(f"{item.display}: {item.problem}")
         try:
-            images.append((item.display, read_image(item.path, page=item.page)))
+            images.append(read_image(item.path, page=item.page))
         except InputError as error:
             raise UsageError(f"{item.display}: {error}") from None
+        items.append(item)
     if not images:
         raise UsageError("no images in the inputs (PNG, TIFF, JPEG, BMP, WebP or NPY files)")
-    return input_cases(images, options.connectivities, options.tau, options.base)
+    names = short_names([(item.path, item.page) for item in items])
+    sources = [str(item.path) for item in items]
+    return input_cases(
+        zip(names, images, sources, strict=True),
+        options.connectivities,
+        options.tau,
+        options.base,
+    )
+
+
+def short_names(inputs: Sequence[tuple[Path, int | None]]) -> list[str]:
+    """Each input's shortest trailing part of its path that no other input shares (the file
+    name, or as many folders above it as tell two apart), with its page where it has one."""
+    parts = [(path.parts, page) for path, page in inputs]
+    names = []
+    for mine, page in parts:
+        for count in range(1, len(mine) + 1):
+            tail = mine[-count:]
+            if sum(1 for other, its in parts if (other[-count:], its) == (tail, page)) == 1:
+                break
+        name = Path(*tail).as_posix()
+        names.append(name if page is None else f"{name} p{page + 1}")
+    return names
 
 
 def _gpu_usable() -> bool:

@@ -82,6 +82,10 @@ class BenchEngine:
         """Why the engine cannot run on this machine, or None when it can."""
         raise NotImplementedError
 
+    def emulation(self, mode: str) -> str:
+        """How the engine stands in for a mode its library does not have ("" where it has it)."""
+        return ""
+
     def unsupported(self, case: Case) -> str | None:
         """Why the engine does not run `case`, or None when it does."""
         mode = case.params.mode
@@ -293,6 +297,9 @@ class OpenCv(BenchEngine):
 
     def unavailable(self) -> str | None:
         return _missing("cv2")
+
+    def emulation(self, mode: str) -> str:
+        return "cv2.floodFill region growing (OpenCV has no tau mode)" if mode == "tau" else ""
 
     def run(self, prepared: Any, params: LabelParams) -> Output:
         import cv2

@@ -25,9 +25,12 @@ _PACKAGES = (
 
 
 def describe_machine() -> dict[str, str]:
-    """Label -> text, in the order the report prints them (call it after the run)."""
+    """Label -> text, in the order the report prints them (call it after the run). Without
+    a GPU, "gpu" is "none" and "no gpu" says why in a few words."""
+    gpu, why = _gpu()
     return {
-        "gpu": _gpu(),
+        "gpu": gpu,
+        **({"no gpu": why} if why else {}),
         "cpu": f"{_cpu_model()}, {os.cpu_count()} logical cores",
         "threads": f"OpenCV {_opencv_threads()}, gccl-cpu/skimage {cpu_threads()}",
         "python": f"{platform.python_version()} on {platform.system()} {platform.machine()}",
@@ -53,21 +56,25 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def _gpu() -> str:
+def _gpu() -> tuple[str, str]:
+    """The GPU as the report names it, and where there is none, why in a few words."""
     try:
         import cupy
-
+    except ImportError:
+        return "none", "no GPU engine (CuPy not installed)"
+    try:
         count = cupy.cuda.runtime.getDeviceCount()
         props = cupy.cuda.runtime.getDeviceProperties(0)
         memory = props["totalGlobalMem"] / 2**30
         driver = cupy.cuda.runtime.driverGetVersion()
-    except Exception as error:  # no CuPy, no driver, no device: all mean "no GPU"
-        return f"none ({type(error).__name__}: {error})"
+    except Exception as error:  # no driver, no device: both mean "no GPU"
+        return "none", f"no GPU engine (no usable CUDA device: {type(error).__name__})"
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-    return (
+    described = (
         f"{name} ({memory:.0f} GiB, sm_{props['major']}{props['minor']}), "
         f"{count} device(s), CUDA driver {driver // 1000}.{driver % 1000 // 10}"
     )
+    return described, ""
 
 
 def _opencv_threads() -> str:

@@ -22,7 +22,8 @@ class Record:
     same case, level and batch (None where OpenCV has no such record).
     status: ok (measured), skipped (not run; the note says why), failed (the
     engine raised; the note has the error) or mismatch (it disagreed with the
-    cross-check's reference; the note says how).
+    cross-check's reference; the note says how). emulation: how the engine stood
+    in for a mode its library lacks (OpenCV's floodFill for tau), else "".
     """
 
     engine: str
@@ -45,12 +46,16 @@ class Record:
     speedup_vs_opencv: float | None = None
     status: str = "ok"
     note: str = ""
+    emulation: str = ""
 
     @classmethod
-    def for_case(cls, engine: str, case: Case, level: str, batch: int | None) -> Record:
+    def for_case(
+        cls, engine: str, case: Case, level: str, batch: int | None, emulation: str = ""
+    ) -> Record:
         """An empty record of `engine` on `case` (status ok, nothing timed yet)."""
         return cls(
             engine=engine,
+            emulation=emulation,
             case=case.name,
             family=case.family,
             size=case.size,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import csv
 import json
+import math
+import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -20,6 +22,12 @@ from rich.text import Text
 from .records import COLUMNS, LEVELS, Record
 
 BASELINE = "opencv"
+#: The default report's width: a terminal of 100 columns, or a log file, reads it whole.
+REPORT_COLUMNS = 100
+#: The full table's width (--wide).
+WIDE_REPORT_COLUMNS = 150
+#: Marks an engine whose library lacks the mode and which stands in for it (see the footnote).
+EMULATED = "*"
 
 
 def add_speedups(records: Sequence[Record]) -> None:
@@ -45,10 +53,14 @@ def print_report(
     records: Sequence[Record],
     machine: Mapping[str, str],
     engines: Mapping[str, str],
+    wide: bool = False,
 ) -> None:
-    """Machine, engines, one table per level, then what was not measured and why.
+    """Machine, engines, one table per level, what was not measured and why, then a
+    summary line per engine.
 
-    engines: name -> what was timed (or why the engine is unavailable).
+    engines: name -> what was timed (or why the engine is unavailable). wide: every
+    column (about WIDE_REPORT_COLUMNS); else the table fits REPORT_COLUMNS, each case
+    on a line of its own above its rows.
     """
     for key, value in machine.items():
         console.print(Text(f"{key}: {value}"))
@@ -58,25 +70,106 @@ def print_report(
     for level in LEVELS:
         rows = [r for r in records if r.level == level and r.status != "skipped"]
         if rows:
-            console.print(_table(level, rows))
+            console.print(_wide_table(level, rows) if wide else _table(level, rows))
+    emulations = {r.emulation: r.engine for r in records if r.emulation and r.status != "skipped"}
+    for emulation, engine in emulations.items():
+        console.print(Text(f"{engine}{EMULATED}: emulated with {emulation}"))
     skipped = [r for r in records if r.status == "skipped"]
     if skipped:
         console.print(Text("not measured:", style="bold"))
         for (engine, note), cases in _group_skipped(skipped).items():
             console.print(Text(f"  {engine}: {note}: {_summary(cases)}"))
+    summary = summary_rows(records)
+    if summary:
+        table = Table(
+            title="summary: speed-up over OpenCV on the same case, level and batch",
+            title_justify="left",
+            header_style="bold",
+            box=box.SIMPLE_HEAD,
+        )
+        for name, justify in (
+            ("engine", "left"),
+            ("level", "left"),
+            ("median", "right"),
+            ("geometric mean", "right"),
+            ("measurements", "right"),
+            ("cases disagreeing", "right"),
+        ):
+            table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        for row in summary:
+            table.add_row(*row, style="bold red" if row[-1] != "0" else "")
+        console.print(table)
+
+
+def summary_rows(records: Sequence[Record]) -> list[tuple[str, str, str, str, str, str]]:
+    """Per engine and level: the median and geometric mean of its speed-ups over OpenCV,
+    over how many measurements, and in how many cases its components disagreed with the
+    reference's."""
+    rows = []
+    for level in LEVELS:
+        at_level = [r for r in records if r.level == level and r.status != "skipped"]
+        for engine in dict.fromkeys(r.engine for r in at_level):
+            mine = [r for r in at_level if r.engine == engine]
+            disagreed = str(len({r.case for r in mine if r.status == "mismatch"}))
+            speedups = [r.speedup_vs_opencv for r in mine if r.speedup_vs_opencv]
+            if engine == BASELINE:
+                median = geometric = "1 (reference)"
+            elif speedups:
+                median = f"{statistics.median(speedups):.2f}x"
+                geometric = f"{math.exp(sum(math.log(x) for x in speedups) / len(speedups)):.2f}x"
+            else:
+                median = geometric = "no OpenCV"
+            rows.append(
+                (_engine_name(mine[0]), level, median, geometric, str(len(mine)), disagreed)
+            )
+    return rows
+
+
+def _engine_name(record: Record) -> str:
+    return f"{record.engine}{EMULATED}" if record.emulation else record.engine
 
 
 def _table(level: str, rows: Sequence[Record]) -> Table:
-    unit = (
-        "one call labels a batch"
-        if level == "kernel"
-        else "one call reads, labels and writes all files"
-    )
+    """The table within REPORT_COLUMNS: the case on a line of its own above its rows."""
     table = Table(
-        title=f"{level} level ({unit})",
-        title_justify="left",
-        header_style="bold",
-        box=box.SIMPLE_HEAD,
+        title=_title(level), title_justify="left", header_style="bold", box=box.SIMPLE_HEAD
+    )
+    for name, justify in (
+        ("case / engine", "left"),
+        ("batch", "right"),
+        ("median ms", "right"),
+        ("min-max ms", "right"),
+        ("Gpix/s", "right"),
+        ("x OpenCV", "right"),
+        ("comps", "right"),
+        ("check", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    previous = None
+    for r in rows:
+        if r.case != previous:
+            if previous is not None:
+                table.add_section()
+            table.add_row(Text(r.case, style="bold"))
+        previous = r.case
+        table.add_row(
+            f"  {_engine_name(r)}",
+            _batch(r),
+            _number(r.median_ms),
+            f"{_number(r.min_ms)}-{_number(r.max_ms)}" if r.runs else "",
+            _number(r.gpix_per_s),
+            _number(r.speedup_vs_opencv),
+            "" if r.components is None else str(r.components),
+            r.note or r.status,
+            style=_style(r),
+        )
+    return table
+
+
+def _wide_table(level: str, rows: Sequence[Record]) -> Table:
+    """Every column, the case in the first (--wide, or a terminal wide enough)."""
+    table = Table(
+        title=_title(level), title_justify="left", header_style="bold", box=box.SIMPLE_HEAD
     )
     for name, justify in (
         ("case", "left"),
@@ -97,11 +190,10 @@ def _table(level: str, rows: Sequence[Record]) -> Table:
         if previous is not None and r.case != previous:
             table.add_section()
         previous = r.case
-        style = {"mismatch": "bold red", "failed": "red"}.get(r.status, "")
         table.add_row(
             r.case,
-            str(r.batch if r.level == "kernel" else f"{r.batch} ({r.images} files)"),
-            r.engine,
+            _batch(r),
+            _engine_name(r),
             str(r.runs or ""),
             _number(r.median_ms),
             f"{_number(r.min_ms)}-{_number(r.max_ms)}" if r.runs else "",
@@ -110,9 +202,26 @@ def _table(level: str, rows: Sequence[Record]) -> Table:
             _number(r.speedup_vs_opencv),
             "" if r.components is None else str(r.components),
             r.note or r.status,
-            style=style,
+            style=_style(r),
         )
     return table
+
+
+def _title(level: str) -> str:
+    unit = (
+        "one call labels a batch"
+        if level == "kernel"
+        else "one call reads, labels and writes all files"
+    )
+    return f"{level} level ({unit})"
+
+
+def _batch(r: Record) -> str:
+    return str(r.batch if r.level == "kernel" else f"{r.batch} ({r.images} files)")
+
+
+def _style(r: Record) -> str:
+    return {"mismatch": "bold red", "failed": "red"}.get(r.status, "")
 
 
 def _number(value: float | None) -> str:
@@ -222,8 +331,18 @@ def write_plot(path: Path, records: Sequence[Record], machine: Mapping[str, str]
         ax.set_ylabel("speed-up over OpenCV", fontsize=8)
         ax.set_title(f"{level} level, batch {batch}", fontsize=9)
         ax.grid(axis="y", which="major", alpha=0.3)
+    emulated = {r.case: r.emulation for r in records if r.engine == BASELINE and r.emulation}
     axes[-1, 0].set_xticks(range(len(cases)))
-    axes[-1, 0].set_xticklabels(cases, rotation=60, ha="right", fontsize=7)
+    axes[-1, 0].set_xticklabels(
+        [f"{case} {EMULATED}" if case in emulated else case for case in cases],
+        rotation=60,
+        ha="right",
+        fontsize=7,
+    )
+    for emulation in dict.fromkeys(emulated.values()):
+        figure.text(
+            0.01, 0.005, f"{EMULATED} OpenCV emulated: {emulation}", fontsize=7, va="bottom"
+        )
     if not panels:
         axes[0, 0].text(0.5, 0.5, "no speed-ups: OpenCV was not measured", ha="center")
         axes[0, 0].set_axis_off()

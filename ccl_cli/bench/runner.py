@@ -22,14 +22,16 @@ from __future__ import annotations
 import shutil
 import statistics
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
 from .crosscheck import compare
 from .engines import BenchEngine
+from .eta import Planned
 from .records import Record
 from .suite import Case
 from .timing import measure, timed
@@ -43,7 +45,18 @@ BUDGET_S = 0.5
 #: Engines whose labels are the reference of the cross-check, by preference.
 REFERENCE_ORDER = ("gccl-cpu", "cc3d")
 
-Step = Callable[[str], None]
+
+class Progress(Protocol):
+    """What the runner tells about each measurement (command.py prints it, eta.py learns)."""
+
+    def started(self, planned: Planned) -> None:
+        """A measurement starts."""
+
+    def finished(self, call_ms: float | None) -> None:
+        """The measurement started last is done: its median call, or None when it failed."""
+
+    def skipped(self, planned: Planned) -> None:
+        """A planned measurement is not made (its call would take too long)."""
 
 
 @dataclass
@@ -56,28 +69,86 @@ class Limits:
     max_batch_pixels: int = MAX_BATCH_PIXELS
 
 
+def kernel_plan(
+    cases: Sequence[Case], engines: Sequence[BenchEngine], batches: Sequence[int], limits: Limits
+) -> list[Planned]:
+    """The kernel-level measurements run_kernel makes, in order (some may be skipped when
+    their call would pass the cap)."""
+    return [
+        Planned(
+            level="kernel",
+            case=case.name,
+            engine=engine.name,
+            batch=batch,
+            mode=case.params.mode,
+            family=case.family,
+            connectivity=case.params.connectivity,
+            pixels=case.pixels,
+            images=batch,
+            warm_ups=1,  # the checked first call
+            can_skip=batch > 1,
+        )
+        for case in cases
+        for batch in sorted(batches)
+        if batch * case.pixels <= limits.max_batch_pixels
+        for engine in engines
+        if not engine.unsupported(case)
+    ]
+
+
+def end_to_end_plan(
+    cases: Sequence[Case], engines: Sequence[BenchEngine], batches: Sequence[int], limits: Limits
+) -> list[Planned]:
+    """The end-to-end measurements run_end_to_end makes, in order."""
+    planned = []
+    for case in cases:
+        files = _files_of(case, batches, limits)
+        for engine in engines:
+            if end_to_end_problem(engine, case):
+                continue
+            for batch in _end_to_end_batches(engine, batches, files):
+                planned.append(
+                    Planned(
+                        level="end-to-end",
+                        case=case.name,
+                        engine=engine.name,
+                        batch=batch,
+                        mode=case.params.mode,
+                        family=case.family,
+                        connectivity=case.params.connectivity,
+                        pixels=case.pixels,
+                        images=files,
+                        warm_ups=int(engine.on_device),  # GPU engines start CUDA first
+                        can_skip=False,
+                    )
+                )
+    return planned
+
+
 def run_kernel(
     cases: Sequence[Case],
     engines: Sequence[BenchEngine],
     batches: Sequence[int],
     limits: Limits,
-    step: Step,
+    progress: Progress,
 ) -> list[Record]:
     """Kernel-level records of every engine on every case and batch size."""
     return [
         record
         for case in cases
-        for record in _KernelCase(case, engines, limits, step).run(sorted(batches))
+        for record in _KernelCase(case, engines, limits, progress).run(sorted(batches))
     ]
 
 
 class _KernelCase:
     """The kernel-level measurements of one case."""
 
-    def __init__(self, case: Case, engines: Sequence[BenchEngine], limits: Limits, step: Step):
+    def __init__(
+        self, case: Case, engines: Sequence[BenchEngine], limits: Limits, progress: Progress
+    ):
         self.case = case
         self.limits = limits
-        self.step = step
+        self.progress = progress
         self.records: list[Record] = []
         self.engines: list[BenchEngine] = []
         for engine in engines:
@@ -115,14 +186,17 @@ class _KernelCase:
         labels: dict[str, tuple[np.ndarray, int, BenchEngine]],
     ) -> None:
         batch = len(host)
+        planned = kernel_plan([self.case], [engine], [batch], self.limits)[0]
         if batch > 1:
             why = self._too_slow(engine, batch)
             if why:
                 self._skip(engine, batch, why)
+                self.progress.skipped(planned)
                 return
-        record = Record.for_case(engine.name, self.case, "kernel", batch)
+        emulation = engine.emulation(self.case.params.mode)
+        record = Record.for_case(engine.name, self.case, "kernel", batch, emulation)
         self.records.append(record)
-        self.step(f"kernel  {self.case.name}  {engine.name}  batch {batch}")
+        self.progress.started(planned)
         params = self.case.params
         try:
             prepared = engine.prepare(host, params)
@@ -156,6 +230,7 @@ class _KernelCase:
         finally:
             prepared = None
             engine.release()
+            self.progress.finished(record.median_ms)
 
     def _too_slow(self, engine: BenchEngine, batch: int) -> str | None:
         single = self.single_ms.get(engine.name)
@@ -206,58 +281,86 @@ def run_end_to_end(
     engines: Sequence[BenchEngine],
     batches: Sequence[int],
     limits: Limits,
-    step: Step,
+    progress: Progress,
 ) -> list[Record]:
     """End-to-end records: `gccl label` on the files of each case, for each batch size."""
     records: list[Record] = []
     with tempfile.TemporaryDirectory(prefix="gccl-bench-") as temp:
-        folders: dict[int, tuple[Path, int]] = {}
+        folders: dict[int, Path] = {}
         for case in cases:
-            files = max(
-                [b for b in batches if b * case.pixels <= limits.max_batch_pixels], default=1
-            )
+            files = _files_of(case, batches, limits)
             key = id(case.image)
             if key not in folders:
-                folders[key] = (_write_files(case, files, Path(temp) / f"in-{len(folders)}"), files)
-            folder, files = folders[key]
+                folders[key] = _write_files(case, files, Path(temp) / f"in-{len(folders)}")
             records.extend(
-                _EndToEndCase(case, folder, files, Path(temp), limits, step).run(
-                    engines, sorted(b for b in batches if b <= files)
+                _EndToEndCase(case, folders[key], files, Path(temp), limits, progress).run(
+                    engines, batches
                 )
             )
     return records
+
+
+def _files_of(case: Case, batches: Sequence[int], limits: Limits) -> int:
+    """How many files a case's end-to-end runs label: its largest batch within the cap."""
+    return max([b for b in batches if b * case.pixels <= limits.max_batch_pixels], default=1)
+
+
+def _end_to_end_batches(engine: BenchEngine, batches: Sequence[int], files: int) -> list[int]:
+    """The batch sizes an engine's end-to-end runs take (1 alone where it has no batches)."""
+    return sorted(b for b in batches if b <= files) if engine.end_to_end_batched else [1]
+
+
+def end_to_end_problem(engine: BenchEngine, case: Case) -> str | None:
+    """Why `engine` has no end-to-end run of `case`, or None."""
+    mode = case.params.mode
+    if not engine.end_to_end_modes:
+        return engine.no_end_to_end
+    if mode not in engine.end_to_end_modes:
+        return f"no {mode} mode end to end"
+    return engine.unsupported(case)
 
 
 class _EndToEndCase:
     """The end-to-end measurements of one case: one run over all its files per call."""
 
     def __init__(
-        self, case: Case, folder: Path, files: int, temp: Path, limits: Limits, step: Step
+        self,
+        case: Case,
+        folder: Path,
+        files: int,
+        temp: Path,
+        limits: Limits,
+        progress: Progress,
     ):
         self.case, self.folder, self.files = case, folder, files
-        self.temp, self.limits, self.step = temp, limits, step
+        self.temp, self.limits, self.progress = temp, limits, progress
         self.runs = 0
 
-    def run(self, engines: Sequence[BenchEngine], batches: list[int]) -> list[Record]:
+    def run(self, engines: Sequence[BenchEngine], batches: Sequence[int]) -> list[Record]:
         records: list[Record] = []
         reference: tuple[str, int] | None = None
         for engine in engines:
-            why = self._unsupported(engine)
+            why = end_to_end_problem(engine, self.case)
             if why:
                 record = Record.for_case(engine.name, self.case, "end-to-end", None)
                 record.status, record.note = "skipped", why
                 records.append(record)
                 continue
-            for batch in batches if engine.end_to_end_batched else [1]:
-                record = Record.for_case(engine.name, self.case, "end-to-end", batch)
+            plan = end_to_end_plan([self.case], [engine], batches, self.limits)
+            for planned in plan:
+                batch = planned.batch
+                emulation = engine.emulation(self.case.params.mode)
+                record = Record.for_case(engine.name, self.case, "end-to-end", batch, emulation)
                 records.append(record)
-                self.step(f"end-to-end  {self.case.name}  {engine.name}  batch {batch}")
+                self.progress.started(planned)
                 try:
                     self._measure(record, engine, batch)
                 except Exception as error:
                     record.status = "failed"
                     record.note = f"{type(error).__name__}: {error}"
                     continue
+                finally:
+                    self.progress.finished(record.median_ms)
                 assert record.components is not None
                 if reference is None:
                     reference = (f"{engine.name} at batch {batch}", record.components)
@@ -268,14 +371,6 @@ class _EndToEndCase:
                         f"{reference[0]} finds {reference[1]}",
                     )
         return records
-
-    def _unsupported(self, engine: BenchEngine) -> str | None:
-        mode = self.case.params.mode
-        if not engine.end_to_end_modes:
-            return engine.no_end_to_end
-        if mode not in engine.end_to_end_modes:
-            return f"no {mode} mode end to end"
-        return engine.unsupported(self.case)
 
     def _measure(self, record: Record, engine: BenchEngine, batch: int) -> None:
         if engine.on_device:  # CUDA initialization and module loading are not per-run costs

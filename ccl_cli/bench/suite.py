@@ -104,17 +104,17 @@ def generated_cases(
 
 
 def input_cases(
-    images: Iterable[tuple[str, np.ndarray]],
+    images: Iterable[tuple[str, np.ndarray, str]],
     connectivities: Sequence[int],
     tau: float | None,
     base: LabelParams | None = None,
 ) -> list[Case]:
-    """Cases of the user's images: binary mode, or tau mode when tau is given; `base` holds
-    background, invert and threshold as gccl label takes them."""
+    """Cases of the user's images, (name, image, file) each: binary mode, or tau mode when
+    tau is given; `base` holds background, invert and threshold as gccl label takes them."""
     return [
         case
-        for path, image in images
-        for case in _cases_of(path, "input", image, tau, connectivities, source=path, base=base)
+        for name, image, path in images
+        for case in _cases_of(name, "input", image, tau, connectivities, source=path, base=base)
     ]
 
 
