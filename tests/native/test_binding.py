@@ -1,5 +1,5 @@
-"""The CPython binding of the CPU engine (native/src/binding.c): checked against engine.h by
-the compiler, and strict about what its Batch may point at."""
+"""The CPython binding of the CPU engines (native/src/binding.c): checked against engine.h and
+volume.h by the compiler, and strict about what its Batch and Volumes may point at."""
 
 from __future__ import annotations
 
@@ -17,33 +17,57 @@ from ccl_cli.native import gccl_cpu
 
 SOURCES = Path(ccl_cli.__file__).parent / "native" / "src"
 
-#: Changes to engine.h that the binding was not changed with: (name, old, new, message).
+#: Changes to a header that the binding was not changed with: (name, header, old, new, message).
 HEADER_CHANGES = [
     (
         "a field added",
+        "engine.h",
         "    int64_t label_bytes;",
         "    int64_t label_bytes;\n    int64_t connectivity;",
         "BATCH_FIELDS lists every field of gccl_batch",
     ),
-    ("a field's type changed", "double a, tau;", "double a;\n    float tau;", "tau is a double"),
+    (
+        "a field's type changed",
+        "engine.h",
+        "double a, tau;\n    const void *image;        /*",
+        "double a;\n    float tau;\n    const void *image;        /*",
+        "tau is a double",
+    ),
     (
         "an array's element type changed",
+        "engine.h",
         "int32_t *parent;",
         "int64_t *parent;",
         "parent is int32_t",
     ),
     (
         "an array the engine reads made writable",
-        "const int64_t *tasks;",
-        "int64_t *tasks;",
+        "engine.h",
+        "const int64_t *tasks;     /*",
+        "int64_t *tasks;     /*",
         "tasks is const int64_t",
     ),
-    ("a field renamed", "floating, min_area;", "floating, minimum_area;", "min_area"),
+    ("a field renamed", "engine.h", "floating, min_area;", "floating, minimum_area;", "min_area"),
     (
         "an integer widened",
+        "engine.h",
         "int64_t count, height, width;",
         "int64_t count, height;\n    double width;",
         "width is an int64_t",
+    ),
+    (
+        "a volume field added",
+        "volume.h",
+        "    double a, tau;",
+        "    double a, tau, relative;",
+        "VOLUME_FIELDS lists every field of gccl_volumes",
+    ),
+    (
+        "a volume array's element type changed",
+        "volume.h",
+        "    uint32_t *labels; ",
+        "    uint64_t *labels; ",
+        "labels is uint32_t",
     ),
 ]
 
@@ -58,29 +82,31 @@ def _compile_binding(folder: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True)
 
 
-def _sources_with(tmp_path: Path, old: str, new: str) -> Path:
+def _sources_with(tmp_path: Path, name: str, old: str, new: str) -> Path:
     folder = tmp_path / "src"
     shutil.copytree(SOURCES, folder)
-    header = folder / "engine.h"
+    header = folder / name
     text = header.read_text()
     if old != new:
-        assert text.count(old) == 1, f"engine.h no longer has {old!r}"
+        assert text.count(old) == 1, f"{name} no longer has {old!r}"
         header.write_text(text.replace(old, new))
     return folder
 
 
-def test_the_binding_compiles_against_the_header_as_it_is(tmp_path: Path) -> None:
-    result = _compile_binding(_sources_with(tmp_path, "", ""))
+def test_the_binding_compiles_against_the_headers_as_they_are(tmp_path: Path) -> None:
+    result = _compile_binding(_sources_with(tmp_path, "engine.h", "", ""))
     assert result.returncode == 0, result.stderr
 
 
 @pytest.mark.parametrize(
-    ("old", "new", "message"), [c[1:] for c in HEADER_CHANGES], ids=[c[0] for c in HEADER_CHANGES]
+    ("header", "old", "new", "message"),
+    [c[1:] for c in HEADER_CHANGES],
+    ids=[c[0] for c in HEADER_CHANGES],
 )
 def test_a_header_changed_without_the_binding_does_not_build(
-    tmp_path: Path, old: str, new: str, message: str
+    tmp_path: Path, header: str, old: str, new: str, message: str
 ) -> None:
-    result = _compile_binding(_sources_with(tmp_path, old, new))
+    result = _compile_binding(_sources_with(tmp_path, header, old, new))
     assert result.returncode != 0
     assert message in result.stderr
 
@@ -165,3 +191,37 @@ def test_an_array_the_engine_writes_must_be_writable_and_contiguous() -> None:
     with pytest.raises((ValueError, BufferError)):
         batch.parent = np.zeros(8, np.int32)[::2]
     assert batch.parent is None
+
+
+VOLUME_SCALARS = {
+    "count": 1,
+    "depth": 2,
+    "height": 3,
+    "width": 4,
+    "image_type": 0,
+    "value_type": 0,
+    "rule": 1,
+    "connectivity": 26,
+    "tau_mode": 0,
+    "floating": 0,
+    "min_area": 2,
+    "statistics": 1,
+    "a": 0.0,
+    "tau": 1.5,
+}
+
+
+def test_volumes_hold_their_fields_and_refuse_others() -> None:
+    volumes = gccl_cpu.Volumes(**VOLUME_SCALARS)
+    assert {name: getattr(volumes, name) for name in VOLUME_SCALARS} == VOLUME_SCALARS
+    with pytest.raises(TypeError, match="needs the field connectivity"):
+        gccl_cpu.Volumes(**{k: v for k, v in VOLUME_SCALARS.items() if k != "connectivity"})
+    with pytest.raises(TypeError, match="no field of gccl_volumes"):
+        gccl_cpu.Volumes(**VOLUME_SCALARS, eight=1)
+    with pytest.raises(ValueError, match="items of 4 bytes"):  # uint32_t *labels
+        volumes.labels = np.zeros(24, np.uint64)
+    words = gccl_cpu.SLAB_WORDS
+    with pytest.raises(ValueError, match=f"whole elements of {8 * words} bytes"):
+        volumes.slabs = np.zeros(words + 1, np.int64)
+    volumes.slabs = np.zeros(2 * words, np.int64)
+    assert volumes.slabs.shape == (2 * words,)

@@ -14,6 +14,7 @@ from ...contract.params import SUPPORTED_DTYPES, LabelParams
 from ..base import Backend, BatchResult, LabelSteps, in_one_step, label_dtype, nothing_to_undo
 from .labels import label_batch
 from .outlines import outlines
+from .volumes import label_volumes
 
 
 class CpuBackend:
@@ -37,15 +38,23 @@ class CpuBackend:
         narrow: bool = False,
     ) -> BatchResult:
         """Label each image of the (N, H, W) numpy batch (into `out`); see backends.base.
+        With a volume connectivity (params.rank 3) each volume of an (N, D, H, W) batch,
+        into uint32 labels (volumes.py).
 
         With `narrow`, the labels are uint16 (backends.base): the copy into
         `out` writes half the bytes, and the PNG writer needs no cast.
         """
         batch = np.asarray(batch)
-        if batch.ndim != 3:
-            raise ValueError(f"a batch is (N, H, W), got shape {batch.shape}")
+        if batch.ndim != params.rank + 1:
+            axes = "(N, H, W)" if params.rank == 2 else "(N, D, H, W)"
+            raise ValueError(f"a batch is {axes}, got shape {batch.shape}")
         if batch.dtype not in SUPPORTED_DTYPES:
             raise ValueError(f"unsupported dtype {batch.dtype}")
+        if params.rank == 3:
+            labels = np.empty(batch.shape, np.uint32) if out is None else out
+            volumes = label_volumes(batch, params, self.threads, labels)
+            assert volumes.tables is not None
+            return BatchResult(labels, volumes.tables, volumes.components)
         labels = np.empty(batch.shape, label_dtype(narrow)) if out is None else out
         labeled = label_batch(batch, params, self.threads, labels)
         result = BatchResult(labels, labeled.tables, labeled.components, wide=labeled.wide)

@@ -104,7 +104,7 @@ def label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.nd
 
 
 def spread(entry: Callable[[int, int], None], tasks: int, threads: int) -> None:
-    """A Batch's entry point over contiguous ranges of the tasks, on up to
+    """An entry point of a Batch or Volumes over contiguous ranges of the tasks, on up to
     engine_threads(threads) threads: this one and the engine's helpers (native/src/pool.c).
     Every task writes only its own part of the arrays, so the ranges change no result.
     An entry that ran out of memory raises MemoryError."""

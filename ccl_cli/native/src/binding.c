@@ -1,14 +1,15 @@
-/* The CPython binding of the CPU engine: the extension module ccl_cli.native.gccl_cpu.
+/* The CPython binding of the CPU engines: the extension module ccl_cli.native.gccl_cpu.
  *
- * `Batch` is engine.h's gccl_batch as a Python object. Its scalar fields are attributes of
- * their C types (int64, float64), all given when it is made. Its array fields take objects
- * with the buffer protocol (numpy arrays): C-contiguous, writable where the engine writes,
- * with items of the element type's size; the batch keeps each one alive (and its memory in
- * place) while it points at it. Every field is listed once, in BATCH_FIELDS, and the
- * compiler checks that list against the struct: each name, each type, and that the fields
- * listed fill the whole struct, so a field added to or changed in engine.h does not build
- * until it is bound here. The entry points run on the engine's threads (pool.c) with the
- * GIL released; while one runs, the batch's fields cannot be changed.
+ * `Batch` is engine.h's gccl_batch and `Volumes` volume.h's gccl_volumes as Python
+ * objects. Their scalar fields are attributes of their C types (int64, float64), all given
+ * when one is made. Their array fields take objects with the buffer protocol (numpy
+ * arrays): C-contiguous, writable where the engine writes, with items of the element
+ * type's size; the object keeps each one alive (and its memory in place) while it points
+ * at it. Every field is listed once, in BATCH_FIELDS and VOLUME_FIELDS, and the compiler
+ * checks each list against its struct: each name, each type, and that the fields listed
+ * fill the whole struct, so a field added to or changed in a header does not build until
+ * it is bound here. The entry points run on the engine's threads (pool.c) with the GIL
+ * released; while one runs, the object's fields cannot be changed.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -20,8 +21,9 @@
 #include "engine.h"
 #include "png.h"
 #include "pool.h"
+#include "volume.h"
 
-/* gccl_batch's fields in order: INTEGER (int64_t), REAL (double), arrays the engine reads
+/* A struct's fields in order: INTEGER (int64_t), REAL (double), arrays the engine reads
  * (IN, `const T *`) and writes (OUT, `T *`) of element type T, and arrays of any pixel type
  * (IN_ANY `const void *`, OUT_ANY `void *`). */
 #define BATCH_FIELDS(INTEGER, REAL, IN, OUT, IN_ANY, OUT_ANY)                                  \
@@ -36,15 +38,45 @@
     IN(mean, double) OUT(ints, int64_t) OUT(floats, double) OUT_ANY(labels)                   \
     IN(chosen, uint8_t)
 
-/* The entry points (engine.h), each a method of Batch under its name without "gccl_". */
-#define ENTRY_POINTS(ENTRY)                                                                    \
-    ENTRY(label_strips) ENTRY(merge_seams) ENTRY(reduce_stats) ENTRY(float_terms)              \
-    ENTRY(keep_components) ENTRY(kept_columns) ENTRY(write_labels)
+#define VOLUME_FIELDS(INTEGER, REAL, IN, OUT, IN_ANY, OUT_ANY)                                 \
+    INTEGER(count) INTEGER(depth) INTEGER(height) INTEGER(width) INTEGER(image_type)          \
+    INTEGER(value_type) INTEGER(rule) INTEGER(connectivity) INTEGER(tau_mode)                 \
+    INTEGER(floating) INTEGER(min_area) INTEGER(statistics) REAL(a) REAL(tau) IN_ANY(image)   \
+    IN_ANY(values) OUT(labels, uint32_t) IN(tasks, int64_t) OUT(slabs, gccl_slab)             \
+    OUT(local_counts, int64_t) IN(first, int64_t) IN(volume_tasks, int64_t)                   \
+    OUT(forest, int64_t) OUT(components, int64_t) IN(component_first, int64_t)                \
+    OUT(component_area, int64_t) OUT(component_magnitude, int64_t) OUT(kept_id, int64_t)      \
+    OUT(kept, int64_t) IN(shift, int64_t) IN(kept_first, int64_t)                             \
+    OUT(records, gccl_volume_record) OUT(ints, int64_t) OUT(floats, double) OUT(sums, int64_t)
 
-#define FIELD(name) (((gccl_batch *)0)->name)
+/* The entry points, each a method of its object under its name (Python, C). */
+#define BATCH_ENTRIES(ENTRY)                                                                   \
+    ENTRY(label_strips, gccl_label_strips) ENTRY(merge_seams, gccl_merge_seams)                \
+    ENTRY(reduce_stats, gccl_reduce_stats) ENTRY(float_terms, gccl_float_terms)                \
+    ENTRY(keep_components, gccl_keep_components) ENTRY(kept_columns, gccl_kept_columns)        \
+    ENTRY(write_labels, gccl_write_labels)
+
+#define VOLUME_ENTRIES(ENTRY)                                                                  \
+    ENTRY(label_slabs, gccl_volume_label_slabs) ENTRY(merge_seams, gccl_volume_merge_seams)    \
+    ENTRY(keep, gccl_volume_keep) ENTRY(write, gccl_volume_write)                              \
+    ENTRY(columns, gccl_volume_columns) ENTRY(free, gccl_volume_free)
+
 #define NOTHING(...)
+#define ONE(...) +1
 
-/* Each field's type, checked. */
+enum kind { INTEGER_FIELD, REAL_FIELD, ARRAY_FIELD };
+
+typedef struct {
+    const char *name;
+    size_t offset;
+    enum kind kind;
+    int slot;            /* arrays: the slot of its buffer (numbered as the module starts) */
+    int writable;        /* arrays: the engine writes it */
+    Py_ssize_t element;  /* arrays: bytes per element, 0 for any */
+} field_info;
+
+/* Checks and descriptions of the fields of struct STRUCT (defined around each use). */
+#define FIELD(name) (((STRUCT *)0)->name)
 #define CHECK_INTEGER(name) \
     _Static_assert(_Generic(FIELD(name), int64_t: 1, default: 0), #name " is an int64_t");
 #define CHECK_REAL(name) \
@@ -55,53 +87,84 @@
     _Static_assert(_Generic(FIELD(name), type *: 1, default: 0), #name " is " #type "*");
 #define CHECK_IN_ANY(name) CHECK_IN(name, void)
 #define CHECK_OUT_ANY(name) CHECK_OUT(name, void)
-BATCH_FIELDS(CHECK_INTEGER, CHECK_REAL, CHECK_IN, CHECK_OUT, CHECK_IN_ANY, CHECK_OUT_ANY)
-
-/* The fields listed fill the struct: no field is left out and none is repeated. */
 #define SIZE(name, ...) +sizeof(FIELD(name))
+#define INFO_INTEGER(name) {#name, offsetof(STRUCT, name), INTEGER_FIELD, -1, 0, 0},
+#define INFO_REAL(name) {#name, offsetof(STRUCT, name), REAL_FIELD, -1, 0, 0},
+#define INFO_IN(name, type) {#name, offsetof(STRUCT, name), ARRAY_FIELD, -1, 0, sizeof(type)},
+#define INFO_OUT(name, type) {#name, offsetof(STRUCT, name), ARRAY_FIELD, -1, 1, sizeof(type)},
+#define INFO_IN_ANY(name) {#name, offsetof(STRUCT, name), ARRAY_FIELD, -1, 0, 0},
+#define INFO_OUT_ANY(name) {#name, offsetof(STRUCT, name), ARRAY_FIELD, -1, 1, 0},
+/* EXPAND(LIST, CHECKS): the six macros, expanded before LIST takes them. */
+#define CHECKS CHECK_INTEGER, CHECK_REAL, CHECK_IN, CHECK_OUT, CHECK_IN_ANY, CHECK_OUT_ANY
+#define INFOS INFO_INTEGER, INFO_REAL, INFO_IN, INFO_OUT, INFO_IN_ANY, INFO_OUT_ANY
+#define EXPAND(list, ...) list(__VA_ARGS__)
+
+#define STRUCT gccl_batch
+EXPAND(BATCH_FIELDS, CHECKS)
 _Static_assert(0 BATCH_FIELDS(SIZE, SIZE, SIZE, SIZE, SIZE, SIZE) == sizeof(gccl_batch),
                "BATCH_FIELDS lists every field of gccl_batch");
+static field_info BATCH_INFO[] = {EXPAND(BATCH_FIELDS, INFOS)};
+enum { BATCH_ARRAYS = 0 BATCH_FIELDS(NOTHING, NOTHING, ONE, ONE, ONE, ONE) };
+#undef STRUCT
 
-/* The array fields' slots in a Batch's buffers. */
-#define SLOT(name, ...) SLOT_##name,
-enum { BATCH_FIELDS(NOTHING, NOTHING, SLOT, SLOT, SLOT, SLOT) ARRAYS };
+#define STRUCT gccl_volumes
+EXPAND(VOLUME_FIELDS, CHECKS)
+_Static_assert(0 VOLUME_FIELDS(SIZE, SIZE, SIZE, SIZE, SIZE, SIZE) == sizeof(gccl_volumes),
+               "VOLUME_FIELDS lists every field of gccl_volumes");
+static field_info VOLUME_INFO[] = {EXPAND(VOLUME_FIELDS, INFOS)};
+enum { VOLUME_ARRAYS = 0 VOLUME_FIELDS(NOTHING, NOTHING, ONE, ONE, ONE, ONE) };
+#undef STRUCT
 
-enum kind { INTEGER_FIELD, REAL_FIELD, ARRAY_FIELD };
+#define COUNT(array) ((int)(sizeof array / sizeof array[0]))
 
+/* What an object of either type holds: its struct and the views of the arrays it points at
+ * (obj NULL where none), both inside the object. */
 typedef struct {
-    const char *name;
-    size_t offset;
-    enum kind kind;
-    int slot;            /* arrays: the slot of its buffer */
-    int writable;        /* arrays: the engine writes it */
-    Py_ssize_t element;  /* arrays: bytes per element, 0 for any */
-} field_info;
-
-#define INFO_INTEGER(name) {#name, offsetof(gccl_batch, name), INTEGER_FIELD, -1, 0, 0},
-#define INFO_REAL(name) {#name, offsetof(gccl_batch, name), REAL_FIELD, -1, 0, 0},
-#define INFO_IN(name, type) \
-    {#name, offsetof(gccl_batch, name), ARRAY_FIELD, SLOT_##name, 0, sizeof(type)},
-#define INFO_OUT(name, type) \
-    {#name, offsetof(gccl_batch, name), ARRAY_FIELD, SLOT_##name, 1, sizeof(type)},
-#define INFO_IN_ANY(name) {#name, offsetof(gccl_batch, name), ARRAY_FIELD, SLOT_##name, 0, 0},
-#define INFO_OUT_ANY(name) {#name, offsetof(gccl_batch, name), ARRAY_FIELD, SLOT_##name, 1, 0},
-static const field_info FIELDS[] = {
-    BATCH_FIELDS(INFO_INTEGER, INFO_REAL, INFO_IN, INFO_OUT, INFO_IN_ANY, INFO_OUT_ANY)};
-#define FIELD_COUNT ((int)(sizeof FIELDS / sizeof FIELDS[0]))
+    const char *type_name, *struct_name; /* for messages */
+    field_info *fields;
+    int count;
+    size_t size; /* of the struct */
+} layout;
 
 typedef struct {
     PyObject_HEAD
+    const layout *layout;
+    void *data;       /* the struct */
+    Py_buffer *views; /* one per array field, by slot */
+    int busy;         /* entry points running on it */
+} EngineObject;
+
+typedef struct {
+    EngineObject head;
     gccl_batch batch;
-    Py_buffer views[ARRAYS]; /* the arrays pointed at; obj NULL where none */
-    int busy;                /* entry points running on this batch */
+    Py_buffer views[BATCH_ARRAYS];
 } BatchObject;
 
-static void *field_address(BatchObject *self, const field_info *field) {
-    return (char *)&self->batch + field->offset;
+typedef struct {
+    EngineObject head;
+    gccl_volumes volumes;
+    Py_buffer views[VOLUME_ARRAYS];
+} VolumesObject;
+
+static const layout BATCH_LAYOUT = {"Batch", "gccl_batch", BATCH_INFO, COUNT(BATCH_INFO),
+                                    sizeof(gccl_batch)};
+static const layout VOLUME_LAYOUT = {"Volumes", "gccl_volumes", VOLUME_INFO, COUNT(VOLUME_INFO),
+                                     sizeof(gccl_volumes)};
+
+/* Number the array fields' slots in order. */
+static void number_slots(field_info *fields, int count) {
+    int slot = 0;
+    for (int i = 0; i < count; i++) {
+        if (fields[i].kind == ARRAY_FIELD) fields[i].slot = slot++;
+    }
+}
+
+static void *field_address(EngineObject *self, const field_info *field) {
+    return (char *)self->data + field->offset;
 }
 
 static PyObject *get_field(PyObject *object, void *closure) {
-    BatchObject *self = (BatchObject *)object;
+    EngineObject *self = (EngineObject *)object;
     const field_info *field = closure;
     void *address = field_address(self, field);
     switch (field->kind) {
@@ -117,7 +180,7 @@ static PyObject *get_field(PyObject *object, void *closure) {
 }
 
 /* Point an array field at `value` (None: at nothing), keeping `value` alive. */
-static int set_array(BatchObject *self, const field_info *field, PyObject *value) {
+static int set_array(EngineObject *self, const field_info *field, PyObject *value) {
     Py_buffer view = {0};
     if (value != Py_None) {
         int flags = PyBUF_C_CONTIGUOUS | (field->writable ? PyBUF_WRITABLE : 0);
@@ -125,9 +188,10 @@ static int set_array(BatchObject *self, const field_info *field, PyObject *value
         Py_ssize_t item = field->element > 8 ? 8 : field->element;
         if (field->element && (view.itemsize != item || view.len % field->element != 0)) {
             PyErr_Format(PyExc_ValueError,
-                         "Batch.%s: items of %zd bytes in whole elements of %zd bytes, "
+                         "%s.%s: items of %zd bytes in whole elements of %zd bytes, "
                          "got %zd-byte items, %zd bytes",
-                         field->name, item, field->element, view.itemsize, view.len);
+                         self->layout->type_name, field->name, item, field->element,
+                         view.itemsize, view.len);
             PyBuffer_Release(&view);
             return -1;
         }
@@ -140,14 +204,16 @@ static int set_array(BatchObject *self, const field_info *field, PyObject *value
 }
 
 static int set_field(PyObject *object, PyObject *value, void *closure) {
-    BatchObject *self = (BatchObject *)object;
+    EngineObject *self = (EngineObject *)object;
     const field_info *field = closure;
     if (value == NULL) {
-        PyErr_Format(PyExc_AttributeError, "Batch.%s cannot be deleted", field->name);
+        PyErr_Format(PyExc_AttributeError, "%s.%s cannot be deleted", self->layout->type_name,
+                     field->name);
         return -1;
     }
     if (self->busy) {
-        PyErr_Format(PyExc_RuntimeError, "Batch.%s: the batch is being labeled", field->name);
+        PyErr_Format(PyExc_RuntimeError, "%s.%s: it is being labeled", self->layout->type_name,
+                     field->name);
         return -1;
     }
     void *address = field_address(self, field);
@@ -166,50 +232,78 @@ static int set_field(PyObject *object, PyObject *value, void *closure) {
     return set_array(self, field, value);
 }
 
-static void release_views(BatchObject *self) {
-    for (int slot = 0; slot < ARRAYS; slot++) {
-        if (self->views[slot].obj) PyBuffer_Release(&self->views[slot]);
+static void release_views(EngineObject *self) {
+    for (int i = 0; i < self->layout->count; i++) {
+        const field_info *field = &self->layout->fields[i];
+        if (field->kind == ARRAY_FIELD && self->views[field->slot].obj)
+            PyBuffer_Release(&self->views[field->slot]);
     }
 }
 
-/* Batch(**fields): every scalar field, and any array fields, by name. */
-static int batch_init(PyObject *object, PyObject *args, PyObject *kwargs) {
-    BatchObject *self = (BatchObject *)object;
+/* Batch(**fields) or Volumes(**fields): every scalar field, and any array fields, by name. */
+static int engine_init(PyObject *object, PyObject *args, PyObject *kwargs) {
+    EngineObject *self = (EngineObject *)object;
+    const layout *layout = self->layout;
     if (PyTuple_GET_SIZE(args) != 0) {
-        PyErr_SetString(PyExc_TypeError, "Batch() takes its fields by name only");
+        PyErr_Format(PyExc_TypeError, "%s() takes its fields by name only", layout->type_name);
         return -1;
     }
     if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "Batch(): the batch is being labeled");
+        PyErr_Format(PyExc_RuntimeError, "%s(): it is being labeled", layout->type_name);
         return -1;
     }
     release_views(self);
-    memset(&self->batch, 0, sizeof self->batch);
+    memset(self->data, 0, layout->size);
     Py_ssize_t used = 0;
-    for (int i = 0; i < FIELD_COUNT; i++) {
-        PyObject *value = kwargs ? PyDict_GetItemString(kwargs, FIELDS[i].name) : NULL;
+    for (int i = 0; i < layout->count; i++) {
+        const field_info *field = &layout->fields[i];
+        PyObject *value = kwargs ? PyDict_GetItemString(kwargs, field->name) : NULL;
         if (value == NULL) {
-            if (FIELDS[i].kind == ARRAY_FIELD) continue;
-            PyErr_Format(PyExc_TypeError, "Batch() needs the field %s", FIELDS[i].name);
+            if (field->kind == ARRAY_FIELD) continue;
+            PyErr_Format(PyExc_TypeError, "%s() needs the field %s", layout->type_name,
+                         field->name);
             return -1;
         }
         used++;
-        if (set_field(object, value, (void *)&FIELDS[i]) != 0) return -1;
+        if (set_field(object, value, (void *)field) != 0) return -1;
     }
     if (kwargs && PyDict_GET_SIZE(kwargs) != used) {
-        PyErr_SetString(PyExc_TypeError, "Batch() got a name that is no field of gccl_batch");
+        PyErr_Format(PyExc_TypeError, "%s() got a name that is no field of %s", layout->type_name,
+                     layout->struct_name);
         return -1;
     }
     return 0;
 }
 
-static void batch_dealloc(PyObject *object) {
-    release_views((BatchObject *)object);
+static void engine_dealloc(PyObject *object) {
+    release_views((EngineObject *)object);
     Py_TYPE(object)->tp_free(object);
 }
 
-/* entry(batch, lo, hi) over items 0..items-1 in `parts` parts on the engine's threads. */
-static PyObject *run_entry(BatchObject *self, gccl_entry entry, PyObject *const *args,
+static PyObject *batch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    (void)args, (void)kwargs;
+    BatchObject *self = (BatchObject *)type->tp_alloc(type, 0); /* zeroed */
+    if (self) {
+        self->head.layout = &BATCH_LAYOUT;
+        self->head.data = &self->batch;
+        self->head.views = self->views;
+    }
+    return (PyObject *)self;
+}
+
+static PyObject *volumes_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    (void)args, (void)kwargs;
+    VolumesObject *self = (VolumesObject *)type->tp_alloc(type, 0); /* zeroed */
+    if (self) {
+        self->head.layout = &VOLUME_LAYOUT;
+        self->head.data = &self->volumes;
+        self->head.views = self->views;
+    }
+    return (PyObject *)self;
+}
+
+/* entry(data, lo, hi) over items 0..items-1 in `parts` parts on the engine's threads. */
+static PyObject *run_entry(EngineObject *self, gccl_entry entry, PyObject *const *args,
                            Py_ssize_t nargs) {
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "an entry point takes (items, parts)");
@@ -222,7 +316,7 @@ static PyObject *run_entry(BatchObject *self, gccl_entry entry, PyObject *const 
     int code;
     self->busy++;
     Py_BEGIN_ALLOW_THREADS
-    code = gccl_spread(entry, &self->batch, items, parts);
+    code = gccl_spread(entry, self->data, items, parts);
     Py_END_ALLOW_THREADS
     self->busy--;
     if (code != 0) {
@@ -232,32 +326,61 @@ static PyObject *run_entry(BatchObject *self, gccl_entry entry, PyObject *const 
     Py_RETURN_NONE;
 }
 
-#define ENTRY_METHOD(name)                                                                    \
-    static PyObject *method_##name(PyObject *self, PyObject *const *args, Py_ssize_t nargs) { \
-        return run_entry((BatchObject *)self, gccl_##name, args, nargs);                      \
+/* Each entry point as the pool calls it (its struct as `const void *`), and as a method. */
+#define ENTRY_METHOD(name, function)                                                          \
+    static int call_##function(const void *data, int64_t lo, int64_t hi) {                    \
+        return function(data, lo, hi);                                                        \
+    }                                                                                         \
+    static PyObject *method_##function(PyObject *self, PyObject *const *args,                 \
+                                       Py_ssize_t nargs) {                                    \
+        return run_entry((EngineObject *)self, call_##function, args, nargs);                 \
     }
-ENTRY_POINTS(ENTRY_METHOD)
+BATCH_ENTRIES(ENTRY_METHOD)
+VOLUME_ENTRIES(ENTRY_METHOD)
 
-#define ENTRY_DEF(name)                                                                       \
-    {#name, (PyCFunction)(void (*)(void))method_##name, METH_FASTCALL,                        \
-     "gccl_" #name "(batch, lo, hi) over (items, parts) on the engine's threads; "            \
+#define ENTRY_DEF(name, function)                                                             \
+    {#name, (PyCFunction)(void (*)(void))method_##function, METH_FASTCALL,                    \
+     #function "(data, lo, hi) over (items, parts) on the engine's threads; "                 \
      "MemoryError when the engine ran out of memory."},
-static PyMethodDef batch_methods[] = {ENTRY_POINTS(ENTRY_DEF){NULL, NULL, 0, NULL}};
+static PyMethodDef batch_methods[] = {BATCH_ENTRIES(ENTRY_DEF){NULL, NULL, 0, NULL}};
+static PyMethodDef volume_methods[] = {VOLUME_ENTRIES(ENTRY_DEF){NULL, NULL, 0, NULL}};
 
-static PyGetSetDef batch_getset[FIELD_COUNT + 1];
+static PyGetSetDef batch_getset[COUNT(BATCH_INFO) + 1];
+static PyGetSetDef volume_getset[COUNT(VOLUME_INFO) + 1];
 
 static PyTypeObject BatchType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ccl_cli.native.gccl_cpu.Batch",
     .tp_doc = PyDoc_STR("engine.h's gccl_batch: the shapes, parameters and arrays of one "
-                        "labeling, and its entry points."),
+                        "labeling of images, and its entry points."),
     .tp_basicsize = sizeof(BatchObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_new = PyType_GenericNew,
-    .tp_init = batch_init,
-    .tp_dealloc = batch_dealloc,
+    .tp_new = batch_new,
+    .tp_init = engine_init,
+    .tp_dealloc = engine_dealloc,
     .tp_methods = batch_methods,
     .tp_getset = batch_getset,
 };
+
+static PyTypeObject VolumesType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ccl_cli.native.gccl_cpu.Volumes",
+    .tp_doc = PyDoc_STR("volume.h's gccl_volumes: the shapes, parameters and arrays of one "
+                        "labeling of volumes, and its entry points."),
+    .tp_basicsize = sizeof(VolumesObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = volumes_new,
+    .tp_init = engine_init,
+    .tp_dealloc = engine_dealloc,
+    .tp_methods = volume_methods,
+    .tp_getset = volume_getset,
+};
+
+/* A type's attributes, one per field, each with its field_info as closure. */
+static void describe_fields(PyGetSetDef *getset, field_info *fields, int count) {
+    number_slots(fields, count);
+    for (int i = 0; i < count; i++) {
+        getset[i] = (PyGetSetDef){fields[i].name, get_field, set_field, NULL, (void *)&fields[i]};
+    }
+}
 
 static PyObject *run_helper(PyObject *module, PyObject *unused) {
     (void)module, (void)unused;
@@ -330,11 +453,9 @@ static int add_constants(PyObject *module, const char *attribute, const char *co
 }
 
 PyMODINIT_FUNC PyInit_gccl_cpu(void) {
-    for (int i = 0; i < FIELD_COUNT; i++) {
-        batch_getset[i] = (PyGetSetDef){FIELDS[i].name, get_field, set_field, NULL,
-                                        (void *)&FIELDS[i]};
-    }
-    if (PyType_Ready(&BatchType) != 0) return NULL;
+    describe_fields(batch_getset, BATCH_INFO, COUNT(BATCH_INFO));
+    describe_fields(volume_getset, VOLUME_INFO, COUNT(VOLUME_INFO));
+    if (PyType_Ready(&BatchType) != 0 || PyType_Ready(&VolumesType) != 0) return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (!module) return NULL;
     static const char *const type_names[] = {"uint8", "int8",  "uint16",  "int16",
@@ -353,6 +474,10 @@ PyMODINIT_FUNC PyInit_gccl_cpu(void) {
         offsetof(gccl_record, lo) / 8,   offsetof(gccl_record, hi) / 8};
     _Static_assert(sizeof(gccl_record) % 8 == 0, "a record is whole int64 columns");
     if (PyModule_AddObjectRef(module, "Batch", (PyObject *)&BatchType) != 0 ||
+        PyModule_AddObjectRef(module, "Volumes", (PyObject *)&VolumesType) != 0 ||
+        PyModule_AddIntConstant(module, "SLAB_WORDS", GCCL_SLAB_WORDS) != 0 ||
+        PyModule_AddIntConstant(module, "VOLUME_RECORD_BYTES", (long)sizeof(gccl_volume_record)) !=
+            0 ||
         add_constants(module, "PIXEL_TYPES", type_names, type_values, GCCL_TYPES) != 0 ||
         add_constants(module, "FOREGROUND_RULES", rule_names, rule_values, 4) != 0 ||
         add_constants(module, "RECORD_COLUMNS", column_names, column_values, 6) != 0 ||

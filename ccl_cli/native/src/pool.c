@@ -39,7 +39,7 @@ static _Atomic int failure;                    /* the first nonzero result of th
 static _Atomic int sleeping;                   /* helpers asleep on `posted` */
 static _Atomic int64_t job_parts;
 static gccl_entry job_entry;
-static const gccl_batch *job_batch;
+static const void *job_batch;
 static int64_t job_items;
 
 static int64_t now_ns(void) {
@@ -117,7 +117,7 @@ void gccl_help(void) {
 
 /* pool.h: entry(batch, lo, hi) over `parts` ranges of the items, on this thread and the
  * helpers. */
-int gccl_spread(gccl_entry entry, const gccl_batch *batch, int64_t items, int64_t parts) {
+int gccl_spread(gccl_entry entry, const void *batch, int64_t items, int64_t parts) {
     if (parts <= 1 || atomic_flag_test_and_set(&running)) return entry(batch, 0, items);
     uint32_t number = atomic_load(&posted) + 1;
     /* the new number with nothing to claim first: a helper still holding a claim of the

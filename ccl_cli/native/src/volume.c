@@ -1,0 +1,661 @@
+/* The CPU engine for volumes (volume.h says how a batch of volumes is labeled). volumes.py
+ * calls each entry point on ranges lo..hi-1 of tasks or volumes from several threads at
+ * once; every call writes only its own part of the arrays and of the slabs' state, so the
+ * ranges change no result. */
+#include "volume.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rows.h"
+
+_Static_assert(sizeof(gccl_slab) == GCCL_SLAB_WORDS * sizeof(int64_t),
+               "GCCL_SLAB_WORDS is gccl_slab's size in int64 words");
+_Static_assert(sizeof(gccl_volume_record) % sizeof(int64_t) == 0,
+               "a record is whole int64 words (the host allocates records as int64)");
+
+/* One run of a row: voxels [start, end) and the label they took. */
+typedef struct {
+    int32_t start, end, label;
+} gccl_run;
+
+/* The 128-bit sum of a record += total. */
+static inline void add_wide(gccl_volume_record *r, int64_t total) {
+    __int128 sum = ((__int128)r->sum_high << 64) | (__int128)r->sum_low;
+    sum += total;
+    r->sum_low = (uint64_t)sum;
+    r->sum_high = (int64_t)(sum >> 64);
+}
+
+#define PIXEL uint8_t
+#define PIXEL_MIN 0
+#define PIXEL_MAX UINT8_MAX
+#define SUFFIX u8
+#define FLOATING 0
+#include "volume_rows.h"
+#define PIXEL int8_t
+#define PIXEL_MIN INT8_MIN
+#define PIXEL_MAX INT8_MAX
+#define SUFFIX i8
+#define FLOATING 0
+#include "volume_rows.h"
+#define PIXEL uint16_t
+#define PIXEL_MIN 0
+#define PIXEL_MAX UINT16_MAX
+#define SUFFIX u16
+#define FLOATING 0
+#include "volume_rows.h"
+#define PIXEL int16_t
+#define PIXEL_MIN INT16_MIN
+#define PIXEL_MAX INT16_MAX
+#define SUFFIX i16
+#define FLOATING 0
+#include "volume_rows.h"
+#define PIXEL uint32_t
+#define PIXEL_MIN 0
+#define PIXEL_MAX UINT32_MAX
+#define SUFFIX u32
+#define FLOATING 0
+#include "volume_rows.h"
+#define PIXEL int32_t
+#define PIXEL_MIN INT32_MIN
+#define PIXEL_MAX INT32_MAX
+#define SUFFIX i32
+#define FLOATING 0
+#include "volume_rows.h"
+#define PIXEL float
+#define PIXEL_MIN 0
+#define PIXEL_MAX 0
+#define SUFFIX f32
+#define FLOATING 1
+#include "volume_rows.h"
+#define PIXEL double
+#define PIXEL_MIN 0
+#define PIXEL_MAX 0
+#define SUFFIX f64
+#define FLOATING 1
+#include "volume_rows.h"
+
+typedef int64_t (*tau_runs_of)(const void *, const uint8_t *, int64_t, double, int64_t *);
+typedef int (*runs_join_of)(const void *, const void *, int64_t, int64_t, int64_t, int64_t,
+                            int64_t, double);
+typedef void (*run_statistics_of)(gccl_volume_record *, const void *, int64_t, int64_t, int64_t,
+                                  int64_t, int64_t);
+typedef int64_t (*run_magnitude_of)(const void *, int64_t, int64_t);
+
+static const row_rule FOREGROUND_ROW[GCCL_TYPES] = BY_TYPE(foreground_row);
+static const tau_runs_of TAU_ROW_RUNS[GCCL_TYPES] = BY_TYPE(tau_row_runs);
+static const runs_join_of RUNS_JOIN[GCCL_TYPES] = BY_TYPE(runs_join);
+static const run_statistics_of VOLUME_ADD_RUN[GCCL_TYPES] = BY_TYPE(volume_add_run);
+
+/* Float volumes' run_magnitude, by value type (NULL for integer types). */
+static run_magnitude_of run_magnitude_for(int64_t type) {
+    return type == GCCL_F32 ? run_magnitude_f32 : type == GCCL_F64 ? run_magnitude_f64 : NULL;
+}
+
+/* A row before the current one whose runs the current row's runs may touch: the plane
+ * (0: this one, -1: the one before) and row (-1, 0, +1) it is at, and how far across
+ * (0: face to face, 1: diagonally too). */
+typedef struct {
+    int dz, dy, grow;
+} neighbour;
+
+#define NEAR_ROWS 4
+static const neighbour NEIGHBOURS_6[] = {{0, -1, 0}, {-1, 0, 0}};
+static const neighbour NEIGHBOURS_18[] = {{0, -1, 1}, {-1, -1, 0}, {-1, 0, 1}, {-1, 1, 0}};
+static const neighbour NEIGHBOURS_26[] = {{0, -1, 1}, {-1, -1, 1}, {-1, 0, 1}, {-1, 1, 1}};
+
+/* The neighbouring rows of `connectivity` (6, 18 or 26); returns how many. */
+static int neighbours_of(int64_t connectivity, const neighbour **list) {
+    if (connectivity == 6) {
+        *list = NEIGHBOURS_6;
+        return 2;
+    }
+    *list = connectivity == 18 ? NEIGHBOURS_18 : NEIGHBOURS_26;
+    return 4;
+}
+
+/* Voxel index of row (z, y) of volume n. */
+static inline int64_t row_index(const gccl_volumes *b, int64_t n, int64_t z, int64_t y) {
+    return ((n * b->depth + z) * b->height + y) * b->width;
+}
+
+/* A new label for the slab: a set of its own. Returns it, or 0 out of memory. */
+static int32_t new_volume_label(gccl_slab *slab, int floating) {
+    const int64_t label = slab->labels + 1;
+    if (label >= slab->labels_held) { /* parent, area and magnitude grow together */
+        int64_t held = slab->labels_held ? 2 * slab->labels_held : 4096;
+        int32_t *parent = realloc(slab->parent, sizeof(int32_t) * (size_t)held);
+        if (!parent) return 0;
+        slab->parent = parent;
+        int64_t *area = realloc(slab->area, sizeof(int64_t) * (size_t)held);
+        if (!area) return 0;
+        slab->area = area;
+        if (floating) {
+            int64_t *magnitude = realloc(slab->magnitude, sizeof(int64_t) * (size_t)held);
+            if (!magnitude) return 0;
+            slab->magnitude = magnitude;
+        }
+        slab->labels_held = held;
+    }
+    slab->parent[label] = (int32_t)label;
+    slab->area[label] = 0;
+    if (floating) slab->magnitude[label] = 0;
+    slab->labels = label;
+    return (int32_t)label;
+}
+
+/* The runs of a row before the current one, and where the scan of them has got to. */
+typedef struct {
+    gccl_run *runs;
+    int64_t count, at;
+    int32_t grow;
+    const uint8_t *pixels; /* the row's voxels (tau mode) */
+} near_row;
+
+/* The root of label q's set (with path halving). */
+static inline int32_t root_of(int32_t *parent, int32_t q) {
+    while (parent[q] < q) {
+        parent[q] = parent[parent[q]];
+        q = parent[q];
+    }
+    return q;
+}
+
+/* The set of root `label` (0: none yet) joined to the set of label q; returns the root of
+ * the union, the smaller of the two roots. */
+static inline int32_t join_root(int32_t *parent, int32_t label, int32_t q) {
+    const int32_t root = root_of(parent, q);
+    if (label == 0 || root == label) return root;
+    if (root < label) {
+        parent[label] = root;
+        return root;
+    }
+    parent[root] = label;
+    return label;
+}
+
+/* `label` (a root, or 0) joined to the sets of the runs of `row` that touch [s, e)
+ * (binary mode); each run met keeps the root it was found to have, so that the next run
+ * touching it finds its set at once. */
+static inline int32_t join_near_row(int32_t *parent, near_row *row, int32_t s, int32_t e,
+                                    int32_t label) {
+    gccl_run *o = row->runs;
+    const int64_t m = row->count;
+    const int32_t g = row->grow;
+    int64_t j = row->at;
+    while (j < m && o[j].end + g <= s) j++;
+    row->at = j;
+    for (; j < m && o[j].start < e + g; j++) {
+        if (o[j].label == label) continue;
+        label = join_root(parent, label, o[j].label);
+        o[j].label = label;
+    }
+    return label;
+}
+
+/* The same in tau mode: a touching run joins where one pair of their voxels joins. */
+static inline int32_t join_near_row_tau(const gccl_volumes *b, int32_t *parent, near_row *row,
+                                        const uint8_t *pixels, int32_t s, int32_t e,
+                                        int32_t label) {
+    gccl_run *o = row->runs;
+    const int64_t m = row->count;
+    const int32_t g = row->grow;
+    int64_t j = row->at;
+    while (j < m && o[j].end + g <= s) j++;
+    row->at = j;
+    for (; j < m && o[j].start < e + g; j++) {
+        if (o[j].label == label) continue;
+        if (!RUNS_JOIN[b->image_type](pixels, row->pixels, s, e, o[j].start, o[j].end, g, b->tau))
+            continue;
+        label = join_root(parent, label, o[j].label);
+        o[j].label = label;
+    }
+    return label;
+}
+
+/* The runs of two planes: the one being labeled and the one before it. */
+typedef struct {
+    gccl_run *runs[2];    /* each room for a plane's runs (height * (width + 1) / 2 + ...) */
+    int64_t *row_first[2]; /* (height + 1): each row's first run */
+} plane_runs;
+
+/* Row y's runs in plane buffer p. */
+static inline gccl_run *runs_of_row(const plane_runs *planes, int p, int64_t y,
+                                    int64_t *count) {
+    *count = planes->row_first[p][y + 1] - planes->row_first[p][y];
+    return planes->runs[p] + planes->row_first[p][y];
+}
+
+/* First pass of one slab (planes z0..z1-1 of volume n): each row's runs joined to the runs
+ * they touch, each voxel's label written into `labels`, each label's voxels counted (and
+ * for float volumes its largest finite |v|). fg: a row's foreground (width); bounds: a
+ * row's run bounds (2 width + 2). Returns 0, or -1 out of memory. */
+static int label_slab(const gccl_volumes *b, gccl_slab *slab, int64_t n, int64_t z0, int64_t z1,
+                      uint8_t *fg, int64_t *bounds, plane_runs *planes) {
+    const int64_t width = b->width, height = b->height;
+    const int64_t image_bytes = type_bytes(b->image_type);
+    const int64_t value_bytes = type_bytes(b->value_type);
+    const int floating = (int)b->floating;
+    const run_magnitude_of magnitude_of = run_magnitude_for(b->value_type);
+    const uint8_t *image = b->image, *values = b->values;
+    const neighbour *near;
+    const int count = neighbours_of(b->connectivity, &near);
+    for (int64_t z = z0; z < z1; z++) {
+        const int p = (int)((z - z0) & 1); /* this plane's buffers; 1 - p: the plane before */
+        planes->row_first[p][0] = 0;
+        for (int64_t y = 0; y < height; y++) {
+            const int64_t at = row_index(b, n, z, y);
+            const uint8_t *pixels = image + at * image_bytes;
+            FOREGROUND_ROW[b->image_type](pixels, width, b->rule, b->a, fg);
+            const int64_t k = b->tau_mode
+                                  ? TAU_ROW_RUNS[b->image_type](pixels, fg, width, b->tau, bounds)
+                                  : row_runs(fg, width, bounds);
+            near_row other[NEAR_ROWS]; /* rows that are no neighbour have no runs */
+            for (int i = 0; i < NEAR_ROWS; i++) {
+                other[i] = (near_row){NULL, 0, 0, 0, NULL};
+                if (i >= count) continue;
+                const int64_t yy = y + near[i].dy, zz = z + near[i].dz;
+                if (yy < 0 || yy >= height || zz < z0) continue;
+                other[i].runs = runs_of_row(planes, near[i].dz ? 1 - p : p, yy, &other[i].count);
+                other[i].grow = near[i].grow;
+                other[i].pixels = image + row_index(b, n, zz, yy) * image_bytes;
+            }
+            gccl_run *runs = planes->runs[p] + planes->row_first[p][y];
+            uint32_t *out = b->labels + at;
+            const uint8_t *value_row = values + at * value_bytes;
+            int32_t *parent = slab->parent;
+            int64_t x = 0;
+            for (int64_t i = 0; i < k; i++) {
+                const int32_t s = (int32_t)bounds[2 * i], e = (int32_t)bounds[2 * i + 1];
+                int32_t label = 0;
+                if (b->tau_mode) {
+                    for (int j = 0; j < count; j++)
+                        label = join_near_row_tau(b, parent, &other[j], pixels, s, e, label);
+                } else { /* unrolled, so that the rows stay in registers */
+                    label = join_near_row(parent, &other[0], s, e, label);
+                    label = join_near_row(parent, &other[1], s, e, label);
+                    label = join_near_row(parent, &other[2], s, e, label);
+                    label = join_near_row(parent, &other[3], s, e, label);
+                }
+                if (label == 0) {
+                    label = new_volume_label(slab, floating);
+                    if (label == 0) return -1;
+                    parent = slab->parent;
+                }
+                runs[i] = (gccl_run){s, e, label};
+                slab->area[label] += e - s;
+                if (magnitude_of) {
+                    const int64_t top = magnitude_of(value_row, s, e);
+                    if (top > slab->magnitude[label]) slab->magnitude[label] = top;
+                }
+                for (; x < s; x++) out[x] = 0;
+                for (; x < e; x++) out[x] = (uint32_t)label;
+            }
+            for (; x < width; x++) out[x] = 0;
+            planes->row_first[p][y + 1] = planes->row_first[p][y] + k;
+        }
+    }
+    return 0;
+}
+
+/* The slab's labels flattened to local ids 1..m in order (parent[label] = local id), each
+ * label's voxels (and largest finite |v|) gathered into its local id's; returns m. */
+static int64_t flatten_slab(gccl_slab *slab) {
+    int32_t *parent = slab->parent;
+    int64_t *area = slab->area, *magnitude = slab->magnitude;
+    int64_t m = 0;
+    for (int64_t label = 1; label <= slab->labels; label++) {
+        const int32_t p = parent[label];
+        const int64_t voxels = area[label], top = magnitude ? magnitude[label] : 0;
+        if (p < label) { /* p < label already holds its local id */
+            const int32_t local = parent[p];
+            parent[label] = local;
+            area[local] += voxels;
+            if (magnitude && top > magnitude[local]) magnitude[local] = top;
+        } else { /* slot m <= label has been read already */
+            m += 1;
+            parent[label] = (int32_t)m;
+            area[m] = voxels;
+            if (magnitude) magnitude[m] = top;
+        }
+    }
+    return m;
+}
+
+/* First pass of tasks lo..hi-1: each slab labeled and flattened to local ids;
+ * local_counts[t] = m. Returns 0, or -1 out of memory. */
+int gccl_volume_label_slabs(const gccl_volumes *b, int64_t lo, int64_t hi) {
+    const int64_t width = b->width, height = b->height;
+    /* A row holds at most (width + 1) / 2 binary runs and width tau runs. */
+    const int64_t per_row = b->tau_mode ? width : (width + 1) / 2;
+    uint8_t *fg = malloc((size_t)width);
+    int64_t *bounds = malloc(sizeof(int64_t) * (size_t)(2 * width + 2));
+    plane_runs planes = {{NULL, NULL}, {NULL, NULL}};
+    int failed = !fg || !bounds;
+    for (int p = 0; p < 2 && !failed; p++) {
+        planes.runs[p] = malloc(sizeof(gccl_run) * (size_t)(height * per_row + 1));
+        planes.row_first[p] = malloc(sizeof(int64_t) * (size_t)(height + 1));
+        failed = !planes.runs[p] || !planes.row_first[p];
+    }
+    for (int64_t t = lo; t < hi && !failed; t++) {
+        gccl_slab *slab = &b->slabs[t];
+        const int64_t *task = &b->tasks[3 * t];
+        failed = label_slab(b, slab, task[0], task[1], task[2], fg, bounds, &planes) != 0;
+        if (!failed) slab->locals = b->local_counts[t] = flatten_slab(slab);
+    }
+    for (int p = 0; p < 2; p++) {
+        free(planes.runs[p]);
+        free(planes.row_first[p]);
+    }
+    free(fg);
+    free(bounds);
+    return failed ? -1 : 0;
+}
+
+/* The runs of equal nonzero labels of a row of `labels`; returns their number. */
+static int64_t label_runs(const uint32_t *row, int64_t width, gccl_run *runs) {
+    int64_t k = 0, x = 0;
+    while (x < width) {
+        const uint32_t label = row[x];
+        if (label == 0) {
+            x++;
+            continue;
+        }
+        const int64_t s = x;
+        while (x < width && row[x] == label) x++;
+        runs[k++] = (gccl_run){(int32_t)s, (int32_t)x, (int32_t)label};
+    }
+    return k;
+}
+
+static inline int64_t find_slot(const int64_t *forest, int64_t i) {
+    while (forest[i] < i) i = forest[i];
+    return i;
+}
+
+/* Join the sets of slots g and h, the smaller root the root. */
+static inline void join_slot_sets(int64_t *forest, int64_t g, int64_t h) {
+    const int64_t rg = find_slot(forest, g), rh = find_slot(forest, h);
+    if (rg < rh) {
+        forest[rh] = rg;
+    } else if (rh < rg) {
+        forest[rg] = rh;
+    }
+}
+
+/* The seam between slab t (its first plane z) and slab t - 1 (plane z - 1) of volume n:
+ * every pair of touching runs (of equal labels: one set within its slab) that joins under
+ * the connectivity, in tau mode where a pair of their voxels joins, joins their slots.
+ * here and before: room for a row's runs each (width). */
+static void join_seam(const gccl_volumes *b, int64_t n, int64_t t, gccl_run *here,
+                      gccl_run *before) {
+    const int64_t width = b->width, height = b->height, z = b->tasks[3 * t + 1];
+    const int64_t image_bytes = type_bytes(b->image_type);
+    const uint8_t *image = b->image;
+    const int32_t *local = b->slabs[t].parent, *local_before = b->slabs[t - 1].parent;
+    const int64_t slot = b->first[t], slot_before = b->first[t - 1];
+    const neighbour *near;
+    const int count = neighbours_of(b->connectivity, &near);
+    for (int64_t y = 0; y < height; y++) {
+        const int64_t at = row_index(b, n, z, y);
+        const int64_t k = label_runs(b->labels + at, width, here);
+        if (k == 0) continue;
+        for (int i = 0; i < count; i++) {
+            const int64_t yy = y + near[i].dy;
+            if (near[i].dz == 0 || yy < 0 || yy >= height) continue;
+            const int64_t other_at = row_index(b, n, z - 1, yy);
+            const int64_t m = label_runs(b->labels + other_at, width, before);
+            const int64_t g = near[i].grow;
+            int64_t jj = 0;
+            for (int64_t r = 0; r < k; r++) {
+                const int64_t s = here[r].start, e = here[r].end;
+                while (jj < m && before[jj].end + g <= s) jj++;
+                for (int64_t j = jj; j < m && before[j].start < e + g; j++) {
+                    if (b->tau_mode &&
+                        !RUNS_JOIN[b->image_type](image + at * image_bytes,
+                                                  image + other_at * image_bytes, s, e,
+                                                  before[j].start, before[j].end, g, b->tau))
+                        continue;
+                    join_slot_sets(b->forest, slot + local[here[r].label],
+                                   slot_before + local_before[before[j].label]);
+                }
+            }
+        }
+    }
+}
+
+/* Per volume lo..hi-1: join local components across the slabs' seams (each slot a set of
+ * its own first), then number the components 1..K in raster order: forest[first[t] + local
+ * id] = component (0 at the background slots); components[n] = K. Returns 0, or -1 out of
+ * memory. */
+int gccl_volume_merge_seams(const gccl_volumes *b, int64_t lo, int64_t hi) {
+    gccl_run *here = malloc(sizeof(gccl_run) * (size_t)b->width);
+    gccl_run *before = malloc(sizeof(gccl_run) * (size_t)b->width);
+    const int failed = !here || !before;
+    for (int64_t n = lo; n < hi && !failed; n++) {
+        const int64_t t_lo = b->volume_tasks[n], t_hi = b->volume_tasks[n + 1];
+        for (int64_t i = b->first[t_lo]; i < b->first[t_hi]; i++) b->forest[i] = i;
+        for (int64_t t = t_lo + 1; t < t_hi; t++) join_seam(b, n, t, here, before);
+        int64_t k = 0; /* the forest flattened over the volume's slots, in order */
+        for (int64_t t = t_lo; t < t_hi; t++) {
+            b->forest[b->first[t]] = 0;
+            for (int64_t i = b->first[t] + 1; i < b->first[t + 1]; i++) {
+                const int64_t f = b->forest[i];
+                b->forest[i] = f < i ? b->forest[f] : ++k;
+            }
+        }
+        b->components[n] = k;
+    }
+    free(here);
+    free(before);
+    return failed ? -1 : 0;
+}
+
+/* Per volume lo..hi-1: kept_id[c] = the new label of component c (0 where it has fewer
+ * than min_area voxels), numbered 1.. per volume, and kept[n] = volume n's kept
+ * components; where min_area or the statistics need them, each component's voxels in
+ * component_area (and for float volumes its largest finite |v| in component_magnitude). */
+int gccl_volume_keep(const gccl_volumes *b, int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; n++) {
+        const int64_t before = b->component_first[n] - 1; /* component c is [before + c] */
+        if (b->min_area <= 1 && !b->statistics) { /* every component is kept, as it is */
+            for (int64_t c = 1; c <= b->components[n]; c++) b->kept_id[before + c] = c;
+            b->kept[n] = b->components[n];
+            continue;
+        }
+        int64_t *area = b->component_area + before;
+        int64_t *magnitude = b->floating ? b->component_magnitude + before : NULL;
+        for (int64_t c = 1; c <= b->components[n]; c++) {
+            area[c] = 0;
+            if (magnitude) magnitude[c] = 0;
+        }
+        for (int64_t t = b->volume_tasks[n]; t < b->volume_tasks[n + 1]; t++) {
+            const gccl_slab *slab = &b->slabs[t];
+            const int64_t *forest = b->forest + b->first[t];
+            for (int64_t local = 1; local <= slab->locals; local++) {
+                const int64_t c = forest[local];
+                area[c] += slab->area[local];
+                if (magnitude && slab->magnitude[local] > magnitude[c])
+                    magnitude[c] = slab->magnitude[local];
+            }
+        }
+        int64_t k = 0;
+        for (int64_t c = 1; c <= b->components[n]; c++) {
+            b->kept_id[before + c] = area[c] >= b->min_area ? ++k : 0;
+        }
+        b->kept[n] = k;
+    }
+    return 0;
+}
+
+static inline void clear_volume_record(gccl_volume_record *r) {
+    memset(r, 0, sizeof *r);
+    r->lo = INT64_MAX;
+    r->hi = INT64_MIN;
+    r->x_min = r->y_min = r->z_min = INT32_MAX;
+    r->x_max = r->y_max = r->z_max = -1;
+}
+
+/* Record dst += record src (float volumes: their float-mean sums add as integers too). */
+static void merge_volume_record(gccl_volume_record *dst, const gccl_volume_record *src,
+                                int floating) {
+    dst->area += src->area;
+    dst->sum_x += src->sum_x;
+    dst->sum_y += src->sum_y;
+    dst->sum_z += src->sum_z;
+    if (floating) {
+        dst->sum_low = (uint64_t)((int64_t)dst->sum_low + (int64_t)src->sum_low);
+    } else {
+        __int128 sum = ((__int128)dst->sum_high << 64) | (__int128)dst->sum_low;
+        sum += ((__int128)src->sum_high << 64) | (__int128)src->sum_low;
+        dst->sum_low = (uint64_t)sum;
+        dst->sum_high = (int64_t)(sum >> 64);
+    }
+    dst->lo = src->lo < dst->lo ? src->lo : dst->lo;
+    dst->hi = src->hi > dst->hi ? src->hi : dst->hi;
+    dst->x_min = src->x_min < dst->x_min ? src->x_min : dst->x_min;
+    dst->x_max = src->x_max > dst->x_max ? src->x_max : dst->x_max;
+    dst->y_min = src->y_min < dst->y_min ? src->y_min : dst->y_min;
+    dst->y_max = src->y_max > dst->y_max ? src->y_max : dst->y_max;
+    dst->z_min = src->z_min < dst->z_min ? src->z_min : dst->z_min;
+    dst->z_max = src->z_max > dst->z_max ? src->z_max : dst->z_max;
+}
+
+/* Last pass of tasks lo..hi-1: every voxel's label replaced by its final label (0 for the
+ * components min-area drops) and, with `statistics`, the records of the slab's kept local
+ * ids gathered run by run (records[first[t] + local id]). Each local id's final label takes
+ * the place of its voxels in `area` first, and without statistics each label's final label
+ * the place of its local id in `parent`, so a voxel costs one lookup. */
+int gccl_volume_write(const gccl_volumes *b, int64_t lo, int64_t hi) {
+    const int64_t width = b->width, height = b->height;
+    const int64_t value_bytes = type_bytes(b->value_type);
+    const run_statistics_of add_run = VOLUME_ADD_RUN[b->value_type];
+    for (int64_t t = lo; t < hi; t++) {
+        gccl_slab *slab = &b->slabs[t];
+        if (slab->labels == 0) continue; /* its voxels are all 0 already */
+        const int64_t n = b->tasks[3 * t], z0 = b->tasks[3 * t + 1], z1 = b->tasks[3 * t + 2];
+        const int64_t *forest = b->forest + b->first[t];
+        const int64_t before = b->component_first[n] - 1;
+        const int64_t *kept_id = b->kept_id + before;
+        int64_t *final = slab->area;
+        for (int64_t local = 1; local <= slab->locals; local++) {
+            final[local] = kept_id[forest[local]];
+        }
+        gccl_volume_record *records = b->statistics ? b->records + b->first[t] : NULL;
+        uint32_t *table = (uint32_t *)slab->parent; /* without statistics: label -> final */
+        if (records) {
+            for (int64_t local = 1; local <= slab->locals; local++) {
+                if (final[local]) clear_volume_record(&records[local]);
+            }
+        } else {
+            table[0] = 0;
+            for (int64_t label = 1; label <= slab->labels; label++)
+                table[label] = (uint32_t)final[slab->parent[label]];
+        }
+        for (int64_t z = z0; z < z1; z++) {
+            for (int64_t y = 0; y < height; y++) {
+                const int64_t at = row_index(b, n, z, y);
+                uint32_t *row = b->labels + at;
+                if (!records) {
+                    for (int64_t x = 0; x < width; x++) row[x] = table[row[x]];
+                    continue;
+                }
+                const uint8_t *value_row = (const uint8_t *)b->values + at * value_bytes;
+                int64_t x = 0;
+                while (x < width) {
+                    const uint32_t label = row[x];
+                    if (label == 0) {
+                        x++;
+                        continue;
+                    }
+                    const int64_t s = x;
+                    while (x < width && row[x] == label) x++;
+                    const int32_t local = slab->parent[label];
+                    const uint32_t kept = (uint32_t)final[local];
+                    for (int64_t i = s; i < x; i++) row[i] = kept;
+                    if (kept == 0) continue;
+                    const int64_t shift = b->floating ? b->shift[before + forest[local]] : 0;
+                    add_run(&records[local], value_row, s, x, y, z, shift);
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* Per volume lo..hi-1: the statistics columns of its kept components from row
+ * kept_first[n]: ints = area, x, y, z, width, height, depth; floats = centroid x, y, z,
+ * mean, min, max (float volumes' means are the host's, from their float-mean integer sums
+ * in `sums`). A component's records are gathered into the record of its first slot: the
+ * components are numbered in slot order, so that slot is met when its kept id is one past
+ * the last one met. Returns 0, or -1 out of memory. */
+int gccl_volume_columns(const gccl_volumes *b, int64_t lo, int64_t hi) {
+    const int64_t rows = b->kept_first[b->count];
+    int64_t *area = b->ints, *x = area + rows, *y = x + rows, *z = y + rows;
+    int64_t *width = z + rows, *height = width + rows, *depth = height + rows;
+    double *centroid_x = b->floats, *centroid_y = centroid_x + rows;
+    double *centroid_z = centroid_y + rows, *mean = centroid_z + rows;
+    double *v_min = mean + rows, *v_max = v_min + rows;
+    for (int64_t n = lo; n < hi; n++) {
+        const int64_t kept = b->kept[n];
+        const int64_t *kept_id = b->kept_id + b->component_first[n] - 1;
+        int64_t *first_slot = malloc(sizeof(int64_t) * (size_t)(kept + 1));
+        if (!first_slot) return -1;
+        int64_t met = 0;
+        for (int64_t t = b->volume_tasks[n]; t < b->volume_tasks[n + 1]; t++) {
+            for (int64_t slot = b->first[t] + 1; slot < b->first[t + 1]; slot++) {
+                const int64_t k = kept_id[b->forest[slot]];
+                if (k == 0) continue;
+                if (k > met) {
+                    met = k;
+                    first_slot[k] = slot;
+                } else {
+                    merge_volume_record(&b->records[first_slot[k]], &b->records[slot],
+                                        (int)b->floating);
+                }
+            }
+        }
+        for (int64_t k = 1; k <= kept; k++) {
+            const gccl_volume_record *s = &b->records[first_slot[k]];
+            const int64_t r = b->kept_first[n] + k - 1;
+            const double voxels = (double)s->area;
+            area[r] = s->area;
+            x[r] = s->x_min;
+            y[r] = s->y_min;
+            z[r] = s->z_min;
+            width[r] = s->x_max - s->x_min + 1;
+            height[r] = s->y_max - s->y_min + 1;
+            depth[r] = s->z_max - s->z_min + 1;
+            centroid_x[r] = (double)s->sum_x / voxels;
+            centroid_y[r] = (double)s->sum_y / voxels;
+            centroid_z[r] = (double)s->sum_z / voxels;
+            if (b->floating) {
+                b->sums[r] = (int64_t)s->sum_low;
+                mean[r] = 0.0; /* the host's (float_mean) */
+                v_min[r] = bits_float(order_key(s->lo));
+                v_max[r] = bits_float(order_key(s->hi));
+            } else {
+                const __int128 sum = ((__int128)s->sum_high << 64) | (__int128)s->sum_low;
+                mean[r] = (double)sum / voxels;
+                v_min[r] = (double)s->lo;
+                v_max[r] = (double)s->hi;
+            }
+        }
+        free(first_slot);
+    }
+    return 0;
+}
+
+/* Release the state of slabs lo..hi-1 (any of its arrays may be missing). */
+int gccl_volume_free(const gccl_volumes *b, int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; t++) {
+        gccl_slab *slab = &b->slabs[t];
+        free(slab->parent);
+        free(slab->area);
+        free(slab->magnitude);
+        memset(slab, 0, sizeof *slab);
+    }
+    return 0;
+}
