@@ -4,6 +4,7 @@ array-likes, CuPy, PyTorch and other DLPack / CUDA-array-interface arrays.
     labels, tables = ccl_cli.label(image, tau=20, min_area=50)
     labeler = ccl_cli.Labeler(connectivity=4, stats=False)
     labels, counts = labeler(masks)  # masks on the GPU: nothing waits
+    labels, tables = ccl_cli.label(volume, connectivity=26)  # (D, H, W), on the host
 
 The same backends and semantics as the CLI (README.md, "What the labels mean";
 ccl_cli.contract.params). The labeling keywords are `gccl label`'s options
@@ -25,6 +26,8 @@ import numpy as np
 
 from .backends import make_backend
 from .backends.base import Backend
+from .backends.cpu.labels import pool_size
+from .backends.cpu.volumes import check_labels_fit, label_volumes
 from .backends.cuda.backend import is_device_array
 from .backends.cuda.device import DeviceTable, cupy_empty, label_counts, label_table
 from .backends.cuda.frameworks import (
@@ -57,16 +60,22 @@ _NARROWED: dict[np.dtype, tuple[Any, ...]] = {
 _SUPPORTED_NAMES = ", ".join(dtype.name for dtype in SUPPORTED_DTYPES)
 
 
-def batch_layout(shape: tuple[int, ...], batch: bool | None) -> bool:
-    """Whether an array of `shape` is a batch (N, H, W) rather than one image (H, W).
+def batch_layout(shape: tuple[int, ...], batch: bool | None, rank: int = 2) -> bool:
+    """Whether an array of `shape` is a batch (N, H, W) rather than one image (H, W), or
+    with rank 3 (a volume connectivity) a batch of volumes (N, D, H, W) rather than one
+    volume (D, H, W).
 
     batch: True or False says which it is; None takes 2-D as an image and 3-D as a
     batch, except an (H, W, 3) or (H, W, 4) array, which is refused: it is far more
     often a colour image (what cv2.imread and skimage.io.imread return) than a batch
     of images 3 or 4 pixels wide, and labeling it as a batch would be silently wrong.
+    With rank 3, None takes 3-D as a volume and 4-D as a batch of volumes, and a volume
+    needs a voxel along every axis.
     """
     if batch is not None and not isinstance(batch, (bool, np.bool_)):
         raise BadType(f"{_SOURCE}: 'batch' must be True, False or None, not {batch!r}")
+    if rank == 3:
+        return _volume_layout(shape, batch)
     if batch is None and len(shape) == 3 and shape[-1] in (3, 4):
         kind = "RGB" if shape[-1] == 3 else "RGBA"
         raise BadValue(
@@ -80,8 +89,30 @@ def batch_layout(shape: tuple[int, ...], batch: bool | None) -> bool:
         expected = {2: "an (H, W) image", 3: "an (N, H, W) batch"}
         words = " or ".join(expected[n] for n in wanted)
         given = "" if batch is None else f" (batch={bool(batch)})"
-        raise BadValue(f"{_SOURCE}: expected {words}{given}, got shape {shape}")
+        hint = (
+            "; a 4-D array is a batch of volumes, which connectivity 6, 18 or 26 labels"
+            if len(shape) == 4
+            else ""
+        )
+        raise BadValue(f"{_SOURCE}: expected {words}{given}, got shape {shape}{hint}")
     return len(shape) == 3
+
+
+def _volume_layout(shape: tuple[int, ...], batch: bool | None) -> bool:
+    """batch_layout for volumes: whether `shape` is a batch (N, D, H, W)."""
+    wanted = {None: (3, 4), True: (4,), False: (3,)}[None if batch is None else bool(batch)]
+    if len(shape) not in wanted:
+        expected = {3: "a (D, H, W) volume", 4: "an (N, D, H, W) batch of volumes"}
+        words = " or ".join(expected[n] for n in wanted)
+        given = "" if batch is None else f" (batch={bool(batch)})"
+        hint = "; a 2-D image takes connectivity 4 or 8" if len(shape) == 2 else ""
+        raise BadValue(
+            f"{_SOURCE}: connectivity 6, 18 and 26 label volumes: expected {words}{given}, "
+            f"got shape {shape}{hint}"
+        )
+    if 0 in shape:
+        raise BadValue(f"{_SOURCE}: a volume needs a voxel along every axis, got shape {shape}")
+    return len(shape) == 4
 
 
 class Labeler:
@@ -111,15 +142,24 @@ class Labeler:
         self, array: Any, *, out: Any = None, batch: bool | None = None
     ) -> tuple[Any, Any]:
         """Label `array` (see `ccl_cli.label`)."""
+        rank = self.params.rank
+        on_device = is_cupy_array(array) or is_device_array(array)
         if is_torch_tensor(array):
-            shape = _shape(array, batch)
-            if array.device.type == "cuda":
+            on_device = array.device.type == "cuda"
+        if on_device and rank == 3:
+            raise BadValue(
+                f"{_SOURCE}: volumes are labeled on the CPU, from host arrays: pass a numpy "
+                "array (cupy.asnumpy(volume)) or a CPU tensor (tensor.cpu())"
+            )
+        if is_torch_tensor(array):
+            shape = _shape(array, batch, rank)
+            if on_device:
                 return self._on_device(array, shape, out, torch_side=TorchSide(array))
             return self._on_host_torch(array, shape, out)
-        if is_cupy_array(array) or is_device_array(array):
-            return self._on_device(array, _shape(array, batch), out, torch_side=None)
+        if on_device:
+            return self._on_device(array, _shape(array, batch, rank), out, torch_side=None)
         host = _host_array(array)
-        return self._on_host(host, _shape(host, batch), out)
+        return self._on_host(host, _shape(host, batch, rank), out)
 
     def _checked_dtype(self, dtype: np.dtype) -> None:
         """BadType for a dtype labeling does not take, BadValue for a background it cannot hold."""
@@ -165,23 +205,35 @@ class Labeler:
         return labels_native, counts_native if len(shape) == 3 else counts_native[0]
 
     def _on_host(self, host: np.ndarray, shape: tuple[int, ...], out: Any) -> tuple[Any, Any]:
-        """Label a numpy array with the backend `device` names."""
+        """Label a numpy array with the backend `device` names (volumes: the CPU engine)."""
         self._checked_dtype(host.dtype)
-        backend = _host_backend(self.device)
-        batch = host if len(shape) == 3 else host[None]
+        rank = self.params.rank
+        batched = len(shape) == rank + 1
+        if rank == 3:
+            if self.device.startswith("cuda"):
+                raise BadValue(
+                    f"{_SOURCE}: volumes are labeled on the CPU: device={self.device!r} "
+                    "cannot label them (use 'auto' or 'cpu')"
+                )
+            check_labels_fit(shape)
+        batch = host if batched else host[None]
         # Host results in ordinary memory: the CUDA backend's own would be page-locked.
         if out is None:
             labels = np.empty(batch.shape, np.uint32)
         else:
             labels = _checked_out(out, shape, np.ndarray)
-            labels = labels if len(shape) == 3 else labels[None]
-        result = backend.label(batch, self.params, labels)
-        tables = [table.copy() for table in result.tables]
-        image = labels if len(shape) == 3 else labels[0]
+            labels = labels if batched else labels[None]
+        if rank == 3:
+            labeled = label_volumes(batch, self.params, pool_size(), labels, self.stats)
+            tables, kept = labeled.tables, labeled.kept
+        else:
+            result = _host_backend(self.device).label(batch, self.params, labels)
+            tables, kept = [table.copy() for table in result.tables], result.kept
+        image = out if out is not None else labels if batched else labels[0]
         if self.stats:
             return image, tables
-        counts = np.array([len(table) for table in tables], np.uint32)
-        return image, counts if len(shape) == 3 else counts.reshape(())
+        counts = np.array(kept, np.uint32)
+        return image, counts if batched else counts.reshape(())
 
     def _on_host_torch(self, tensor: Any, shape: tuple[int, ...], out: Any) -> tuple[Any, Any]:
         """Label a host PyTorch tensor as numpy; labels and counts as int32 tensors."""
@@ -200,19 +252,23 @@ class Labeler:
 def label(
     array: Any, *, stats: bool = True, out: Any = None, batch: bool | None = None, **options: Any
 ) -> tuple[Any, Any]:
-    """Label the connected components of one image (H, W) or a batch (N, H, W).
+    """Label the connected components of one image (H, W) or a batch (N, H, W), or with
+    connectivity 6, 18 or 26 of one volume (D, H, W) or a batch of volumes (N, D, H, W).
 
     array: a numpy array or anything numpy.asarray takes (nested lists of numbers
         included); a CuPy array, a PyTorch tensor, or any device array exposing
         __cuda_array_interface__ or DLPack. Strided views are fine. bool, (u)int8/16/32
         and float32/64 are labeled as they are; int64/uint64 and float16 host arrays as
-        the first of int32/uint32 (float32) that holds their values exactly.
+        the first of int32/uint32 (float32) that holds their values exactly. Volumes
+        are labeled on the CPU, from host arrays (numpy, a CPU tensor).
     tau: None labels binary foreground; a number joins neighbours whose values
-        differ by at most tau (joins chain). connectivity: 4 or 8.
+        differ by at most tau (joins chain). connectivity: 4 (edges) or 8 (and
+        corners) for images; 6 (faces), 18 (and edges) or 26 (and corners) for
+        volumes, the neighbourhoods of scipy.ndimage.generate_binary_structure(3, 1|2|3).
     background: the non-foreground value (None: every non-NaN pixel is
         foreground); invert flips intensities first; threshold binarizes
         instead (v > threshold, or v < threshold with invert).
-    min_area, max_area: components with fewer (more) pixels become 0; the rest are
+    min_area, max_area: components with fewer (more) pixels (voxels) become 0; the rest are
         renumbered. largest: only the K largest of those stay (the lower label on
         equal areas). fill_holes: each kept component's holes (background regions
         it alone encloses) become part of it before the statistics (README,
@@ -228,13 +284,16 @@ def label(
         uint32 for a PyTorch tensor) on the input's device, to write the labels into.
     batch: True or False says whether a 3-D array is a batch (N, H, W); None (the
         default) takes 2-D as one image and 3-D as a batch, but refuses an
-        (H, W, 3) or (H, W, 4) array, which is most often a colour image.
+        (H, W, 3) or (H, W, 4) array, which is most often a colour image. For
+        volumes the same for a 4-D array (N, D, H, W); None takes 3-D as one volume.
 
     Returns (labels, tables), or (labels, counts) with stats=False:
-    labels: uint32 labels shaped like the input, 1..K' per image in raster order
-        of each component's first pixel, 0 elsewhere; the input's kind of array
-        (numpy, CuPy, or a PyTorch tensor: int32 there, the same values).
-    tables: for a host array, one StatsTable per image (len, iteration over rows,
+    labels: uint32 labels shaped like the input, 1..K' per image (volume) in raster
+        order of each component's first pixel (voxel: z, then y, then x), 0
+        elsewhere; the input's kind of array (numpy, CuPy, or a PyTorch tensor: int32
+        there, the same values).
+    tables: for a host array, one StatsTable per image or volume (a volume's also
+        has z, depth and centroid_z, and its area counts voxels; len, iteration over rows,
         table[i], table["area"], to_dict(), to_pandas()); for a device array, a
         DeviceTable whose columns stay on the device (to_numpy() copies them to the
         host): the call waits for the number of labels, and with min_area for the
@@ -244,7 +303,8 @@ def label(
         then it waits once, for the number of labels).
 
     A bad value raises ValueError, a wrong type TypeError (ccl_cli.errors.BadValue
-    and BadType); CUDA asked for but not usable raises BackendUnavailable. The
+    and BadType); CUDA asked for but not usable raises BackendUnavailable; a volume
+    whose labels cannot fit this machine's memory raises MemoryError. The
     Labeler of each set of options is kept, so repeated calls check them once.
     """
     _known(options, "label")
@@ -304,10 +364,11 @@ def _known(options: Mapping[str, Any], function: str) -> None:
             raise BadType(f"{function}() got an unexpected keyword argument '{name}'{hint}")
 
 
-def _shape(array: Any, batch: bool | None) -> tuple[int, ...]:
-    """The array's shape, checked by batch_layout (a single image stays 2-D)."""
+def _shape(array: Any, batch: bool | None, rank: int) -> tuple[int, ...]:
+    """The array's shape, checked by batch_layout (a single image stays 2-D, a single
+    volume 3-D)."""
     shape = tuple(int(n) for n in array.shape)
-    batch_layout(shape, batch)
+    batch_layout(shape, batch, rank)
     return shape
 
 

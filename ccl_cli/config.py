@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .contract.params import LabelParams
+from .contract.params import VOLUME_CONNECTIVITIES, LabelParams
 from .contract.stages import MORPHOLOGY_ORDER
 from .errors import BadType, BadValue, UsageError
 from .options import BY_NAME, MAX_IMAGE_BYTES, api_type_problem, close_names
@@ -185,3 +185,13 @@ def resolve(
             f"'{spelled('min_area', python)}' ({settings.min_area}): no component could be kept"
         )
     return settings
+
+
+def check_images_only(connectivity: int) -> None:
+    """Refuse the volume connectivities in the commands that read image files: they label
+    3-D volumes, which only the Python API takes."""
+    if connectivity in VOLUME_CONNECTIVITIES:
+        raise UsageError(
+            f"'connectivity' {connectivity} labels 3-D volumes, which only the Python API "
+            f"reads (ccl_cli.label(volume, connectivity={connectivity})); images take 4 or 8"
+        )

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .contract.params import IMAGE_CONNECTIVITIES, VOLUME_CONNECTIVITIES
 from .contract.stages import MAX_MORPHOLOGY_STEPS, MAX_SMOOTH_RADIUS, SMOOTH_KINDS
 
 #: How RGB/RGBA inputs become gray (--color-to-gray); io/decode/pixels.py implements them.
@@ -137,8 +138,9 @@ def _choice(*allowed: str) -> Callable[[Any], str]:
 
 
 def _connectivity(value: Any) -> int:
-    if isinstance(value, bool) or str(value).strip() not in ("4", "8"):
-        raise ValueError(f"4 or 8, got {value!r}")
+    allowed = tuple(str(c) for c in (*IMAGE_CONNECTIVITIES, *VOLUME_CONNECTIVITIES))
+    if isinstance(value, bool) or str(value).strip() not in allowed:
+        raise ValueError(f"4 or 8 (images), or 6, 18 or 26 (volumes), got {value!r}")
     return int(str(value).strip())
 
 

@@ -74,7 +74,7 @@ def test_bad_out_is_a_usage_error(out):
 
 def test_labeler_checks_options_once_and_labels_like_label():
     with pytest.raises(UsageError):
-        ccl_cli.Labeler(connectivity=6)
+        ccl_cli.Labeler(connectivity=5)
     with pytest.raises(UsageError):
         ccl_cli.Labeler(device="tpu")
     with pytest.raises(UsageError, match="stats"):
@@ -156,7 +156,7 @@ def test_help_shows_the_real_signature_and_the_package_lists_the_api():
 @pytest.mark.parametrize(
     ("options", "error", "words"),
     [
-        ({"connectivity": 5}, ValueError, "'connectivity' must be 4 or 8, got 5"),
+        ({"connectivity": 5}, ValueError, "'connectivity' must be 4 or 8 (images), or 6, 18 or 26"),
         ({"connectivity": "8"}, TypeError, "'connectivity' must be an int, not str '8'"),
         ({"min_area": -1}, ValueError, "'min_area' must be a whole number >= 0, got -1"),
         ({"min_area": 2.0}, TypeError, "'min_area' must be an int, not float 2.0"),

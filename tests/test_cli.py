@@ -243,7 +243,8 @@ def test_preview_is_written(runner: CliRunner, folder: Path, tmp_path: Path):
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--connectivity", "6"], "'connectivity' must be 4 or 8, got"),
+        (["--connectivity", "5"], "'connectivity' must be 4 or 8 (images), or 6, 18 or 26"),
+        (["--connectivity", "6"], "'connectivity' 6 labels 3-D volumes, which only the Python API"),
         (["--tau", "abc"], "'tau' must be a number"),
         (["--device", "tpu"], "'device' must be auto, cpu, cuda or cuda:N"),
     ],

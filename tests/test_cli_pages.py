@@ -98,7 +98,8 @@ def test_a_3d_npy_is_refused_with_what_to_do(tmp_path: Path) -> None:
     assert row["status"] == "failed"
     assert row["message"] == (
         "3-D image (shape (4, 5, 6)); only 2-D images are labeled: save each slice as a 2-D "
-        "file of its own, or as the pages of a multi-page TIFF"
+        "file of its own, or as the pages of a multi-page TIFF; or "
+        "ccl_cli.label(volume, connectivity=26) in Python"
     )
 
 

@@ -241,8 +241,7 @@ def test_quiet_prints_nothing_but_errors(tmp_path: Path) -> None:
     ("option", "value", "message"),
     [
         ("--min-area", "1.5", "'min-area' must be a whole number, got '1.5'"),
-        ("--connectivity", "abc", "'connectivity' must be 4 or 8, got 'abc'"),
-        ("--connectivity", "6", "'connectivity' must be 4 or 8, got '6'"),
+        ("--connectivity", "abc", "'connectivity' must be 4 or 8 (images), or 6, 18 or 26"),
         ("--erode", "100000", "'erode' must be at most 1000 (each step is a pass over"),
         ("--close", "1001", "'close' must be at most 1000"),
     ],
@@ -254,6 +253,22 @@ def test_bad_values_are_one_error_line(tmp_path: Path, option, value, message) -
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"gccl: error: command line: {message}")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("connectivity", ["6", "18", "26"])
+def test_volume_connectivity_is_refused_for_image_files(tmp_path: Path, connectivity) -> None:
+    mask_png(tmp_path / "a.png", 1)
+    config = tmp_path / "c.yaml"
+    config.write_text(f"connectivity: {connectivity}\n")
+    for args in (["--connectivity", connectivity], ["--config", str(config)]):
+        result = label(str(tmp_path / "a.png"), "--out", str(tmp_path / "o"), *args)
+        assert result.exit_code == 2
+        assert result.stderr == (
+            f"gccl: error: 'connectivity' {connectivity} labels 3-D volumes, which only the "
+            f"Python API reads (ccl_cli.label(volume, connectivity={connectivity})); images "
+            "take 4 or 8\n"
+        )
+        assert not (tmp_path / "o").exists()
 
 
 def test_background_no_pixel_can_hold_fails_that_image_with_the_reason(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ def test_numbers_keep_their_kind() -> None:
         ("colour: 3\n", "unknown key 'colour'"),
         ("tau: fast\n", "'tau' must be a number"),
         ("tau: -1\n", "'tau' must be a number >= 0"),
-        ("connectivity: 6\n", "'connectivity' must be 4 or 8, got"),
+        ("connectivity: 5\n", "'connectivity' must be 4 or 8 (images), or 6, 18 or 26"),
         ("min-area: 2.5\n", "'min-area' must be a whole number"),
         ("invert: yes please\n", "'invert' must be true or false"),
         ("device: gpu\n", "'device' must be auto, cpu, cuda or cuda:N"),

@@ -74,8 +74,16 @@ def test_help_lists_every_option_within_80_columns():
 @pytest.mark.parametrize(
     ("flag", "value", "message"),
     [
-        ("connectivity", "6", "'connectivity' must be 4 or 8, got '6'"),
-        ("connectivity", "abc", "'connectivity' must be 4 or 8, got 'abc'"),
+        (
+            "connectivity",
+            "5",
+            "'connectivity' must be 4 or 8 (images), or 6, 18 or 26 (volumes), got '5'",
+        ),
+        (
+            "connectivity",
+            "abc",
+            "'connectivity' must be 4 or 8 (images), or 6, 18 or 26 (volumes), got 'abc'",
+        ),
         ("min_area", "1.5", "'min-area' must be a whole number, got '1.5'"),
         ("tau", "-1", "'tau' must be a number >= 0, got '-1'"),
         ("label_format", "jpeg", "'label-format' must be one of auto, png, tiff, got 'jpeg'"),
@@ -166,9 +174,14 @@ def test_bench_takes_its_shared_options_from_the_schema():
         )
         assert spelled.replace("/", " / ") in text or spelled in text, spelled
     assert "[default: both, 8 first]" in text and "[default: 0]" in text
+    result = CliRunner().invoke(app, ["bench", "--connectivity", "5"])
+    assert result.exit_code == 2
+    assert "--connectivity must be 4 or 8 (images), or 6, 18 or 26 (volumes), got '5'" in " ".join(
+        result.output.split()
+    )
     result = CliRunner().invoke(app, ["bench", "--connectivity", "6"])
     assert result.exit_code == 2
-    assert "--connectivity must be 4 or 8, got '6'" in result.output
+    assert "'connectivity' 6 labels 3-D volumes" in " ".join(result.output.split())
 
 
 @pytest.mark.parametrize(

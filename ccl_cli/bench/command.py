@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from ..config import check_images_only
 from ..contract.params import LabelParams
 from ..errors import EXIT_OK, EXIT_SOME_FAILED, BadValue, InputError, UsageError
 from ..options import BY_NAME
@@ -88,6 +89,9 @@ def parse_options(
         size_list = tuple(parse_size(s) for s in _split(sizes)) if sizes else SIZES
     except ValueError as error:
         raise UsageError(f"--sizes: {error}") from None
+    chosen = _checked("connectivity", connectivity, None)
+    if chosen is not None:
+        check_images_only(chosen)
     return Options(
         engines=engine_names or ENGINE_NAMES,
         explicit_engines=bool(engine_names),
@@ -95,9 +99,7 @@ def parse_options(
         batches=tuple(sorted(batch_sizes | {1})),
         repeat=repeat,
         tau=_checked("tau", tau, None),
-        connectivities=(8, 4)
-        if connectivity is None
-        else (_checked("connectivity", connectivity, 8),),
+        connectivities=(8, 4) if chosen is None else (chosen,),
         sizes=size_list,
         families=_names("--cases", cases, FAMILIES) or FAMILIES,
         base=base,
