@@ -133,6 +133,11 @@ class Labeler:
             raise BadType(f"{_SOURCE}: 'stats' must be True or False, not {stats!r}")
         settings = resolve([], options, source=_SOURCE, python=True)
         self.params: LabelParams = settings.label_params()
+        if self.params.rank == 3 and self.params.fill_holes:
+            raise BadValue(
+                f"{_SOURCE}: fill_holes fills the holes of 2-D images; with connectivity "
+                f"{self.params.connectivity} (volumes) it is not available"
+            )
         self.stats = bool(stats)
         self.device = settings.device
         index = self.device.partition(":")[2]

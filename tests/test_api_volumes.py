@@ -132,6 +132,22 @@ def test_volume_statistics_of_floats_and_min_area_renumbering():
     assert table["min"].tolist() == [row["min"] for row in rows]
 
 
+def test_max_area_and_largest_select_as_for_images_and_fill_holes_is_refused():
+    values = volume(seed=6, density=0.3)
+    labels, (table,) = ccl_cli.label(values, connectivity=6, min_area=2, max_area=5, largest=3)
+    raw, count = scipy_volume(values != 0, 6)
+    area = np.bincount(raw.ravel())[1:]
+    inside = [c for c in range(count) if 2 <= area[c] <= 5]
+    chosen = sorted(sorted(inside, key=lambda c: (-area[c], c))[:3])  # ties: the lower label
+    want = np.zeros_like(raw)
+    for new, old in enumerate(chosen, start=1):
+        want[raw == old + 1] = new
+    np.testing.assert_array_equal(labels, want)
+    assert table["area"].tolist() == [int(area[c]) for c in chosen]
+    with pytest.raises(ValueError, match="fill_holes fills the holes of 2-D images"):
+        ccl_cli.label(values, connectivity=26, fill_holes=True)
+
+
 def test_torch_cpu_volumes_give_tensors():
     torch = pytest.importorskip("torch")
     values = volume(seed=5)

@@ -206,6 +206,7 @@ VOLUME_SCALARS = {
     "floating": 0,
     "min_area": 2,
     "statistics": 1,
+    "selecting": 0,
     "a": 0.0,
     "tau": 1.5,
 }

@@ -304,7 +304,7 @@ def _label_batch(
     job.kept_id, job.kept = kept_id, kept
     spread(job.keep_components, count, post)
     if selects(params):
-        _keep(stats[:, COLUMN["area"]], component_first, params, kept_id, kept)
+        renumber_kept(stats[:, COLUMN["area"]], component_first, params, kept_id, kept)
     kept_first = np.zeros(count + 1, np.int64)
     np.cumsum(kept, out=kept_first[1:])
     ints = np.empty((5, int(kept_first[-1])), np.int64)
@@ -333,15 +333,16 @@ def _label_batch(
     return Labeled(tables, [int(c) for c in components], wide)
 
 
-def _keep(
+def renumber_kept(
     area: np.ndarray,
     component_first: np.ndarray,
     params: LabelParams,
     kept_id: np.ndarray,
     kept: np.ndarray,
 ) -> None:
-    """kept_id (each component's new label, 0 when removed) and kept (K' per image) by
-    the contract's selection (--max-area, --largest: contract.cleaning.kept_components)."""
+    """kept_id (each component's new label, 0 when removed) and kept (K' per image or
+    volume) by the contract's selection (--max-area, --largest:
+    contract.cleaning.kept_components)."""
     keep = kept_components(area, component_first, params)
     image = np.repeat(np.arange(len(kept)), np.diff(component_first))
     before = np.cumsum(keep) - keep  # kept components before each one, over the batch

@@ -17,11 +17,12 @@ from itertools import pairwise
 
 import numpy as np
 
+from ...contract.cleaning import selects
 from ...contract.params import LabelParams, canonical_bools
 from ...contract.stages import has_stages, label_input
 from ...contract.stats import StatsTable, float_mean, float_sum_shift
 from ...native import gccl_cpu
-from .labels import PIXEL_TYPES, foreground_rule, scratch, spread
+from .labels import PIXEL_TYPES, foreground_rule, renumber_kept, scratch, spread
 from .stages import NumpyStages
 
 #: Most voxels of a slab: its labels are 32-bit, one at most per voxel.
@@ -98,9 +99,13 @@ def label_volumes(
 
     The volumes are cut into slabs for `threads` threads (plan). Morphology and
     smoothing (contract.stages) decide the labels; statistics always read the original
-    values. Raises MemoryError where the engine runs out of memory, ValueError where a
-    volume has more than 2**32 - 1 kept components (uint32 labels cannot hold them).
+    values; min_area, max_area and largest keep components as in 2-D (contract.cleaning).
+    Raises MemoryError where the engine runs out of memory, ValueError where a volume has
+    more than 2**32 - 1 kept components (uint32 labels cannot hold them) or fill_holes is
+    asked for (holes are filled in images only).
     """
+    if params.fill_holes:
+        raise ValueError("fill_holes fills the holes of 2-D images, not of volumes")
     values = np.ascontiguousarray(canonical_bools(batch))
     count, depth, height, width = values.shape
     image, label_params, values = _inputs(values, params)
@@ -121,6 +126,7 @@ def label_volumes(
         floating=floating,
         min_area=params.min_area,
         statistics=statistics,
+        selecting=selects(params),
         a=a,
         tau=0.0 if label_params.tau is None else float(label_params.tau),
         image=image,
@@ -130,7 +136,7 @@ def label_volumes(
         labels=out,
     )
     try:
-        return _label(volumes, tasks, count, threads, floating, statistics)
+        return _label(volumes, tasks, params, threads, floating, statistics)
     finally:
         spread(volumes.free, len(tasks), 1)
 
@@ -138,12 +144,13 @@ def label_volumes(
 def _label(
     volumes: gccl_cpu.Volumes,
     tasks: np.ndarray,
-    count: int,
+    params: LabelParams,
     threads: int,
     floating: bool,
     statistics: bool,
 ) -> VolumesLabeled:
     """The engine's passes over the slabs of `volumes` (label_volumes)."""
+    count = int(volumes.count)
     local_counts = np.empty(len(tasks), np.int64)
     volumes.local_counts = local_counts
     spread(volumes.label_slabs, len(tasks), threads)
@@ -167,6 +174,9 @@ def _label(
     volumes.component_magnitude = magnitude
     volumes.kept_id, volumes.kept = scratch("volume-kept-id", (total,), np.int64), kept
     spread(volumes.keep, count, threads)
+    if selects(params):
+        every = int(component_first[-1])
+        renumber_kept(area[:every], component_first, params, volumes.kept_id[:every], kept)
     if kept.max(initial=0) > LABEL_LIMIT:
         raise ValueError(
             f"a volume has {int(kept.max())} components, more than uint32 labels can number "

@@ -455,12 +455,13 @@ int gccl_volume_merge_seams(const gccl_volumes *b, int64_t lo, int64_t hi) {
 
 /* Per volume lo..hi-1: kept_id[c] = the new label of component c (0 where it has fewer
  * than min_area voxels), numbered 1.. per volume, and kept[n] = volume n's kept
- * components; where min_area or the statistics need them, each component's voxels in
- * component_area (and for float volumes its largest finite |v| in component_magnitude). */
+ * components (with `selecting`, the host's, from component_area); where the selection
+ * or the statistics need them, each component's voxels in component_area (and for float
+ * volumes its largest finite |v| in component_magnitude). */
 int gccl_volume_keep(const gccl_volumes *b, int64_t lo, int64_t hi) {
     for (int64_t n = lo; n < hi; n++) {
         const int64_t before = b->component_first[n] - 1; /* component c is [before + c] */
-        if (b->min_area <= 1 && !b->statistics) { /* every component is kept, as it is */
+        if (b->min_area <= 1 && !b->statistics && !b->selecting) { /* all kept, as they are */
             for (int64_t c = 1; c <= b->components[n]; c++) b->kept_id[before + c] = c;
             b->kept[n] = b->components[n];
             continue;
@@ -481,6 +482,7 @@ int gccl_volume_keep(const gccl_volumes *b, int64_t lo, int64_t hi) {
                     magnitude[c] = slab->magnitude[local];
             }
         }
+        if (b->selecting) continue;
         int64_t k = 0;
         for (int64_t c = 1; c <= b->components[n]; c++) {
             b->kept_id[before + c] = area[c] >= b->min_area ? ++k : 0;

@@ -64,6 +64,7 @@ typedef struct {
     int64_t count, depth, height, width;
     int64_t image_type, value_type; /* enum gccl_type of image and values */
     int64_t rule, connectivity, tau_mode, floating, min_area, statistics;
+    int64_t selecting; /* max-area or largest: kept_id is the host's (from component_area) */
     double a, tau;
     const void *image;               /* (count, depth, height, width): foreground, tau joins */
     const void *values;              /* (count, depth, height, width): what statistics read */
