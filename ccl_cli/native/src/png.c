@@ -1,7 +1,7 @@
 /* PNG's row filters undone (the PNG specification, "Filtering") for 8- and 16-bit gray
  * samples: the step between the inflated IDAT stream and the pixels, which Python cannot
- * do fast (each byte depends on the one before). io/png.py inflates and checks the file;
- * this only reverses filters.
+ * do fast (each byte depends on the one before). io/decode/plain_png.py inflates and
+ * checks the file; this only reverses filters.
  *
  * Sub, Average and Paeth make each byte depend on the byte bpp places to its left. The
  * loops keep those bytes in registers (one running value per byte of a sample) rather
