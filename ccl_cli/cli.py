@@ -131,13 +131,15 @@ def _progress() -> Progress:
     from rich.text import Text
 
     class ImagesPerSecond(ProgressColumn):
-        """Images per second over the whole run so far (rich's own speed is too jumpy)."""
+        """Images labeled per second over the whole run so far (rich's own speed is too
+        jumpy); inputs skipped or failed are not images labeled."""
 
         def render(self, task: Task) -> Text:
             elapsed = task.finished_time or task.elapsed
-            if not elapsed or not task.completed:
+            labeled = task.fields.get("labeled", 0)
+            if not elapsed or not labeled:
                 return Text("")
-            return Text(f"{task.completed / elapsed:.1f} img/s")
+            return Text(f"{labeled / elapsed:.1f} img/s")
 
     return Progress(
         TextColumn("labeling"),
@@ -164,6 +166,7 @@ class ConsoleReporter:
         self.quiet = quiet
         self.progress = None if quiet else _progress()
         self.task: Any = None
+        self.labeled = 0
 
     def start(self, total: int | None) -> None:
         if self.progress is not None:
@@ -177,7 +180,8 @@ class ConsoleReporter:
             sys.stdout.write(json.dumps(record.as_json()) + "\n")
             sys.stdout.flush()
         if self.progress is not None and self.task is not None:
-            self.progress.advance(self.task)
+            self.labeled += record.status == "ok"
+            self.progress.update(self.task, advance=1, labeled=self.labeled)
 
     def notice(self, message: str) -> None:
         if not self.quiet:
@@ -194,6 +198,9 @@ class ConsoleReporter:
 
 def _closing_line(report: RunReport) -> str:
     done, failed, skipped = report.count("ok"), report.count("failed"), report.count("skipped")
+    ending = f"in {report.seconds:.2f} s; summary: {report.summary}"
+    if skipped and skipped == report.total:
+        return f"nothing new: {skipped} skipped {ending}"
     parts = [f"labeled {done} of {report.total} input(s)"]
     if skipped:
         parts.append(f"{skipped} skipped")
@@ -204,8 +211,8 @@ def _closing_line(report: RunReport) -> str:
         parts.append(f"{not_run} not run")
     empty = report.count("no-images")
     if empty:
-        parts.append(f"{empty} folder(s) without images")
-    return f"{', '.join(parts)} in {report.seconds:.2f} s; summary: {report.summary}"
+        parts.append(f"{empty} without images (folders or patterns)")
+    return f"{', '.join(parts)} {ending}"
 
 
 LABEL_EXAMPLES = """Examples:
@@ -288,11 +295,50 @@ def _label_parameters() -> list[inspect.Parameter]:
     return parameters
 
 
-def label_command(inputs: list[str], config: list[Path] | None = None, **flags: Any) -> None:
+DryRunOption = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run",
+        help="List what would be labeled and where each output would go, what would be "
+        "skipped or fail and why; write nothing (exit 3 when nothing would be labeled, 1 "
+        "when an input would fail).",
+        show_default=False,
+    ),
+]
+
+
+def label_command(
+    inputs: list[str], config: list[Path] | None = None, dry_run: bool = False, **flags: Any
+) -> None:
     """Label every input image and write label images, statistics CSVs and a summary."""
     from .run.command import run_label
 
+    if dry_run:
+        _dry_run(inputs, config, flags)
     _run_command(lambda settings, reporter: run_label(inputs, settings, reporter), config, flags)
+
+
+def _dry_run(inputs: list[str], config: list[Path] | None, flags: dict[str, Any]) -> NoReturn:
+    """gccl label --dry-run: the listing on stdout, notices on stderr, the run's exit code."""
+    from .config import resolve
+    from .run.dry_run import dry_run
+
+    def write(line: str) -> None:
+        sys.stdout.write(line + "\n")
+
+    try:
+        settings = resolve(config or [], flags)
+
+        def notice(message: str) -> None:
+            if not settings.quiet:
+                _say(f"gccl: {message}")
+
+        code = dry_run(inputs, settings, write, notice)
+    except GcclError as error:
+        raise _fail(str(error), error.exit_code) from None
+    except KeyboardInterrupt:
+        raise _fail("interrupted", EXIT_INTERRUPTED) from None
+    raise typer.Exit(code)
 
 
 def _run_command(
@@ -329,7 +375,14 @@ def _run_command(
     raise typer.Exit(exit_code(report))
 
 
-label_command.__signature__ = inspect.Signature(_label_parameters())  # type: ignore[attr-defined]
+label_command.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [
+        *_label_parameters(),
+        inspect.Parameter(
+            "dry_run", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=DryRunOption
+        ),
+    ]
+)
 app.command("label", epilog=LABEL_EXAMPLES, cls=GcclCommand)(label_command)
 
 

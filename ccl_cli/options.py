@@ -30,7 +30,7 @@ from .contract.stages import MAX_MORPHOLOGY_STEPS, MAX_SMOOTH_RADIUS, SMOOTH_KIN
 COLOR_TO_GRAY_CHOICES: tuple[str, ...] = ("luma", "red", "green", "blue")
 #: Codecs of label TIFFs (--tiff-compression); io/label_images.py implements them.
 TIFF_COMPRESSIONS: tuple[str, ...] = ("deflate", "zstd")
-LABEL_FORMATS: tuple[str, ...] = ("auto", "png", "tiff")
+LABEL_FORMATS: tuple[str, ...] = ("auto", "png", "tiff", "npy")
 #: What --device names: the CPU, CUDA's first device, or device N.
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 #: A Dask scheduler's TCP address: tcp://host:port or host:port (IPv6 hosts in brackets).
@@ -406,7 +406,8 @@ OPTIONS: tuple[Option, ...] = (
         "label_format",
         "auto",
         "|".join(LABEL_FORMATS),
-        "Label images: auto (16-bit PNG up to 65535 labels, else 32-bit TIFF), png or tiff.",
+        "Label images: auto (16-bit PNG up to 65535 labels, else 32-bit TIFF), png, tiff, or "
+        "npy (NumPy's .npy, uint16 up to 65535 labels, else uint32).",
         _choice(*LABEL_FORMATS),
     ),
     Option(

@@ -29,6 +29,7 @@ from typing import IO, Any
 from ..errors import UsageError
 from .decode import IMAGE_SUFFIXES, image_pages, is_image_path, may_hold_pages
 from .out_dir import Identity
+from .output_paths import GCCL_DIR, is_output_image
 from .seen import Seen
 
 _GLOB_CHARS = set("*?[")
@@ -86,12 +87,24 @@ def expand(
 
 
 def passed_over_notice(paths: list[Path], named: int = 3) -> str:
-    """One line saying how many files folder scans passed over, naming the first few."""
-    more = f" and {len(paths) - named} more" if len(paths) > named else ""
-    return (
-        f"passed over {len(paths)} file(s) that are not images gccl reads "
-        f"({' '.join(IMAGE_SUFFIXES)}): {', '.join(map(str, paths[:named]))}{more}"
-    )
+    """One line saying how many files folder scans passed over, naming the first few: files
+    that are not images gccl reads, and images gccl wrote in an earlier run's --out."""
+    outputs = [path for path in paths if is_image_path(path)]
+    others = [path for path in paths if not is_image_path(path)]
+    parts = []
+    if others:
+        more = f" and {len(others) - named} more" if len(others) > named else ""
+        parts.append(
+            f"{len(others)} file(s) that are not images gccl reads "
+            f"({' '.join(IMAGE_SUFFIXES)}): {', '.join(map(str, others[:named]))}{more}"
+        )
+    if outputs:
+        more = f" and {len(outputs) - named} more" if len(outputs) > named else ""
+        parts.append(
+            f"{len(outputs)} image(s) gccl wrote in an earlier run's --out (outputs are not "
+            f"inputs): {', '.join(map(str, outputs[:named]))}{more}"
+        )
+    return "passed over " + "; ".join(parts)
 
 
 def read_names(stream: IO[Any], null: bool) -> list[str]:
@@ -195,7 +208,8 @@ def _expand_spec(
     elif _GLOB_CHARS & set(spec):
         matches = sorted(set(_glob(spec)))
         if not matches:
-            yield InputItem(path, Path(path.name), "the pattern matches no file")
+            # as a folder without images: nothing to label (exit 3), not a failure
+            yield InputItem(path, Path(path.name), empty="the pattern matches no file")
         base = _glob_base(spec)
         for match in matches:
             found = Path(match)
@@ -217,7 +231,8 @@ def _scan(
         out.check_root(folder, recursive)
     not_scanned: list[Path] = []
     found = False
-    for item in _scan_folder(folder, folder, recursive, not_scanned, passed_over):
+    in_out = any((above / GCCL_DIR).is_dir() for above in folder.absolute().parents)
+    for item in _scan_folder(folder, folder, recursive, not_scanned, passed_over, in_out):
         found = True
         yield item
     if not found:
@@ -228,14 +243,21 @@ def _scan(
 
 
 def _scan_folder(
-    root: Path, folder: Path, recursive: bool, not_scanned: list[Path], passed_over: list[Path]
+    root: Path,
+    folder: Path,
+    recursive: bool,
+    not_scanned: list[Path],
+    passed_over: list[Path],
+    in_out: bool = False,
 ) -> Iterator[InputItem]:
     """Images below `root`, depth first in name order (the order of sorted paths).
 
     Hidden entries are skipped and linked folders not entered; an unreadable
     folder, a link to nothing and anything else named like an image that is
     not a file each become an item that fails with the reason; other files are
-    added to `passed_over`.
+    added to `passed_over`. So are the images gccl writes (label images,
+    previews: output_paths.is_output_image) in an earlier run's --out (a folder
+    that holds GCCL_DIR, and below it: `in_out`): outputs are not inputs.
     """
     below = folder.relative_to(root)  # each image's outputs mirror its path below root
     try:
@@ -246,6 +268,7 @@ def _scan_folder(
         relative = below if folder != root else Path(folder.name)
         yield InputItem(folder, relative, f"cannot read the folder ({reason})")
         return
+    in_out = in_out or any(entry.name == GCCL_DIR for entry in entries)
     for entry in entries:
         name = entry.name
         if name.startswith("."):
@@ -256,7 +279,9 @@ def _scan_folder(
             is_folder = False
         if is_folder:
             if recursive:
-                yield from _scan_folder(root, folder / name, recursive, not_scanned, passed_over)
+                yield from _scan_folder(
+                    root, folder / name, recursive, not_scanned, passed_over, in_out
+                )
             else:
                 not_scanned.append(folder / name)
             continue
@@ -268,6 +293,9 @@ def _scan_folder(
                 pass  # (gone, or not to be had: not an image either way)
             continue
         path = folder / name
+        if in_out and is_output_image(name):
+            passed_over.append(path)
+            continue
         try:
             is_file = entry.is_file()
         except OSError:

@@ -1,5 +1,6 @@
-"""Label images as files: a 16-bit gray PNG (labels up to 65535) or a 32-bit TIFF, and
-the PNG writer the previews share.
+"""Label images as files: a 16-bit gray PNG (labels up to 65535) or a 32-bit TIFF, or with
+--label-format npy a .npy of uint16 or uint32 by the same rule; and the PNG writer the
+previews share.
 
 Label images are mostly long runs of one value, which the fastest deflate levels
 already shrink well; higher levels cost several times the CPU for a few percent,
@@ -39,6 +40,19 @@ def encode_label_png(labels: np.ndarray) -> bytes:
     Raises ValueError for negative labels or labels above 65535 (never wraps).
     """
     return encode_png(_checked_labels(labels, 65535).astype(np.uint16, copy=False), LABEL_MARK)
+
+
+def encode_label_npy(labels: np.ndarray, wide: bool) -> bytes:
+    """A (H, W) label array as a .npy file (NumPy's format, version 1.0): uint16, or uint32
+    where `wide` (more labels than 16 bits hold), as the PNG/TIFF choice goes.
+
+    Raises ValueError for labels that do not fit the chosen type (never wraps).
+    """
+    dtype = np.uint32 if wide else np.uint16
+    checked = _checked_labels(labels, int(np.iinfo(dtype).max)).astype(dtype, copy=False)
+    buffer = io.BytesIO()
+    np.lib.format.write_array(buffer, np.ascontiguousarray(checked), allow_pickle=False)
+    return buffer.getvalue()
 
 
 def encode_label_tiff(labels: np.ndarray, compression: str = "deflate") -> bytes:

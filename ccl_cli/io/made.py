@@ -190,9 +190,12 @@ class MadeFiles:
     ends. `on_disk`: keep the index in a temporary database (inputs that arrive over time).
     """
 
-    def __init__(self, out: OutDir, on_disk: bool = False) -> None:
+    def __init__(self, out: OutDir, on_disk: bool = False, as_it_is: bool = False) -> None:
+        """as_it_is: only read the record as it stands, without the lock and changing
+        nothing (no folder made, no segment merged), for ours, listed and is_made
+        (gccl label --dry-run)."""
         self.out = out
-        self.folder = out.gccl_folder()
+        self.folder = out.gccl_folder(create=not as_it_is)
         self.index: _MemoryIndex | _DiskIndex = _DiskIndex() if on_disk else _MemoryIndex()
         self.segment = _Segment(self.folder)
         #: Paths written since the record was last merged (theirs are the entries to check).
@@ -201,8 +204,13 @@ class MadeFiles:
         self.read_to: dict[str, int] = {}
         self._bytes = 0
         self.lock = threading.Lock()
+        if self.folder < 0:  # (as it is: no record there)
+            return
         leftover = self._read_all()
-        if leftover:  # segments of an earlier run (or its workers): merge them now
+        if as_it_is:
+            os.close(self.folder)
+            self.folder = -1
+        elif leftover:  # segments of an earlier run (or its workers): merge them now
             self.merge()
 
     def ours(self, key: str, identity: FileIdentity) -> bool:

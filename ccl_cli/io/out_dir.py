@@ -376,14 +376,20 @@ class OutDir:
             raise InputError(f"{self.root / name} is not a regular file")
         return fd
 
-    def gccl_folder(self) -> int:
+    def gccl_folder(self, create: bool = True) -> int:
         """A descriptor of GCCL_DIR, gccl's own folder at the top of --out (the lock, the
-        record of made files), made when missing; the caller closes it."""
+        record of made files), made when missing (-1 instead without `create`); the caller
+        closes it."""
         shown = self.root / GCCL_DIR
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(GCCL_DIR, 0o777, dir_fd=self.fd)
+        if create:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(GCCL_DIR, 0o777, dir_fd=self.fd)
         try:
             return os.open(GCCL_DIR, _DIR_FLAGS, dir_fd=self.fd)
+        except FileNotFoundError:
+            if create:
+                raise
+            return -1
         except OSError as error:
             if error.errno in (errno.ELOOP, errno.ENOTDIR):
                 info = os.stat(GCCL_DIR, dir_fd=self.fd, follow_symlinks=False)

@@ -25,6 +25,16 @@ LOCK_NAME = "lock"
 RECORD_NAME = "made"
 #: What an output's name gets when a failure moves it aside: x.labels.png -> x.labels.stale.png.
 STALE_MARK = ".stale"
+#: The label image formats (--label-format, past auto's choice) and their files' endings.
+LABEL_ENDINGS = {"png": ".labels.png", "tiff": ".labels.tif", "npy": ".labels.npy"}
+#: How the images gccl writes beside an input's stem end (label images, previews).
+OUTPUT_IMAGE_ENDINGS = (*LABEL_ENDINGS.values(), ".preview.png")
+
+
+def is_output_image(name: str) -> bool:
+    """Whether a file name is that of an image gccl writes (a folder scan passes over those
+    in an earlier run's --out: io/inputs.py)."""
+    return name.endswith(OUTPUT_IMAGE_ENDINGS)
 
 
 @dataclass(frozen=True)
@@ -37,11 +47,15 @@ class OutputPaths:
 
     @property
     def labels_png(self) -> Path:
-        return self.folder / (self.stem + ".labels.png")
+        return self.labels("png")
 
     @property
     def labels_tif(self) -> Path:
-        return self.folder / (self.stem + ".labels.tif")
+        return self.labels("tiff")
+
+    @property
+    def labels_npy(self) -> Path:
+        return self.labels("npy")
 
     @property
     def stats(self) -> Path:
@@ -55,13 +69,14 @@ class OutputPaths:
     def polygons(self) -> Path:
         return self.folder / (self.stem + ".polygons.geojson")
 
-    def labels(self, tiff: bool) -> Path:
-        """The label image path for the chosen format."""
-        return self.labels_tif if tiff else self.labels_png
+    def labels(self, file_format: str) -> Path:
+        """The label image path of a format of LABEL_ENDINGS."""
+        return self.folder / (self.stem + LABEL_ENDINGS[file_format])
 
     def all(self) -> tuple[Path, ...]:
         """Every file the input may produce."""
-        return (self.labels_png, self.labels_tif, self.stats, self.preview, self.polygons)
+        labels = tuple(self.labels(kind) for kind in LABEL_ENDINGS)
+        return (*labels, self.stats, self.preview, self.polygons)
 
 
 def stale_name(path: Path) -> str:

@@ -32,13 +32,14 @@ from ..backends import cpu_only, make_backend
 from ..backends.base import Backend, usable_cores
 from ..config import Settings
 from ..errors import GcclError, InputError, UsageError
-from ..io.decode import IMAGE_SUFFIXES
-from ..io.inputs import OutPlace, expand, passed_over_notice
+from ..io.decode import IMAGE_SUFFIXES, unreadable
+from ..io.inputs import InputItem, OutPlace, expand, passed_over_notice
 from ..io.lock import OutputLock
 from ..io.made import MadeFiles, in_the_way
 from ..io.out_dir import OutDir, file_identity, kind_of, not_made_here
 from ..io.output_paths import (
     GCCL_DIR,
+    LABEL_ENDINGS,
     LOCK_NAME,
     RECORD_NAME,
     RUN_RECORD_NAME,
@@ -49,7 +50,7 @@ from ..io.output_paths import (
 from ..io.seen import Seen
 from .freshness import RunRecord
 from .interrupts import cut_short_here
-from .local import LocalRun
+from .local import LocalRun, label_file_format
 from .records import Admitted, FailFast, Outcomes, Record, Reporter, RunReport, Stop
 from .sources import Arrival, ListSource, Source
 from .stream import StdinSource
@@ -203,7 +204,9 @@ def _run(
                 reporter.notice(f"removed {removed} partial file(s) left by an interrupted run")
             run_record = RunRecord(out, settings, made, lock.taken_ns)
             run_record.write(_backend_name(executor, settings), finished=False)
-            summary = Summary(out, made, source.total is None, reporter)
+            summary = Summary(
+                out, made, source.total is None, reporter, carry=settings.skip_existing
+            )
             reporter.start(source.total)
             outcomes = Outcomes(reporter, settings.fail_fast, summary.finished)
             try:
@@ -365,6 +368,73 @@ def _admitted(
             yield record, paths
 
 
+@dataclass(frozen=True)
+class Admission:
+    """What becomes of one input before it is read (admission).
+
+    status: "label", or its record's final status: no-images, skipped, failed.
+    paths: its outputs (where it writes, or may have written before).
+    clears: whether a failure of the input moves its earlier outputs aside.
+    current: skipped because its outputs are current (--skip-existing).
+    """
+
+    status: str
+    message: str = ""
+    paths: OutputPaths | None = None
+    clears: bool = False
+    current: bool = False
+
+
+def admission(
+    item: InputItem,
+    settings: Settings,
+    out: OutDir | None,
+    made: MadeFiles | None,
+    run_record: RunRecord | None,
+    claimed: Seen,
+) -> Admission:
+    """Whether `item` is labeled, and where its outputs go; else what becomes of it and why
+    (the module docstring). `claimed`: the label images the inputs before it claimed. `out`,
+    `made`, `run_record`: --out as it is (None where it does not exist yet: nothing there is
+    in the way, nothing is current). Decides only: gccl label --dry-run asks it too."""
+    assert settings.out is not None
+    if item.empty or item.duplicate:
+        message = item.empty or f"listed again (labeled once, as {item.duplicate})"
+        return Admission("no-images" if item.empty else "skipped", message)
+    paths = output_paths(settings.out, item.relative)
+    reserved = _reserved(item.relative)
+    if reserved:
+        return Admission("failed", reserved)
+    if item.problem:
+        # an unreadable folder has no outputs
+        clears = not os.path.isdir(item.path) and paths.labels_png not in claimed
+        return Admission("failed", item.problem, paths, clears)
+    try:
+        source = os.stat(item.path)
+    except OSError:
+        source = None  # (reading it says why)
+    if source is not None and made is not None and made.is_made(source):
+        return Admission(
+            "skipped", f"a file gccl made in --out {settings.out}: outputs are never inputs"
+        )
+    first = claimed.first(paths.labels_png, _claim(item))
+    if first is not None and first != _claim(item):
+        return Admission("failed", _collision(item, first))
+    if out is not None and made is not None:
+        problem = in_the_way(out, made, _written(paths, settings))
+        if problem:
+            return Admission("failed", problem, paths, clears=True)
+        if (
+            settings.skip_existing
+            and source is not None
+            and run_record is not None
+            and _current(paths, settings, out, made, run_record, source)
+        ):
+            message = "outputs are current (--skip-existing)"
+            return Admission("skipped", message, paths, clears=True, current=True)
+    return Admission("label", "", paths, clears=True)
+
+
 def _admit(
     record: Record,
     summary: Summary,
@@ -375,53 +445,42 @@ def _admit(
     claimed: Seen,
 ) -> OutputPaths | None:
     """The outputs of `record` when it needs work; else None, the record finished here."""
-    assert settings.out is not None
-    item = record.item
-    if item.empty or item.duplicate:
-        record.status = "no-images" if item.empty else "skipped"
-        record.message = item.empty or f"listed again (labeled once, as {item.duplicate})"
-        outcomes.finished(record)
+    decided = admission(record.item, settings, out, summary.made, run_record, claimed)
+    if decided.clears and decided.paths is not None:
+        summary.may_write(record, decided.paths)
+    if decided.status == "label":
+        return decided.paths
+    if decided.status == "failed":
+        outcomes.fail(record, decided.message)
         return None
-    paths = output_paths(settings.out, item.relative)
-    reserved = _reserved(item.relative)
-    if reserved:
-        outcomes.fail(record, reserved)
-        return None
-    if item.problem:
-        # an unreadable folder has no outputs
-        if not os.path.isdir(item.path) and paths.labels_png not in claimed:
-            summary.may_write(record, paths)
-        outcomes.fail(record, item.problem)
-        return None
-    try:
-        source = os.stat(item.path)
-    except OSError:
-        source = None  # (reading it says why)
-    if source is not None and summary.made.is_made(source):
-        record.status = "skipped"
-        record.message = f"a file gccl made in --out {out.root}: outputs are never inputs"
-        outcomes.finished(record)
-        return None
-    first = claimed.first(paths.labels_png, item.display)
-    if first is not None and first != item.display:
-        hint = "" if settings.relative_to else " (--relative-to keeps their folders apart)"
-        outcomes.fail(record, f"its outputs would overwrite those of {first}{hint}")
-        return None
-    summary.may_write(record, paths)
-    problem = in_the_way(out, summary.made, _written(paths, settings))
+    record.status, record.message = decided.status, decided.message
+    if decided.current and decided.paths is not None:
+        summary.carry_numbers(record, decided.paths)
+    outcomes.finished(record)
+    return None
+
+
+def _claim(item: InputItem) -> str:
+    """What a run keeps of the input that claims an output: its folder and how it is shown."""
+    return f"{os.path.dirname(os.path.abspath(item.path))}\0{item.display}"
+
+
+def _collision(item: InputItem, claim: str) -> str:
+    """Why `item` is not labeled, its outputs being those of the input of `claim` (_claim):
+    what is wrong with the file itself where something is (a format gccl does not read hides
+    behind no collision), else the collision and the hint that applies."""
+    problem = unreadable(item.path)
     if problem:
-        outcomes.fail(record, problem)
-        return None
-    if (
-        settings.skip_existing
-        and source is not None
-        and _current(paths, settings, out, summary.made, run_record, source)
-    ):
-        record.status = "skipped"
-        record.message = "outputs are current (--skip-existing)"
-        outcomes.finished(record)
-        return None
-    return paths
+        return problem
+    folder, _, first = claim.partition("\0")
+    if folder == os.path.dirname(os.path.abspath(item.path)):
+        hint = (
+            "outputs are named after the file without its last suffix: rename one, or label "
+            "it into another --out"
+        )
+    else:  # named files from two folders, each at the top of --out
+        hint = "--relative-to keeps their folders apart"
+    return f"its outputs would overwrite those of {first} ({hint})"
 
 
 def _current(
@@ -432,12 +491,12 @@ def _current(
     run_record: RunRecord,
     source: os.stat_result,
 ) -> bool:
-    """Whether gccl made every output of the input at `paths` (a label image of either
-    format) after the input (`source`) last changed, with these options (--skip-existing)."""
+    """Whether gccl made every output of the input at `paths` (a label image of any format)
+    after the input (`source`) last changed, with these options (--skip-existing)."""
     stats = _made_here(out, made, paths.stats)
     if stats is None or not run_record.current(stats.st_mtime_ns, source.st_mtime_ns):
         return False
-    if not (_made_here(out, made, paths.labels_png) or _made_here(out, made, paths.labels_tif)):
+    if not any(_made_here(out, made, paths.labels(kind)) for kind in LABEL_ENDINGS):
         return False
     extras = [*([paths.preview] if settings.preview else [])]
     extras += [paths.polygons] if settings.polygons else []
@@ -446,9 +505,9 @@ def _current(
 
 def _written(paths: OutputPaths, settings: Settings) -> list[Path]:
     """The files an input writes, as admission checks them: its label image (a 16-bit PNG
-    unless --label-format tiff: a TIFF for more labels is checked as it is written), its
-    statistics, and with the options its preview and outlines."""
-    labels = paths.labels_tif if settings.label_format == "tiff" else paths.labels_png
+    unless --label-format says otherwise: auto's TIFF for more labels is checked as it is
+    written), its statistics, and with the options its preview and outlines."""
+    labels = paths.labels(label_file_format(settings.label_format, 0))
     return [
         labels,
         paths.stats,

@@ -48,10 +48,10 @@ from ..errors import (
 from ..io import decode
 from ..io.csv_text import stats_csv
 from ..io.inputs import InputItem
-from ..io.label_images import encode_label_png, encode_label_tiff
+from ..io.label_images import encode_label_npy, encode_label_png, encode_label_tiff
 from ..io.made import remove_stale
 from ..io.out_dir import OutDir, Owner
-from ..io.output_paths import OutputPaths
+from ..io.output_paths import LABEL_ENDINGS, OutputPaths
 from ..io.previews import encode_preview_png
 from .interrupts import interruptible
 from .records import Admitted, Outcomes, Record, Reporter, Stop
@@ -337,7 +337,7 @@ class LocalRun:
         np.stack([d.values for d in group], out=batch)
         # uint16 labels, ready for the 16-bit PNG (an image with more
         # components than that holds comes back as uint32; backends.base).
-        narrow = self.settings.label_format != "tiff"
+        narrow = self.settings.label_format != "tiff"  # (npy: uint16 too, as the PNG)
         return self.backend.label(batch, self.params, narrow=narrow)
 
     def _drain_writes(self, keep: int) -> None:
@@ -389,6 +389,14 @@ def _read(item: InputItem, settings: Settings, check_stop: Callable[[], None]) -
     return values, time.perf_counter() - started, modified_ns
 
 
+def label_file_format(label_format: str, kept: int) -> str:
+    """The format of an image's label file (a key of LABEL_ENDINGS): --label-format's, auto
+    being a PNG up to PNG_LABEL_LIMIT labels and a TIFF past it."""
+    if label_format != "auto":
+        return label_format
+    return "tiff" if kept > PNG_LABEL_LIMIT else "png"
+
+
 def _write(
     decoded: _Decoded,
     labels: np.ndarray,
@@ -409,14 +417,17 @@ def _write(
     kept = len(table)
     if settings.label_format == "png" and kept > PNG_LABEL_LIMIT:
         raise InputError(
-            f"{kept} components do not fit a 16-bit PNG; use --label-format auto or tiff"
+            f"{kept} components do not fit a 16-bit PNG; use --label-format auto, tiff or npy"
         )
-    tiff = settings.label_format == "tiff" or kept > PNG_LABEL_LIMIT
+    file_format = label_file_format(settings.label_format, kept)
     paths = decoded.paths
-    label_path = paths.labels(tiff)
-    encoded = (
-        encode_label_tiff(labels, settings.tiff_compression) if tiff else encode_label_png(labels)
-    )
+    label_path = paths.labels(file_format)
+    if file_format == "npy":
+        encoded = encode_label_npy(labels, kept > PNG_LABEL_LIMIT)
+    elif file_format == "tiff":
+        encoded = encode_label_tiff(labels, settings.tiff_compression)
+    else:
+        encoded = encode_label_png(labels)
     out.write(label_path, encoded, owner, settings.fsync)
     written = [label_path]
     outputs = {"labels": str(label_path)}
@@ -433,8 +444,8 @@ def _write(
     out.write(paths.stats, stats, owner, settings.fsync, decoded.modified_ns)
     outputs["stats"] = str(paths.stats)
     written.append(paths.stats)
-    other = paths.labels(not tiff)  # from an earlier run with the other format
-    if owner.listed(out.key(other)):
-        out.remove(other, owner)
+    for other in LABEL_ENDINGS:  # an earlier run's label image of another format
+        if other != file_format and owner.listed(out.key(paths.labels(other))):
+            out.remove(paths.labels(other), owner)
     remove_stale(out, owner, written)
     return outputs, time.perf_counter() - started

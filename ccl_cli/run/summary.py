@@ -20,6 +20,7 @@ import io
 import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from ..errors import InputError, UsageError
 from ..io.inputs import InputItem
@@ -52,11 +53,24 @@ def summary_csv(rows: Iterable[Sequence[object]]) -> bytes:
 
 
 class Summary:
-    """The records of a run (see the module docstring), as it takes and finishes them."""
+    """The records of a run (see the module docstring), as it takes and finishes them.
 
-    def __init__(self, out: OutDir, made: MadeFiles, appends: bool, reporter: Reporter):
+    carry: inputs may be skipped for current outputs (--skip-existing): the earlier
+    summary's rows are read first, so that a skipped row carries the numbers of the
+    outputs it keeps (carry_numbers) and the latest summary describes the whole folder.
+    """
+
+    def __init__(
+        self,
+        out: OutDir,
+        made: MadeFiles,
+        appends: bool,
+        reporter: Reporter,
+        carry: bool = False,
+    ):
         self.out = out
         self.path = out.root / SUMMARY_NAME
+        self.earlier = _earlier_rows(out) if carry else {}
         self.made = made
         self.reporter = reporter
         self.counts: Counter[str] = Counter()
@@ -83,6 +97,24 @@ class Summary:
         """A record the run took (pending until it finishes)."""
         self.records[id(record)] = record
         self.taken_count += 1
+
+    def carry_numbers(self, record: Record, paths: OutputPaths) -> None:
+        """Give a record skipped for its current outputs at `paths` their numbers: `kept`
+        from its statistics CSV, the size, dtype and components from the earlier summary's
+        row of the input where it agrees with that CSV."""
+        kept = _data_rows(self.out, paths.stats)
+        if kept is None:
+            return
+        record.kept = kept
+        row = self.earlier.get(_key(record.item))
+        if row is None or row.get("kept") != str(kept):
+            return
+        try:
+            record.width, record.height = int(row["width"]), int(row["height"])
+            record.components = int(row["components"])
+        except (KeyError, ValueError):
+            return
+        record.dtype = row.get("dtype", "")
 
     def may_write(self, record: Record, paths: OutputPaths) -> None:
         """`paths` are the outputs `record` may write: if it fails, those gccl made are moved
@@ -168,3 +200,41 @@ class Summary:
             self._failing = True
             return
         self._failing = False
+
+
+#: The largest earlier summary read for --skip-existing's numbers (millions of rows).
+MAX_EARLIER_BYTES = 1 << 30
+#: The largest statistics CSV counted (a million components).
+MAX_STATS_BYTES = 1 << 28
+
+
+def _key(item: InputItem) -> tuple[str, str]:
+    """An input as summary.csv's path and page columns write it."""
+    return str(item.path).replace("\0", "\\0"), "" if item.page is None else str(item.page + 1)
+
+
+def _earlier_rows(out: OutDir) -> dict[tuple[str, str], dict[str, str]]:
+    """The rows of the summary an earlier run left in --out, by path and page (none where
+    there is none, or it does not read as one)."""
+    try:
+        data = out.read_small(SUMMARY_NAME, MAX_EARLIER_BYTES)
+        if data is None:
+            return {}
+        rows = csv.DictReader(io.StringIO(data.decode("utf-8")))
+        return {(row["path"], row["page"]): row for row in rows}
+    except (OSError, InputError, UnicodeDecodeError, KeyError, csv.Error):
+        return {}
+
+
+def _data_rows(out: OutDir, path: Path) -> int | None:
+    """The rows of the statistics CSV at `path` below its header, or None where it does not
+    read."""
+    for key, folder in out.folders(iter([out.key(path)])):
+        if folder is None:
+            return None
+        try:
+            data = out.read_small(key.rpartition("/")[2], MAX_STATS_BYTES, folder)
+        except (OSError, InputError):
+            return None
+        return None if data is None else max(data.count(b"\n") - 1, 0)
+    return None

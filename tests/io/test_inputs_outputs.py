@@ -55,9 +55,8 @@ def test_files_globs_and_missing(tree: Path) -> None:
         (Path("deep/d.tiff"), None),
         (Path("zz.png"), "no such file or directory"),
     ]
-    assert expand([str(tree / "*.jpg")], recursive=False)[0].problem == (
-        "the pattern matches no file"
-    )
+    (unmatched,) = expand([str(tree / "*.jpg")], recursive=False)
+    assert unmatched.problem is None and unmatched.empty == "the pattern matches no file"
 
 
 def test_stdin_lists_paths(tree: Path) -> None:

@@ -3,8 +3,8 @@
 MinIsWhite flipped, gray palettes looked up). Every problem with an input is one
 `InputError` line; a traceback would mean a bug here.
 
-- read.py: the entry (read_image, image_pages, is_image_path, may_hold_pages): the file
-  opened, the format recognised by its magic bytes, colour reduced.
+- read.py: the entry (read_image, image_pages, is_image_path, may_hold_pages, unreadable):
+  the file opened, the format recognised by its magic bytes, colour reduced.
 - png.py (with plain_png.py, the fast path for plain gray PNGs), tiff.py (with
   tiff_layout.py, the page directories read as far as sizing a decode needs), npy.py,
   camera.py (JPEG, BMP, WebP): one module per format family.
@@ -12,6 +12,20 @@ MinIsWhite flipped, gray palettes looked up). Every problem with an input is one
 - checks.py: memory limits before each allocation, library failures as one line.
 """
 
-from .read import IMAGE_SUFFIXES, image_pages, is_image_path, may_hold_pages, read_image
+from .read import (
+    IMAGE_SUFFIXES,
+    image_pages,
+    is_image_path,
+    may_hold_pages,
+    read_image,
+    unreadable,
+)
 
-__all__ = ["IMAGE_SUFFIXES", "image_pages", "is_image_path", "may_hold_pages", "read_image"]
+__all__ = [
+    "IMAGE_SUFFIXES",
+    "image_pages",
+    "is_image_path",
+    "may_hold_pages",
+    "read_image",
+    "unreadable",
+]

@@ -16,6 +16,8 @@ from ...options import COLOR_TO_GRAY_CHOICES, MAX_IMAGE_BYTES
 from . import camera, npy, pixels, png, tiff
 from .checks import no_stop
 
+#: Why a file of no format gccl reads fails.
+NOT_AN_IMAGE = "not a PNG, TIFF, JPEG, BMP, WebP or NPY image"
 #: Suffixes a directory scan picks up (compare case-insensitively).
 IMAGE_SUFFIXES: tuple[str, ...] = (
     ".png",
@@ -74,21 +76,50 @@ def read_image(
         head = _read_head(handle)
         if not head:
             raise InputError("empty file")
-        if head.startswith(png.MAGIC):
+        file_format = _format_of(head)
+        if file_format == "png":
             array, kind = png.read_png(handle, head, max_bytes)
-        elif head[:4] in tiff.MAGICS:
+        elif file_format == "tiff":
             array, kind = tiff.read_tiff(handle, max_bytes, page, check_stop)
         elif page:
             raise InputError(f"no page {page + 1}: not a TIFF")
-        elif head.startswith(npy.MAGIC):
+        elif file_format == "npy":
             array, kind = npy.read_npy(handle, max_bytes), "gray"
-        elif head.startswith((camera.JPEG_MAGIC, camera.BMP_MAGIC)) or camera.is_webp(head):
+        elif file_format == "camera":
             array, kind = camera.read_camera(handle, head, max_bytes)
         else:
-            raise InputError("not a PNG, TIFF, JPEG, BMP, WebP or NPY image")
+            raise InputError(NOT_AN_IMAGE)
     if kind != "gray":
         array = pixels.color_to_gray(array, kind, color_to_gray)
     return pixels.as_supported(array)
+
+
+def unreadable(path: Path) -> str | None:
+    """Why `path` is no image gccl reads, as far as its first bytes tell (no such file, not a
+    file, empty, a format gccl does not read), or None where it may be one (its decoder has
+    the last word): for a reason that must not hide behind another (a name collision)."""
+    try:
+        with _open_regular(Path(path)) as handle:
+            head = _read_head(handle)
+    except InputError as error:
+        return str(error)
+    if not head:
+        return "empty file"
+    return None if _format_of(head) else NOT_AN_IMAGE
+
+
+def _format_of(head: bytes) -> str | None:
+    """The format a file's first bytes announce (png, tiff, npy, camera: JPEG, BMP, WebP),
+    or None."""
+    if head.startswith(png.MAGIC):
+        return "png"
+    if head[:4] in tiff.MAGICS:
+        return "tiff"
+    if head.startswith(npy.MAGIC):
+        return "npy"
+    if head.startswith((camera.JPEG_MAGIC, camera.BMP_MAGIC)) or camera.is_webp(head):
+        return "camera"
+    return None
 
 
 def image_pages(path: Path) -> int:
