@@ -674,6 +674,7 @@ def main() -> None:
     Typer raises the exceptions of the click it bundles (its own copy in recent
     releases), so they are recognized by what they offer, not by class.
     """
+    atexit.register(_end_now)  # before anything else registers: it must run last
     try:
         code = app(standalone_mode=False)
     except typer.Abort:
@@ -692,23 +693,33 @@ def main() -> None:
     _exit(code if isinstance(code, int) else 0)
 
 
-def _exit(code: int) -> NoReturn:
-    """End the process with `code`, without the interpreter's teardown.
+#: The exit code of the finished command, for _end_now; None: exit the usual way.
+_exit_code: int | None = None
 
-    A command that returns has closed its outputs, renamed them into place,
-    released --out and ended its worker processes. What normal exit adds is
-    Python freeing every module and the native libraries' teardown (CuPy's),
-    a good part of a short run. The standard streams
-    are flushed and the atexit handlers run (multiprocessing's ends its helper
-    processes) as in a normal exit. Under a profiler or tracer (cProfile,
-    coverage) the exit is the normal one, which lets them write their results.
+
+def _exit(code: int) -> NoReturn:
+    """End the command with `code`; the process then ends without the interpreter's
+    teardown (_end_now), except under a profiler or tracer (cProfile, coverage), whose
+    results are written in that teardown."""
+    global _exit_code
+    if sys.getprofile() is None and sys.gettrace() is None:
+        _exit_code = code
+    sys.exit(code)
+
+
+def _end_now() -> None:
+    """The last exit handler (main registers it first): end the process with the command's
+    code once every other handler has run (multiprocessing's ends its helper processes).
+
+    A command that returns has closed its outputs, renamed them into place, released
+    --out and ended its worker processes. What is left of a normal exit is Python freeing
+    every module and the native libraries' teardown (CuPy's), a good part of a short run.
     """
-    if sys.getprofile() is not None or sys.gettrace() is not None:
-        sys.exit(code)
+    if _exit_code is None:
+        return
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except (OSError, ValueError):  # a closed pipe: what normal exit would also lose
         pass
-    atexit._run_exitfuncs()
-    os._exit(code)
+    os._exit(_exit_code)

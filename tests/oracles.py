@@ -1,9 +1,9 @@
 """Brute-force references for the labeling contract (README.md, "What the labels mean"),
 written from the text.
 
-Plain Python loops over pixels, deliberately independent of ccl_cli's code: the
-foreground test, the tau join rule, BFS labeling in raster order, min-area
-renumbering and per-component statistics. Slow; for small images only.
+Plain Python loops over pixels, importing nothing from ccl_cli: the foreground test,
+the tau join rule, BFS labeling in raster order, min-area renumbering and
+per-component statistics. Slow; for small images only.
 """
 
 from __future__ import annotations
@@ -11,10 +11,20 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-from ccl_cli.contract.params import LabelParams
+
+class Params(Protocol):
+    """The labeling options the oracles read (gccl's LabelParams has them)."""
+
+    background: float | None
+    invert: bool
+    threshold: float | None
+    tau: float | None
+    connectivity: int
+
 
 NEIGHBOURS = {
     4: ((-1, 0), (1, 0), (0, -1), (0, 1)),
@@ -22,7 +32,7 @@ NEIGHBOURS = {
 }
 
 
-def is_foreground(value: object, dtype: np.dtype, params: LabelParams) -> bool:
+def is_foreground(value: object, dtype: np.dtype, params: Params) -> bool:
     """The README's foreground rule for one pixel value of an image of `dtype`."""
     v = float(value)  # exact for every supported dtype
     if math.isnan(v):
@@ -47,7 +57,7 @@ def joins(a: object, b: object, tau: float) -> bool:
     return fa == fb or abs(fa - fb) <= tau
 
 
-def bfs_labels(values: np.ndarray, params: LabelParams) -> np.ndarray:
+def bfs_labels(values: np.ndarray, params: Params) -> np.ndarray:
     """Labels 1..K in raster order of first pixels (before min-area), int64."""
     height, width = values.shape
     fg = [
@@ -135,7 +145,7 @@ def component_stats(labels: np.ndarray, values: np.ndarray) -> list[ComponentSta
 
 
 def rule_float_mean(pixels: list[float]) -> float:
-    """The float-mean rule of ccl_cli.contract.stats's docstring, one component, in Python ints."""
+    """The README's float-mean rule ("What the labels mean"), one component, in Python ints."""
     finite = [v for v in pixels if math.isfinite(v)]
     pos_inf, neg_inf = math.inf in pixels, -math.inf in pixels
     if pos_inf and neg_inf:

@@ -1,12 +1,29 @@
-"""The package's import graph: no circles, no private names across modules, and the
-contract (the semantics) independent of every backend, reader and run."""
+"""The package's import graph: no circles, no private names across modules, no private
+name of the standard library or a dependency, and the contract (the semantics) independent of
+every backend, reader and run."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "ccl_cli"
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "ccl_cli"
+#: What ships or measures: the package, the scripts and the benchmarks.
+SHIPPED = (PACKAGE, ROOT / "scripts", ROOT / "benchmarks")
+#: Private names the run once used, and the modules they live in (any use fails).
+KNOWN_PRIVATE = (
+    "_run_exitfuncs",
+    "_forkserver",
+    "_forkserver_pid",
+    "_forkserver_alive_fd",
+    "_forkserver_address",
+    "_processes",
+    "_executor_manager_thread",
+)
+#: Underscore names the standard library documents as public.
+DOCUMENTED = {"os._exit"}
 
 
 def _module_name(path: Path) -> str:
@@ -97,6 +114,71 @@ def test_no_private_names_imported_across_modules():
         if name.startswith("_") and name != "__version__"
     ]
     assert offenders == []
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_uses(source: str) -> list[str]:
+    """Private names `source` reads, sets or calls on anything but self and cls (an
+    attribute, an import from another package, a getattr/setattr/hasattr string)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            owner = node.value
+            own = isinstance(owner, ast.Name) and owner.id in ("self", "cls")
+            if not own and ast.unparse(node) not in DOCUMENTED:
+                found.append(ast.unparse(node))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            parts = (node.module or "").split(".")
+            found += [
+                f"{node.module}.{alias.name}"
+                for alias in node.names
+                if any(map(_private, [*parts, alias.name]))
+            ]
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if any(map(_private, a.name.split(".")))]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "setattr", "hasattr", "delattr")
+            and len(node.args) > 1
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and _private(node.args[1].value)
+        ):
+            found.append(ast.unparse(node))
+    return found
+
+
+def test_the_private_name_finder_finds_each_kind():
+    source = (
+        "import atexit, _thread\n"
+        "from multiprocessing.forkserver import _forkserver\n"
+        "atexit._run_exitfuncs()\n"
+        "workers = getattr(pool, '_processes', None)\n"
+        "self._mine = os._exit\n"
+    )
+    assert sorted(_private_uses(source)) == [
+        "_thread",
+        "atexit._run_exitfuncs",
+        "getattr(pool, '_processes', None)",
+        "multiprocessing.forkserver._forkserver",
+    ]
+
+
+def test_no_private_name_of_the_standard_library_or_a_dependency():
+    """Any Python release may change them: the package, scripts and benchmarks use public API."""
+    offenders = [
+        f"{path.relative_to(ROOT)}: {use}"
+        for folder in SHIPPED
+        for path in sorted(folder.rglob("*.py"))
+        for use in _private_uses(path.read_text())
+    ]
+    assert offenders == []
+    texts = "\n".join(path.read_text() for folder in SHIPPED for path in folder.rglob("*.py"))
+    assert [name for name in KNOWN_PRIVATE if re.search(rf"\b{name}\b", texts)] == []
 
 
 def test_contract_imports_no_backend_reader_or_run():

@@ -157,6 +157,45 @@ def test_a_command_ends_with_its_code_its_output_whole_and_no_process_left(
     assert _processes_in(tmp_path) == []
 
 
+#: A command run with an object whose finalizer, run by the interpreter's teardown, prints,
+#: and an exit handler registered while the command runs (as multiprocessing's are).
+_TEARDOWN_WATCHED = """
+import atexit, os, sys
+from ccl_cli import cli
+
+class Watched:
+    def __del__(self, write=os.write):
+        write(1, b"teardown\\n")
+
+watched = Watched()
+real = cli.app
+def app(*args, **kwargs):
+    atexit.register(print, "handler", flush=True)
+    return real(*args, **kwargs)
+cli.app = app
+sys.argv = ["gccl", *sys.argv[1:]]
+cli.main()
+"""
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_the_command_ends_after_the_exit_handlers_without_the_teardown(
+    tmp_path: Path, traced: bool
+) -> None:
+    """Exit handlers registered during the command run, then the process ends with the
+    command's code; the interpreter's teardown runs only under a tracer (coverage)."""
+    (tmp_path / "bad.png").write_bytes(b"not a png")
+    script = (
+        _TEARDOWN_WATCHED
+        if not traced
+        else "import sys; sys.settrace(lambda *a: None)\n" + _TEARDOWN_WATCHED
+    )
+    arguments = ["label", "bad.png", "--out", "o", "--device", "cpu", "-q"]
+    done = python(["-c", script, *arguments], tmp_path)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.stdout.split() == (["handler", "teardown"] if traced else ["handler"])
+
+
 def _processes_in(folder: Path, seconds: float = 10.0) -> list[int]:
     """The processes whose working folder is `folder` (the run's workers and fork server),
     once they are gone or after `seconds`: a fork server ends just after its client."""

@@ -319,15 +319,14 @@ def _executor(
         from .cluster import Cluster
 
         return Cluster(settings.scheduler)
-    from .fork_server import start_fork_server
-    from .processes import SERVICE_MODULE, LocalProcesses, process_count
+    from .processes import SERVICE_MODULE, LocalProcesses, fork_server, process_count
 
     cores = usable_cores()
     workers = settings.workers or cores
     count = process_count(settings.processes, 1 if inputs is None else inputs, cores)
     if count > 1 and inputs is not None:
         served = () if cpu_only(settings.device, settings.devices) else (SERVICE_MODULE,)
-        context = start_fork_server(served)
+        context = fork_server(served)
         return LocalProcesses(count, settings, context, inputs, reporter.notice)
     params = settings.label_params()  # auto labels on the CPU while CUDA starts
     backend = make_backend(settings.device, workers, reporter.notice, settings.devices, params)

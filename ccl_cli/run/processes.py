@@ -59,7 +59,6 @@ from ..config import Settings
 from ..errors import UsageError
 from ..io.made import MadeFiles
 from ..io.out_dir import OutDir, check_before_changes
-from .fork_server import let_go_of_the_fork_server
 from .records import Admitted, Outcomes
 from .tasks import Task, TaskRunner, guided_task_sizes, label_task, use_backend
 
@@ -74,11 +73,25 @@ START_PAUSE_SECONDS = 0.2
 CLOSE_SECONDS = 5.0
 #: prctl(2)'s option that sends a signal on the parent's death (Linux).
 _PR_SET_PDEATHSIG = 1
+#: What the fork server imports once for every worker (worker_start.py).
+WORKER_MODULES = ("ccl_cli.run.worker_start",)
 #: The labeling service's module: the fork server loads it only for runs that have one.
 SERVICE_MODULE = "ccl_cli.run.service"
 #: Inputs per process --processes auto asks for: a short job stays in this process,
 #: where it starts at once.
 AUTO_INPUTS_PER_PROCESS = 8
+
+
+def fork_server(also: tuple[str, ...] = ()) -> Any:
+    """multiprocessing's fork-server context for the workers, loading WORKER_MODULES and
+    `also` (the labeling service, for runs that have one) once, before its first fork.
+
+    The server starts with the pool's first worker: a fresh interpreter that imports
+    those modules while this process lists and admits the inputs.
+    """
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([*WORKER_MODULES, *also])
+    return context
 
 
 def process_count(setting: int | str, inputs: int, cores: int) -> int:
@@ -106,7 +119,7 @@ class LocalProcesses:
         inputs: int,
         notice: Callable[[str], None],
     ) -> None:
-        """context: start_fork_server's. inputs: how many the run has (sizes the tasks).
+        """context: fork_server's. inputs: how many the run has (sizes the tasks).
         notice: where the backend's notices go (--device auto's choice).
 
         This process's backend (--device, --devices) is made in a thread, so
@@ -125,11 +138,12 @@ class LocalProcesses:
         self.on_request = settings.device == "auto" and not settings.devices
         if not cpu_only(settings.device, settings.devices):  # else the workers label alone
             self._start_backend(count, settings, notice)
+        #: Multiprocessing children this process had before: not workers (_let_go).
+        self.other_children = set(multiprocessing.active_children())
         self.lock = threading.Lock()
         self.closing = False
-        #: The pool, its workers and manager thread once they were told to exit (_let_go).
-        self.leaving: tuple[ProcessPoolExecutor, list[BaseProcess], threading.Thread | None] | None
-        self.leaving = None
+        #: The pool's shutdown, a thread, once the workers were told to exit (_let_go).
+        self.leaving: threading.Thread | None = None
         self.pool = self._new_pool()
 
     def _start_backend(self, count: int, settings: Settings, notice: Callable[[str], None]) -> None:
@@ -178,42 +192,41 @@ class LocalProcesses:
         self.service.serve(served)
 
     def close(self) -> None:
-        """Stop the workers once their running tasks end (_let_go), wait for them, then
-        stop the labeling service."""
+        """Stop the workers once their running tasks end (_let_go), wait for them (killing
+        those still running after CLOSE_SECONDS) and for the pool, then stop the labeling
+        service."""
         self._let_go()
         assert self.leaving is not None
-        pool, workers, manager = self.leaving
-        deadline = time.monotonic() + CLOSE_SECONDS
-        for worker in workers:
-            worker.join(max(0.0, deadline - time.monotonic()))
-        for worker in workers:
-            if worker.is_alive():
-                worker.kill()
-        if manager is not None:
-            manager.join(max(0.0, deadline - time.monotonic()))
-        pool.shutdown(wait=True)
+        self.leaving.join(CLOSE_SECONDS)
+        for child in multiprocessing.active_children():  # the workers (_let_go)
+            if child not in self.other_children:
+                child.kill()
+        self.leaving.join()
         if self.service is not None:
             self.service.close()
 
     def _let_go(self) -> None:
-        """Tell the workers to exit once their running tasks end (once), without waiting:
-        close waits for them and for the pool's manager thread.
+        """Tell the workers to exit once their running tasks end (once), without waiting
+        here: the pool's shutdown runs in a thread, which close waits for.
 
-        The manager thread drops the pool's queues as it ends, which unlinks their
-        semaphores, and a process that exits meanwhile leaves the resource tracker a
-        semaphore to warn about ("leaked semaphore objects"). concurrent.futures lists a
-        pool's processes and its manager thread nowhere public, and drops them on
-        shutdown, so they are kept here first.
+        That shutdown waits for the pool's workers and for its manager thread, which drops
+        the pool's queues as it ends and so unlinks their semaphores: a process that exited
+        before it would leave the resource tracker a semaphore to warn about ("leaked
+        semaphore objects"). The workers are the multiprocessing children this process
+        started since this object was made (a run starts no others), which close kills
+        where a hung task holds one past its deadline.
         """
         with self.lock:
             self.closing = True
-            pool = self.pool
             if self.leaving is not None:
                 return
-            workers = list((getattr(pool, "_processes", None) or {}).values())
-            manager: threading.Thread | None = getattr(pool, "_executor_manager_thread", None)
-            self.leaving = pool, workers, manager
-        pool.shutdown(wait=False, cancel_futures=True)
+            self.leaving = threading.Thread(
+                target=self.pool.shutdown,
+                kwargs={"wait": True, "cancel_futures": True},
+                name="gccl-pool-shutdown",
+                daemon=True,
+            )
+        self.leaving.start()
 
     def label(
         self,
@@ -346,7 +359,6 @@ def _start_worker(service: ServiceAddress | None, threads: int) -> None:
     """A worker's set-up: die with the client and change nothing in --out after it (module
     docstring), ignore Ctrl-C (the client stops it), label through the service (without
     one, its tasks make a CPU backend of their own)."""
-    let_go_of_the_fork_server()
     _die_with_parent()
     client = multiprocessing.parent_process()
     if client is not None:

@@ -36,7 +36,7 @@ from cli_helpers import (
 from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.config import Settings, apply
 from ccl_cli.errors import UsageError
-from ccl_cli.run import fork_server, processes, tasks
+from ccl_cli.run import processes, tasks
 
 
 def test_same_outputs_summary_and_json_as_one_process(
@@ -311,7 +311,7 @@ def test_the_fork_server_loads_the_workers_modules_without_cuda(served: bool):
     watched = [*_WORKER_MODULES, processes.SERVICE_MODULE]
     script = f"WORKER_MODULES = {watched!r}\n{_IMPORT_PRELOADED}"
     result = subprocess.run(
-        [sys.executable, "-c", script, *fork_server.PRELOADED, *also],
+        [sys.executable, "-c", script, *processes.WORKER_MODULES, *also],
         capture_output=True,
         text=True,
         timeout=WAIT_SECONDS,
