@@ -11,6 +11,7 @@ import csv
 import json
 import math
 import statistics
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -63,10 +64,10 @@ def print_report(
     on a line of its own above its rows.
     """
     for key, value in machine.items():
-        console.print(Text(f"{key}: {value}"))
+        _wrapped(console, f"{key}: {value}", "    ")
     console.print(Text("engines:"))
     for name, description in engines.items():
-        console.print(Text(f"  {name}: {description}"))
+        _wrapped(console, f"  {name}: {description}", "      ")
     for level in LEVELS:
         rows = [r for r in records if r.level == level and r.status != "skipped"]
         if rows:
@@ -99,6 +100,12 @@ def print_report(
         for row in summary:
             table.add_row(*row, style="bold red" if row[-1] != "0" else "")
         console.print(table)
+
+
+def _wrapped(console: Console, line: str, indent: str) -> None:
+    """`line` folded between words at the console's width, its continuations indented."""
+    for part in textwrap.wrap(line, console.width, subsequent_indent=indent):
+        console.print(Text(part), soft_wrap=True)
 
 
 def summary_rows(records: Sequence[Record]) -> list[tuple[str, str, str, str, str, str]]:
