@@ -83,44 +83,48 @@ def fill_holes(labels: np.ndarray, params: LabelParams, label_regions: RegionLab
     regions, count = label_regions(labels == 0, connectivity)
     if count == 0:
         return False
-    touches_border = np.zeros(count + 1, bool)
+    outside = np.zeros(count + 1, bool)  # regions that touch the border, and label 0
+    outside[0] = True
     for edge in (regions[0], regions[-1], regions[:, 0], regions[:, -1]):
-        touches_border[edge] = True
-    holes = np.flatnonzero(~touches_border[1:]) + 1
-    if len(holes) == 0:
+        outside[edge] = True
+    if outside.all():
         return False
-    first = _first_pixels(regions, count)
+    # Only the holes' pixels from here on (a page's background is one region, not a hole).
+    where = np.flatnonzero(~outside[regions.reshape(-1)])
+    hole_of = regions.reshape(-1)[where]
+    first = _first_pixels(where, hole_of, count)
     fill = np.zeros(count + 1, labels.dtype)
-    flat = labels.reshape(-1)
+    holes = np.flatnonzero(~outside)
     if params.mode == "binary":
-        fill[holes] = flat[first[holes] - width]
+        fill[holes] = labels.reshape(-1)[first[holes] - width]
     else:
-        _enclosing(labels, regions, touches_border, first, fill, connectivity, label_regions)
-    filled = fill[regions]
-    changed = filled != 0
-    labels[changed] = filled[changed]
-    return bool(changed.any())
+        _enclosing(labels, regions, outside, first, fill, connectivity, label_regions)
+    filling = fill[hole_of]
+    labels.reshape(-1)[where] = filling
+    return bool(filling.any())
 
 
-def _first_pixels(regions: np.ndarray, count: int) -> np.ndarray:
-    """The flat index of each region's first pixel (index r for region r; 0 unused).
+def _first_pixels(where: np.ndarray, hole_of: np.ndarray, count: int) -> np.ndarray:
+    """The flat index of each hole's first pixel (index r for region r; 0 elsewhere), from
+    the holes' pixels in raster order (`where`) and their regions (`hole_of`).
 
-    Region labels appear in raster order of their first pixels, so region r's first
-    pixel is where the running maximum of the labels met so far first reaches r.
+    Region labels appear in raster order of their first pixels, so a hole's first pixel
+    is where the running maximum of the regions met so far rises to it.
     """
-    flat = regions.reshape(-1)
-    where = np.flatnonzero(flat)
-    running = np.maximum.accumulate(flat[where])
-    rises = np.flatnonzero(np.diff(running, prepend=0))
     first = np.zeros(count + 1, np.int64)
-    first[1:] = where[rises]
+    if len(where) == 0:
+        return first
+    running = np.maximum.accumulate(hole_of)
+    rises = np.flatnonzero(running[1:] != running[:-1]) + 1
+    starts = np.concatenate(([0], rises))
+    first[hole_of[starts]] = where[starts]
     return first
 
 
 def _enclosing(
     labels: np.ndarray,
     regions: np.ndarray,
-    touches_border: np.ndarray,
+    outside: np.ndarray,
     first: np.ndarray,
     fill: np.ndarray,
     connectivity: int,
@@ -140,7 +144,7 @@ def _enclosing(
         (regions[:-1], labels[1:]),
         (regions[1:], labels[:-1]),
     ):
-        meets = (hole_side != 0) & ~touches_border[hole_side] & (other != 0)
+        meets = ~outside[hole_side] & (other != 0)
         pairs.append(hole_side[meets].astype(np.int64) * (top + 1) + other[meets])
     codes = np.unique(np.concatenate(pairs))
     hole_of, component_of = codes // (top + 1), codes % (top + 1)
