@@ -8,10 +8,12 @@ pipeline and give exit 1; Ctrl-C gives 130.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import inspect
 import json
 import os
+import signal
 import sys
 import typing
 from collections.abc import Callable
@@ -26,7 +28,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import typer
 
 from . import __version__
-from .errors import EXIT_INTERRUPTED, EXIT_USAGE, GcclError
+from .errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, GcclError
 from .options import BY_NAME, OPTIONS, Option, close_names
 
 if TYPE_CHECKING:  # the pipeline (numpy, codecs) loads only when a command runs
@@ -93,10 +95,12 @@ def _stderr() -> Console:
 
 
 def _say(message: str, style: str = "") -> None:
-    """One line on stderr (above the progress display, which shares the console)."""
+    """One line on stderr (above the progress display, which shares the console); a closed
+    stderr loses it and nothing else."""
     from rich.text import Text
 
-    _stderr().print(Text(message, style=style))
+    with contextlib.suppress(OSError, ValueError):
+        _stderr().print(Text(message, style=style))
 
 
 ConfigOption = Annotated[
@@ -167,6 +171,9 @@ class ConsoleReporter:
         self.progress = None if quiet else _progress()
         self.task: Any = None
         self.labeled = 0
+        #: How many --json lines went out before stdout was closed (None while it is open).
+        self.stdout_closed_after: int | None = None
+        self._lines = 0
 
     def start(self, total: int | None) -> None:
         if self.progress is not None:
@@ -176,12 +183,26 @@ class ConsoleReporter:
     def finished(self, record: Record) -> None:
         if record.status == "failed":
             _say(f"gccl: {record.item.display}: {record.message}", "red")
-        if self.as_json:
-            sys.stdout.write(json.dumps(record.as_json()) + "\n")
-            sys.stdout.flush()
+        if self.as_json and self.stdout_closed_after is None:
+            self._json_line(record)
         if self.progress is not None and self.task is not None:
             self.labeled += record.status == "ok"
             self.progress.update(self.task, advance=1, labeled=self.labeled)
+
+    def _json_line(self, record: Record) -> None:
+        """Print the record's --json line; a closed stdout (`--json | head`) stops the lines
+        and nothing else: the run finishes its outputs and summary.csv."""
+        from .run.interrupts import interruptible
+
+        try:
+            with interruptible():  # a reader that stalls does not hold up a stop request
+                sys.stdout.write(json.dumps(record.as_json()) + "\n")
+                sys.stdout.flush()
+        except (OSError, ValueError):  # EPIPE, or stdout closed in this process
+            self.stdout_closed_after = self._lines
+            self.notice(f"stdout was closed after {self._lines} --json line(s); the run goes on")
+            return
+        self._lines += 1
 
     def notice(self, message: str) -> None:
         if not self.quiet:
@@ -690,7 +711,26 @@ def main() -> None:
         hint = f" (see {context.command_path} --help)" if context is not None else ""
         _say(f"gccl: error: {error.format_message()}{hint}", "red")
         _exit(EXIT_USAGE)
-    _exit(code if isinstance(code, int) else 0)
+    code = code if isinstance(code, int) else 0
+    if code == EXIT_TERMINATED:
+        _end_by(signal.SIGTERM)
+    _exit(code)
+
+
+def _end_by(signum: int) -> NoReturn:
+    """End the process by the signal that stopped its run, as a service manager expects of
+    a program it stopped (systemd counts that as a clean stop; a shell reports 128 + signum).
+
+    The run has written its outputs and summary and ended its worker processes; the
+    standard streams are flushed first.
+    """
+    with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say there
+        sys.stdout.flush()
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    signal.raise_signal(signum)
+    os._exit(128 + signum)  # (where the signal is blocked)
 
 
 #: The exit code of the finished command, for _end_now; None: exit the usual way.

@@ -15,7 +15,11 @@ EXIT_USAGE = 2
 EXIT_NO_INPUTS = 3
 #: Another gccl run holds the --out folder.
 EXIT_BUSY = 4
+#: Ctrl-C (128 + SIGINT).
 EXIT_INTERRUPTED = 130
+#: SIGTERM (128 + SIGTERM): a process that ends by it exits by the signal itself (cli.main), so a
+#: service manager sees a clean stop and a shell reports this code.
+EXIT_TERMINATED = 143
 
 
 class GcclError(Exception):

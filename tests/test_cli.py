@@ -386,7 +386,8 @@ def test_killed_run_leaves_no_partial_file_and_resumes(many: Path, tmp_path: Pat
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_interrupt_writes_summary_and_exits_130(many: Path, tmp_path: Path, signum: int):
+def test_interrupt_writes_summary_and_ends_by_its_signal(many: Path, tmp_path: Path, signum: int):
+    """Ctrl-C exits 130; SIGTERM ends the process by SIGTERM itself (a shell reports 143)."""
     out = tmp_path / "out"
     process = run_gccl(
         str(many), "--out", str(out), "--json", "--workers", "1", "--batch-size", "1", "--quiet"
@@ -394,7 +395,7 @@ def test_interrupt_writes_summary_and_exits_130(many: Path, tmp_path: Path, sign
     wait_for_outputs(process, 2)
     process.send_signal(signum)
     _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 130, stderr
+    assert process.returncode == (130 if signum == signal.SIGINT else -signal.SIGTERM), stderr
     statuses = [row["status"] for row in summary(out).values()]
     assert len(statuses) == 40
     assert statuses.count("ok") >= 2

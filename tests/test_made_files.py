@@ -130,7 +130,7 @@ def test_a_stream_never_takes_a_file_gccl_made_as_an_input_nor_deletes_it(
     assert gccl_process("dC/a.png", "-o", "S", cwd=tmp_path).returncode == 0
     earlier = (tmp_path / "S" / "a.labels.png").read_bytes()
     (tmp_path / "dC" / "a.png").write_bytes(b"\x89PNG\r\n\x1a\ncorrupt now")
-    result = gccl_process("-", "-o", "S", cwd=tmp_path, stdin="dC/a.png\nS/a.labels.png\n")
+    result = gccl_process("-", "-o", "S", cwd=tmp_path, stdin="S/a.labels.png\ndC/a.png\n")
     assert result.returncode == 1
     rows = summary(tmp_path / "S")
     assert rows["S/a.labels.png"]["status"] == "skipped"

@@ -103,7 +103,7 @@ class _Local:
         made: MadeFiles,
     ) -> None:
         run = LocalRun(
-            settings, self.backend, outcomes, self.workers, check_stop, self.wake, out, made
+            settings, self.backend, outcomes, self.workers, check_stop, self.wake, out, made, True
         )
         run.work(admitted)
 
@@ -225,6 +225,7 @@ def _run(
                 report.stopped_by = str(gone)
             except (KeyboardInterrupt, Stop):
                 report.interrupted = True
+                report.signal = stop.signal or signal.SIGINT
             _finish(report, summary, run_record, source, executor, settings, reporter, out, made)
         finally:
             try:
@@ -405,8 +406,9 @@ def admission(
     if reserved:
         return Admission("failed", reserved)
     if item.problem:
-        # an unreadable folder has no outputs
-        clears = not os.path.isdir(item.path) and paths.labels_png not in claimed
+        # an unreadable folder has no outputs, nor has a line that names no file
+        named = bool(item.relative.name) and not os.path.isdir(item.path)
+        clears = named and paths.labels_png not in claimed
         return Admission("failed", item.problem, paths, clears)
     try:
         source = os.stat(item.path)
@@ -550,6 +552,8 @@ class _StopRequests:
     def __init__(self, out: OutDir) -> None:
         self.out = out
         self.requested = False
+        #: The signal that asked for the stop (0 before one did).
+        self.signal = 0
         self._previous: dict[int, Any] = {}
         self._next_look = 0.0
 
@@ -557,6 +561,7 @@ class _StopRequests:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = True
+        self.signal = self.signal or signum
         if cut_short_here():  # a read or write in this thread (interrupts.py)
             raise Stop()
 

@@ -14,7 +14,13 @@ The threads are daemons and every wait on them also watches for a stop
 request: Ctrl-C or SIGTERM ends the run within POLL_SECONDS even when a
 decode never returns (a stalled network file system); what is in flight is
 abandoned (writes get STOP_GRACE_SECONDS to finish). A decode or write in
-this thread is interruptible (interrupts.py): a stop request ends it at once. A batch the backend
+this thread is interruptible (interrupts.py): a stop request ends it at once
+wherever it is in Python, but not inside a codec or the labeling engine, so
+a run that answers stop requests (the main process's: `answers_stops`)
+keeps longer steps out of this thread, one worker thread or not: decoding a
+file of more than INLINE_BYTES on disk, writing an image of more than
+INLINE_BYTES, labeling a batch of more than LONG_LABELING_BYTES on the CPU.
+The first input too: it is read here only when its file is small. A batch the backend
 cannot fit in memory (MemoryError) is labeled again one image at a time
 before its images fail. Every file goes through the run's opened --out
 (io/out_dir.py): nothing is written outside --out or through a link there,
@@ -37,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from ..backends.base import Backend, BatchResult, usable_cores
+from ..backends.cpu.backend import CpuBackend
 from ..config import Settings
 from ..contract.outlines import Outlines, geojson
 from ..contract.params import LabelParams, background_problem
@@ -66,6 +73,8 @@ AUTO_BATCH_LIMIT = 256
 POLL_SECONDS = 0.1
 #: How long a stopping run lets the writes in flight finish, in seconds.
 STOP_GRACE_SECONDS = 2.0
+#: A CPU batch of more bytes is labeled in a pool thread by a run that answers stop requests.
+LONG_LABELING_BYTES = 16 << 20
 
 
 #: A decoded input: the image, the seconds decoding took, the input's modification time.
@@ -152,10 +161,12 @@ class LocalRun:
         wake: Callable[[], None] | None,
         out: OutDir,
         owner: Owner,
+        answers_stops: bool = False,
     ):
         """wake: called from the threads when a decode or a write ends, for a source that
         pauses when woken (sources.py); without one, a pause waits for every step.
-        out: the opened --out; owner: what gccl made there (io/made.py)."""
+        out: the opened --out; owner: what gccl made there (io/made.py).
+        answers_stops: this thread answers Ctrl-C and SIGTERM (module docstring)."""
         self.settings = settings
         self.out = out
         self.owner = owner
@@ -167,6 +178,7 @@ class LocalRun:
         self.workers = workers
         #: Every step in this thread, no pool (module docstring).
         self.one_thread = workers <= 1
+        self.answers_stops = answers_stops
         self.budget = (backend.name, backend.batch_budget_bytes())
         self.groups: dict[tuple[tuple[int, ...], str], list[_Decoded]] = {}
         self.pending_bytes = 0
@@ -183,14 +195,16 @@ class LocalRun:
         reported, before the next input is taken (_catch_up).
         """
         reads: deque[tuple[Record, OutputPaths, Future[_Read]]] = deque()
-        self.pool = pool = _Threads(0 if self.one_thread else self.workers)
+        threads = 0 if self.one_thread else self.workers
+        self.pool = pool = _Threads(max(threads, 1) if self.answers_stops else threads)
         try:
             for entry in admitted:
                 if entry is None:
                     self._catch_up(reads) if self.wake else self._finish(reads)
                     continue
                 record, paths = entry
-                read = self._step(self.small, _read, record.item, self.settings, self.check_stop)
+                here = self.small and self._short_read(record.item)
+                read = self._step(here, _read, record.item, self.settings, self.check_stop)
                 reads.append((record, paths, read))
                 while len(reads) > 2 * self.workers:
                     self._take_read(*reads.popleft())
@@ -252,7 +266,17 @@ class LocalRun:
 
     def _in_this_thread(self, values: np.ndarray) -> bool:
         """Whether the steps of an image like `values` run in this thread (module docstring)."""
-        return self.one_thread or values.nbytes <= INLINE_BYTES
+        return values.nbytes <= INLINE_BYTES or (self.one_thread and not self.answers_stops)
+
+    def _short_read(self, item: InputItem) -> bool:
+        """Whether reading `item` may run in this thread as far as stopping goes: always,
+        unless this thread answers stop requests and its file is large."""
+        if not self.answers_stops:
+            return True
+        try:
+            return os.stat(item.path).st_size <= INLINE_BYTES
+        except (OSError, ValueError):
+            return True  # (reading it says why it cannot be read)
 
     def _step(self, here: bool, function: Callable[..., Any], *args: Any) -> Future[Any]:
         """function(*args) queued for the pool, or run in this thread now (`here`, after
@@ -296,8 +320,11 @@ class LocalRun:
     def _label(self, group: list[_Decoded], key: tuple[tuple[int, ...], str]) -> None:
         """Label `group` in one batch; one image at a time if the batch does not fit memory."""
         started = time.perf_counter()
+        long = sum(decoded.values.nbytes for decoded in group) > LONG_LABELING_BYTES
+        # (the CPU backend alone: a GPU's calls stay in the thread that started its device)
+        here = not (long and self.answers_stops and isinstance(self.backend, CpuBackend))
         try:
-            result = self._batch_result(group, key)
+            result = _result(self._step(here, self._batch_result, group, key), self.check_stop)
         except (KeyboardInterrupt, Stop):
             raise
         except MemoryError:  # the batch is freed with its frame once this block ends

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from ..errors import (
     EXIT_NO_INPUTS,
     EXIT_OK,
     EXIT_SOME_FAILED,
+    EXIT_TERMINATED,
 )
 from ..io.inputs import InputItem
 from ..io.output_paths import OutputPaths
@@ -90,6 +92,8 @@ class RunReport:
     counts: Counter[str] = field(default_factory=Counter)
     records: list[Record] = field(default_factory=list)
     interrupted: bool = False
+    #: The signal that interrupted the run (SIGINT for Ctrl-C, or SIGTERM).
+    signal: int = 0
     #: --fail-fast ended the run at a failure.
     failed_fast: bool = False
     #: Why the run had to stop (--out moved away), when it had to.
@@ -131,10 +135,14 @@ class Outcomes:
         self.summary = summary
 
     def finished(self, record: Record) -> None:
-        """Report a record whose status is final; under --fail-fast a failure ends the run."""
-        self.reporter.finished(record)
+        """Report a record whose status is final; under --fail-fast a failure ends the run.
+
+        The summary takes it first: the report (a --json line to a reader that
+        stalls) may be cut short by a stop request, the row is in by then.
+        """
         if self.summary is not None:
             self.summary(record)
+        self.reporter.finished(record)
         if self.fail_fast and record.status == "failed":
             raise FailFast()
 
@@ -146,9 +154,10 @@ class Outcomes:
 
 
 def exit_code(report: RunReport) -> int:
-    """0 all done, 1 some failed, 3 nothing to label, 130 interrupted (README.md, "Exit codes")."""
+    """0 all done, 1 some failed, 3 nothing to label, 130 Ctrl-C, 143 SIGTERM (README.md,
+    "Exit codes")."""
     if report.interrupted:
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if report.signal == signal.SIGTERM else EXIT_INTERRUPTED
     if report.count("failed"):
         return EXIT_SOME_FAILED
     if report.count("no-images") == report.total:  # none at all, or only empty folders

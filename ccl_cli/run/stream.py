@@ -1,7 +1,8 @@
 """`gccl label -`: paths from standard input, each labeled as soon as its line arrives.
 
-A thread reads the lines (a blocked read holds up nothing else, and a run
-stopped by Ctrl-C does not wait for it: the thread is a daemon); the run
+A thread reads the lines and finds the inputs each names (a blocked read, or a
+name that takes long to find, holds up nothing else, and a run stopped by
+Ctrl-C does not wait for it: the thread is a daemon); the run
 takes them in batch windows (sources.windowed), so each input's --json line
 is printed as soon as its outputs are written. A line names a file, a
 folder or a glob pattern, as an argument does; one that names nothing is a
@@ -19,7 +20,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..config import Settings
-from ..io.inputs import InputItem, Listing, OutPlace, expand, expand_name, iter_names
+from ..io.inputs import (
+    InputItem,
+    Listing,
+    LongLine,
+    OutPlace,
+    expand,
+    expand_name,
+    iter_names,
+)
 from ..io.seen import Seen
 from .sources import Arrival, windowed
 
@@ -66,7 +75,9 @@ class StdinSource:
             if spec != "-":
                 yield from self.listing.add(self.found[spec])
                 continue
-            self.lines = self.lines or _Lines(self.stdin, self.null)  # (wake needs it)
+            if self.lines is None:  # (wake needs it)
+                expand_line = partial(_expand_line, recursive=self.recursive, out=self.out)
+                self.lines = _Lines(self.stdin, self.null, expand_line)
             yield None  # what came before is labeled without waiting for the stream
             yield from windowed(partial(self._take, self.lines), self.window_seconds, tick)
 
@@ -74,15 +85,13 @@ class StdinSource:
         got = lines.take(timeout)
         if got is None:
             return None
-        return self.listing.add(
-            item for line in got for item in _expand_line(line, self.recursive, self.out)
-        )
+        return self.listing.add(got)
 
 
-def _expand_line(line: str, recursive: bool, out: OutPlace) -> list[InputItem]:
+def _expand_line(line: str | LongLine, recursive: bool, out: OutPlace) -> list[InputItem]:
     """The inputs one line names (a line `-` is a file of that name, not stdin again)."""
     if line == "-":
-        return [InputItem(Path(line), Path(line), "no such file or directory")]
+        return [InputItem(Path("-"), Path("-"), "no such file or directory")]
     return expand_name(line, recursive, out)
 
 
@@ -91,43 +100,49 @@ _WAKE = object()
 
 
 class _Lines:
-    """The non-empty names of a stream (lines, or NUL-separated with `null`; inputs.py's
-    expand says what a name keeps), read by a daemon thread as they come."""
+    """The inputs of the non-empty names of a stream (lines, or NUL-separated with `null`;
+    inputs.py's expand says what a name keeps), read and found by a daemon thread as they
+    come: a name that takes long to find (a folder to scan, a TIFF's pages to count, a
+    stalled file system) holds up neither the run nor its stop."""
 
-    def __init__(self, stream: IO[Any], null: bool) -> None:
-        self.queue: queue.SimpleQueue[str | object | None] = queue.SimpleQueue()
+    def __init__(
+        self, stream: IO[Any], null: bool, expand: Callable[[str | LongLine], list[InputItem]]
+    ) -> None:
+        self.queue: queue.SimpleQueue[list[InputItem] | object | None] = queue.SimpleQueue()
         self.ended = False
         threading.Thread(
-            target=self._read, args=(stream, null), name="gccl-stdin", daemon=True
+            target=self._read, args=(stream, null, expand), name="gccl-stdin", daemon=True
         ).start()
 
-    def _read(self, stream: IO[Any], null: bool) -> None:
+    def _read(
+        self, stream: IO[Any], null: bool, expand: Callable[[str | LongLine], list[InputItem]]
+    ) -> None:
         try:
             for name in iter_names(stream, null):
                 if name:
-                    self.queue.put(name)
+                    self.queue.put(expand(name))
         finally:
             self.queue.put(None)
 
     def wake(self) -> None:
-        """End the wait of a take (it returns the lines that came, maybe none)."""
+        """End the wait of a take (it returns the inputs that came, maybe none)."""
         self.queue.put(_WAKE)
 
-    def take(self, timeout: float) -> list[str] | None:
-        """The lines that arrived, waiting up to `timeout` for the first (or a wake);
+    def take(self, timeout: float) -> list[InputItem] | None:
+        """The inputs that arrived, waiting up to `timeout` for the first (or a wake);
         None at the end."""
         if self.ended:
             return None
         try:
-            line = self.queue.get(timeout=max(0.0, timeout))
+            entry = self.queue.get(timeout=max(0.0, timeout))
         except queue.Empty:
             return []
-        got: list[str] = []
-        while line is not None:
-            if isinstance(line, str):
-                got.append(line)
+        got: list[InputItem] = []
+        while entry is not None:
+            if isinstance(entry, list):
+                got.extend(entry)
             try:
-                line = self.queue.get_nowait()
+                entry = self.queue.get_nowait()
             except queue.Empty:
                 return got
         self.ended = True

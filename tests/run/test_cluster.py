@@ -29,7 +29,7 @@ from cli_helpers import (
 )
 
 from ccl_cli.config import Settings, apply
-from ccl_cli.errors import UsageError
+from ccl_cli.errors import EXIT_TERMINATED, UsageError
 from ccl_cli.run import cluster
 
 distributed = pytest.importorskip("distributed")
@@ -111,7 +111,7 @@ def test_sigterm_cancels_the_rest_and_writes_the_summary(local_cluster: Any, tmp
     address = local_cluster.scheduler_address
     options = ["-r", "--batch-size", "1", "--workers", "1", "--scheduler", address]
     code, stderr = stopped_by_sigterm(tmp_path / "in", tmp_path / "dask", *options)
-    assert code == 130, stderr
+    assert code == EXIT_TERMINATED, stderr
     assert_interrupted_summary(tmp_path / "in", tmp_path / "dask", 48)
 
 

@@ -35,7 +35,7 @@ from cli_helpers import (
 
 from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.config import Settings, apply
-from ccl_cli.errors import UsageError
+from ccl_cli.errors import EXIT_TERMINATED, UsageError
 from ccl_cli.run import processes, tasks
 
 
@@ -76,7 +76,7 @@ def test_sigterm_stops_the_workers_and_writes_the_summary(tmp_path: Path):
     make_inputs(tmp_path / "in", 40, 320)
     options = ["-r", "--batch-size", "1", "--workers", "1", "--processes", "2"]
     code, stderr = stopped_by_sigterm(tmp_path / "in", tmp_path / "out", *options)
-    assert code == 130, stderr
+    assert code == EXIT_TERMINATED, stderr
     assert_interrupted_summary(tmp_path / "in", tmp_path / "out", 40)
     # The workers were stopped, not abandoned: none is left writing.
     assert not [path for path in (tmp_path / "out").rglob("*") if ".gccl-tmp-" in path.name]
