@@ -34,6 +34,8 @@ class Settings:
     invert: bool = False
     threshold: int | float | None = None
     tau: int | float | None = None
+    tau_relative: int | float | None = None
+    tau_quadratic: int | float | None = None
     connectivity: int = 8
     min_area: int = 0
     max_area: int | None = None
@@ -66,11 +68,14 @@ class Settings:
 
     def label_params(self) -> LabelParams:
         """The part of the settings that decides the labels and statistics."""
+        growing = self.tau_relative is not None or self.tau_quadratic is not None
         return LabelParams(
             background=self.background,
             invert=self.invert,
             threshold=self.threshold,
-            tau=self.tau,
+            tau=0 if self.tau is None and growing else self.tau,
+            tau_relative=float(self.tau_relative or 0),
+            tau_quadratic=float(self.tau_quadratic or 0),
             connectivity=self.connectivity,
             min_area=self.min_area,
             max_area=self.max_area,
@@ -177,7 +182,7 @@ def resolve(
         settings = apply(settings, load_file(path), str(path))
     given = flags if python else {key: value for key, value in flags.items() if value is not None}
     settings = apply(settings, given, source, python) if given else settings
-    if settings.smooth is not None and settings.tau is None:
+    if settings.smooth is not None and settings.label_params().tau is None:
         raise BadValue("'smooth' needs 'tau': smoothing changes values, which only tau mode reads")
     if settings.max_area is not None and settings.max_area < settings.min_area:
         raise BadValue(

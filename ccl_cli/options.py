@@ -80,6 +80,14 @@ def _non_negative(value: Any) -> int | float:
     return number
 
 
+def _coefficient(value: Any) -> int | float:
+    """A coefficient of the tolerance: finite and >= 0."""
+    number = _non_negative(value)
+    if number == float("inf"):
+        raise ValueError(f"a finite number >= 0, got {value!r}")
+    return number
+
+
 def _milliseconds(value: Any) -> int | float:
     """A --batch-window: 0..MAX_BATCH_WINDOW_MS."""
     number = _non_negative(value)
@@ -330,6 +338,24 @@ OPTIONS: tuple[Option, ...] = (
         "T",
         "Grayscale mode: neighbours join when |v(p) - v(q)| <= T (an int or a float).",
         _optional(_non_negative),
+        api=float | None,
+    ),
+    Option(
+        "tau_relative",
+        None,
+        "R",
+        "Tau mode with a tolerance that grows with the value: + R * max(|v(p)|, |v(q)|) "
+        "(range sensors whose noise grows linearly; --tau defaults to 0).",
+        _optional(_coefficient),
+        api=float | None,
+    ),
+    Option(
+        "tau_quadratic",
+        None,
+        "Q",
+        "Tau mode, + Q * max(|v(p)|, |v(q)|)^2 (depth cameras and stereo, whose depth step "
+        "grows with the square of the range; --tau defaults to 0).",
+        _optional(_coefficient),
         api=float | None,
     ),
     Option(

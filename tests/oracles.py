@@ -51,10 +51,25 @@ def is_foreground(value: object, dtype: np.dtype, params: Params) -> bool:
     return v != params.background
 
 
-def joins(a: object, b: object, tau: float) -> bool:
-    """The tau rule: equal values join, else |a - b| <= tau in float64."""
+def tolerance(m: float, tau: float, relative: float = 0.0, quadratic: float = 0.0) -> float:
+    """The README's tolerance tau + relative * m + quadratic * m^2, in float64 in this
+    order (Python rounds each product and sum on its own); a zero coefficient adds
+    nothing."""
+    limit = tau
+    if relative > 0:
+        limit = limit + relative * m
+    if quadratic > 0:
+        limit = limit + quadratic * (m * m)
+    return limit
+
+
+def joins(a: object, b: object, tau: float, relative: float = 0.0, quadratic: float = 0.0) -> bool:
+    """The tau rule: equal values join, else |a - b| <= the tolerance of
+    m = max(|a|, |b|), in float64."""
     fa, fb = float(a), float(b)
-    return fa == fb or abs(fa - fb) <= tau
+    if fa == fb:
+        return True
+    return abs(fa - fb) <= tolerance(max(abs(fa), abs(fb)), tau, relative, quadratic)
 
 
 def bfs_labels(values: np.ndarray, params: Params) -> np.ndarray:
@@ -82,7 +97,11 @@ def bfs_labels(values: np.ndarray, params: Params) -> np.ndarray:
                     if not fg[ny][nx] or labels[ny, nx]:
                         continue
                     if params.tau is not None and not joins(
-                        values[y, x], values[ny, nx], params.tau
+                        values[y, x],
+                        values[ny, nx],
+                        params.tau,
+                        params.tau_relative,
+                        params.tau_quadratic,
                     ):
                         continue
                     labels[ny, nx] = count

@@ -70,3 +70,44 @@ NASTY = {
     "diagonal": np.eye(12, dtype=bool) | np.eye(12, k=3, dtype=bool),
     "anti-diagonal": np.fliplr(np.eye(9, 14, dtype=bool)),
 }
+
+
+def rounding_pairs(
+    count: int = 40, integers: bool = False
+) -> list[tuple[float, float, float, float, bool]]:
+    """Pixel pairs (0, x) and coefficients (tau, relative, quadratic) where the tolerance
+    of m = x lands within a rounding of x itself, so that whether they join depends on
+    evaluating tau + relative * x + quadratic * x^2 exactly as the contract orders it:
+    (x, tau, relative, quadratic, joins). Half the pairs are ones that a different order
+    of the sums, quadratic * x first multiplied by x, or a fused multiply-add would
+    decide the other way. integers: x is a whole number below 2**31. Written from the
+    README's text with exact fractions."""
+    from fractions import Fraction
+
+    def rounded(value: Fraction) -> float:
+        return float(value)  # correctly rounded, ties to even
+
+    rng = np.random.default_rng(2024)
+    found: list[tuple[float, float, float, float, bool]] = []
+    ordinary: list[tuple[float, float, float, float, bool]] = []
+    while len(found) < count // 2 or len(ordinary) < count - count // 2:
+        x = float(rng.integers(1, 2**31)) if integers else float(rng.uniform(1, 1e4))
+        tau = float(rng.choice([0.0, rng.uniform(0, 1)]))
+        relative = float(rng.uniform(0.05, 0.95))
+        quadratic = (1 - relative) / x * (1 + float(rng.normal(0, 1e-15)))
+        if quadratic <= 0:
+            continue
+        contract = (tau + relative * x) + quadratic * (x * x)
+        others = (
+            tau + (relative * x + quadratic * (x * x)),
+            (tau + relative * x) + (quadratic * x) * x,
+            rounded(Fraction(quadratic) * Fraction(x * x) + Fraction(tau + relative * x)),
+        )
+        joins = x <= contract
+        case = (x, tau, relative, quadratic, joins)
+        if any((x <= other) != joins for other in others):
+            if len(found) < count // 2:
+                found.append(case)
+        elif len(ordinary) < count - count // 2:
+            ordinary.append(case)
+    return found + ordinary

@@ -163,6 +163,9 @@ def test_help_shows_the_real_signature_and_the_package_lists_the_api():
         ({"invert": 1}, TypeError, "'invert' must be True or False, not int 1"),
         ({"tau": "5"}, TypeError, "'tau' must be a number or None, not str '5'"),
         ({"tau": -1}, ValueError, "'tau' must be a number >= 0, got -1"),
+        ({"tau_relative": -0.1}, ValueError, "'tau_relative' must be a number >= 0, got -0.1"),
+        ({"tau_quadratic": float("inf")}, ValueError, "'tau_quadratic' must be a finite number"),
+        ({"tau_quadratic": "1e-6"}, TypeError, "'tau_quadratic' must be a number or None"),
         ({"device": "tpu"}, ValueError, "'device' must be auto, cpu, cuda or cuda:N"),
         ({"stats": "no"}, TypeError, "'stats' must be True or False"),
         ({"min_aera": 3}, TypeError, "unexpected keyword argument 'min_aera'; did you mean"),
@@ -174,6 +177,17 @@ def test_bad_options_raise_value_and_type_errors_with_one_line(options, error, w
         with pytest.raises(error) as raised:
             make()
         assert words in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_growing_tolerance_matches_the_oracle_and_turns_tau_mode_on():
+    ramp = np.add.outer(np.arange(20) * 9, np.arange(30) * 4).astype(np.uint16) + 900
+    for keywords in ({"tau": 2, "tau_quadratic": 1e-5}, {"tau_relative": 0.008}):
+        params = LabelParams(**{"tau": 0, **keywords})
+        labels, tables = ccl_cli.label(ramp, device="cpu", **keywords)
+        np.testing.assert_array_equal(labels, bfs_labels(ramp, params))
+        assert len(tables[0]) == bfs_labels(ramp, params).max()
+    # an absolute tau that small splits the ramp into its rows and columns
+    assert ccl_cli.label(ramp, tau=2, device="cpu", stats=False)[1] == 600
 
 
 def test_numpy_scalars_are_taken_as_python_numbers():

@@ -148,6 +148,13 @@ def test_max_area_and_largest_select_as_for_images_and_fill_holes_is_refused():
         ccl_cli.label(values, connectivity=26, fill_holes=True)
 
 
+def test_a_growing_tolerance_is_refused_for_volumes_not_ignored():
+    values = volume(seed=7)
+    for keywords in ({"tau_relative": 0.01}, {"tau": 2, "tau_quadratic": 1e-6}):
+        with pytest.raises(ValueError, match="volumes take an absolute tau"):
+            ccl_cli.label(values, connectivity=26, **keywords)
+
+
 def test_torch_cpu_volumes_give_tensors():
     torch = pytest.importorskip("torch")
     values = volume(seed=5)

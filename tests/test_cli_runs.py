@@ -12,10 +12,12 @@ import numpy as np
 import pytest
 import scipy.ndimage as ndi
 from label_files import read_label_image
+from oracles import bfs_labels
 from PIL import Image
 from typer.testing import CliRunner
 
 from ccl_cli.cli import app
+from ccl_cli.contract.params import LabelParams
 from ccl_cli.io.output_paths import RUN_RECORD_NAME
 
 EIGHT = np.ones((3, 3), bool)
@@ -326,6 +328,61 @@ def test_skip_existing_redoes_changed_inputs_and_other_options(tmp_path: Path) -
     assert [row["status"] for row in rows(out)] == ["skipped", "skipped"]
     assert label(*args, "--skip-existing").exit_code == 0  # back to the first options
     assert [row["status"] for row in rows(out)] == ["ok", "ok"]
+
+
+def depth_steps_png(path: Path) -> np.ndarray:
+    """A near surface whose depth steps by 8 and a far one whose depth steps by 40 (mm),
+    as a depth camera quantizes them: --tau 20 splits the far one into stripes."""
+    near = 1000 + 8 * (np.arange(12)[:, None] // 3 + np.zeros((12, 20), int))
+    far = 4000 + 40 * (np.arange(12)[:, None] // 3 + np.zeros((12, 20), int))
+    depth = np.vstack([near, np.zeros((2, 20), int), far]).astype(np.uint16)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(depth).save(path, format="PNG")
+    return depth
+
+
+def test_a_growing_tolerance_is_recorded_and_decides_what_skip_existing_skips(
+    tmp_path: Path,
+) -> None:
+    depth = depth_steps_png(tmp_path / "in" / "d.png")
+    out, args = tmp_path / "o", (str(tmp_path / "in"), "--out", str(tmp_path / "o"))
+    assert label(*args, "--tau", "20").exit_code == 0
+    assert [row["components"] for row in rows(out)] == ["5"]  # the near surface, 4 stripes
+    growing = ("--tau", "5", "--tau-quadratic", "3.5e-6")
+    assert label(*args, *growing, "--skip-existing").exit_code == 0
+    assert [(row["status"], row["components"]) for row in rows(out)] == [("ok", "2")]
+    params = LabelParams(tau=5, tau_quadratic=3.5e-6)
+    np.testing.assert_array_equal(read_label_image(out / "d.labels.png"), bfs_labels(depth, params))
+    options = json.loads((out / RUN_RECORD_NAME).read_text())["options"]
+    assert (options["tau"], options["tau_relative"], options["tau_quadratic"]) == (5, 0, 3.5e-6)
+    assert label(*args, *growing, "--skip-existing").exit_code == 0
+    assert [row["status"] for row in rows(out)] == ["skipped"]
+    assert label(*args, "--tau", "5", "--tau-quadratic", "4e-6", "--skip-existing").exit_code == 0
+    assert [row["status"] for row in rows(out)] == ["ok"]
+    # either coefficient alone turns tau mode on, with tau 0
+    assert label(*args, "--tau-relative", "0.01", "--skip-existing").exit_code == 0
+    options = json.loads((out / RUN_RECORD_NAME).read_text())["options"]
+    assert (options["tau"], options["tau_relative"], options["tau_quadratic"]) == (0, 0.01, 0)
+    params = LabelParams(tau=0, tau_relative=0.01)
+    np.testing.assert_array_equal(read_label_image(out / "d.labels.png"), bfs_labels(depth, params))
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--tau-relative", "-0.5", "'tau-relative' must be a number >= 0"),
+        ("--tau-quadratic", "inf", "'tau-quadratic' must be a finite number >= 0"),
+        ("--tau-quadratic", "nan", "'tau-quadratic' must be a number, got nan"),
+        ("--tau-relative", "much", "'tau-relative' must be a number"),
+    ],
+)
+def test_a_bad_coefficient_is_a_usage_error(
+    tmp_path: Path, flag: str, value: str, message: str
+) -> None:
+    depth_steps_png(tmp_path / "in" / "d.png")
+    result = label(str(tmp_path / "in"), flag, value, "--out", str(tmp_path / "o"))
+    assert result.exit_code == 2 and message in result.output
+    assert not (tmp_path / "o").exists()
 
 
 def test_a_failed_input_moves_its_earlier_outputs_aside_and_leaves_other_files(

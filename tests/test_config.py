@@ -37,6 +37,20 @@ def test_file_then_flags_win(tmp_path: Path) -> None:
     assert settings.label_params().mode == "tau"
 
 
+def test_a_coefficient_of_the_tolerance_turns_tau_mode_on(tmp_path: Path) -> None:
+    path = write(tmp_path / "depth.yaml", "tau-quadratic: 3.5e-6\nsmooth: binomial:1\n")
+    params = resolve([path], {}).label_params()
+    assert (params.mode, params.tau, params.tau_relative, params.tau_quadratic) == (
+        "tau",
+        0,
+        0.0,
+        3.5e-6,
+    )
+    params = resolve([path], {"tau": "5", "tau_relative": "0.01"}).label_params()
+    assert (params.tau, params.tau_relative, params.tau_quadratic) == (5, 0.01, 3.5e-6)
+    assert resolve([], {}).label_params().tau_quadratic == 0.0  # binary mode: no tolerance
+
+
 def test_numbers_keep_their_kind() -> None:
     assert resolve([], {"tau": "2.5"}).tau == 2.5
     assert isinstance(resolve([], {"tau": "3"}).tau, int)
@@ -52,6 +66,8 @@ def test_numbers_keep_their_kind() -> None:
         ("colour: 3\n", "unknown key 'colour'"),
         ("tau: fast\n", "'tau' must be a number"),
         ("tau: -1\n", "'tau' must be a number >= 0"),
+        ("tau-relative: -1\n", "'tau-relative' must be a number >= 0"),
+        ("tau_quadratic: .inf\n", "'tau-quadratic' must be a finite number >= 0"),
         ("connectivity: 5\n", "'connectivity' must be 4 or 8 (images), or 6, 18 or 26"),
         ("min-area: 2.5\n", "'min-area' must be a whole number"),
         ("invert: yes please\n", "'invert' must be true or false"),

@@ -43,7 +43,10 @@ class LabelParams:
     threshold: binarize on the original values instead of the background test:
         foreground is v > threshold (v < threshold with invert).
     tau: None for binary labeling; else neighbours p, q join when
-        v(p) == v(q) or |v(p) - v(q)| <= tau (computed in float64), chaining.
+        v(p) == v(q) or |v(p) - v(q)| <= the tolerance (computed in float64), chaining.
+    tau_relative, tau_quadratic: the tolerance grows with the values: it is
+        tau + tau_relative * m + tau_quadratic * m**2 with m = max(|v(p)|, |v(q)|)
+        (`tau_tolerance`); both 0 (an absolute tau) in binary mode.
     connectivity: 4 or 8 labels 2-D images, 6, 18 or 26 3-D volumes (`rank`).
     min_area: components with fewer pixels are removed (label 0) and the
         survivors renumbered.
@@ -63,6 +66,8 @@ class LabelParams:
     invert: bool = False
     threshold: float | None = None
     tau: float | None = None
+    tau_relative: float = 0.0
+    tau_quadratic: float = 0.0
     connectivity: int = 8
     min_area: int = 0
     max_area: int | None = None
@@ -166,19 +171,38 @@ def _exact_scalar(dtype: np.dtype, value: float) -> Any:
     return np.float64(value)
 
 
-def tau_joins(a: Any, b: Any, tau: float, xp: Any = np) -> Any:
-    """Whether neighbouring values a and b join under tau (elementwise).
+def tau_tolerance(m: Any, tau: float, relative: float, quadratic: float, xp: Any = np) -> Any:
+    """The tolerance of neighbours whose larger magnitude is `m` (float64, elementwise):
+    tau + relative * m + quadratic * (m * m), added in this order, each product and sum
+    rounded on its own (never a fused multiply-add). A zero coefficient adds nothing, even
+    where m is infinite (where a positive one makes the tolerance infinite)."""
+    limit = xp.full(m.shape, tau, xp.float64)
+    with np.errstate(over="ignore"):
+        if relative > 0:
+            limit = limit + relative * m
+        if quadratic > 0:
+            limit = limit + quadratic * (m * m)
+    return limit
+
+
+def tau_joins(
+    a: Any, b: Any, tau: float, xp: Any = np, relative: float = 0.0, quadratic: float = 0.0
+) -> Any:
+    """Whether neighbouring values a and b join under the tolerance (elementwise).
 
     Equal values always join (so +inf next to +inf does); otherwise the
     difference is taken in float64 (exact for every integer dtype) and compared
-    with tau. NaN joins nothing (it is never foreground anyway).
+    with tau_tolerance(max(|a|, |b|)), which is tau unless relative or quadratic
+    is positive. NaN joins nothing (it is never foreground anyway).
     """
+    a64 = a.astype(xp.float64)
+    b64 = b.astype(xp.float64)
+    limit: Any = tau
+    if relative > 0 or quadratic > 0:
+        limit = tau_tolerance(xp.maximum(xp.abs(a64), xp.abs(b64)), tau, relative, quadratic, xp)
     if np.dtype(a.dtype).kind == "f":
-        a64 = a.astype(xp.float64)
-        b64 = b.astype(xp.float64)
         with np.errstate(invalid="ignore"):  # inf - inf is NaN: joins only if equal
-            return (a64 == b64) | (xp.abs(a64 - b64) <= tau)
+            return (a64 == b64) | (xp.abs(a64 - b64) <= limit)
     # Integer differences are never negative: a tau below 0 still joins equal values.
-    limit = tau if tau > 0 else 0
     diff = xp.abs(a.astype(xp.int64) - b.astype(xp.int64))
-    return diff.astype(xp.float64) <= limit
+    return (diff == 0) | (diff.astype(xp.float64) <= limit)

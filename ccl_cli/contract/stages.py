@@ -159,7 +159,7 @@ def label_input(
     Without stages: (values, params, values) unchanged. Binary mode: the final mask M
     as uint8 with background 0. Tau mode: a float64 image equal to the
     (smoothed) values on M and NaN off M, with background None (so foreground
-    is exactly M minus NaN results), no invert or threshold, the same tau.
+    is exactly M minus NaN results), no invert or threshold, the same tolerance.
     That labels like the rule on the original dtype: tau_joins takes integer
     differences in float64 too, where every value of a supported integer
     dtype and every difference of two of them (< 2**33) is exact, and for
@@ -196,4 +196,11 @@ def label_input(
     else:
         image = ops.smooth(numbers, mask, smooth_weights(*params.smooth), params.rank)
     read = numbers.view(xp.bool_) if dtype.kind == "b" else numbers
-    return xp.ascontiguousarray(image), replace(plain, background=None, tau=params.tau), read
+    tolerance = replace(
+        plain,
+        background=None,
+        tau=params.tau,
+        tau_relative=params.tau_relative,
+        tau_quadratic=params.tau_quadratic,
+    )
+    return xp.ascontiguousarray(image), tolerance, read

@@ -7,9 +7,9 @@ import pytest
 from conftest import pixel_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracles import bfs_labels, filter_min_area
+from oracles import bfs_labels, filter_min_area, joins
 from scipy import ndimage
-from shapes import NASTY, checkerboard, rings, snake, spiral
+from shapes import NASTY, checkerboard, rings, rounding_pairs, snake, spiral
 
 from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.backends.cpu.labels import label_image
@@ -91,21 +91,37 @@ def test_giant_and_ring_components_by_hand(connectivity: int) -> None:
 # --- every mode against the BFS oracle -------------------------------------------------
 
 
+#: (relative, quadratic) of the growing tolerances the property tests draw: each term
+#: alone and both.
+GROWING = [
+    (relative, quadratic)
+    for relative in (0.0, 1e-9, 0.01, 0.1, 0.5, 1.0, 3.0)
+    for quadratic in (0.0, 1e-12, 3.5e-6, 1e-3, 0.05, 1.0)
+    if relative or quadratic
+]
+
+
 @st.composite
 def labeling_cases(
     draw: st.DrawFn,
     tau: bool,
     sides: tuple[int, int] = (1, 12),
     dtypes: tuple[np.dtype, ...] = SUPPORTED_DTYPES,
+    growing: bool = False,
 ) -> tuple[np.ndarray, LabelParams]:
+    """Images and parameters; with `growing`, a tolerance that grows with the values (at
+    least one coefficient above 0)."""
     dtype = draw(st.sampled_from(dtypes))
     shape = (draw(st.integers(*sides)), draw(st.integers(*sides)))
     values = pixel_values(draw, dtype, shape)
+    relative, quadratic = draw(st.sampled_from(GROWING)) if growing else (0.0, 0.0)
     params = LabelParams(
         background=draw(st.sampled_from([0, 0, None, 1, -1, 3, 1.5])),
         invert=draw(st.booleans()),
         threshold=draw(st.sampled_from([None, None, None, 0, 2.5, -1])),
         tau=draw(st.sampled_from([0, 0.5, 1, 1.5, 2, 3, 255, 2**32])) if tau else None,
+        tau_relative=relative,
+        tau_quadratic=quadratic,
         connectivity=draw(st.sampled_from([4, 8])),
         min_area=draw(st.sampled_from([0, 0, 1, 2, 3, 5])),
     )
@@ -130,6 +146,46 @@ def test_tau_mode_matches_oracle(case: tuple[np.ndarray, LabelParams]) -> None:
 @settings(max_examples=60)
 @given(labeling_cases(tau=True, sides=(16, 40), dtypes=(np.dtype(np.uint8), np.dtype(np.int16))))
 def test_tau_mode_larger_images_match_oracle(case: tuple[np.ndarray, LabelParams]) -> None:
+    assert_matches_oracle(*case)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "integers"),
+    [(np.float64, False), (np.float64, True), (np.uint32, True), (np.int32, True)],
+)
+def test_a_growing_tolerance_is_rounded_as_the_contract_orders_it(
+    dtype: type, integers: bool
+) -> None:
+    """Pairs (0, x) whose tolerance of x lands within a rounding of x: they join exactly
+    when the contract's order of products and sums says so, where another order or a
+    fused multiply-add would decide otherwise for half of them."""
+    for x, tau, relative, quadratic, expected in rounding_pairs(integers=integers):
+        assert joins(0.0, x, tau, relative, quadratic) == expected
+        params = LabelParams(
+            tau=tau, tau_relative=relative, tau_quadratic=quadratic, background=None
+        )
+        labels = label_image(np.array([[0, x]], dtype), params)[0]
+        assert (labels[0, 0] == labels[0, 1]) == expected, (x, tau, relative, quadratic)
+
+
+@settings(max_examples=400)
+@given(labeling_cases(tau=True, growing=True))
+def test_a_growing_tolerance_matches_oracle(case: tuple[np.ndarray, LabelParams]) -> None:
+    assert_matches_oracle(*case)
+
+
+@settings(max_examples=60)
+@given(
+    labeling_cases(
+        tau=True,
+        sides=(16, 40),
+        dtypes=(np.dtype(np.uint16), np.dtype(np.int32), np.dtype(np.float32)),
+        growing=True,
+    )
+)
+def test_a_growing_tolerance_on_larger_images_matches_oracle(
+    case: tuple[np.ndarray, LabelParams],
+) -> None:
     assert_matches_oracle(*case)
 
 

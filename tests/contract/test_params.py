@@ -8,6 +8,7 @@ from conftest import pixel_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles import is_foreground, joins
+from shapes import rounding_pairs
 
 from ccl_cli.contract.params import (
     SUPPORTED_DTYPES,
@@ -171,3 +172,14 @@ def test_tau_joins_matches_the_contract(data: st.DataObject) -> None:
     tau = data.draw(st.sampled_from([0, 0.5, 1, 1.5, 6, 2**31, np.inf, -1]))
     expected = [joins(x, y, tau) for x, y in zip(a, b, strict=True)]
     assert tau_joins(a, b, tau).tolist() == expected
+    relative = data.draw(st.sampled_from([0.0, 1e-9, 0.01, 0.5, 2.0]))
+    quadratic = data.draw(st.sampled_from([0.0, 1e-12, 3.5e-6, 0.05, 1.0]))
+    tau = max(tau, 0)
+    expected = [joins(x, y, tau, relative, quadratic) for x, y in zip(a, b, strict=True)]
+    assert tau_joins(a, b, tau, np, relative, quadratic).tolist() == expected
+
+
+def test_the_tolerance_is_rounded_in_the_contracts_order() -> None:
+    for x, tau, relative, quadratic, expected in rounding_pairs():
+        pair = np.array([0.0]), np.array([x])
+        assert tau_joins(*pair, tau, np, relative, quadratic).tolist() == [expected]

@@ -29,8 +29,8 @@ HEADER_CHANGES = [
     (
         "a field's type changed",
         "engine.h",
-        "double a, tau;\n    const void *image;        /*",
-        "double a;\n    float tau;\n    const void *image;        /*",
+        "double tau, relative, quadratic;",
+        "float tau;\n    double relative, quadratic;",
         "tau is a double",
     ),
     (
@@ -125,6 +125,8 @@ SCALARS = {
     "label_bytes": 4,
     "a": 0.5,
     "tau": 2.25,
+    "relative": 0.125,
+    "quadratic": 0.0,
 }
 
 

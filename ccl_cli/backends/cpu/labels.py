@@ -25,7 +25,7 @@ from itertools import pairwise
 import numpy as np
 
 from ...contract.cleaning import fill_holes, kept_components, selects
-from ...contract.params import LabelParams, canonical_bools, dtype_max
+from ...contract.params import LabelParams, canonical_bools, dtype_max, tau_tolerance
 from ...contract.stages import has_stages, label_input
 from ...contract.stats import StatsTable, float_mean, float_sum_shift
 from ...native import gccl_cpu
@@ -197,6 +197,22 @@ def foreground_rule(dtype: np.dtype, params: LabelParams) -> tuple[int, float]:
     return RULES["not"], float(target)
 
 
+@functools.lru_cache(maxsize=16)
+def reach_table(dtype: np.dtype, tau: float, relative: float, quadratic: float) -> np.ndarray:
+    """The reach of every value v of an 8- or 16-bit integer dtype under a growing
+    tolerance, at v - the dtype's minimum (engine.h's `reaches`): the largest integer
+    difference within tau_tolerance(|v|), at most the dtype's span. Made once per
+    tolerance, so that the engine looks a pixel's reach up instead of computing it."""
+    info = np.iinfo(dtype)
+    values = np.arange(int(info.min), int(info.max) + 1, dtype=np.float64)
+    limit = tau_tolerance(np.abs(values), tau, relative, quadratic)
+    span = float(info.max) - float(info.min)
+    reach = np.where(limit >= span, span, np.where(limit > 0, np.floor(limit), 0))
+    table = reach.astype(np.int32)
+    table.flags.writeable = False
+    return table
+
+
 def plan(count: int, height: int, width: int, threads: int) -> np.ndarray:
     """Tasks (image, first row, end row): the same strips for every image of the batch."""
     strips = max(
@@ -264,9 +280,19 @@ def _label_batch(
         label_bytes=out.itemsize,
         a=a,
         tau=0.0 if label_params.tau is None else float(label_params.tau),
+        relative=label_params.tau_relative,
+        quadratic=label_params.tau_quadratic,
         image=image,
         values=numbers,
     )
+    grows = label_params.tau_relative > 0 or label_params.tau_quadratic > 0
+    if grows and image.dtype.kind in "ui" and image.dtype.itemsize <= 2:
+        job.reaches = reach_table(
+            image.dtype,
+            float(label_params.tau or 0),
+            label_params.tau_relative,
+            label_params.tau_quadratic,
+        )
 
     # Provisional labels live in the output when it is uint32, else in a scratch image.
     in_place = out.dtype == np.uint32 and out.flags.c_contiguous

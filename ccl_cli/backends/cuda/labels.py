@@ -250,10 +250,15 @@ def table_view(words: np.ndarray, rows: int, integer: bool) -> StatsTable:
 
 
 def _tau_args(params: LabelParams) -> tuple[Any, ...]:
-    """(use_tau, tau) kernel arguments."""
+    """(use_tau, tau, relative, quadratic) kernel arguments (GCCL_TAU_PARAMS)."""
     if params.tau is None:
-        return (np.int32(0), np.float64(0.0))
-    return (np.int32(1), np.float64(params.tau))
+        return (np.int32(0), np.float64(0.0), np.float64(0.0), np.float64(0.0))
+    return (
+        np.int32(1),
+        np.float64(params.tau),
+        np.float64(params.tau_relative),
+        np.float64(params.tau_quadratic),
+    )
 
 
 def check_batch(values: Any) -> None:

@@ -29,8 +29,9 @@
 #define BATCH_FIELDS(INTEGER, REAL, IN, OUT, IN_ANY, OUT_ANY)                                  \
     INTEGER(count) INTEGER(height) INTEGER(width) INTEGER(image_type) INTEGER(value_type)      \
     INTEGER(rule) INTEGER(eight) INTEGER(tau_mode) INTEGER(floating) INTEGER(min_area)        \
-    INTEGER(label_bytes) REAL(a) REAL(tau) IN_ANY(image) IN_ANY(values) OUT(prov, int32_t)    \
-    OUT(parent, int32_t) IN(tasks, int64_t) IN(acc_first, int64_t) OUT(acc, gccl_record)      \
+    INTEGER(label_bytes) REAL(a) REAL(tau) REAL(relative) REAL(quadratic) IN_ANY(image)      \
+    IN_ANY(values) IN(reaches, int32_t) OUT(prov, int32_t) OUT(parent, int32_t)               \
+    IN(tasks, int64_t) IN(acc_first, int64_t) OUT(acc, gccl_record)                           \
     OUT(local_counts, int64_t) OUT(lasts, int64_t) IN(first, int64_t)                         \
     IN(image_tasks, int64_t) OUT(forest, int64_t) OUT(components, int64_t)                    \
     IN(component_first, int64_t) OUT(stats, gccl_record) IN(shift, int64_t)                   \

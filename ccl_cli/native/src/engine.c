@@ -198,7 +198,7 @@ typedef int64_t (*strip_labeling)(const gccl_batch *, const uint8_t *, row_rule,
                                   int64_t *, int64_t *);
 typedef int64_t (*tau_labeling)(const gccl_batch *, const uint8_t *, const uint8_t *,
                                 run_statistics, int32_t *, int32_t *, int64_t, int64_t, int64_t,
-                                uint8_t *, uint8_t *, uint8_t *, uint8_t *, int64_t *);
+                                uint8_t *, uint8_t *, uint8_t *, uint8_t *, int64_t *, void *);
 typedef void (*mean_terms)(const gccl_batch *, const void *, const int32_t *, const int32_t *,
                            int64_t, int64_t, int64_t);
 
@@ -242,7 +242,9 @@ int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
     /* this row's foreground, the row above's, joins, settled pixels */
     uint8_t *fg = malloc((size_t)(4 * width));
     int64_t *runs = malloc(sizeof(int64_t) * (size_t)(4 * width + 4));
-    int failed = !fg || !runs;
+    /* a growing tolerance's reaches of this row and the row above (8 bytes or fewer each) */
+    void *reaches = growing(b) ? malloc(sizeof(double) * (size_t)(2 * width)) : NULL;
+    int failed = !fg || !runs || (growing(b) && !reaches);
     for (int64_t t = lo; t < hi && !failed; t++) {
         int64_t n = b->tasks[3 * t], r0 = b->tasks[3 * t + 1], r1 = b->tasks[3 * t + 2];
         int64_t base = r0 * width, off = b->acc_first[t] - base - 1;
@@ -253,8 +255,7 @@ int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
         if (b->tau_mode) {
             last = TAU_STRIP[b->image_type](b, image, values, TAU_RUNS[b->value_type], prov,
                                             parent, r0, r1, off, fg, fg + width, fg + 2 * width,
-                                            fg + 3 * width,
-                                            runs);
+                                            fg + 3 * width, runs, reaches);
         } else {
             last = BINARY_STRIP[b->value_type](b, image, FOREGROUND_ROW[b->image_type], values,
                                                prov, parent, r0, r1, off, fg, runs,
@@ -266,6 +267,7 @@ int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
     }
     free(fg);
     free(runs);
+    free(reaches);
     return failed ? -1 : 0;
 }
 
@@ -331,7 +333,7 @@ int gccl_merge_seams(const gccl_batch *b, int64_t lo, int64_t hi) {
                 int64_t x_hi = b->eight && x + 1 < width ? x + 1 : x;
                 for (int64_t xn = x_lo; xn <= x_hi; xn++) {
                     int32_t q = up[xn];
-                    if (q != 0 && (!f || close_values(f[x], f[width + xn], b->tau))) {
+                    if (q != 0 && (!f || values_join(f[x], f[width + xn], b))) {
                         join_slots(b->forest, here + par[p], above + par[q]);
                     }
                 }

@@ -52,9 +52,12 @@ typedef struct {
     int64_t image_type, value_type; /* enum gccl_type of image and values */
     int64_t rule, eight, tau_mode, floating, min_area;
     int64_t label_bytes;      /* bytes per final label in `labels`: 2 or 4 */
-    double a, tau;
+    double a;                 /* the foreground rule's value */
+    double tau, relative, quadratic; /* the tolerance (rows.h) */
     const void *image;        /* (count, height, width): foreground, tau joins */
     const void *values;       /* (count, height, width): what statistics read */
+    const int32_t *reaches;   /* 8- and 16-bit images with a growing tolerance: the reach
+                               * of each value v at v - the type's minimum (strip.h) */
     int32_t *prov;            /* (count, height, width) provisional labels */
     int32_t *parent;          /* (count, height * width + 1); parent[n][0] == 0 */
     const int64_t *tasks;     /* (tasks, 3): image, first row, end row */

@@ -86,6 +86,31 @@ static inline uint8_t close_values(double u, double v, double tau) {
     return (u == v) | (fabs(u - v) <= tau);
 }
 
+/* The tolerance of neighbours whose larger magnitude is m: tau + relative * m + quadratic *
+ * m^2 (README, tau mode), in float64 in this order, each product and sum rounded on its
+ * own (the build forbids contracting them into fused multiply-adds, as the CUDA kernels
+ * do). A zero coefficient adds nothing, even for an infinite m. */
+static inline double tolerance(double m, double tau, double relative, double quadratic) {
+    double t = tau;
+    if (relative > 0) t = t + relative * m;
+    if (quadratic > 0) t = t + quadratic * (m * m);
+    return t;
+}
+
+/* Whether a tolerance grows with the values (else it is tau). */
+static inline int growing(const gccl_batch *b) { return b->relative > 0 || b->quadratic > 0; }
+
+/* Whether values u and v join under b's tolerance: equal, or within the tolerance of the
+ * larger magnitude. */
+static inline uint8_t values_join(double u, double v, const gccl_batch *b) {
+    double limit = b->tau;
+    if (growing(b)) {
+        const double au = fabs(u), av = fabs(v);
+        limit = tolerance(au > av ? au : av, b->tau, b->relative, b->quadratic);
+    }
+    return close_values(u, v, limit);
+}
+
 /* The largest integer difference within `tau` (0 for a NaN or negative tau: equal values
  * only), at most `span`: integers u, v join exactly when |u - v| <= it. */
 static inline int64_t tau_reach(double tau, int64_t span) {

@@ -107,13 +107,18 @@ static void CAT(tau_runs, SUFFIX)(const gccl_batch *b, const int64_t *runs, int6
     }
 }
 
+/* NEAR(u, v, limit): whether pixels u and v join within `limit`, a REACH: the tolerance
+ * itself for floats, for integers the largest integer difference within it (so that the
+ * comparison is exact in an integer type). */
 #if FLOATING
-#define CLOSE(u, v) close_values((double)(u), (double)(v), tau)
+#define REACH double
+#define NEAR(u, v, limit) close_values((double)(u), (double)(v), limit)
 #elif PIXEL_MIN == 0
 /* Unsigned pixels join when their distance, exact in the pixel type, is within the reach
  * (saturating subtractions, which vectorize in the pixel's width). */
 #define WIDE PIXEL
-#define CLOSE(u, v) ((PIXEL)((u) > (v) ? (u) - (v) : (v) - (u)) <= reach)
+#define REACH PIXEL
+#define NEAR(u, v, limit) ((PIXEL)((u) > (v) ? (u) - (v) : (v) - (u)) <= (limit))
 #else
 /* Signed pixels join when their difference, exact in WIDE, is within the reach. */
 #if PIXEL_MAX > INT16_MAX
@@ -121,49 +126,109 @@ static void CAT(tau_runs, SUFFIX)(const gccl_batch *b, const int64_t *runs, int6
 #else
 #define WIDE int32_t
 #endif
-#define CLOSE(u, v) ((((WIDE)(u) - (WIDE)(v)) <= reach) & (((WIDE)(v) - (WIDE)(u)) <= reach))
+#define REACH WIDE
+#define NEAR(u, v, limit) \
+    ((((WIDE)(u) - (WIDE)(v)) <= (limit)) & (((WIDE)(v) - (WIDE)(u)) <= (limit)))
 #endif
+#define LARGER(a, b) ((a) > (b) ? (a) : (b))
+
+/* r[x] = the reach of row[x] under a growing tolerance: tolerance(|row[x]|), for integer
+ * pixels as the largest integer difference within it (at most the type's span); 8- and
+ * 16-bit types look it up in b->reaches, made once per tolerance by labels.py. The
+ * tolerance never decreases as m grows (each rounded product and sum of non-negative
+ * terms is monotonic), so neighbours p, q join within LARGER(r[p], r[q]), which is the
+ * reach of max(|v(p)|, |v(q)|): one tolerance per pixel, not one per pair. */
+static void CAT(reach_row, SUFFIX)(const PIXEL *row, int64_t width, const gccl_batch *b,
+                                   REACH *r) {
+#if FLOATING
+    const double tau = b->tau, relative = b->relative, quadratic = b->quadratic;
+    for (int64_t x = 0; x < width; x++) {
+        r[x] = tolerance(fabs((double)row[x]), tau, relative, quadratic);
+    }
+#elif PIXEL_MAX <= UINT16_MAX
+    const int32_t *reaches = b->reaches - (int64_t)PIXEL_MIN;
+    for (int64_t x = 0; x < width; x++) r[x] = (REACH)reaches[row[x]];
+#else
+    /* m is finite: a zero coefficient's product is 0, so the sums are tolerance()'s */
+    const double tau = b->tau, relative = b->relative, quadratic = b->quadratic;
+    const double span = (double)PIXEL_MAX - (double)PIXEL_MIN;
+    for (int64_t x = 0; x < width; x++) {
+        const double m = fabs((double)row[x]);
+        const double t = tau + relative * m + quadratic * (m * m);
+        r[x] = t >= span ? (REACH)span : t > 0 ? (REACH)t : 0;
+    }
+#endif
+}
+
+/* m[x] for row y (tau_row): its foreground bit, and which neighbours it joins within
+ * LIMIT(x, i_near, reach_row_near), the reach of pixel x and a neighbour at i_near of the
+ * row `near` (`reaches` of this row, `above_reaches` of the row above). */
+#define JOIN_FLAGS(LIMIT)                                                                    \
+    do {                                                                                     \
+        m[0] = fg[0];                                                                        \
+        for (int64_t x = 1; x < width; x++) {                                                \
+            m[x] = fg[x] | (uint8_t)((fg[x] & fg[x - 1] &                                    \
+                                      NEAR(row[x], row[x - 1], LIMIT(x, x - 1, reaches)))    \
+                                     << 1);                                                  \
+        }                                                                                    \
+        if (y > r0) {                                                                        \
+            for (int64_t x = 0; x < width; x++) {                                            \
+                m[x] |= (uint8_t)((fg[x] & fg_above[x] &                                     \
+                                   NEAR(row[x], above[x], LIMIT(x, x, above_reaches)))      \
+                                  << 2);                                                     \
+            }                                                                                \
+            if (b->eight) {                                                                  \
+                for (int64_t x = 1; x < width; x++) {                                        \
+                    m[x] |= (uint8_t)((fg[x] & fg_above[x - 1] &                             \
+                                       NEAR(row[x], above[x - 1],                            \
+                                            LIMIT(x, x - 1, above_reaches)))                 \
+                                      << 3);                                                 \
+                }                                                                            \
+                for (int64_t x = 0; x + 1 < width; x++) {                                    \
+                    m[x] |= (uint8_t)((fg[x] & fg_above[x + 1] &                             \
+                                       NEAR(row[x], above[x + 1],                            \
+                                            LIMIT(x, x + 1, above_reaches)))                 \
+                                      << 4);                                                 \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+    } while (0)
+#define FIXED_LIMIT(x, near, near_reaches) reach
+#define GROWING_LIMIT(x, near, near_reaches) LARGER(reaches[x], near_reaches[near])
 
 /* Tau first pass over rows r0..r1-1 of one image (as binary_strip, each pixel on its
  * own): m[x] says which neighbours pixel x joins (tau_row), compared in the pixel type
  * for integers. fg and fg_above: this row's foreground and the row above's; settled: the
- * row's settled pixels (settled_pixels); run_list: the row's runs (2 * width). */
+ * row's settled pixels (settled_pixels); run_list: the row's runs (2 * width); reach_rows:
+ * two rows of REACH (reach_row) for a growing tolerance. */
 static int64_t CAT(tau_strip, SUFFIX)(const gccl_batch *b, const uint8_t *image,
                                       const uint8_t *values, run_statistics runs, int32_t *prov,
                                       int32_t *parent, int64_t r0, int64_t r1, int64_t off,
                                       uint8_t *fg, uint8_t *fg_above, uint8_t *m,
-                                      uint8_t *settled, int64_t *run_list) {
+                                      uint8_t *settled, int64_t *run_list, void *reach_rows) {
     const int64_t width = b->width;
     const int64_t value_row = width * type_bytes(b->value_type);
     const PIXEL *pixels = (const PIXEL *)image;
 #if FLOATING
-    const double tau = b->tau;
+    const REACH reach = b->tau;
 #else
-    const WIDE reach = (WIDE)tau_reach(b->tau, (int64_t)PIXEL_MAX - (int64_t)PIXEL_MIN);
+    const REACH reach = (REACH)tau_reach(b->tau, (int64_t)PIXEL_MAX - (int64_t)PIXEL_MIN);
 #endif
+    const int grows = growing(b);
+    REACH *reaches = (REACH *)reach_rows, *above_reaches = reaches + width;
     int64_t n = r0 * width;
     for (int64_t y = r0; y < r1; y++) {
         const PIXEL *row = pixels + y * width;
         const PIXEL *above = y > r0 ? row - width : row; /* read only below the strip's top */
         CAT(foreground_row, SUFFIX)(row, width, b->rule, b->a, fg);
-        m[0] = fg[0];
-        for (int64_t x = 1; x < width; x++) {
-            m[x] = fg[x] | (uint8_t)((fg[x] & fg[x - 1] & CLOSE(row[x], row[x - 1])) << 1);
-        }
-        if (y > r0) {
-            for (int64_t x = 0; x < width; x++) {
-                m[x] |= (uint8_t)((fg[x] & fg_above[x] & CLOSE(row[x], above[x])) << 2);
-            }
-            if (b->eight) {
-                for (int64_t x = 1; x < width; x++) {
-                    m[x] |= (uint8_t)((fg[x] & fg_above[x - 1] & CLOSE(row[x], above[x - 1]))
-                                      << 3);
-                }
-                for (int64_t x = 0; x + 1 < width; x++) {
-                    m[x] |= (uint8_t)((fg[x] & fg_above[x + 1] & CLOSE(row[x], above[x + 1]))
-                                      << 4);
-                }
-            }
+        if (grows) {
+            CAT(reach_row, SUFFIX)(row, width, b, reaches);
+            JOIN_FLAGS(GROWING_LIMIT);
+            REACH *swap = reaches;
+            reaches = above_reaches;
+            above_reaches = swap;
+        } else {
+            JOIN_FLAGS(FIXED_LIMIT);
         }
         int32_t *cur = prov + y * width;
         const int32_t *up = y > r0 ? cur - width : cur;
@@ -181,7 +246,12 @@ static int64_t CAT(tau_strip, SUFFIX)(const gccl_batch *b, const uint8_t *image,
     return n;
 }
 
-#undef CLOSE
+#undef NEAR
+#undef REACH
+#undef LARGER
+#undef JOIN_FLAGS
+#undef FIXED_LIMIT
+#undef GROWING_LIMIT
 #if !FLOATING
 #undef WIDE
 #endif

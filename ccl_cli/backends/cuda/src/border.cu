@@ -15,7 +15,8 @@
 template <typename T, int CONN>
 __device__ __forceinline__ void border_merge(const T* values, u32* labels, u32 height,
                                              u32 width, u32 tile_w, u32 tile_h, u32 tiles_x,
-                                             u32 tiles_per_image, int use_tau, double tau) {
+                                             u32 tiles_per_image, int use_tau,
+                                             const Tolerance& tolerance) {
   const BlockPlace place = block_place(tiles_per_image);
   const u32 ty = place.index / tiles_x, tx = place.index - ty * tiles_x;
   const u32 j = threadIdx.x;
@@ -49,7 +50,7 @@ __device__ __forceinline__ void border_merge(const T* values, u32* labels, u32 h
   if (L[p] == GCCL_BACKGROUND) return;
   const T v = use_tau ? V[p] : T(0);
   auto link = [&](u32 q) {
-    if (L[q] != GCCL_BACKGROUND && (!use_tau || tau_joins(v, V[q], tau))) unite(L, p, q);
+    if (L[q] != GCCL_BACKGROUND && (!use_tau || tau_joins(v, V[q], tolerance))) unite(L, p, q);
   };
   if (left) link(p - 1);
   if (y > 0) {
@@ -62,9 +63,10 @@ __device__ __forceinline__ void border_merge(const T* values, u32* labels, u32 h
 #define GCCL_BORDER_KERNEL(conn, suffix, T)                                                  \
   extern "C" __global__ void gccl_border_##conn##_##suffix(                                  \
       const T* values, u32* labels, u32 height, u32 width, u32 tile_w, u32 tile_h,           \
-      u32 tiles_x, u32 tiles_per_image, int use_tau, double tau) {                           \
+      u32 tiles_x, u32 tiles_per_image, GCCL_TAU_PARAMS) {                                   \
+    const Tolerance tolerance = GCCL_TAU_MAKE;                                               \
     border_merge<T, conn>(values, labels, height, width, tile_w, tile_h, tiles_x,            \
-                          tiles_per_image, use_tau, tau);                                    \
+                          tiles_per_image, use_tau, tolerance);                              \
   }
 #define GCCL_BORDER_KERNEL_4(suffix, T) GCCL_BORDER_KERNEL(4, suffix, T)
 #define GCCL_BORDER_KERNEL_8(suffix, T) GCCL_BORDER_KERNEL(8, suffix, T)

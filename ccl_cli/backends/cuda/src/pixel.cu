@@ -4,7 +4,7 @@
 // one warp per tile row. Row runs form through a ballot (runs.cuh); the
 // upward edges that still matter are joined in shared memory (atomicMin
 // union-find with path halving). In tau mode a pair joins only when tau_joins
-// holds; in binary mode every foreground pair joins. This is the grayscale
+// holds (under the tolerance); in binary mode every foreground pair joins. This is the grayscale
 // paper's "local partition": the tile roots are the regions whose boundary
 // edges gccl_border_* joins next, so the global union works on few region ids.
 #include "common.cuh"
@@ -16,7 +16,7 @@ template <typename T, int CONN>
 __device__ __forceinline__ void pixel_local(const T* values, u32* labels, u32 height, u32 width,
                                             u32 tiles_x, u32 tiles_per_image,
                                             const ForegroundRule& rule, int use_tau,
-                                            double tau) {
+                                            const Tolerance& tolerance) {
   __shared__ u32 parent[GCCL_PX_TILE_W * GCCL_PX_TILE_H];
   __shared__ T tile[GCCL_PX_TILE_W * GCCL_PX_TILE_H];
   __shared__ u32 fg_rows[GCCL_PX_TILE_H], left_rows[GCCL_PX_TILE_H];
@@ -33,7 +33,7 @@ __device__ __forceinline__ void pixel_local(const T* values, u32* labels, u32 he
   if (lx == 0) fg_rows[ly] = fg_row;
   __syncthreads();
 
-  auto joins = [&](u32 n) { return !use_tau || tau_joins(v, tile[n], tau); };
+  auto joins = [&](u32 n) { return !use_tau || tau_joins(v, tile[n], tolerance); };
   const u32 fg_above = ly > 0 ? fg_rows[ly - 1] : 0;
   const bool join_left = fg && lx > 0 && row_bit(fg_row, lx - 1) && joins(k - 1);
   const bool join_up = fg && row_bit(fg_above, lx) && joins(k - GCCL_PX_TILE_W);
@@ -70,10 +70,11 @@ __device__ __forceinline__ void pixel_local(const T* values, u32* labels, u32 he
   extern "C" __global__ void __launch_bounds__(GCCL_PX_TILE_W* GCCL_PX_TILE_H)               \
       gccl_pixel_local_##conn##_##suffix(const T* values, u32* labels, u32 height, u32 width, \
                                          u32 tiles_x, u32 tiles_per_image, GCCL_RULE_PARAMS,  \
-                                         int use_tau, double tau) {                           \
+                                         GCCL_TAU_PARAMS) {                                   \
     const ForegroundRule rule = GCCL_RULE_MAKE;                                               \
+    const Tolerance tolerance = GCCL_TAU_MAKE;                                                \
     pixel_local<T, conn>(values, labels, height, width, tiles_x, tiles_per_image, rule,       \
-                         use_tau, tau);                                                       \
+                         use_tau, tolerance);                                                 \
   }
 #define GCCL_PIXEL_KERNEL_4(suffix, T) GCCL_PIXEL_KERNEL(4, suffix, T)
 #define GCCL_PIXEL_KERNEL_8(suffix, T) GCCL_PIXEL_KERNEL(8, suffix, T)
