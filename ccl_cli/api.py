@@ -223,13 +223,16 @@ class Labeler:
             check_labels_fit(shape)
         batch = host if batched else host[None]
         # Host results in ordinary memory: the CUDA backend's own would be page-locked.
+        # Volumes' in zeroed memory, which the engine writes only where there is foreground.
         if out is None:
-            labels = np.empty(batch.shape, np.uint32)
+            labels = (np.zeros if rank == 3 else np.empty)(batch.shape, np.uint32)
         else:
             labels = _checked_out(out, shape, np.ndarray)
             labels = labels if batched else labels[None]
         if rank == 3:
-            labeled = label_volumes(batch, self.params, pool_size(), labels, self.stats)
+            labeled = label_volumes(
+                batch, self.params, pool_size(), labels, self.stats, zeroed=out is None
+            )
             tables, kept = labeled.tables, labeled.kept
         else:
             result = _host_backend(self.device).label(batch, self.params, labels)

@@ -36,11 +36,16 @@ def thin_slabs(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def engine_labels(
-    values: np.ndarray, params: LabelParams, threads: int = 1, statistics: bool = True
+    values: np.ndarray,
+    params: LabelParams,
+    threads: int = 1,
+    statistics: bool = True,
+    zeroed: bool = False,
 ) -> tuple[np.ndarray, volumes.VolumesLabeled]:
-    """One volume labeled by the engine on `threads` slabs."""
-    out = np.full((1, *values.shape), 7, np.uint32)  # every voxel must be written
-    labeled = volumes.label_volumes(values[None], params, threads, out, statistics)
+    """One volume labeled by the engine on `threads` slabs, into labels that are all 0
+    (zeroed: the engine writes only the foreground) or all 7 (it must write every voxel)."""
+    out = np.full((1, *values.shape), 0 if zeroed else 7, np.uint32)
+    labeled = volumes.label_volumes(values[None], params, threads, out, statistics, zeroed)
     return out[0], labeled
 
 
@@ -50,9 +55,11 @@ def assert_matches_scipy(mask: np.ndarray, connectivity: int) -> None:
     want, count = scipy_volume(mask, connectivity)
     for values in (mask, mask.astype(np.uint16) * 300):
         for threads in (1, 3, mask.shape[0]):
-            labels, labeled = engine_labels(values, LabelParams(connectivity=connectivity), threads)
-            np.testing.assert_array_equal(labels, want)
-            assert labeled.components == [count] and labeled.kept == [count]
+            for zeroed in (False, True):
+                params = LabelParams(connectivity=connectivity)
+                labels, labeled = engine_labels(values, params, threads, zeroed=zeroed)
+                np.testing.assert_array_equal(labels, want)
+                assert labeled.components == [count] and labeled.kept == [count]
 
 
 def helix(depth: int, side: int, turns: float) -> np.ndarray:
@@ -137,8 +144,8 @@ def test_tau_volumes_match_the_bfs_oracle(data: st.DataObject) -> None:
         min_area=data.draw(st.integers(0, 3)),
     )
     want = filter_min_area_3d(bfs_volume(values, params), params.min_area)
-    for threads in (1, shape[0]):
-        labels, labeled = engine_labels(values, params, threads)
+    for threads, zeroed in ((1, False), (shape[0], True)):
+        labels, labeled = engine_labels(values, params, threads, zeroed=zeroed)
         np.testing.assert_array_equal(labels, want)
         assert labeled.kept == [int(want.max())]
 
@@ -220,7 +227,7 @@ def test_the_same_bytes_whatever_the_slabs_and_threads(connectivity: int) -> Non
         params = LabelParams(tau=tau, connectivity=connectivity, min_area=2)
         labels, labeled = engine_labels(values, params, 1)
         for threads in (2, 5, 17):
-            other, other_labeled = engine_labels(values, params, threads)
+            other, other_labeled = engine_labels(values, params, threads, zeroed=threads == 5)
             np.testing.assert_array_equal(other, labels)
             assert labeled.tables is not None and other_labeled.tables is not None
             assert other_labeled.tables[0].equals(labeled.tables[0])

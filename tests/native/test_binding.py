@@ -209,6 +209,7 @@ VOLUME_SCALARS = {
     "min_area": 2,
     "statistics": 1,
     "selecting": 0,
+    "zeroed": 0,
     "a": 0.0,
     "tau": 1.5,
 }

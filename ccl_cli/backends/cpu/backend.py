@@ -51,8 +51,8 @@ class CpuBackend:
         if batch.dtype not in SUPPORTED_DTYPES:
             raise ValueError(f"unsupported dtype {batch.dtype}")
         if params.rank == 3:
-            labels = np.empty(batch.shape, np.uint32) if out is None else out
-            volumes = label_volumes(batch, params, self.threads, labels)
+            labels = np.zeros(batch.shape, np.uint32) if out is None else out
+            volumes = label_volumes(batch, params, self.threads, labels, zeroed=out is None)
             assert volumes.tables is not None
             return BatchResult(labels, volumes.tables, volumes.components)
         labels = np.empty(batch.shape, label_dtype(narrow)) if out is None else out

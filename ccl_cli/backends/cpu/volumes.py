@@ -93,9 +93,17 @@ def _inputs(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, LabelP
 
 
 def label_volumes(
-    batch: np.ndarray, params: LabelParams, threads: int, out: np.ndarray, statistics: bool = True
+    batch: np.ndarray,
+    params: LabelParams,
+    threads: int,
+    out: np.ndarray,
+    statistics: bool = True,
+    zeroed: bool = False,
 ) -> VolumesLabeled:
     """Label the (N, D, H, W) numpy batch of volumes into `out` (uint32, C-contiguous).
+
+    zeroed: `out` is all 0 already (np.zeros: its pages are mapped as they are first
+    written), so the background is not written: a sparse volume touches few of them.
 
     The volumes are cut into slabs for `threads` threads (plan). Morphology and
     smoothing (contract.stages) decide the labels; statistics always read the original
@@ -133,6 +141,7 @@ def label_volumes(
         min_area=params.min_area,
         statistics=statistics,
         selecting=selects(params),
+        zeroed=zeroed,
         a=a,
         tau=0.0 if label_params.tau is None else float(label_params.tau),
         image=image,

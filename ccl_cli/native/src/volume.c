@@ -229,9 +229,10 @@ static inline gccl_run *runs_of_row(const plane_runs *planes, int p, int64_t y,
 }
 
 /* First pass of one slab (planes z0..z1-1 of volume n): each row's runs joined to the runs
- * they touch, each voxel's label written into `labels`, each label's voxels counted (and
- * for float volumes its largest finite |v|). fg: a row's foreground (width); bounds: a
- * row's run bounds (2 width + 2). Returns 0, or -1 out of memory. */
+ * they touch, each voxel's label written into `labels` (the background's 0 too unless they
+ * are `zeroed`), which rows have foreground, each label's voxels counted (and for float
+ * volumes its largest finite |v|). fg: a row's foreground (width); bounds: a row's run
+ * bounds (2 width + 2). Returns 0, or -1 out of memory. */
 static int label_slab(const gccl_volumes *b, gccl_slab *slab, int64_t n, int64_t z0, int64_t z1,
                       uint8_t *fg, int64_t *bounds, plane_runs *planes) {
     const int64_t width = b->width, height = b->height;
@@ -242,6 +243,8 @@ static int label_slab(const gccl_volumes *b, gccl_slab *slab, int64_t n, int64_t
     const uint8_t *image = b->image, *values = b->values;
     const neighbour *near;
     const int count = neighbours_of(b->connectivity, &near);
+    slab->occupied = malloc((size_t)((z1 - z0) * height));
+    if (!slab->occupied) return -1;
     for (int64_t z = z0; z < z1; z++) {
         const int p = (int)((z - z0) & 1); /* this plane's buffers; 1 - p: the plane before */
         planes->row_first[p][0] = 0;
@@ -290,10 +293,15 @@ static int label_slab(const gccl_volumes *b, gccl_slab *slab, int64_t n, int64_t
                     const int64_t top = magnitude_of(value_row, s, e);
                     if (top > slab->magnitude[label]) slab->magnitude[label] = top;
                 }
-                for (; x < s; x++) out[x] = 0;
-                for (; x < e; x++) out[x] = (uint32_t)label;
+                if (!b->zeroed) {
+                    for (; x < s; x++) out[x] = 0;
+                }
+                for (x = s; x < e; x++) out[x] = (uint32_t)label;
             }
-            for (; x < width; x++) out[x] = 0;
+            if (!b->zeroed) {
+                for (; x < width; x++) out[x] = 0;
+            }
+            slab->occupied[(z - z0) * height + y] = k > 0;
             planes->row_first[p][y + 1] = planes->row_first[p][y] + k;
         }
     }
@@ -558,6 +566,7 @@ int gccl_volume_write(const gccl_volumes *b, int64_t lo, int64_t hi) {
         }
         for (int64_t z = z0; z < z1; z++) {
             for (int64_t y = 0; y < height; y++) {
+                if (!slab->occupied[(z - z0) * height + y]) continue; /* all 0 */
                 const int64_t at = row_index(b, n, z, y);
                 uint32_t *row = b->labels + at;
                 if (!records) {
@@ -654,6 +663,7 @@ int gccl_volume_columns(const gccl_volumes *b, int64_t lo, int64_t hi) {
 int gccl_volume_free(const gccl_volumes *b, int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; t++) {
         gccl_slab *slab = &b->slabs[t];
+        free(slab->occupied);
         free(slab->parent);
         free(slab->area);
         free(slab->magnitude);

@@ -46,6 +46,7 @@ typedef struct {
 /* What one slab keeps from its first pass to the last (engine memory; gccl_volume_free
  * releases it). */
 typedef struct {
+    uint8_t *occupied;           /* per row of the slab: whether it has foreground */
     int32_t *parent;             /* per label: its parent, then its local id */
     int64_t *area;               /* per label, then per local id: voxels; then final labels */
     int64_t *magnitude;          /* float volumes, per label, then per local id: the largest
@@ -56,7 +57,7 @@ typedef struct {
 } gccl_slab;
 
 /* The size of gccl_slab in int64 words: the host allocates tasks * this many. */
-#define GCCL_SLAB_WORDS 6
+#define GCCL_SLAB_WORDS 7
 
 /* Everything the entry points read and write; volumes.py fills it phase by phase. Arrays
  * are C-contiguous; (a, b) means a rows of b. */
@@ -65,6 +66,7 @@ typedef struct {
     int64_t image_type, value_type; /* enum gccl_type of image and values */
     int64_t rule, connectivity, tau_mode, floating, min_area, statistics;
     int64_t selecting; /* max-area or largest: kept_id is the host's (from component_area) */
+    int64_t zeroed;    /* the labels are 0 already (fresh zeroed memory): 0s are not written */
     double a, tau;
     const void *image;               /* (count, depth, height, width): foreground, tau joins */
     const void *values;              /* (count, depth, height, width): what statistics read */
