@@ -379,3 +379,21 @@ def test_labels_only_is_fine_past_2_31_pixels():
     for i in (0, 1, 2, images - 3, images - 2, images - 1):
         assert tables[i].equals(want[i % 3].tables[0]), f"statistics of image {i}"
         assert bool((labels[i] == expected[i % 3]).all()), f"image {i}"
+
+
+def test_device_volumes_are_refused_with_what_to_do_and_host_volumes_label_on_the_cpu():
+    import cupy
+
+    volume = sample((5, 6, 7))
+    with pytest.raises(ValueError, match=r"volumes are labeled on the CPU.*cupy\.asnumpy"):
+        ccl_cli.label(cupy.asarray(volume), connectivity=26)
+    with pytest.raises(ValueError, match="device='cuda' cannot label them"):
+        ccl_cli.label(volume, connectivity=26, device="cuda")
+    labels, tables = ccl_cli.label(volume, connectivity=26)  # auto: the CPU engine
+    want = CpuBackend().label(volume[None], LabelParams(connectivity=26))
+    np.testing.assert_array_equal(labels, want.labels[0])
+    assert isinstance(labels, np.ndarray) and tables[0].equals(want.tables[0])
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"tensor\.cpu\(\)"):
+            ccl_cli.label(torch.from_numpy(volume).cuda(), connectivity=6)
