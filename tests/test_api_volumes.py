@@ -148,11 +148,19 @@ def test_max_area_and_largest_select_as_for_images_and_fill_holes_is_refused():
         ccl_cli.label(values, connectivity=26, fill_holes=True)
 
 
-def test_a_growing_tolerance_is_refused_for_volumes_not_ignored():
-    values = volume(seed=7)
-    for keywords in ({"tau_relative": 0.01}, {"tau": 2, "tau_quadratic": 1e-6}):
-        with pytest.raises(ValueError, match="volumes take an absolute tau"):
-            ccl_cli.label(values, connectivity=26, **keywords)
+def test_a_tolerance_that_grows_with_the_values_joins_far_voxels_along_z():
+    # Planes of 1000, 1010, ... 1090: 10 apart, so tau 5 keeps them apart; relative 0.01
+    # (tolerance 5 + 10.x) joins them all, and quadratic 4e-6 (5 + 4.x .. 4.75) does not.
+    ramp = np.broadcast_to((1000 + 10 * np.arange(10, dtype=np.uint16))[:, None, None], (10, 4, 5))
+    ramp = np.ascontiguousarray(ramp)
+    for keywords, count in (
+        ({"tau": 5}, 10),
+        ({"tau": 5, "tau_relative": 0.01}, 1),
+        ({"tau": 5, "tau_quadratic": 4e-6}, 10),
+        ({"tau": 5, "tau_quadratic": 5e-6}, 1),
+    ):
+        _, counts = ccl_cli.label(ramp, connectivity=6, stats=False, **keywords)
+        assert int(counts) == count, keywords
 
 
 def test_torch_cpu_volumes_give_tensors():

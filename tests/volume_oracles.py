@@ -34,8 +34,9 @@ SCIPY_RANK3 = {6: 1, 18: 2, 26: 3}
 def bfs_volume(values: np.ndarray, params: Any) -> np.ndarray:
     """Labels 1..K in raster order (z, y, x) of first voxels, before min-area, int64.
 
-    `params` carries background, invert, threshold, tau and connectivity
-    (oracles.is_foreground and oracles.joins read them as the 2-D references do).
+    `params` carries background, invert, threshold, tau (with tau_relative and
+    tau_quadratic) and connectivity (oracles.is_foreground and oracles.joins read them as the
+    2-D references do).
     """
     depth, height, width = values.shape
     tau = getattr(params, "tau", None)
@@ -59,7 +60,13 @@ def bfs_volume(values: np.ndarray, params: Any) -> np.ndarray:
                     continue
                 if not fg[n] or labels[n]:
                     continue
-                if tau is not None and not joins(values[z, y, x], values[n], tau):
+                if tau is not None and not joins(
+                    values[z, y, x],
+                    values[n],
+                    tau,
+                    getattr(params, "tau_relative", 0.0),
+                    getattr(params, "tau_quadratic", 0.0),
+                ):
                     continue
                 labels[n] = count
                 queue.append(n)

@@ -139,6 +139,8 @@ def test_tau_volumes_match_the_bfs_oracle(data: st.DataObject) -> None:
     values = pixel_values(data.draw, dtype, shape)
     params = LabelParams(
         tau=data.draw(st.sampled_from([0, 0.5, 1, 2.5, 5])),
+        tau_relative=data.draw(st.sampled_from([0.0, 0.0, 1e-9, 0.01, 0.3])),
+        tau_quadratic=data.draw(st.sampled_from([0.0, 0.0, 1e-6, 0.05])),
         connectivity=data.draw(st.sampled_from(CONNECTIVITIES)),
         background=data.draw(st.sampled_from([0, None])),
         min_area=data.draw(st.integers(0, 3)),

@@ -58,8 +58,8 @@ HEADER_CHANGES = [
     (
         "a volume field added",
         "volume.h",
-        "    double a, tau;",
-        "    double a, tau, relative;",
+        "    double a, tau, relative, quadratic;",
+        "    double a, tau, relative, quadratic, cubic;",
         "VOLUME_FIELDS lists every field of gccl_volumes",
     ),
     (
@@ -212,6 +212,8 @@ VOLUME_SCALARS = {
     "zeroed": 0,
     "a": 0.0,
     "tau": 1.5,
+    "relative": 0.0,
+    "quadratic": 0.0,
 }
 
 

@@ -109,17 +109,11 @@ def label_volumes(
     smoothing (contract.stages) decide the labels; statistics always read the original
     values; min_area, max_area and largest keep components as in 2-D (contract.cleaning).
     Raises MemoryError where the engine runs out of memory, ValueError where a volume has
-    more than 2**32 - 1 kept components (uint32 labels cannot hold them), fill_holes is
-    asked for (holes are filled in images only) or a tolerance that grows with the values
-    (the volume engine joins within an absolute tau).
+    more than 2**32 - 1 kept components (uint32 labels cannot hold them) or fill_holes is
+    asked for (holes are filled in images only).
     """
     if params.fill_holes:
         raise ValueError("fill_holes fills the holes of 2-D images, not of volumes")
-    if params.tau_relative > 0 or params.tau_quadratic > 0:
-        raise ValueError(
-            "tau_relative and tau_quadratic grow the tolerance of 2-D images; volumes take "
-            "an absolute tau"
-        )
     values = np.ascontiguousarray(canonical_bools(batch))
     count, depth, height, width = values.shape
     image, label_params, values = _inputs(values, params)
@@ -144,6 +138,8 @@ def label_volumes(
         zeroed=zeroed,
         a=a,
         tau=0.0 if label_params.tau is None else float(label_params.tau),
+        relative=float(label_params.tau_relative),
+        quadratic=float(label_params.tau_quadratic),
         image=image,
         values=numbers,
         tasks=tasks,

@@ -43,7 +43,7 @@
     INTEGER(count) INTEGER(depth) INTEGER(height) INTEGER(width) INTEGER(image_type)          \
     INTEGER(value_type) INTEGER(rule) INTEGER(connectivity) INTEGER(tau_mode)                 \
     INTEGER(floating) INTEGER(min_area) INTEGER(statistics) INTEGER(selecting) INTEGER(zeroed) \
-    REAL(a) REAL(tau) IN_ANY(image)                                                            \
+    REAL(a) REAL(tau) REAL(relative) REAL(quadratic) IN_ANY(image)                             \
     IN_ANY(values) OUT(labels, uint32_t) IN(tasks, int64_t) OUT(slabs, gccl_slab)             \
     OUT(local_counts, int64_t) IN(first, int64_t) IN(volume_tasks, int64_t)                   \
     OUT(forest, int64_t) OUT(components, int64_t) IN(component_first, int64_t)                \

@@ -15,6 +15,24 @@ _Static_assert(sizeof(gccl_slab) == GCCL_SLAB_WORDS * sizeof(int64_t),
 _Static_assert(sizeof(gccl_volume_record) % sizeof(int64_t) == 0,
                "a record is whole int64 words (the host allocates records as int64)");
 
+/* The tau-mode tolerance (rows.h's tolerance): tau, or growing with the values. */
+typedef struct {
+    double tau, relative, quadratic;
+    int growing;
+} volume_tolerance;
+
+static inline volume_tolerance tolerance_of(const gccl_volumes *b) {
+    return (volume_tolerance){b->tau, b->relative, b->quadratic,
+                              b->relative > 0 || b->quadratic > 0};
+}
+
+/* Whether u and v join under a tolerance that grows: equal, or within the tolerance of the
+ * larger magnitude. */
+static inline int grown_join(double u, double v, const volume_tolerance *t) {
+    const double au = fabs(u), av = fabs(v);
+    return close_values(u, v, tolerance(au > av ? au : av, t->tau, t->relative, t->quadratic));
+}
+
 /* One run of a row: voxels [start, end) and the label they took. */
 typedef struct {
     int32_t start, end, label;
@@ -77,9 +95,10 @@ static inline void add_wide(gccl_volume_record *r, int64_t total) {
 #define FLOATING 1
 #include "volume_rows.h"
 
-typedef int64_t (*tau_runs_of)(const void *, const uint8_t *, int64_t, double, int64_t *);
+typedef int64_t (*tau_runs_of)(const void *, const uint8_t *, int64_t, const volume_tolerance *,
+                               int64_t *);
 typedef int (*runs_join_of)(const void *, const void *, int64_t, int64_t, int64_t, int64_t,
-                            int64_t, double);
+                            int64_t, const volume_tolerance *);
 typedef void (*run_statistics_of)(gccl_volume_record *, const void *, int64_t, int64_t, int64_t,
                                   int64_t, int64_t);
 typedef int64_t (*run_magnitude_of)(const void *, int64_t, int64_t);
@@ -196,9 +215,9 @@ static inline int32_t join_near_row(int32_t *parent, near_row *row, int32_t s, i
 }
 
 /* The same in tau mode: a touching run joins where one pair of their voxels joins. */
-static inline int32_t join_near_row_tau(const gccl_volumes *b, int32_t *parent, near_row *row,
-                                        const uint8_t *pixels, int32_t s, int32_t e,
-                                        int32_t label) {
+static inline int32_t join_near_row_tau(const gccl_volumes *b, const volume_tolerance *t,
+                                        int32_t *parent, near_row *row, const uint8_t *pixels,
+                                        int32_t s, int32_t e, int32_t label) {
     gccl_run *o = row->runs;
     const int64_t m = row->count;
     const int32_t g = row->grow;
@@ -207,7 +226,7 @@ static inline int32_t join_near_row_tau(const gccl_volumes *b, int32_t *parent, 
     row->at = j;
     for (; j < m && o[j].start < e + g; j++) {
         if (o[j].label == label) continue;
-        if (!RUNS_JOIN[b->image_type](pixels, row->pixels, s, e, o[j].start, o[j].end, g, b->tau))
+        if (!RUNS_JOIN[b->image_type](pixels, row->pixels, s, e, o[j].start, o[j].end, g, t))
             continue;
         label = join_root(parent, label, o[j].label);
         o[j].label = label;
@@ -238,6 +257,7 @@ static int label_slab(const gccl_volumes *b, gccl_slab *slab, int64_t n, int64_t
     const int64_t width = b->width, height = b->height;
     const int64_t image_bytes = type_bytes(b->image_type);
     const int64_t value_bytes = type_bytes(b->value_type);
+    const volume_tolerance t = tolerance_of(b);
     const int floating = (int)b->floating;
     const run_magnitude_of magnitude_of = run_magnitude_for(b->value_type);
     const uint8_t *image = b->image, *values = b->values;
@@ -253,7 +273,7 @@ static int label_slab(const gccl_volumes *b, gccl_slab *slab, int64_t n, int64_t
             const uint8_t *pixels = image + at * image_bytes;
             FOREGROUND_ROW[b->image_type](pixels, width, b->rule, b->a, fg);
             const int64_t k = b->tau_mode
-                                  ? TAU_ROW_RUNS[b->image_type](pixels, fg, width, b->tau, bounds)
+                                  ? TAU_ROW_RUNS[b->image_type](pixels, fg, width, &t, bounds)
                                   : row_runs(fg, width, bounds);
             near_row other[NEAR_ROWS]; /* rows that are no neighbour have no runs */
             for (int i = 0; i < NEAR_ROWS; i++) {
@@ -275,7 +295,7 @@ static int label_slab(const gccl_volumes *b, gccl_slab *slab, int64_t n, int64_t
                 int32_t label = 0;
                 if (b->tau_mode) {
                     for (int j = 0; j < count; j++)
-                        label = join_near_row_tau(b, parent, &other[j], pixels, s, e, label);
+                        label = join_near_row_tau(b, &t, parent, &other[j], pixels, s, e, label);
                 } else { /* unrolled, so that the rows stay in registers */
                     label = join_near_row(parent, &other[0], s, e, label);
                     label = join_near_row(parent, &other[1], s, e, label);
@@ -402,6 +422,7 @@ static void join_seam(const gccl_volumes *b, int64_t n, int64_t t, gccl_run *her
     const int64_t width = b->width, height = b->height, z = b->tasks[3 * t + 1];
     const int64_t image_bytes = type_bytes(b->image_type);
     const uint8_t *image = b->image;
+    const volume_tolerance tolerance = tolerance_of(b);
     const int32_t *local = b->slabs[t].parent, *local_before = b->slabs[t - 1].parent;
     const int64_t slot = b->first[t], slot_before = b->first[t - 1];
     const neighbour *near;
@@ -424,7 +445,8 @@ static void join_seam(const gccl_volumes *b, int64_t n, int64_t t, gccl_run *her
                     if (b->tau_mode &&
                         !RUNS_JOIN[b->image_type](image + at * image_bytes,
                                                   image + other_at * image_bytes, s, e,
-                                                  before[j].start, before[j].end, g, b->tau))
+                                                  before[j].start, before[j].end, g,
+                                                  &tolerance))
                         continue;
                     join_slot_sets(b->forest, slot + local[here[r].label],
                                    slot_before + local_before[before[j].label]);

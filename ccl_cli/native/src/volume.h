@@ -67,7 +67,7 @@ typedef struct {
     int64_t rule, connectivity, tau_mode, floating, min_area, statistics;
     int64_t selecting; /* max-area or largest: kept_id is the host's (from component_area) */
     int64_t zeroed;    /* the labels are 0 already (fresh zeroed memory): 0s are not written */
-    double a, tau;
+    double a, tau, relative, quadratic; /* the foreground's a; the tolerance (rows.h) */
     const void *image;               /* (count, depth, height, width): foreground, tau joins */
     const void *values;              /* (count, depth, height, width): what statistics read */
     uint32_t *labels;                /* (count, depth, height, width): the labels */

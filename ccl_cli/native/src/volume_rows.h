@@ -22,6 +22,10 @@
 #define REACH WIDE
 #endif
 
+/* Whether voxels u and v join under tolerance t: CLOSE where it is tau, else the tolerance
+ * of the larger magnitude in float64 (exact for every pixel type). */
+#define JOINS(u, v) (t->growing ? grown_join((double)(u), (double)(v), t) : CLOSE(u, v))
+
 /* The reach of CLOSE: tau itself for floats, the largest integer difference within tau
  * for integers. */
 static inline REACH CAT(volume_reach, SUFFIX)(double tau) {
@@ -35,9 +39,9 @@ static inline REACH CAT(volume_reach, SUFFIX)(double tau) {
 /* A tau row's runs: stretches of foreground voxels (fg) each joining its left neighbour;
  * runs[2 i], runs[2 i + 1] = start and end (exclusive) of run i; returns their number. */
 static int64_t CAT(tau_row_runs, SUFFIX)(const void *pixels, const uint8_t *fg, int64_t width,
-                                         double tau, int64_t *runs) {
+                                         const volume_tolerance *t, int64_t *runs) {
     const PIXEL *row = (const PIXEL *)pixels;
-    const REACH reach = CAT(volume_reach, SUFFIX)(tau);
+    const REACH reach = CAT(volume_reach, SUFFIX)(t->tau);
     int64_t k = 0, x = 0;
     while (x < width) {
         if (!fg[x]) {
@@ -46,7 +50,7 @@ static int64_t CAT(tau_row_runs, SUFFIX)(const void *pixels, const uint8_t *fg, 
         }
         runs[2 * k] = x;
         x++;
-        while (x < width && fg[x] && CLOSE(row[x], row[x - 1])) x++;
+        while (x < width && fg[x] && JOINS(row[x], row[x - 1])) x++;
         runs[2 * k + 1] = x;
         k++;
     }
@@ -57,19 +61,20 @@ static int64_t CAT(tau_row_runs, SUFFIX)(const void *pixels, const uint8_t *fg, 
  * `other` at most `grow` columns away (0: face to face, 1: diagonally too). */
 static int CAT(runs_join, SUFFIX)(const void *row_pixels, const void *other_pixels, int64_t s,
                                   int64_t e, int64_t s2, int64_t e2, int64_t grow,
-                                  double tau) {
+                                  const volume_tolerance *t) {
     const PIXEL *row = (const PIXEL *)row_pixels, *other = (const PIXEL *)other_pixels;
-    const REACH reach = CAT(volume_reach, SUFFIX)(tau);
+    const REACH reach = CAT(volume_reach, SUFFIX)(t->tau);
     int64_t lo = s > s2 - grow ? s : s2 - grow, hi = e < e2 + grow ? e : e2 + grow;
     for (int64_t x = lo; x < hi; x++) {
         int64_t from = x - grow < s2 ? s2 : x - grow, to = x + grow >= e2 ? e2 - 1 : x + grow;
         for (int64_t x2 = from; x2 <= to; x2++) {
-            if (CLOSE(row[x], other[x2])) return 1;
+            if (JOINS(row[x], other[x2])) return 1;
         }
     }
     return 0;
 }
 
+#undef JOINS
 #undef CLOSE
 #undef REACH
 #ifdef WIDE
