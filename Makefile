@@ -42,7 +42,7 @@ demo: $(VENV)/.installed-run $(VENV)/.engine-built
 	rm -rf $(DEMO_OUT)
 	$(VENV)/bin/gccl label sample_data --out $(DEMO_OUT)/all --preview
 	$(VENV)/bin/gccl label sample_data/scan_g4.tif --invert --min-area 3 --out $(DEMO_OUT)/scan --preview
-	$(VENV)/bin/gccl label sample_data/room.depth.png --tau 20 --min-area 50 --out $(DEMO_OUT)/depth --preview
+	$(VENV)/bin/gccl label sample_data/room.depth.png --tau 5 --tau-quadratic 3.5e-6 --min-area 50 --out $(DEMO_OUT)/depth --preview
 	$(VENV)/bin/gccl label sample_data/room_meters.tif --tau 0.025 --out $(DEMO_OUT)/depth-m --preview
 	@for f in all scan depth depth-m; do echo "--- $(DEMO_OUT)/$$f/summary.csv"; cat $(DEMO_OUT)/$$f/summary.csv; done
 
