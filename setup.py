@@ -26,14 +26,12 @@ setup(
     ext_modules=[
         Extension(
             "ccl_cli.native.gccl_cpu",
-            sources=[
-                SOURCES + name for name in ("binding.c", "engine.c", "volume.c", "pool.c", "png.c")
-            ],
+            sources=[SOURCES + name for name in ("binding.c", "engine.c", "volume.c", "pool.c")],
             depends=[
                 SOURCES + name
                 for name in (
                     *("engine.h", "rows.h", "foreground.h", "strip.h", "volume.h", "volume_rows.h"),
-                    *("pool.h", "png.h"),
+                    "pool.h",
                 )
             ],
             extra_compile_args=COMPILE_FLAGS,

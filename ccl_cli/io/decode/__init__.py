@@ -5,9 +5,8 @@ MinIsWhite flipped, gray palettes looked up). Every problem with an input is one
 
 - read.py: the entry (read_image, image_pages, is_image_path, may_hold_pages, unreadable):
   the file opened, the format recognised by its magic bytes, colour reduced.
-- png.py (with plain_png.py, the fast path for plain gray PNGs), tiff.py (with
-  tiff_layout.py, the page directories read as far as sizing a decode needs), npy.py,
-  camera.py (JPEG, BMP, WebP): one module per format family.
+- png.py, tiff.py (with tiff_layout.py, the page directories read as far as sizing a
+  decode needs), npy.py, camera.py (JPEG, BMP, WebP): one module per format family.
 - pixels.py: palettes, --color-to-gray, the dtypes gccl labels.
 - checks.py: memory limits before each allocation, library failures as one line.
 """

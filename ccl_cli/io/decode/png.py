@@ -1,6 +1,5 @@
-"""PNG decoding: plain gray files through the fast path (plain_png), the others through
-imagecodecs' libpng (every 16-bit file, plain 8-bit gray) or Pillow (1-bit, palettes,
-transparency).
+"""PNG decoding: imagecodecs' libpng (every 16-bit file, plain 8-bit gray) or Pillow (1-bit,
+palettes, transparency).
 
 The decoders are handed the file's chunks that make its samples (header, palette,
 transparency, pixel data, end), up to the end chunk; pixel data beyond COMPRESSED_SLACK
@@ -18,7 +17,6 @@ import imagecodecs
 import numpy as np
 
 from ...errors import InputError
-from . import plain_png
 from .checks import COMPRESSED_SLACK, check_size, decoding, not_2d, pillow
 from .pixels import from_pillow
 
@@ -49,11 +47,6 @@ def read_png(handle: io.BufferedReader, head: bytes, max_bytes: int) -> tuple[np
     source = handle if whole is None else io.BytesIO(whole)
     spans, transparent = _sample_chunks(source, (width, height, stride), most)
     data = whole if whole is not None and spans == [[0, len(whole)]] else _gather(source, spans)
-    if color_type == 0 and bit_depth in (8, 16):
-        with decoding("PNG"):
-            plain = plain_png.decode_plain_gray(data)
-        if plain is not None:
-            return plain, "gray"
     if bit_depth == 16:
         # libpng keeps every bit; Pillow narrows 16-bit colour to 8 bits, and the
         # mode it opens 16-bit gray in ("I" or "I;16") changed across its versions.
@@ -63,8 +56,8 @@ def read_png(handle: io.BufferedReader, head: bytes, max_bytes: int) -> tuple[np
         with decoding("PNG"):
             return imagecodecs.png_decode(data), kind
     if bit_depth == 8 and color_type == 0 and head[28] == 0 and not transparent:
-        # Plain 8-bit gray, not interlaced, that the fast path left: libpng decodes it
-        # with less overhead than Pillow. A transparent gray (tRNS, to which libpng adds
+        # Plain 8-bit gray, not interlaced: libpng decodes it with less overhead than
+        # Pillow. A transparent gray (tRNS, to which libpng adds
         # an alpha channel) goes to Pillow.
         with decoding("PNG"):
             return imagecodecs.png_decode(data), "gray"

@@ -19,7 +19,6 @@
 #include <string.h>
 
 #include "engine.h"
-#include "png.h"
 #include "pool.h"
 #include "volume.h"
 
@@ -392,50 +391,16 @@ static PyObject *run_helper(PyObject *module, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-/* png_unfilter(data, height, stride, bpp, out) -> gccl_png_unfilter's result. */
-static PyObject *png_unfilter(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "png_unfilter takes (data, height, stride, bpp, out)");
-        return NULL;
-    }
-    long long height = PyLong_AsLongLong(args[1]);
-    long long stride = PyLong_AsLongLong(args[2]);
-    long long bpp = PyLong_AsLongLong(args[3]);
-    if (PyErr_Occurred()) return NULL;
-    Py_buffer data, out;
-    if (PyObject_GetBuffer(args[0], &data, PyBUF_C_CONTIGUOUS) != 0) return NULL;
-    if (PyObject_GetBuffer(args[4], &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) {
-        PyBuffer_Release(&data);
-        return NULL;
-    }
-    int64_t code = -1;
-    if (height < 0 || stride < 0 || data.len / (stride + 1) < height ||
-        (stride && out.len / stride < height)) {
-        PyErr_SetString(PyExc_ValueError, "png_unfilter: the buffers are smaller than the rows");
-    } else {
-        Py_BEGIN_ALLOW_THREADS
-        code = gccl_png_unfilter(data.buf, height, stride, bpp, out.buf);
-        Py_END_ALLOW_THREADS
-    }
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&out);
-    return PyErr_Occurred() ? NULL : PyLong_FromLongLong(code);
-}
-
 static PyMethodDef module_methods[] = {
     {"run_helper", run_helper, METH_NOARGS,
      "Be one of the engine's helper threads: run parts of its jobs; never returns."},
-    {"png_unfilter", (PyCFunction)(void (*)(void))png_unfilter, METH_FASTCALL,
-     "PNG rows after their filter bytes in data, unfiltered into out (png.h): 0, 1 + the "
-     "row of an unknown filter, or -1 for a bpp other than 1 and 2."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "ccl_cli.native.gccl_cpu",
-    .m_doc = PyDoc_STR("gccl's CPU labeling engine (engine.h) and PNG row filters (png.h)."),
+    .m_doc = PyDoc_STR("gccl's CPU labeling engine (engine.h, volume.h)."),
     .m_size = -1,
     .m_methods = module_methods,
 };
