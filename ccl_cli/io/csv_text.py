@@ -18,7 +18,7 @@ by side and the NULs dropped, which leaves the CSV text.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import orjson
@@ -28,6 +28,9 @@ from ..contract.stats import CSV_COLUMNS, StatsTable
 #: Tables of at most this many rows are printed row by row (_rows_one_by_one): below it
 #: numpy's fixed cost per call outweighs what the bulk path saves.
 SHORT_TABLE_ROWS = 128
+#: Rows printed at a time: a table of millions of rows (a checkerboard's pixels) becomes text
+#: and is written a piece at a time, each piece's working arrays a few MB.
+CSV_PIECE_ROWS = 1 << 14
 #: repr prints these floats in plain notation, and so does orjson (module docstring).
 _PLAIN_LOW, _PLAIN_HIGH = 1e-4, 1e16
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
@@ -95,32 +98,38 @@ def _orjson_matches_repr() -> bool:
 ORJSON_MATCHES_REPR = _orjson_matches_repr()
 
 
-def stats_csv(table: StatsTable) -> str:
-    """The statistics CSV text (header + one row per label, in label order).
+def stats_csv(table: StatsTable) -> Iterator[bytes]:
+    """The statistics CSV (header + one row per label, in label order), ASCII, in pieces of
+    at most CSV_PIECE_ROWS rows, the header first: whatever the table's length, the text of
+    one piece at a time is in memory.
 
     Integers print as str prints them, floats as the shortest text that reads
     back to the same float64 (Python's repr); min and max print as integers
     for integer images. Built column-wise in bulk (csv_text): tables of
     document scans and random images have tens of thousands of rows.
     """
-    header = ",".join(CSV_COLUMNS) + "\n"
+    yield (",".join(CSV_COLUMNS) + "\n").encode("ascii")
     if len(table) <= SHORT_TABLE_ROWS:
-        return header + _rows_one_by_one(table)
+        yield _rows_one_by_one(table).encode("ascii")
+        return
     values = int_texts if table.integer_values else float_texts
-    columns = [
-        int_texts(np.arange(1, len(table) + 1)),
-        int_texts(table.area),
-        int_texts(table.x),
-        int_texts(table.y),
-        int_texts(table.width),
-        int_texts(table.height),
-        float_texts(table.centroid_x),
-        float_texts(table.centroid_y),
-        float_texts(table.mean),
-        values(table.min),
-        values(table.max),
-    ]
-    return header + csv_rows(columns).decode("ascii")
+    for start in range(0, len(table), CSV_PIECE_ROWS):
+        rows = slice(start, start + CSV_PIECE_ROWS)
+        labels = np.arange(start + 1, min(start + CSV_PIECE_ROWS, len(table)) + 1)
+        columns = [
+            int_texts(labels),
+            int_texts(table.area[rows]),
+            int_texts(table.x[rows]),
+            int_texts(table.y[rows]),
+            int_texts(table.width[rows]),
+            int_texts(table.height[rows]),
+            float_texts(table.centroid_x[rows]),
+            float_texts(table.centroid_y[rows]),
+            float_texts(table.mean[rows]),
+            values(table.min[rows]),
+            values(table.max[rows]),
+        ]
+        yield csv_rows(columns)
 
 
 def _rows_one_by_one(table: StatsTable) -> str:

@@ -36,7 +36,7 @@ import re
 import secrets
 import stat
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -205,13 +205,13 @@ class OutDir:
     def write(
         self,
         path: Path,
-        data: bytes,
+        data: bytes | Iterable[bytes],
         owner: Owner,
         durable: bool = True,
         after_ns: int | None = None,
     ) -> FileIdentity:
-        """Write `data` to `path` so that readers only ever see the whole file; returns the
-        file's identity.
+        """Write `data` (bytes, or pieces of them as a producer makes them) to `path` so that
+        readers only ever see the whole file; returns the file's identity.
 
         owner: told of the file before it takes its name; asked whether a file
         that holds the name now may be replaced.
@@ -238,9 +238,10 @@ class OutDir:
             fd = os.open(temp, _NEW_FLAGS, 0o666, dir_fd=folder)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # held while written: clean-up leaves it alone
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                for piece in (data,) if isinstance(data, bytes) else data:
+                    view = memoryview(piece)
+                    while view:
+                        view = view[os.write(fd, view) :]
                 if after_ns is not None and os.fstat(fd).st_mtime_ns <= after_ns:
                     os.utime(fd, ns=(after_ns + 1, after_ns + 1))
                 if durable:

@@ -467,8 +467,7 @@ def _write(
         out.write(paths.polygons, geojson(outlines), owner, settings.fsync)
         outputs["polygons"] = str(paths.polygons)
         written.append(paths.polygons)
-    stats = stats_csv(table).encode("utf-8")
-    out.write(paths.stats, stats, owner, settings.fsync, decoded.modified_ns)
+    out.write(paths.stats, stats_csv(table), owner, settings.fsync, decoded.modified_ns)
     outputs["stats"] = str(paths.stats)
     written.append(paths.stats)
     for other in LABEL_ENDINGS:  # an earlier run's label image of another format

@@ -154,7 +154,7 @@ def test_min_area_removes_and_renumbers(tau: float | None, min_area: int) -> Non
 def test_csv_round_trips_every_value() -> None:
     values = np.array([[0.1, 0.2, 0, 1 / 3]], np.float64)
     table = label_image(values, LabelParams())[1]
-    lines = stats_csv(table).splitlines()
+    lines = b"".join(stats_csv(table)).decode().splitlines()
     assert lines[0] == "label,area,x,y,width,height,centroid_x,centroid_y,mean,min,max"
     row = lines[1].split(",")
     assert row[:6] == ["1", "2", "0", "0", "2", "1"]

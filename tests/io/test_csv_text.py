@@ -102,9 +102,17 @@ def reference_csv(table: StatsTable) -> str:
     return "\n".join(lines) + "\n"
 
 
+def text(table: StatsTable) -> str:
+    """The whole CSV text of stats_csv's pieces."""
+    return b"".join(stats_csv(table)).decode("ascii")
+
+
 @pytest.mark.parametrize("integer_values", [True, False])
 @pytest.mark.parametrize("count", [3, SHORT_TABLE_ROWS, SHORT_TABLE_ROWS + 1, 500])
-def test_stats_csv_equals_printing_value_by_value(integer_values: bool, count: int):
+def test_stats_csv_equals_printing_value_by_value(
+    integer_values: bool, count: int, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(csv_text, "CSV_PIECE_ROWS", 150)  # 500 rows in four pieces
     rng = np.random.default_rng(int(integer_values))
     area = rng.integers(1, 10**6, count)
     values = rng.integers(-(2**31), 2**31, (2, count)).astype(np.float64)
@@ -124,8 +132,8 @@ def test_stats_csv_equals_printing_value_by_value(integer_values: bool, count: i
         max=values.max(axis=0),
         integer_values=integer_values,
     )
-    assert stats_csv(table) == reference_csv(table)
-    assert stats_csv(table.take(np.zeros(0, np.int64))) == ",".join(CSV_COLUMNS) + "\n"
+    assert text(table) == reference_csv(table)
+    assert text(table.take(np.zeros(0, np.int64))) == ",".join(CSV_COLUMNS) + "\n"
 
 
 @pytest.mark.parametrize("odd", [None, -0.0, 1e-5, np.nextafter(1e-4, 0), 1e16, np.nan, -np.inf])
@@ -149,4 +157,16 @@ def test_short_tables_print_as_repr_whatever_one_float_is(odd: float | None, col
     )
     if odd is not None:
         getattr(table, column)[2] = odd
-    assert stats_csv(table) == reference_csv(table)
+    assert text(table) == reference_csv(table)
+
+
+def test_a_long_table_comes_in_pieces_of_bounded_rows(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(csv_text, "CSV_PIECE_ROWS", 1000)
+    count = 4321
+    ones = np.ones(count, np.int64)
+    table = StatsTable(
+        ones, ones, ones, ones, ones, ones * 0.5, ones * 0.5, ones * 1.0, ones, ones, True
+    )
+    pieces = list(stats_csv(table))
+    assert [piece.count(b"\n") for piece in pieces] == [1, 1000, 1000, 1000, 1000, 321]
+    assert b"".join(pieces).decode().splitlines()[-1].startswith("4321,1,")

@@ -320,9 +320,11 @@ def _label_batch(
     spread(job.merge_seams, count, post)
     component_first = np.zeros(count + 1, np.int64)
     np.cumsum(components, out=component_first[1:])
-    stats = scratch("stats", (component_first[-1], RECORD), np.int64)
+    # each component's record, in acc: the strips' records are not read after these passes
+    stats = job.acc[: component_first[-1]]
     job.component_first, job.stats = component_first, stats
     spread(job.reduce_stats, count, post)
+    job.pack_stats(count, 1)
     if floating:
         job.mean = _float_means(job, threads)
     kept = np.empty(count, np.int64)

@@ -53,7 +53,8 @@
 /* The entry points, each a method of its object under its name (Python, C). */
 #define BATCH_ENTRIES(ENTRY)                                                                   \
     ENTRY(label_strips, gccl_label_strips) ENTRY(merge_seams, gccl_merge_seams)                \
-    ENTRY(reduce_stats, gccl_reduce_stats) ENTRY(float_terms, gccl_float_terms)                \
+    ENTRY(reduce_stats, gccl_reduce_stats) ENTRY(pack_stats, gccl_pack_stats)                  \
+    ENTRY(float_terms, gccl_float_terms)                                                       \
     ENTRY(keep_components, gccl_keep_components) ENTRY(kept_columns, gccl_kept_columns)        \
     ENTRY(write_labels, gccl_write_labels)
 

@@ -345,13 +345,17 @@ int gccl_merge_seams(const gccl_batch *b, int64_t lo, int64_t hi) {
     return 0;
 }
 
-/* Records of each image's (lo..hi-1) components (stats[component_first[n] + k - 1]) from
- * its local records. The seams numbered the components in slot order, so a component's
- * first slot is met when it is one past the last one met: that record is copied, the
- * later ones are added. */
+/* Records of each image's (lo..hi-1) components from its local records, in place: component
+ * k of image n goes to acc[acc_first[image_tasks[n]] + k - 1], the image's own part of acc,
+ * which holds a record per label its strips might have made. The seams numbered the
+ * components in slot order, so a component's first slot is met when it is one past the
+ * last one met: that record is copied, the later ones are added. Component k's first slot
+ * is at that index or after it (each component before it had a slot of its own), and the
+ * slots are read in index order, so a record is written only where one has been read. */
 int gccl_reduce_stats(const gccl_batch *b, int64_t lo, int64_t hi) {
     for (int64_t n = lo; n < hi; n++) {
-        int64_t before = b->component_first[n] - 1; /* component k is stats[before + k] */
+        /* component k is stats[k] */
+        gccl_record *stats = b->acc + b->acc_first[b->image_tasks[n]] - 1;
         int64_t met = 0;
         for (int64_t t = b->image_tasks[n]; t < b->image_tasks[n + 1]; t++) {
             for (int64_t local = 1; local < b->first[t + 1] - b->first[t]; local++) {
@@ -359,12 +363,24 @@ int gccl_reduce_stats(const gccl_batch *b, int64_t lo, int64_t hi) {
                 const gccl_record *record = &b->acc[b->acc_first[t] + local - 1];
                 if (k > met) {
                     met = k;
-                    b->stats[before + k] = *record;
+                    if (&stats[k] != record) stats[k] = *record;
                 } else {
-                    merge_record(&b->stats[before + k], record, (int)b->floating);
+                    merge_record(&stats[k], record, (int)b->floating);
                 }
             }
         }
+    }
+    return 0;
+}
+
+/* The records gccl_reduce_stats left in each image's part of acc, moved down to
+ * stats[component_first[n]..] (stats is the start of acc), images lo..hi-1 in order on one
+ * thread: an image's records move to below where they are, above the images before it. */
+int gccl_pack_stats(const gccl_batch *b, int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; n++) {
+        const gccl_record *from = b->acc + b->acc_first[b->image_tasks[n]];
+        gccl_record *to = b->stats + b->component_first[n];
+        if (to != from) memmove(to, from, sizeof(gccl_record) * (size_t)b->components[n]);
     }
     return 0;
 }

@@ -70,7 +70,7 @@ typedef struct {
     int64_t *forest;          /* (first[tasks]): seam union-find, then component numbers */
     int64_t *components;      /* (count): K per image */
     const int64_t *component_first; /* (count + 1): index of image n's first component */
-    gccl_record *stats;       /* (component_first[count]): per component */
+    gccl_record *stats;       /* (component_first[count]): per component; the start of acc */
     const int64_t *shift;     /* (first[tasks]): float-mean shift per slot */
     int64_t *sums;            /* (first[tasks]): float-mean integer sums per slot */
     int64_t *kept_id;         /* (components): new label, 0 when min-area drops it */
@@ -88,6 +88,7 @@ typedef struct {
 int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi);
 int gccl_merge_seams(const gccl_batch *b, int64_t lo, int64_t hi);
 int gccl_reduce_stats(const gccl_batch *b, int64_t lo, int64_t hi);
+int gccl_pack_stats(const gccl_batch *b, int64_t lo, int64_t hi); /* on one thread */
 int gccl_float_terms(const gccl_batch *b, int64_t lo, int64_t hi);
 int gccl_keep_components(const gccl_batch *b, int64_t lo, int64_t hi);
 int gccl_kept_columns(const gccl_batch *b, int64_t lo, int64_t hi);
