@@ -6,32 +6,24 @@ the time is the backend's: copies in, kernels, copies out, statistics tables.
 Labels come back narrowed to 16 bits (those of images with too many components
 for 16 bits as uint32), as `gccl label` asks for its PNG label images. The
 GPUs get the hardware work queues the environment asks for (CUDA's default 8,
-or CUDA_DEVICE_MAX_CONNECTIONS), one GPU and all alike. Two tables, in markdown:
+or CUDA_DEVICE_MAX_CONNECTIONS), one GPU and all alike. One table, in markdown.
 
-- one batch: wall clock around MultiDeviceBackend.label vs CudaBackend.label
-  (each batch split over the GPUs), median of --repeat calls after one warm-up;
-- batches back to back (--batches of them), as gccl's labeling service runs
-  the batches of its worker processes (`gccl label` with --processes): a
-  thread per worker, two per GPU, hands its batches to the service's
-  DeviceLabeler (worker i's to GPU i % GPUs), which has up to
-  service.CONCURRENT_BATCHES batches per GPU in flight, so one batch's first
-  upload and last copies back overlap another's kernels. Time per batch,
-  median of three runs after one warm-up run. This is how a `gccl label
-  --devices all` job with worker processes runs: batches spread over the GPUs.
+Each batch is split over the GPUs (wall clock around MultiDeviceBackend.label vs
+CudaBackend.label, median of --repeat calls after one warm-up), as `gccl label
+--devices all` and `ccl_cli.label` run it; the copy ceilings of the host are measured
+first, as they bound every case.
 
---json PATH also writes both tables and the copy ceilings as JSON.
+--json PATH also writes the table and the copy ceilings as JSON.
 
-    python3 benchmarks/bench_multi_gpu.py --repeat 5 --batches 24 --json multi.json
+    python3 benchmarks/bench_multi_gpu.py --repeat 5 --json multi.json
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import statistics
-import threading
 import time
 from pathlib import Path
 
@@ -39,8 +31,8 @@ import numpy as np
 
 from ccl_cli.backends import make_backend
 from ccl_cli.backends.base import Backend
+from ccl_cli.backends.multi import MultiDeviceBackend
 from ccl_cli.contract.params import LabelParams
-from ccl_cli.run.service import DeviceLabeler
 
 
 def median_seconds(backend: Backend, batch: np.ndarray, params: LabelParams, repeat: int) -> float:
@@ -52,41 +44,6 @@ def median_seconds(backend: Backend, batch: np.ndarray, params: LabelParams, rep
         backend.label(batch, params, narrow=True)
         times.append(time.perf_counter() - started)
     return statistics.median(times)
-
-
-def back_to_back_seconds(
-    devices: list[Backend], batch: np.ndarray, params: LabelParams, batches: int
-) -> float:
-    """Seconds per batch of `batches` labeled as the labeling service labels its
-    workers' batches (module docstring), median of three runs after a warm-up run."""
-    workers = 2 * len(devices)
-    labeler = DeviceLabeler(devices)
-    outs = [devices[0].empty_batch(batch.shape, np.dtype(np.uint16)) for _ in range(workers)]
-
-    def run() -> float:
-        taken = itertools.count()
-        lock = threading.Lock()
-
-        def work(worker: int) -> None:
-            while True:
-                with lock:
-                    if next(taken) >= batches:
-                        return
-                labeler.label(worker % len(devices), batch, params, outs[worker], narrow=True)
-
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(workers)]
-        started = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        return (time.perf_counter() - started) / batches
-
-    try:
-        run()
-        return statistics.median(run() for _ in range(3))
-    finally:
-        labeler.close()
 
 
 def depth_tiles(rng: np.random.Generator, count: int) -> np.ndarray:
@@ -141,7 +98,6 @@ def copy_ceiling(devices: int, nbytes: int = 1 << 30) -> tuple[float, float, flo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--batches", type=int, default=24)
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
@@ -176,7 +132,9 @@ def main() -> None:
     every = make_backend("cuda", None, print, devices="all")
     queues = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "8 (CUDA's default)")
     print(f"devices: {every.name}; hardware work queues per device: {queues}")
-    down_one, down_every, both_one, both_every = copy_ceiling(len(every.per_device()))
+    down_one, down_every, both_one, both_every = copy_ceiling(
+        len(every.backends) if isinstance(every, MultiDeviceBackend) else 1
+    )
     results: dict = {
         "devices": every.name,
         "work_queues": queues,
@@ -187,9 +145,7 @@ def main() -> None:
             "both_ways_every_gpu": both_every,
         },
         "repeat": args.repeat,
-        "batches": args.batches,
         "one_batch": [],
-        "back_to_back": [],
     }
     print(
         f"copy ceiling, 1 GiB to or from page-locked memory: device to host {down_one:.0f} "
@@ -198,9 +154,8 @@ def main() -> None:
     )
     print("| case | 1 GPU ms | all GPUs ms | speed-up | 16-bit labels | identical |")
     print("| --- | --- | --- | --- | --- | --- |")
-    batches = {}
     for name, (generated, params) in cases.items():
-        batch = batches[name] = one.empty_batch(generated.shape, generated.dtype)
+        batch = one.empty_batch(generated.shape, generated.dtype)
         batch[...] = generated
         single = median_seconds(one, batch, params, args.repeat)
         multi = median_seconds(every, batch, params, args.repeat)
@@ -221,17 +176,6 @@ def main() -> None:
             f"| {name} | {single * 1e3:.1f} | {multi * 1e3:.1f} | {single / multi:.2f}x "
             f"| {narrowed} | {same} |"
         )
-    devices = every.per_device()
-    print(f"\n{args.batches} batches back to back, as the labeling service runs them:\n")
-    print("| case | 1 GPU ms per batch | all GPUs ms per batch | speed-up |")
-    print("| --- | --- | --- | --- |")
-    for name, (_, params) in cases.items():
-        single = back_to_back_seconds([one], batches[name], params, args.batches)
-        multi = back_to_back_seconds(devices, batches[name], params, args.batches)
-        results["back_to_back"].append(
-            {"case": name, "one_gpu_ms": single * 1e3, "all_gpus_ms": multi * 1e3}
-        )
-        print(f"| {name} | {single * 1e3:.1f} | {multi * 1e3:.1f} | {single / multi:.2f}x |")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -21,7 +21,7 @@ from PIL import Image
 
 #: Not needed by a quiet CPU run of one 8-bit gray PNG without a config file:
 #: the progress display and its console, TIFF and Pillow's readers, CUDA,
-#: the labeling service of worker processes, a JIT compiler, SciPy, the on-disk
+#: a JIT compiler, SciPy, the on-disk
 #: bookkeeping of runs whose inputs arrive over time.
 NOT_FOR_A_QUIET_PNG_RUN = (
     "rich",
@@ -29,7 +29,6 @@ NOT_FOR_A_QUIET_PNG_RUN = (
     "PIL",
     "cupy",
     "ccl_cli.backends.cuda",
-    "ccl_cli.run.service",
     "numba",
     "llvmlite",
     "scipy",

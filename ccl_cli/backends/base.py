@@ -16,7 +16,8 @@ gives each image's labels whichever way they came.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Generator, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Generator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -97,18 +98,14 @@ class Wait(Protocol):
 LabelSteps = Generator[Wait | None, None, BatchResult]
 
 
-class Backend(Protocol):
-    """What the pipeline needs from a compute backend."""
+class Backend(ABC):
+    """What the pipeline needs from a compute backend, with the defaults most backends
+    share: a labeling in one step, plain numpy memory for batches."""
 
-    name: str
-    #: Whether it labels on GPUs: worker processes then send their batches to this
-    #: process's labeling service instead of labeling on their own cores.
-    uses_gpu: bool
+    #: What labeled, for --json and the run record (cpu, cuda, cuda+cuda).
+    name: str = ""
 
-    def per_device(self) -> list[Backend]:
-        """The one-device backends it labels with, in order (itself when it has one)."""
-        ...
-
+    @abstractmethod
     def label(
         self,
         batch: Any,
@@ -124,45 +121,31 @@ class Backend(Protocol):
         narrow: for a numpy batch, uint16 labels (module docstring); a device
         batch's labels stay uint32.
         """
-        ...
 
     def label_steps(
         self, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
     ) -> LabelSteps:
         """label(batch, params, out, narrow) of a numpy batch as a labeling in steps
-        (LabelSteps), for a caller that runs several at once (backends.steps);
-        backends that cannot return before waiting label in one step (in_one_step)."""
-        ...
+        (LabelSteps), for a caller that runs several at once (backends.steps).
 
+        This default labels in one step: for backends that cannot return before
+        waiting (the CPU's threads; backends whose parts have steps of their own).
+        """
+        yield from ()  # a generator that finishes on its first next()
+        return self.label(batch, params, out, narrow)
+
+    @abstractmethod
     def batch_budget_bytes(self) -> int:
         """How many bytes of input one batch may hold (for --batch-size auto)."""
-        ...
 
     def empty_batch(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """An uninitialized numpy array to stack a batch (or its labels) in.
 
-        The memory suits the backend: page-locked for CUDA, whose copies from
-        it need no staging. It is released when the last view of it is gone.
+        The memory suits the backend: this default is plain numpy memory; CUDA's is
+        page-locked, so that copies from it need no staging. It is released when the
+        last view of it is gone.
         """
-        ...
-
-    def page_lock(self, address: int, size: int) -> Callable[[], None]:
-        """Make host memory that batches and labels will live in fast to copy.
-
-        For memory this process did not allocate with empty_batch (the
-        labeling service's shared blocks): CUDA page-locks it, so copies need
-        no staging; elsewhere nothing happens. Returns the undo, to be called
-        before the memory is unmapped.
-        """
-        ...
-
-
-def in_one_step(
-    backend: Backend, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
-) -> LabelSteps:
-    """backend.label as a labeling of one step (Backend.label_steps)."""
-    yield from ()  # a generator that finishes on its first next()
-    return backend.label(batch, params, out, narrow)
+        return np.empty(shape, dtype)
 
 
 #: The dtypes warm_up labels a tiny image of: what 1-bit, 8-bit and 16-bit images decode to.
@@ -184,10 +167,6 @@ def warm_up(backend: Backend, params: LabelParams) -> None:
         batch[...] = 1
         with suppress(Exception):  # see the docstring
             backend.label(batch, params, narrow=True)
-
-
-def nothing_to_undo() -> None:
-    """The undo of a page_lock that had nothing to do."""
 
 
 def split_bounds(count: int, parts: int) -> list[tuple[int, int]]:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..contract.params import LabelParams
-from .base import Backend, BatchResult, LabelSteps, in_one_step
+from .base import Backend, BatchResult
 
 #: Seconds of CPU labeling after which the GPU may start (0: at once): half of
 #: what its start costs.
@@ -47,15 +47,9 @@ PERIOD_SECONDS = 2.0
 
 class CpuLoad:
     """Whether CPU labeling is what a run waits for (module docstring), from the CPU
-    batches it labels: `count` says when the GPU's start is due.
+    batches it labels: `count` says when the GPU's start is due."""
 
-    behind_images: the average images per batch that also mean it (inputs were
-    waiting); None leaves that sign out, for worker processes, whose tasks
-    always hand them batches of several images.
-    """
-
-    def __init__(self, behind_images: int | None = BEHIND_IMAGES) -> None:
-        self.behind_images = behind_images
+    def __init__(self) -> None:
         self._busy = 0.0  # seconds of CPU labeling since self._since
         self._batches = 0  # CPU batches since self._since, and their images
         self._images = 0
@@ -74,9 +68,7 @@ class CpuLoad:
         self._batches += 1
         self._images += images
         elapsed = ended - self._since
-        behind = self.behind_images is not None and (
-            self._images >= self.behind_images * self._batches
-        )
+        behind = self._images >= BEHIND_IMAGES * self._batches
         waited_for = self._busy >= BUSY_SHARE * elapsed or behind
         if self._busy >= START_AFTER_SECONDS and waited_for:
             return True
@@ -85,16 +77,12 @@ class CpuLoad:
         return False
 
 
-class HybridBackend:
+class HybridBackend(Backend):
     """The CPU backend until the one `start` makes is ready, then that one (module docstring).
 
     start: makes the GPU backend (in a thread); it raises when there is none,
     and the run stays on the CPU (then `notice` gets why, if `why` names it).
     """
-
-    #: Made for a run in this process only (make_backend's cpu_first), never served
-    #: to worker processes: they would wait for the GPU's start.
-    uses_gpu = False
 
     def __init__(
         self,
@@ -174,16 +162,6 @@ class HybridBackend:
             self._start_gpu()
         return result
 
-    def per_device(self) -> list[Backend]:
-        """This backend: it labels on one device at a time."""
-        return [self]
-
-    def label_steps(
-        self, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
-    ) -> LabelSteps:
-        """label in one step (base.in_one_step)."""
-        return in_one_step(self, batch, params, out, narrow)
-
     def _drop(self, gpu: Backend, error: Exception) -> None:
         """Stop using `gpu` after its failure, saying so once."""
         with self._lock:
@@ -203,7 +181,3 @@ class HybridBackend:
     def empty_batch(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """Memory for the backend batches go to now (page-locked once on the GPU)."""
         return self._current().empty_batch(shape, dtype)
-
-    def page_lock(self, address: int, size: int) -> Callable[[], None]:
-        """The CPU's (nothing to do): memory locked now would outlive a GPU that fails."""
-        return self.cpu.page_lock(address, size)

@@ -11,16 +11,16 @@ same as one backend's, image for image.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..contract.params import LabelParams
-from .base import Backend, BatchResult, LabelSteps, in_one_step, joined, label_dtype, split_bounds
+from .base import Backend, BatchResult, joined, label_dtype, split_bounds
 from .steps import interleaved
 
 
-class MultiDeviceBackend:
+class MultiDeviceBackend(Backend):
     """Spreads every batch over `backends` (one per device); host (numpy) batches only."""
 
     def __init__(self, backends: Sequence[Backend]) -> None:
@@ -28,11 +28,6 @@ class MultiDeviceBackend:
             raise ValueError("MultiDeviceBackend needs at least one backend")
         self.backends = list(backends)
         self.name = "+".join(backend.name for backend in self.backends)
-        self.uses_gpu = any(backend.uses_gpu for backend in self.backends)
-
-    def per_device(self) -> list[Backend]:
-        """Its backends, one per device."""
-        return list(self.backends)
 
     def label(
         self,
@@ -51,12 +46,6 @@ class MultiDeviceBackend:
         ]
         return joined(labels, interleaved(parts), params)
 
-    def label_steps(
-        self, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
-    ) -> LabelSteps:
-        """label in one step (base.in_one_step): its devices' steps are its own."""
-        return in_one_step(self, batch, params, out, narrow)
-
     def batch_budget_bytes(self) -> int:
         """The backends' budgets together: an auto batch fills every device."""
         return sum(backend.batch_budget_bytes() for backend in self.backends)
@@ -64,7 +53,3 @@ class MultiDeviceBackend:
     def empty_batch(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """The first backend's kind of memory (page-locked memory serves every GPU)."""
         return self.backends[0].empty_batch(shape, dtype)
-
-    def page_lock(self, address: int, size: int) -> Callable[[], None]:
-        """The first backend's page-locking (page-locked memory serves every GPU)."""
-        return self.backends[0].page_lock(address, size)

@@ -1,4 +1,4 @@
-"""Labelings in steps (Backend.label_steps), run from one thread.
+"""Labelings in steps (Backend.label_steps), run together from one thread.
 
 A backend that can (CUDA) labels a host batch as a generator of steps
 (base.LabelSteps): each step issues work to a device and returns without
@@ -12,9 +12,7 @@ interval (5 ms) while others issued work.
 The stepping thread never polls: a step's wait that is not over yet is handed
 to a waiting thread (_WAITS), which blocks on it (a CUDA event's synchronize
 releases the GIL) and then wakes the stepping thread. interleaved runs a given
-set of labelings in the calling thread (MultiDeviceBackend, CudaBackend.label);
-StepRunner is a thread that runs the labelings handed to it as they come (the
-labeling service).
+set of labelings in the calling thread (MultiDeviceBackend, CudaBackend.label).
 """
 
 from __future__ import annotations
@@ -126,48 +124,3 @@ def interleaved(labelings: Sequence[LabelSteps]) -> list[BatchResult]:
             steps.close()
         raise
     return [each.result.result() for each in running]
-
-
-class StepRunner:
-    """A thread that runs every labeling handed to it (submit), ready steps first.
-
-    It blocks while no step is ready: until a labeling comes or a wait is over.
-    """
-
-    def __init__(self) -> None:
-        self._turns = _Turns()
-        self._taken = 0  # labelings submitted and not finished
-        self._closing = False
-        self._thread = threading.Thread(target=self._run, name="gccl-steps", daemon=True)
-        self._thread.start()
-
-    def submit(self, steps: LabelSteps) -> Future[BatchResult]:
-        """Run `steps`; the future gets its result, or the error it raised."""
-        running = _Running(steps, Future())
-        with self._turns.condition:
-            self._taken += 1
-            self._turns.put(running)
-        return running.result
-
-    def close(self) -> None:
-        """Finish the labelings taken, then end the thread."""
-        with self._turns.condition:
-            self._closing = True
-            self._turns.condition.notify()
-        self._thread.join()
-
-    def _run(self) -> None:
-        condition = self._turns.condition
-        while True:
-            with condition:
-                while not self._turns.ready and not (self._closing and self._taken == 0):
-                    condition.wait()
-                if not self._turns.ready:
-                    return
-                taken = self._turns.ready.popleft()
-            ended, wait = _step(taken)
-            if not ended:
-                self._turns.after(wait, taken)
-                continue
-            with condition:
-                self._taken -= 1

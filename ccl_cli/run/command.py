@@ -28,7 +28,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
 
-from ..backends import cpu_only, make_backend
+from ..backends import make_backend
 from ..backends.base import Backend, usable_cores
 from ..config import Settings
 from ..errors import GcclError, InputError, UsageError
@@ -307,28 +307,25 @@ def _remove_unused(out: OutDir) -> None:
 def _executor(
     settings: Settings, reporter: Reporter, inputs: int | None, wake: Callable[[], None]
 ) -> Executor:
-    """The cluster at --scheduler, else worker processes (--processes), else this process
-    (`wake`: the source's, which a run in this process calls when a step finishes).
+    """The cluster at --scheduler, else worker processes (--processes) on the CPU, else
+    this process (`wake`: the source's, which a run in this process calls when a step
+    finishes).
 
     Made before the lock, so that an unusable device or scheduler is exit 2
-    with nothing written. Worker processes make this process's backend while
-    their workers start (LocalProcesses): an unusable device then ends the
-    run with exit 2 before any input is labeled (run_label removes the
-    --out folder it made).
+    with nothing written.
     """
     if settings.scheduler:
         from .cluster import Cluster
 
         return Cluster(settings.scheduler)
-    from .processes import SERVICE_MODULE, LocalProcesses, fork_server, process_count
+    from .processes import LocalProcesses, fork_server, process_count
 
     cores = usable_cores()
     workers = settings.workers or cores
-    count = process_count(settings.processes, 1 if inputs is None else inputs, cores)
+    gpu = settings.device.startswith("cuda") or settings.devices is not None
+    count = process_count(settings.processes, 1 if inputs is None else inputs, cores, gpu)
     if count > 1 and inputs is not None:
-        served = () if cpu_only(settings.device, settings.devices) else (SERVICE_MODULE,)
-        context = fork_server(served)
-        return LocalProcesses(count, settings, context, inputs, reporter.notice)
+        return LocalProcesses(count, settings, fork_server(), inputs)
     params = settings.label_params()  # auto labels on the CPU while CUDA starts
     backend = make_backend(settings.device, workers, reporter.notice, settings.devices, params)
     return _Local(backend, workers, wake)

@@ -1,14 +1,12 @@
 """`gccl label --processes N`: the run spread over N local worker processes.
 
 The statistics CSVs, TIFF writing and the bookkeeping around each image hold
-Python's GIL, so one process's threads cannot use many cores for them
-(docs/performance.md, "Whole runs"). N processes each run the pipeline (threads for the
-codecs) on tasks of a few inputs (tasks.py). This process keeps the lock,
-progress, stopping and the summary. On a GPU it also keeps the only CUDA
-backend: the workers send their batches to its labeling service
-(service.py), so they start without a CUDA context each and every GPU of
---devices serves them in turn. The backend is made while the workers start
-and decode; with the CPU backend the workers label on their own.
+Python's GIL, so one process's threads cannot use many cores for them. N
+processes each run the pipeline on the CPU backend (threads for the codecs) on
+tasks of a few inputs (tasks.py). This process keeps the lock, progress,
+stopping and the summary. A run on a GPU (--device cuda, --devices) labels in
+this process instead (process_count): labeling is a small share of a
+whole run, and a GPU's context, memory and start are paid once there.
 
 Workers ignore Ctrl-C, which a terminal sends to the whole process group:
 the client asks them to stop (it cancels tasks not yet started and waits for
@@ -22,13 +20,12 @@ lock is gone then, and another run may write there). A worker watches the
 pipe multiprocessing keeps from this process to it, which ends when this
 process dies however it dies: a thread blocked on it ends the worker at once,
 and every file is created, renamed into place or removed only after a check
-of that pipe (out_dir.check_before_changes). The fork server exits when
-this process does (its own pipe from it ends, once the workers have let go
-of their copies), and the kernel kills the workers whose parent, the fork
-server, is gone (PR_SET_PDEATHSIG), even one stuck in a codec. Closing waits
+of that pipe (out_dir.check_before_changes). The kernel kills a worker whose
+parent, the fork server, is gone (PR_SET_PDEATHSIG); the fork server exits once
+this process and the workers have (each holds its pipe). Closing waits
 CLOSE_SECONDS for the workers to finish their tasks, then kills them: a
 stopped run ends in bounded time even when a worker's decode hangs.
-Workers come from a fork server, started first thing. A worker that dies
+Workers come from multiprocessing's fork server. A worker that dies
 (the kernel's out-of-memory killer, a crash in a codec, a SIGTERM) breaks
 Python's pool and every task in it: the pool is replaced and those tasks
 are sent again, up to RETRIES times each, as Dask does for a cluster's
@@ -51,19 +48,15 @@ from dataclasses import replace
 from functools import partial
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..backends import cpu_only, make_backend
-from ..backends.base import usable_cores, warm_up
+from ..backends.base import usable_cores
 from ..config import Settings
 from ..errors import UsageError
 from ..io.made import MadeFiles
 from ..io.out_dir import OutDir, check_before_changes
 from .records import Admitted, Outcomes
-from .tasks import Task, TaskRunner, guided_task_sizes, label_task, use_backend
-
-if TYPE_CHECKING:  # the service (and the CUDA modules it names) loads once workers start
-    from .service import LabelingService, ServiceAddress
+from .tasks import Task, TaskRunner, guided_task_sizes, label_task
 
 #: Resends of a task whose pool broke (a worker died) before it is failed.
 RETRIES = 2
@@ -75,34 +68,39 @@ CLOSE_SECONDS = 5.0
 _PR_SET_PDEATHSIG = 1
 #: What the fork server imports once for every worker (worker_start.py).
 WORKER_MODULES = ("ccl_cli.run.worker_start",)
-#: The labeling service's module: the fork server loads it only for runs that have one.
-SERVICE_MODULE = "ccl_cli.run.service"
 #: Inputs per process --processes auto asks for: a short job stays in this process,
 #: where it starts at once.
 AUTO_INPUTS_PER_PROCESS = 8
 
 
-def fork_server(also: tuple[str, ...] = ()) -> Any:
-    """multiprocessing's fork-server context for the workers, loading WORKER_MODULES and
-    `also` (the labeling service, for runs that have one) once, before its first fork.
+def fork_server() -> Any:
+    """multiprocessing's fork-server context for the workers, loading WORKER_MODULES once,
+    before its first fork.
 
     The server starts with the pool's first worker: a fresh interpreter that imports
     those modules while this process lists and admits the inputs.
     """
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([*WORKER_MODULES, *also])
+    context.set_forkserver_preload(list(WORKER_MODULES))
     return context
 
 
-def process_count(setting: int | str, inputs: int, cores: int) -> int:
+def process_count(setting: int | str, inputs: int, cores: int, gpu: bool = False) -> int:
     """How many worker processes --processes `setting` means for `inputs` inputs.
 
     auto: one per core, each on one thread (local.py then runs every step in
-    that thread), and at most one per AUTO_INPUTS_PER_PROCESS inputs. On the
-    16 cores of an H200 machine, 16 processes of one thread took 2.49 s on
-    200 scans where 8 of two threads took 2.86 s, and 1.18 s against 1.24 s
-    on 1000 depth maps.
+    that thread: a pool thread could only take turns with it for the GIL), and
+    at most one per AUTO_INPUTS_PER_PROCESS inputs. gpu: the run asks for a GPU
+    (--device cuda, --devices), which labels in this process: auto is 1, and
+    more than one is a usage error.
     """
+    if gpu:
+        if isinstance(setting, int) and setting > 1:
+            raise UsageError(
+                f"--processes {setting} labels on the CPU of each worker process; a GPU "
+                "(--device cuda, --devices) labels in this one: use one or the other"
+            )
+        return 1
     if isinstance(setting, int):
         return setting
     return max(1, min(cores, inputs // AUTO_INPUTS_PER_PROCESS))
@@ -111,33 +109,12 @@ def process_count(setting: int | str, inputs: int, cores: int) -> int:
 class LocalProcesses:
     """A pool of `count` worker processes, and the labeling of admitted records on them."""
 
-    def __init__(
-        self,
-        count: int,
-        settings: Settings,
-        context: Any,
-        inputs: int,
-        notice: Callable[[str], None],
-    ) -> None:
-        """context: fork_server's. inputs: how many the run has (sizes the tasks).
-        notice: where the backend's notices go (--device auto's choice).
-
-        This process's backend (--device, --devices) is made in a thread, so
-        that the workers start decoding meanwhile: making a CUDA backend
-        (CuPy's import, the driver, a context) takes about a second. Where
-        the CPU is all there is, there is none: the workers label on their own.
-        """
+    def __init__(self, count: int, settings: Settings, context: Any, inputs: int) -> None:
+        """context: fork_server's. inputs: how many the run has (sizes the tasks)."""
         self.count = count
         self.threads = settings.workers or max(1, usable_cores() // count)
         self.task_sizes = guided_task_sizes(inputs, count)
         self.context = context
-        self.service: LabelingService | None = None
-        self.backend_error: BaseException | None = None
-        self.making: threading.Thread | None = None
-        #: Whether the backend is made only once a worker asks for it (_start_backend).
-        self.on_request = settings.device == "auto" and not settings.devices
-        if not cpu_only(settings.device, settings.devices):  # else the workers label alone
-            self._start_backend(count, settings, notice)
         #: Multiprocessing children this process had before: not workers (_let_go).
         self.other_children = set(multiprocessing.active_children())
         self.lock = threading.Lock()
@@ -146,55 +123,9 @@ class LocalProcesses:
         self.leaving: threading.Thread | None = None
         self.pool = self._new_pool()
 
-    def _start_backend(self, count: int, settings: Settings, notice: Callable[[str], None]) -> None:
-        """The backend made in a thread for the service to hand out; without a service
-        (no shared memory here), made now, so that an unusable device fails the run.
-
-        With --device auto on one device the thread starts only when a worker asks for
-        the GPU (service.py: its CPU labeling is what it waits for); a job done sooner
-        never pays for CUDA's start, which competes with the run for this process's
-        GIL and a core for about a second.
-        """
-        from .service import SHARED_MEMORY, LabelingService
-
-        if not SHARED_MEMORY:  # workers label on their own: check the device first
-            self._make_backend(settings, notice)
-            if self.backend_error is not None:
-                raise self.backend_error
-            return
-        auto = settings.device == "auto"  # CPU labeling while the GPU starts
-        self.making = threading.Thread(
-            target=self._make_backend, args=(settings, notice), name="gccl-backend", daemon=True
-        )
-        start = self.making.start if self.on_request else None
-        self.service = LabelingService(count, auto, notice, self.context, start)
-        if start is None:
-            self.making.start()
-
-    def _make_backend(self, settings: Settings, notice: Callable[[str], None]) -> None:
-        """Make the backend and hand it to the service (its failure ends the run: label)."""
-        try:
-            backend = make_backend(settings.device, self.threads, notice, settings.devices)
-            if backend.uses_gpu and self.service is None:
-                raise UsageError(
-                    "--processes on a GPU needs Linux's memfd_create; use --processes 1"
-                )
-        except BaseException as error:
-            self.backend_error = error
-            if self.service is not None:
-                self.service.fail(str(error))
-            return
-        if self.service is None:
-            return
-        served = backend.per_device() if backend.uses_gpu else []
-        for device in served:  # while the workers start and decode their first batches
-            warm_up(device, settings.label_params())
-        self.service.serve(served)
-
     def close(self) -> None:
         """Stop the workers once their running tasks end (_let_go), wait for them (killing
-        those still running after CLOSE_SECONDS) and for the pool, then stop the labeling
-        service."""
+        those still running after CLOSE_SECONDS) and for the pool."""
         self._let_go()
         assert self.leaving is not None
         self.leaving.join(CLOSE_SECONDS)
@@ -202,8 +133,6 @@ class LocalProcesses:
             if child not in self.other_children:
                 child.kill()
         self.leaving.join()
-        if self.service is not None:
-            self.service.close()
 
     def _let_go(self) -> None:
         """Tell the workers to exit once their running tasks end (once), without waiting
@@ -237,37 +166,15 @@ class LocalProcesses:
         out: OutDir,
         made: MadeFiles,
     ) -> None:
-        """Label `admitted` in tasks on the worker processes (tasks.TaskRunner).
-
-        A backend that could not be made (an unusable --device cuda) ends the
-        run with its error, as soon as it is known (at the latest once every
-        input is done, as when none needed labeling): no input was labeled,
-        so none was written. With --device auto (one device) nothing can fail
-        that way, so a run done before CUDA is ready (or asked for) does not wait
-        for it.
-        """
-
-        def check() -> None:
-            check_stop()
-            if self.backend_error is not None:
-                raise self.backend_error
-
+        """Label `admitted` in tasks on the worker processes (tasks.TaskRunner), each
+        on the CPU backend."""
         worker_settings = replace(settings, workers=self.threads, device="cpu", devices=None)
         runner = TaskRunner(self._submit, _cancel, "a worker process failed", self.task_sizes)
-        runner.label(admitted, worker_settings, outcomes, check, out, made)
+        runner.label(admitted, worker_settings, outcomes, check_stop, out, made)
         self._let_go()  # no task comes after these: the workers exit while the run ends
-        if self.making is not None and not self.on_request:
-            self.making.join()
-        check()
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        address = None if self.service is None else self.service.address
-        return ProcessPoolExecutor(
-            self.count,
-            mp_context=self.context,
-            initializer=_start_worker,
-            initargs=(address, self.threads),
-        )
+        return ProcessPoolExecutor(self.count, mp_context=self.context, initializer=_start_worker)
 
     def _submit(self, task: Task, settings: Settings) -> Future[Any]:
         """Send a task; its future ends with the result, or with the error of its last try."""
@@ -355,20 +262,15 @@ def _cancel(futures: list[Any]) -> None:
         future.cancel()
 
 
-def _start_worker(service: ServiceAddress | None, threads: int) -> None:
+def _start_worker() -> None:
     """A worker's set-up: die with the client and change nothing in --out after it (module
-    docstring), ignore Ctrl-C (the client stops it), label through the service (without
-    one, its tasks make a CPU backend of their own)."""
+    docstring), ignore Ctrl-C (the client stops it)."""
     _die_with_parent()
     client = multiprocessing.parent_process()
     if client is not None:
         check_before_changes(partial(_exit_unless_alive, client))
         threading.Thread(target=_watch, args=(client,), daemon=True, name="gccl-watch").start()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if service is not None:
-        from .service import ServedBackend
-
-        use_backend(ServedBackend(service, threads))
 
 
 def _die_with_parent() -> None:

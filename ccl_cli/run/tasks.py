@@ -206,14 +206,6 @@ def _next_done(done: queue.SimpleQueue[Any], check_stop: Callable[[], None]) -> 
 
 #: The backend of this worker process, made by its first task and kept for the next ones.
 _worker_backends: dict[tuple[str, str | None, int | None], tuple[Backend, list[str]]] = {}
-#: The backend every task of this worker process uses, whatever its settings say.
-_given_backend: Backend | None = None
-
-
-def use_backend(backend: Backend) -> None:
-    """Make every task of this worker process label with `backend` (processes.py's service)."""
-    global _given_backend
-    _given_backend = backend
 
 
 def label_task(task: Task, settings: Settings) -> tuple[list[Record], list[str]]:
@@ -223,11 +215,7 @@ def label_task(task: Task, settings: Settings) -> tuple[list[Record], list[str]]
     InputError when --out is not the folder the run opened.
     """
     assert settings.out is not None
-    backend_notices: list[str]
-    if _given_backend is not None:
-        backend, backend_notices = _given_backend, []
-    else:
-        backend, backend_notices = _own_backend(settings)
+    backend, backend_notices = _own_backend(settings)
     reporter = _TaskReporter(list(backend_notices))
     with OutDir.reopen(settings.out, task.out_inode) as out:
         record = TaskRecord(out, task.known, task.name)

@@ -1,8 +1,7 @@
 """What the fork server of `--processes` loads once, before it forks any worker.
 
 The worker's set-up and tasks (processes.py, tasks.py) and the CPU engine with
-its extension module loaded, so that a worker labels at once; the labeling service only
-where the run has one (processes.SERVICE_MODULE).
+its extension module loaded, so that a worker labels at once.
 Importing this module does the work: the fork server can only import.
 """
 

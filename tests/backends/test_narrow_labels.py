@@ -1,6 +1,6 @@
 """Narrowed labels: a uint16 labels array, and the images that do not fit on their own.
 
-Every backend path (CPU, several backends, the service's shared memory) must
+Every backend path (CPU, several backends) must
 give the same images as without narrowing, and return exactly the images
 whose kept labels exceed 16 bits as uint32 arrays of their own.
 """
@@ -16,7 +16,6 @@ from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.backends.multi import MultiDeviceBackend
 from ccl_cli.contract.params import LabelParams
 from ccl_cli.io.label_images import encode_label_png
-from ccl_cli.run.service import LabelingService, ServedBackend
 
 PARAMS = LabelParams(connectivity=4)
 
@@ -79,21 +78,6 @@ def test_several_backends_narrow_each_image_on_its_own(parts: int):
     backends = [CpuBackend(threads=1) for _ in range(parts)]
     got = MultiDeviceBackend(backends).label(batch, PARAMS, narrow=True)
     assert_narrowed_as_expected(got, CpuBackend(threads=1).label(batch, PARAMS))
-
-
-def test_the_service_narrows_through_shared_memory():
-    service = LabelingService(workers=1)
-    service.serve([CpuBackend(threads=1)])
-    served = ServedBackend(service.address, threads=1)
-    try:
-        batch = served.empty_batch((3, 512, 512), np.dtype(np.uint8))
-        batch[...] = mixed_batch()
-        got = served.label(batch, PARAMS, narrow=True)
-        assert_narrowed_as_expected(got, CpuBackend(threads=1).label(batch, PARAMS))
-    finally:
-        assert served.connection is not None
-        served.connection.close()
-        service.close()
 
 
 def test_joined_parts_renumber_their_wide_images():

@@ -1,4 +1,4 @@
-"""Labelings in steps (backends/steps.py): interleaved, and the StepRunner thread.
+"""Labelings in steps (backends/steps.py), run together by interleaved.
 
 The labelings here are plain generators; `Gate` stands for the CUDA event a
 step waits for, so the tests decide when it is done.
@@ -13,7 +13,7 @@ import pytest
 
 from ccl_cli.backends.base import BatchResult
 from ccl_cli.backends.cpu.backend import CpuBackend
-from ccl_cli.backends.steps import StepRunner, interleaved
+from ccl_cli.backends.steps import interleaved
 from ccl_cli.contract.params import LabelParams
 
 
@@ -93,80 +93,6 @@ def test_a_failing_labeling_closes_the_others() -> None:
     assert sorted(cleaned) == ["a", "b", "c"]
 
 
-def test_the_step_runner_interleaves_what_it_is_given_and_returns_each_result() -> None:
-    """Labelings handed over from several threads run in the runner's one thread, a
-    step each in turn (waiting ones skipped until their wait is over), and each
-    caller gets its own result."""
-    taken: list[tuple[str, int]] = []
-    threads_seen: set[str] = set()
-    release = threading.Event()
-    gates = {name: Gate() for name in "abc"}
-
-    def labeling(name: str, count: int):  # type: ignore[no-untyped-def]
-        release.wait()  # every labeling is handed over before any step is taken
-        for step in range(count):
-            threads_seen.add(threading.current_thread().name)
-            taken.append((name, step))
-            if name == "c" and step == 0:
-                for gate in gates.values():
-                    gate.opened.set()
-            yield gates[name] if step == 0 else None
-        return result(count)
-
-    runner = StepRunner()
-    try:
-        futures = [runner.submit(labeling(name, 3)) for name in "abc"]
-        release.set()
-        assert [future.result(10).components for future in futures] == [[3], [3], [3]]
-    finally:
-        runner.close()
-    assert threads_seen == {"gccl-steps"}
-    assert sorted(taken) == [(name, step) for name in "abc" for step in range(3)]
-    assert taken[:3] == [("a", 0), ("b", 0), ("c", 0)]  # in turn, not one after the other
-
-
-def test_the_step_runner_sleeps_while_every_labeling_waits() -> None:
-    """While a labeling waits, the runner asks its wait once and leaves it to a
-    waiting thread (no polling) until it is over; one handed over meanwhile runs."""
-    gate = Gate()
-    taken: list[str] = []
-
-    def waiting():  # type: ignore[no-untyped-def]
-        taken.append("waiting 0")
-        yield gate
-        taken.append("waiting 1")
-        return result(1)
-
-    runner = StepRunner()
-    try:
-        slow = runner.submit(waiting())
-        assert runner.submit(counting("quick", 2, [])).result(10).components == [2]
-        assert not slow.done()
-        gate.opened.set()
-        assert slow.result(10).components == [1]
-    finally:
-        runner.close()
-    assert gate.queries == 1
-    assert taken == ["waiting 0", "waiting 1"]
-
-
-def test_a_labeling_that_fails_in_the_runner_fails_only_its_own_result() -> None:
-    def failing():  # type: ignore[no-untyped-def]
-        yield None
-        raise ValueError("no such image")
-
-    runner = StepRunner()
-    try:
-        bad = runner.submit(failing())
-        good = runner.submit(counting("ok", 2, []))
-        with pytest.raises(ValueError, match="no such image"):
-            bad.result(10)
-        assert good.result(10).components == [2]
-        assert runner.submit(counting("later", 1, [])).result(10).components == [1]
-    finally:
-        runner.close()
-
-
 def test_the_cpu_backend_labels_in_one_step_into_out() -> None:
     batch = (np.random.default_rng(3).random((3, 17, 29)) < 0.5).astype(np.uint8)
     params = LabelParams(connectivity=4, min_area=2)
@@ -208,12 +134,8 @@ def test_a_wait_that_fails_fails_its_labeling_and_runs_its_cleanup(wait: type) -
             cleaned.append("cleaned")
         return result(0)
 
-    runner = StepRunner()
-    try:
-        broken = runner.submit(waiting_on_a_broken_device())
-        with pytest.raises(RuntimeError, match="device fault"):
-            broken.result(10)
-        assert cleaned == ["cleaned"]
-        assert runner.submit(counting("after", 1, [])).result(10).components == [1]
-    finally:
-        runner.close()
+    taken: list[tuple[str, int]] = []
+    with pytest.raises(RuntimeError, match="device fault"):
+        interleaved([waiting_on_a_broken_device(), counting("other", 3, taken)])
+    assert cleaned == ["cleaned"]
+    assert interleaved([counting("after", 1, [])])[0].components == [1]

@@ -240,40 +240,6 @@ def test_a_chunks_labeling_waits_for_the_chunk_two_before_it(monkeypatch):
     assert all(waits[k] is jobs[k - 2].counted for k in range(2, 5))
 
 
-def test_the_device_labeler_steps_many_chunked_batches_at_once(monkeypatch):
-    """Six threads hand batches of four chunks each to one GPU's DeviceLabeler at once:
-    its one stepping thread, which leaves the CUDA events to waiting threads instead
-    of polling them, gives each batch the CPU's result in its own labels."""
-    import threading
-
-    from ccl_cli.run.service import DeviceLabeler
-
-    monkeypatch.setattr(cuda_module, "_CHUNK_BYTES", 1 << 20)
-    cuda, cpu = backends()
-    params = LabelParams(tau=1, min_area=3)
-    batches = [sample((4, 700, 800), np.uint16, seed=20 + i) for i in range(6)]  # 1.1 MB images
-    assert len(cuda_module._chunks(batches[0], params)) == 4
-    outs = [cuda.empty_batch(batch.shape, np.dtype(np.uint16)) for batch in batches]
-    results: dict = {}
-    labeler = DeviceLabeler([cuda])
-
-    def hand_over(i: int) -> None:
-        results[i] = labeler.label(0, batches[i], params, outs[i], True)
-
-    threads = [threading.Thread(target=hand_over, args=(i,)) for i in range(len(batches))]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
-    finally:
-        labeler.close()
-    for i, batch in enumerate(batches):
-        got, want = results[i], cpu.label(batch, params, narrow=True)
-        assert got.labels is outs[i] and not got.wide
-        assert_results_equal(got, want)
-
-
 def test_repeated_host_batches_reuse_device_memory():
     """Streams are kept, so CuPy's pool (which keeps freed memory per stream) reuses it."""
     import cupy
@@ -315,34 +281,3 @@ def test_narrowed_labels_equal_the_cpus_image_for_image(count, side, monkeypatch
             assert got.image(i).dtype == want.image(i).dtype
             np.testing.assert_array_equal(got.image(i), want.image(i))
         assert got.components == want.components
-
-
-def test_page_locked_shared_memory_labels_in_place_without_staging():
-    """What the labeling service does with a worker's memfd block."""
-    import mmap
-    import os
-
-    import cupy
-
-    size = 1 << 22
-    handle = os.memfd_create("gccl-test")
-    os.ftruncate(handle, size)
-    memory = mmap.mmap(handle, size)
-    batch = np.ndarray((3, 400, 500), np.uint8, memory)
-    labels = np.ndarray(batch.shape, np.uint32, memory, batch.nbytes)
-    cuda, cpu = backends()
-    assert not cuda_module._page_locked(cupy, batch)
-    unlock = cuda.page_lock(batch.ctypes.data, size)
-    try:
-        assert cuda_module._page_locked(cupy, batch)
-        assert cuda_module._page_locked(cupy, labels)
-        batch[...] = sample(batch.shape, np.uint8, seed=8)
-        got = cuda.label(batch, LabelParams(), out=labels)
-        assert got.labels is labels
-        assert_results_equal(got, cpu.label(batch, LabelParams()))
-    finally:
-        unlock()
-    assert not cuda_module._page_locked(cupy, batch)
-    del batch, labels, got
-    memory.close()
-    os.close(handle)

@@ -1,4 +1,4 @@
-"""--processes on a GPU: the workers label through this process's service (service.py)."""
+"""A run on a GPU labels in this process, however many inputs it has (processes.process_count)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def _label(inputs: Path, out: Path, *options: str) -> None:
     assert result.exit_code == 0, result.output
 
 
-def test_served_workers_write_what_the_cpu_writes(tmp_path: Path):
+def test_a_gpu_run_of_many_inputs_writes_what_worker_processes_on_the_cpu_write(tmp_path: Path):
     import numpy as np
 
     rng = np.random.default_rng(8)
@@ -40,8 +40,8 @@ def test_served_workers_write_what_the_cpu_writes(tmp_path: Path):
         shape = (200 + i % 3, 300 - i % 2)
         np.save(inputs / f"img{i:02}.npy", rng.integers(0, 40, shape).astype(np.uint16))
     options = ["--tau", "3", "--min-area", "4", "--polygons", "--batch-size", "3"]
-    _label(inputs, tmp_path / "cpu", "--device", "cpu", *options)
-    _label(inputs, tmp_path / "gpu", "--device", "cuda", "--processes", "3", *options)
+    _label(inputs, tmp_path / "cpu", "--device", "cpu", "--processes", "3", *options)
+    _label(inputs, tmp_path / "gpu", "--device", "cuda", *options)
     want = _files(tmp_path / "cpu")
     assert len(want) == 24 * 3
     assert _files(tmp_path / "gpu") == want

@@ -32,8 +32,9 @@ from cli_helpers import (
     on_first_outputs,
     stopped_by_sigterm,
 )
+from typer.testing import CliRunner
 
-from ccl_cli.backends.cpu.backend import CpuBackend
+from ccl_cli.cli import app
 from ccl_cli.config import Settings, apply
 from ccl_cli.errors import EXIT_TERMINATED, UsageError
 from ccl_cli.run import processes, tasks
@@ -97,6 +98,28 @@ def test_process_count(setting: int | str, inputs: int, cores: int, expected: in
     assert processes.process_count(setting, inputs, cores) == expected
 
 
+def test_a_gpu_run_labels_in_this_process():
+    """--device cuda or --devices: auto is this process, and more than one is a usage error."""
+    assert processes.process_count("auto", 1000, 16, gpu=True) == 1
+    assert processes.process_count(1, 1000, 16, gpu=True) == 1
+    with pytest.raises(UsageError, match="--processes 4 labels on the CPU"):
+        processes.process_count(4, 1000, 16, gpu=True)
+
+
+@pytest.mark.parametrize(
+    "device", [["--device", "cuda"], ["--device", "cuda:1"], ["--devices", "0,1"]]
+)
+def test_worker_processes_with_a_gpu_are_exit_2_with_nothing_written(
+    tmp_path: Path, device: list[str]
+):
+    make_inputs(tmp_path / "in", 4, 24)
+    arguments = ["label", str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--processes", "2"]
+    result = CliRunner().invoke(app, [*arguments, *device])
+    assert result.exit_code == 2
+    assert "labels on the CPU of each worker process" in result.output
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(("inputs", "workers"), [(1000, 16), (200, 16), (200, 8), (3, 4), (1, 1)])
 def test_guided_tasks_shrink_to_single_inputs_as_the_run_ends(inputs: int, workers: int):
     sizes = tasks.guided_task_sizes(inputs, workers)
@@ -122,19 +145,6 @@ def test_bad_processes_values_name_the_key(value: object):
         apply(Settings(), {"processes": value}, "f.yaml")
 
 
-def remembered_pools(monkeypatch: pytest.MonkeyPatch) -> list[processes.LocalProcesses]:
-    """The LocalProcesses the run makes, as it makes them."""
-    pools: list[processes.LocalProcesses] = []
-    real_init = processes.LocalProcesses.__init__
-
-    def remembered(self: processes.LocalProcesses, *args: Any, **kwargs: Any) -> None:
-        real_init(self, *args, **kwargs)
-        pools.append(self)
-
-    monkeypatch.setattr(processes.LocalProcesses, "__init__", remembered)
-    return pools
-
-
 def test_a_run_ends_after_its_pools_manager_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The manager thread drops the pool's queues as it ends, which unlinks their
     semaphores: a run that exited before it did left the resource tracker a "leaked
@@ -154,17 +164,12 @@ def test_a_run_ends_after_its_pools_manager_thread(tmp_path: Path, monkeypatch: 
     assert managers and not any(manager.is_alive() for manager in managers)
 
 
-@pytest.mark.parametrize("served", [False, True], ids=["own-backend", "served"])
-def test_a_worker_killed_mid_job_is_replaced_and_the_output_set_is_complete(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served: bool
-):
-    """served: the workers label through this process's service, as on a GPU."""
-    monkeypatch.setattr(CpuBackend, "uses_gpu", served)
-    pools = remembered_pools(monkeypatch)
+def test_a_worker_killed_mid_job_is_replaced_and_the_output_set_is_complete(tmp_path: Path):
+    before = set(multiprocessing.active_children())
 
     def kill_a_worker() -> None:
-        victim = next(iter(pools[0].pool._processes))  # pids of the pool's workers
-        os.kill(victim, signal.SIGKILL)
+        victim = next(c for c in multiprocessing.active_children() if c not in before)
+        os.kill(victim.pid, signal.SIGKILL)
 
     make_inputs(tmp_path / "in", 40, 320)
     out = tmp_path / "many"
@@ -185,7 +190,7 @@ def test_the_fork_server_and_a_worker_killed_mid_job_neither_hang_nor_lose_image
 ):
     """Both killed at once; the first worker start after it fails as when the dying server
     never answers (EOFError), before the client sees the server is gone and starts another."""
-    pools = remembered_pools(monkeypatch)
+    before = set(multiprocessing.active_children())
     killed: list[int] = []
     failed_starts: list[int] = []
     real_connect = forkserver.connect_to_new_process
@@ -200,8 +205,9 @@ def test_the_fork_server_and_a_worker_killed_mid_job_neither_hang_nor_lose_image
     workers: set[int] = set()
 
     def kill_the_server_and_a_worker() -> None:
-        workers.update(pools[0].pool._processes)  # pids of the pool's workers
-        killed.extend([forkserver._forkserver._forkserver_pid, next(iter(workers))])
+        workers.update(c.pid for c in multiprocessing.active_children() if c not in before)
+        worker = next(iter(workers))
+        killed.extend([_parent(worker), worker])  # the fork server and one of its workers
         for pid in killed:
             os.kill(pid, signal.SIGKILL)
 
@@ -224,9 +230,10 @@ def test_the_fork_server_and_a_worker_killed_mid_job_neither_hang_nor_lose_image
     assert gccl(str(tmp_path / "in"), "-r", "--out", str(tmp_path / "one"))[0] == 0
     assert files(out) == files(tmp_path / "one")
     assert not [path for path in out.rglob("*") if ".gccl-tmp-" in path.name]
-    # The workers have ended with their pools; the fork server (this process's) has none left.
+    # The workers have ended with their pools; the fork servers (this process's) have none left.
     assert not [pid for pid in workers if _running(pid)]
-    assert not _children(forkserver._forkserver._forkserver_pid)
+    servers = [pid for pid in _children(os.getpid()) if b"forkserver" in _command_line(pid)]
+    assert servers and not [child for pid in servers for child in _children(pid)]
 
 
 _IMPORT_PRELOADED = """
@@ -301,17 +308,13 @@ def test_a_temporary_a_killed_worker_left_is_gone_when_the_run_ends(
 _WORKER_MODULES = ("ccl_cli.run.processes", "ccl_cli.run.tasks", "ccl_cli.backends.cpu.labels")
 
 
-@pytest.mark.parametrize("served", [False, True])
-def test_the_fork_server_loads_the_workers_modules_without_cuda(served: bool):
+def test_the_fork_server_loads_the_workers_modules_without_cuda():
     """The fork server drops a preloaded name that fails to import without a word: each
-    imports here, loads what a worker runs and no CUDA package; the labeling service only
-    for a run that has one."""
-    also = (processes.SERVICE_MODULE,) if served else ()
-    expected = [*_WORKER_MODULES, *also]
-    watched = [*_WORKER_MODULES, processes.SERVICE_MODULE]
-    script = f"WORKER_MODULES = {watched!r}\n{_IMPORT_PRELOADED}"
+    imports here, loads what a worker runs and no CUDA package."""
+    expected = list(_WORKER_MODULES)
+    script = f"WORKER_MODULES = {expected!r}\n{_IMPORT_PRELOADED}"
     result = subprocess.run(
-        [sys.executable, "-c", script, *processes.WORKER_MODULES, *also],
+        [sys.executable, "-c", script, *processes.WORKER_MODULES],
         capture_output=True,
         text=True,
         timeout=WAIT_SECONDS,
@@ -327,6 +330,19 @@ def _running(pid: int) -> bool:
             return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as handle:
+        return int(handle.read().rsplit(")", 1)[1].split()[1])
+
+
+def _command_line(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
 
 
 def _children(parent: int) -> list[int]:

@@ -4,31 +4,25 @@ core, outlines and stages with numpy."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ...contract.outlines import Outlines
 from ...contract.params import SUPPORTED_DTYPES, LabelParams
-from ..base import Backend, BatchResult, LabelSteps, in_one_step, label_dtype, nothing_to_undo
+from ..base import Backend, BatchResult, label_dtype
 from .labels import label_batch
 from .outlines import outlines
 from .volumes import label_volumes
 
 
-class CpuBackend:
+class CpuBackend(Backend):
     """Labels batches on the CPU; the reference every other backend must match."""
 
     name = "cpu"
-    uses_gpu = False
 
     def __init__(self, threads: int | None = None) -> None:
         self.threads = max(1, threads or os.cpu_count() or 1)
-
-    def per_device(self) -> list[Backend]:
-        """This backend."""
-        return [self]
 
     def label(
         self,
@@ -71,12 +65,6 @@ class CpuBackend:
                 result.polygons = [one(i) for i in images]
         return result
 
-    def label_steps(
-        self, batch: np.ndarray, params: LabelParams, out: np.ndarray, narrow: bool
-    ) -> LabelSteps:
-        """label in one step (base.in_one_step): it waits for nothing but its threads."""
-        return in_one_step(self, batch, params, out, narrow)
-
     def batch_budget_bytes(self) -> int:
         """Input bytes per batch: a few images of a camera's size (four 640x480 depth maps).
 
@@ -85,11 +73,3 @@ class CpuBackend:
         one image over every thread, and a call costs a fraction of a millisecond.
         """
         return 5 << 19
-
-    def empty_batch(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """Plain numpy memory (see backends.base)."""
-        return np.empty(shape, dtype)
-
-    def page_lock(self, address: int, size: int) -> Callable[[], None]:
-        """Nothing to do on the CPU (see backends.base)."""
-        return nothing_to_undo

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +49,6 @@ from ..base import (
     LabelSteps,
     joined,
     label_dtype,
-    nothing_to_undo,
     split_bounds,
 )
 from ..steps import interleaved
@@ -78,7 +76,6 @@ _CHUNK_STEPS = 32
 #: Chunks of a batch whose labeling the device runs at once: chunk k's starts when
 #: chunk k - _CHUNKS_LABELING's is done (label_steps).
 _CHUNKS_LABELING = 2
-_HOST_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable
 
 
 def is_device_array(array: Any) -> bool:
@@ -91,11 +88,10 @@ def is_device_array(array: Any) -> bool:
     return int(device()[0]) in (2, 13)  # kDLCUDA, kDLCUDAManaged
 
 
-class CudaBackend:
+class CudaBackend(Backend):
     """Labels batches on one CUDA device; results match CpuBackend bit for bit."""
 
     name = "cuda"
-    uses_gpu = True
 
     def __init__(self, device: int = 0) -> None:
         cupy = import_cupy()
@@ -113,10 +109,6 @@ class CudaBackend:
         self._streams: list[Any] = []  # every stream made, in order (_take_stream)
         self._busy_streams: set[int] = set()  # ids of the streams jobs hold
         self._streams_lock = threading.Lock()
-
-    def per_device(self) -> list[Backend]:
-        """This backend: it labels on one device."""
-        return [self]
 
     def label(
         self,
@@ -257,7 +249,7 @@ class CudaBackend:
             with cupy.cuda.Device(self.device):
                 job.stream.synchronize()
             job.release()
-            job.release = nothing_to_undo
+            job.release = _released
 
     def _take_stream(self) -> Any:
         """A non-blocking stream of this device that no other job uses meanwhile.
@@ -297,27 +289,6 @@ class CudaBackend:
         """
         return pinned_empty(shape, np.dtype(dtype))
 
-    def page_lock(self, address: int, size: int) -> Callable[[], None]:
-        """Page-lock existing host memory for every device (cudaHostRegister, portable).
-
-        Pinning costs about as much as copying the memory a few times, so it
-        pays for memory that is reused, like the service's shared blocks. If the
-        driver refuses, the memory stays pageable and copies are staged.
-        """
-        cupy = import_cupy()
-        runtime = cupy.cuda.runtime
-        try:
-            with cupy.cuda.Device(self.device):
-                runtime.hostRegister(address, size, _HOST_REGISTER_PORTABLE)
-        except runtime.CUDARuntimeError:
-            return nothing_to_undo
-
-        def unlock() -> None:
-            with suppress(runtime.CUDARuntimeError):
-                runtime.hostUnregister(address)
-
-        return unlock
-
     def batch_budget_bytes(self) -> int:
         """Input bytes per batch: HOST_BATCH_BYTES, less where device memory is short.
 
@@ -330,6 +301,10 @@ class CudaBackend:
             free, _ = cupy.cuda.runtime.memGetInfo()
             free += cupy.get_default_memory_pool().free_bytes()
         return max(1 << 20, min(HOST_BATCH_BYTES, int(free * 0.8) // 10))
+
+
+def _released() -> None:
+    """A job's release once it holds nothing (its stream given back, or none taken)."""
 
 
 def _chunks(host: np.ndarray, params: LabelParams) -> list[tuple[int, int]]:
@@ -423,7 +398,7 @@ class _Job:
         self.shape = values.shape
         #: Set by the owner: the event after this job's upload, and the undo of its stream.
         self.uploaded: Any = None
-        self.release: Callable[[], None] = nothing_to_undo
+        self.release: Callable[[], None] = _released
         #: Events: the label count is on the host (statistics() waits for it), and
         #: all that statistics() copies back is (collect() waits for it, at last).
         self.counted: Any = None
