@@ -66,6 +66,9 @@ START_PAUSE_SECONDS = 0.2
 CLOSE_SECONDS = 5.0
 #: prctl(2)'s option that sends a signal on the parent's death (Linux).
 _PR_SET_PDEATHSIG = 1
+#: The process that imported this module: in a worker, the fork server that forked it
+#: (it preloads WORKER_MODULES).
+_IMPORTED_BY = os.getpid()
 #: What the fork server imports once for every worker (worker_start.py).
 WORKER_MODULES = ("ccl_cli.run.worker_start",)
 #: Inputs per process --processes auto asks for: a short job stays in this process,
@@ -274,8 +277,13 @@ def _start_worker() -> None:
 
 
 def _die_with_parent() -> None:
-    """Have the kernel SIGKILL this process when its parent exits (Linux; elsewhere a no-op)."""
-    parent = os.getppid()
+    """Have the kernel SIGKILL this process when its parent exits (Linux; elsewhere a no-op).
+
+    The parent is the fork server that preloaded this module (_IMPORTED_BY), known even
+    when it died before this worker asked: a worker left running then would outlive its
+    pool, which counts it dead with its server.
+    """
+    parent = _IMPORTED_BY if os.getpid() != _IMPORTED_BY else os.getppid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)

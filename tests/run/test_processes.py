@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import process as futures_process
 from multiprocessing import forkserver
 from pathlib import Path
@@ -356,3 +357,15 @@ def _children(parent: int) -> list[int]:
         if fields[1] == str(parent) and fields[0] != "Z":
             found.append(int(entry.name))
     return found
+
+
+def _worker_pids() -> tuple[int, int, int]:
+    return processes._IMPORTED_BY, os.getppid(), os.getpid()
+
+
+def test_a_worker_knows_its_fork_server_as_the_parent_it_must_die_with():
+    """The fork server preloads processes.py, so a worker knows its server's pid even if
+    the server died before the worker asked the kernel to kill it with its parent."""
+    with ProcessPoolExecutor(1, mp_context=processes.fork_server()) as pool:
+        imported_by, parent, worker = pool.submit(_worker_pids).result(timeout=WAIT_SECONDS)
+    assert imported_by == parent != worker
