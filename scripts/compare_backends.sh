@@ -12,7 +12,7 @@ shift 2
 rm -rf "$out"
 python3 -m ccl_cli label "$input" --out "$out/cpu" --device cpu --quiet "$@"
 python3 -m ccl_cli label "$input" --out "$out/cuda" --device cuda --quiet "$@"
-diff -r -x summary.csv -x .gccl.lock -x gccl-run.json "$out/cpu" "$out/cuda"
+diff -r -x summary.csv -x .gccl -x gccl-run.json "$out/cpu" "$out/cuda"
 diff <(cut -d, -f1-8 "$out/cpu/summary.csv") <(cut -d, -f1-8 "$out/cuda/summary.csv")
 files=$(find "$out/cpu" -type f ! -name '.*' | wc -l)
 echo "identical: $files files from $input with options: $*"
