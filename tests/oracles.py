@@ -156,8 +156,8 @@ def component_stats(labels: np.ndarray, values: np.ndarray) -> list[ComponentSta
                 # fsum refuses infinities; a plain sum gives their inf/-inf/nan.
                 exact_mean=(math.fsum(pixels) if all(map(math.isfinite, pixels)) else sum(pixels))
                 / area,
-                min=min(pixels),
-                max=max(pixels),
+                min=math.nan if any(map(math.isnan, pixels)) else min(pixels),
+                max=math.nan if any(map(math.isnan, pixels)) else max(pixels),
             )
         )
     return rows
@@ -167,7 +167,7 @@ def rule_float_mean(pixels: list[float]) -> float:
     """The README's float-mean rule ("What the labels mean"), one component, in Python ints."""
     finite = [v for v in pixels if math.isfinite(v)]
     pos_inf, neg_inf = math.inf in pixels, -math.inf in pixels
-    if pos_inf and neg_inf:
+    if (pos_inf and neg_inf) or any(map(math.isnan, pixels)):
         return math.nan
     if pos_inf or neg_inf:
         return math.inf if pos_inf else -math.inf

@@ -16,6 +16,8 @@ plain integer sums are fixed here:
   int64 (|sum| < 2**62), mean = ldexp(float64(sum), -s) / area. That keeps at
   least 62 - a significant bits relative to the component's largest value.
   A component holding +inf has mean +inf, -inf gives -inf, both give nan.
+* A component holding a NaN (a hole's NaN pixels filled by --fill-holes) has
+  mean, min and max NaN, as numpy's mean, min and max of its values would.
 """
 
 from __future__ import annotations
@@ -237,11 +239,22 @@ def float_mean(
     scaled_sum: np.ndarray,
     shift: np.ndarray,
     area: np.ndarray,
-    has_pos_inf: np.ndarray,
-    has_neg_inf: np.ndarray,
+    v_min: np.ndarray,
+    v_max: np.ndarray,
 ) -> np.ndarray:
-    """Mean of float components from their scaled integer sums (module doc)."""
+    """Mean of float components from their scaled integer sums and their extremes
+    (module doc)."""
     mean = np.ldexp(scaled_sum.astype(np.float64), -shift) / area.astype(np.float64)
+    has_pos_inf, has_neg_inf = v_max == np.inf, v_min == -np.inf
     mean = np.where(has_pos_inf, np.inf, mean)
     mean = np.where(has_neg_inf, -np.inf, mean)
-    return np.where(has_pos_inf & has_neg_inf, np.nan, mean)
+    unknown = (has_pos_inf & has_neg_inf) | np.isnan(v_min) | np.isnan(v_max)
+    return np.where(unknown, np.nan, mean)
+
+
+def nan_extremes(v_min: np.ndarray, v_max: np.ndarray) -> None:
+    """Make min and max NaN (in place) for the components that hold a NaN (module doc):
+    IEEE totalOrder puts a NaN at one end, so one of the two shows it."""
+    holds_nan = np.isnan(v_min) | np.isnan(v_max)
+    v_min[holds_nan] = np.nan
+    v_max[holds_nan] = np.nan

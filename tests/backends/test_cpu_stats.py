@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from oracles import bfs_labels, component_stats, filter_min_area, rule_float_mean
 from skimage.measure import regionprops_table
 
+import ccl_cli
 from ccl_cli.backends.cpu import backend as cpu
 from ccl_cli.backends.cpu.labels import label_image
 from ccl_cli.contract.params import SUPPORTED_DTYPES, LabelParams
@@ -117,6 +118,25 @@ def test_float_mean_infinities() -> None:
     assert np.isnan(table.mean[2]) and table.mean[3] == 5
     assert table.min.tolist()[:3] == [1, -np.inf, -np.inf]
     assert table.max.tolist()[:3] == [np.inf, 2, np.inf]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("nan", [np.nan, -np.nan], ids=["+nan", "-nan"])
+def test_a_component_holding_a_nan_has_nan_mean_min_and_max(nan, dtype) -> None:
+    # A ring of 2s (and a lone 5) around a NaN pixel: --fill-holes brings the NaN into
+    # the ring's component, whose values then have no mean, min or max.
+    values = np.zeros((2, 9, 9), dtype)
+    values[:, 1:6, 1:6] = 2
+    values[:, 3, 3] = nan
+    values[1, 3, 3] = 2  # the second image: no NaN, plain statistics
+    values[:, 7, 7] = 5
+    labels, tables = ccl_cli.label(values, background=0, fill_holes=True)
+    first, second = tables
+    assert labels[0, 3, 3] == 1 and first.area[0] == 25
+    assert np.isnan(first.mean[0]) and np.isnan(first.min[0]) and np.isnan(first.max[0])
+    assert not np.signbit(first.mean[0]) and not np.signbit(first.min[0])
+    assert (first.mean[1], first.min[1], first.max[1]) == (5, 5, 5)
+    assert (second.mean[0], second.min[0], second.max[0]) == (2, 2, 2)
 
 
 def test_float_mean_keeps_small_values_next_to_large_ones() -> None:

@@ -27,7 +27,7 @@ import numpy as np
 from ...contract.cleaning import fill_holes, kept_components, selects
 from ...contract.params import LabelParams, canonical_bools, dtype_max, tau_tolerance
 from ...contract.stages import has_stages, label_input
-from ...contract.stats import StatsTable, float_mean, float_sum_shift
+from ...contract.stats import StatsTable, float_mean, float_sum_shift, nan_extremes
 from ...native import gccl_cpu
 from ..base import NARROW_LIMIT, usable_cores
 from .stages import NumpyStages
@@ -414,6 +414,8 @@ def _table(ints: np.ndarray, floats: np.ndarray, floating: bool) -> StatsTable:
     """The StatsTable of gccl_kept_columns' columns (views of them)."""
     area, x, y, width, height = ints
     centroid_x, centroid_y, mean, v_min, v_max = floats
+    if floating:
+        nan_extremes(v_min, v_max)
     return StatsTable(
         area, x, y, width, height, centroid_x, centroid_y, mean, v_min, v_max, not floating
     )
@@ -440,7 +442,7 @@ def _float_means(job: gccl_cpu.Batch, threads: int) -> np.ndarray:
     total = np.zeros(len(area), np.int64)
     np.add.at(total, slot_component[~background], sums[~background])
     v_min, v_max = _from_key(stats[:, COLUMN["lo"]]), _from_key(stats[:, COLUMN["hi"]])
-    return float_mean(total, shift, np.maximum(area, 1), v_max == np.inf, v_min == -np.inf)
+    return float_mean(total, shift, np.maximum(area, 1), v_min, v_max)
 
 
 def _from_key(keys: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ import numpy as np
 from ...contract.cleaning import selects
 from ...contract.params import LabelParams, canonical_bools
 from ...contract.stages import has_stages, label_input
-from ...contract.stats import StatsTable, float_mean, float_sum_shift
+from ...contract.stats import StatsTable, float_mean, float_sum_shift, nan_extremes
 from ...native import gccl_cpu
 from .labels import PIXEL_TYPES, foreground_rule, renumber_kept, scratch, spread
 from .stages import NumpyStages
@@ -214,7 +214,7 @@ def _label(
         every = int(component_first[-1])
         kept_shift = shift[:every][volumes.kept_id[:every] > 0]
         v_min, v_max = floats[4], floats[5]
-        floats[3] = float_mean(sums, kept_shift, ints[0], v_max == np.inf, v_min == -np.inf)
+        floats[3] = float_mean(sums, kept_shift, ints[0], v_min, v_max)
     tables = [_table(ints[:, lo:hi], floats[:, lo:hi], floating) for lo, hi in pairwise(kept_first)]
     return VolumesLabeled(tables, components.tolist(), kept.tolist())
 
@@ -228,6 +228,8 @@ def _table(ints: np.ndarray, floats: np.ndarray, floating: bool) -> StatsTable:
     """The StatsTable of gccl_volume_columns' columns (views of them)."""
     area, x, y, z, width, height, depth = ints
     centroid_x, centroid_y, centroid_z, mean, v_min, v_max = floats
+    if floating:
+        nan_extremes(v_min, v_max)
     table = StatsTable(
         area, x, y, width, height, centroid_x, centroid_y, mean, v_min, v_max, not floating
     )

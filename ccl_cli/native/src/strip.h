@@ -12,7 +12,7 @@
 static inline void CAT(float_value, SUFFIX)(PIXEL v, int64_t *magnitude, int64_t *key) {
     double fv = (double)v;
     *key = order_key(float_bits(fv));
-    *magnitude = isinf(fv) ? 0 : float_bits(fabs(fv));
+    *magnitude = isfinite(fv) ? float_bits(fabs(fv)) : 0;
 }
 #endif
 
@@ -268,7 +268,7 @@ static void CAT(float_terms, SUFFIX)(const gccl_batch *b, const void *value_pixe
             int32_t p = labels[y * width + x];
             if (p == 0) continue;
             double fv = (double)values[y * width + x];
-            if (isinf(fv)) continue;
+            if (!isfinite(fv)) continue;
             int64_t i = off + par[p];
             b->sums[i] += (int64_t)trunc(ldexp(fv, (int)b->shift[i]));
         }

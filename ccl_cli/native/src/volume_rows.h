@@ -88,7 +88,7 @@ static int64_t CAT(run_magnitude, SUFFIX)(const void *value_row, int64_t s, int6
     int64_t top = 0;
     for (int64_t x = s; x < e; x++) {
         double fv = (double)row[x];
-        int64_t magnitude = isinf(fv) ? 0 : float_bits(fabs(fv));
+        int64_t magnitude = isfinite(fv) ? float_bits(fabs(fv)) : 0;
         top = magnitude > top ? magnitude : top;
     }
     return top;
@@ -110,7 +110,7 @@ static void CAT(volume_add_run, SUFFIX)(gccl_volume_record *r, const void *value
     for (int64_t x = s; x < e; x++) {
         double fv = (double)row[x];
         int64_t key = order_key(float_bits(fv));
-        if (!isinf(fv)) total += (int64_t)trunc(ldexp(fv, (int)shift));
+        if (isfinite(fv)) total += (int64_t)trunc(ldexp(fv, (int)shift));
         lo = key < lo ? key : lo;
         hi = key > hi ? key : hi;
     }

@@ -87,7 +87,7 @@ struct StatsAcc {
       const double a = fabs(d);
       if (a < __longlong_as_double(0x7FF0000000000000ll))
         absmax = max(absmax, (u64)__double_as_longlong(a));
-      else
+      else if (a == a)  // an infinity (a NaN shows in the extremes' keys)
         inf |= d > 0 ? GCCL_INF_POS : GCCL_INF_NEG;
     } else {
       sumv += (u64)(i64)v;
@@ -333,7 +333,9 @@ GCCL_FOR_EACH_FLOAT_DTYPE(GCCL_FLOAT_SUM_KERNEL)
 //     -s) / area with s = 62 - bits(area - 1) - frexp exponent of the largest
 //     finite |v| (float_sum_shift; bits(area - 1) = ceil(log2(area))), then
 //     +inf, -inf or NaN where the component holds infinities (float_mean);
-//   min, max: float64 from their order keys.
+//   min, max: float64 from their order keys;
+//   a component holding a NaN (a hole's pixels filled by --fill-holes) has mean,
+//     min and max NaN.
 // Only kept labels get a row: label j of image i goes to row kept_base[i] +
 // kept_rank[j] where keep[j] (area filtering; the rank is area_filter.cu's), to row j
 // when keep is null. The host copies these rows back instead of the
@@ -382,12 +384,16 @@ extern "C" __global__ void gccl_stats_table(const u64* agg, u64 stride, const u3
     } else {
       mean = __ddiv_rn(__ll2double_rn(sumv), area_f);
     }
+    double v_min = from_order_key(agg[GCCL_F_VMIN * stride + j]);
+    double v_max = from_order_key(agg[GCCL_F_VMAX * stride + j]);
+    if (v_min != v_min || v_max != v_max)  // a NaN in the component (float_mean's rule)
+      mean = v_min = v_max = __longlong_as_double(0x7FF8000000000000LL);
     const double columns_f[5] = {
         __ddiv_rn(__ll2double_rn((long long)agg[GCCL_F_SUMX * stride + j]), area_f),
         __ddiv_rn(__ll2double_rn((long long)agg[GCCL_F_SUMY * stride + j]), area_f),
         mean,
-        from_order_key(agg[GCCL_F_VMIN * stride + j]),
-        from_order_key(agg[GCCL_F_VMAX * stride + j]),
+        v_min,
+        v_max,
     };
     const u64 columns_i[5] = {area, xmin, ymin, agg[GCCL_F_XMAX * stride + j] - xmin + 1,
                               agg[GCCL_F_YMAX * stride + j] - ymin + 1};
