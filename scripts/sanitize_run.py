@@ -29,7 +29,8 @@ ALIGNED = (2, 37, 1040)
 
 #: (dtype, params, shape): block8 + border 8, pixel 4 + border 4, tau 8 / 4, float
 #: statistics (second pass), area filtering (keep, scan and remap; --largest's keep
-#: from the host, --fill-holes's labels filled on the host), threshold/invert rules,
+#: from the host, --fill-holes's labels filled on the host, float NaN holes filled),
+#: the tolerance that grows with the values, threshold/invert rules,
 #: outline.cu (--polygons), then morphology.cu (one-step and multi-step kernels,
 #: byte and 16-byte access) and smooth.cu (strip kernels for R <= 3, the
 #: shared-tile kernel for R = 7).
@@ -51,6 +52,9 @@ CASES = [
     (np.float32, LabelParams(tau=0.5, smooth=("binomial", 7)), ODD),
     (np.uint8, LabelParams(min_area=2, max_area=40, fill_holes=True), ODD),
     (np.uint16, LabelParams(tau=2, connectivity=4, largest=3, fill_holes=True), ALIGNED),
+    (np.float32, LabelParams(min_area=2, fill_holes=True), ODD),
+    (np.uint16, LabelParams(tau=1, tau_quadratic=0.25, connectivity=8, min_area=2), ODD),
+    (np.float64, LabelParams(tau=0.1, tau_relative=0.5, connectivity=4), ALIGNED),
 ]
 
 
