@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 # gccl makes no BLAS calls. Without this, numpy's OpenBLAS starts a thread per core as
-# numpy is imported (options.py imports it), and each spins for about 0.1 s: 2 s of CPU on
-# 16 cores, taken while the worker processes start. A user's own setting stays.
+# numpy is imported (options.py imports it), and each spins a while: CPU taken from the
+# worker processes as they start, more the more cores. A user's own setting stays.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import typer

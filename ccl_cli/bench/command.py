@@ -28,8 +28,8 @@ from .report import REPORT_COLUMNS, WIDE_REPORT_COLUMNS
 from .runner import Limits, end_to_end_plan, kernel_plan, run_end_to_end, run_kernel
 from .suite import FAMILIES, SIZES, Case, generated_cases, input_cases, parse_size
 
-#: The generated sizes on a machine without a usable GPU (the full suite ran 9 minutes
-#: on a 2-core CPU machine).
+#: The generated sizes on a machine without a usable GPU (the full suite takes many
+#: minutes on a small CPU machine).
 QUICK_SIZES = SIZES[:2]
 
 LEVEL_CHOICES = ("kernel", "end-to-end", "both")

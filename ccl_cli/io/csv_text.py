@@ -1,10 +1,11 @@
 """Numeric columns as CSV text, in bulk: what Python's str and repr would print.
 
 A statistics CSV has one row per component (tens of thousands for a document
-scan) and eleven columns; printing every value with str/repr costs about
-2 µs per row. Here every column becomes a matrix of ASCII bytes, one row per
-value, padded with NUL bytes; the matrices and the separators are laid side
-by side and the NULs dropped, which leaves the CSV text.
+scan) and eleven columns; printing every value with str/repr would be most
+of the time spent writing it. Here every column becomes a matrix of ASCII
+bytes, one row per value, padded with NUL bytes; the matrices and the
+separators are laid side by side and the NULs dropped, which leaves the CSV
+text.
 
 * Integers: decimal digits computed with numpy, as str prints them.
 * Floats: the shortest text that reads back to the same float64, as repr

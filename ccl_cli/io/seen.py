@@ -26,7 +26,7 @@ class Seen:
         self._memory: dict[Hashable, str] = {}
         self._disk: sqlite3.Connection | None = None
         if on_disk:
-            import sqlite3  # (5 ms of import a run with a list of inputs does without)
+            import sqlite3  # an import a run with a list of inputs does without
 
             self._errors: type[Exception] = sqlite3.Error
             # "" names a private temporary database; nothing in it outlives the run, so it

@@ -4,10 +4,10 @@
  * labels.py starts the helpers once, as Python threads that each call gccl_help (which
  * never returns; the binding releases the GIL for it). A caller hands a job to gccl_spread
  * and runs parts of it too, so a job ends even when no helper comes. Waking a sleeping
- * thread took 0.2-0.4 ms on the virtual machines measured, as long as labeling a
- * 640x480 image's strip, so a helper keeps polling for SPIN_NS after each job before it
- * sleeps: the next call of the same labeling (strips, then labels) finds it awake. Only
- * one job runs at a time; a second caller meanwhile runs its items on its own thread.
+ * thread can take as long as labeling a camera image's strip, so a helper keeps polling
+ * for SPIN_NS after each job before it sleeps: the next call of the same labeling
+ * (strips, then labels) finds it awake. Only one job runs at a time; a second caller
+ * meanwhile runs its items on its own thread.
  *
  * A claim is 64 bits: the job's number above, the next part below. A caller first posts
  * the new number with no part to claim, then writes the job's fields, then opens its

@@ -154,17 +154,17 @@ GCCL_SMOOTH_KERNEL(gccl_smooth_f64_f64, double, double)
 //   as they arrive. The R neighbours on each side come from the adjacent
 //   lanes by shuffles; lanes 0 and 31 only supply neighbours, so a warp reads
 //   128 columns and writes the 120 between them.
-// - Kernels with int32 sums also prefetch the row after the next into L2:
-//   5-8% faster for uint16 on the H200. With 64-bit sums the extra registers
-//   spill, and float32 at R = 3 ran 5% slower with it.
+// - Kernels with int32 sums also prefetch the row after the next into L2; the
+//   others do not (with 64-bit sums the extra registers spill, and float32 was
+//   slower with it).
 // - Horizontal sums of the last 2R + 1 rows wait in a thread-private ring in
 //   shared memory (SumRing), their weight totals and mask words in registers.
 //   The row loop is unrolled 2R + 1 times (each_slot), so every ring slot is a
 //   compile-time constant: fixed offsets, no index arithmetic, nothing moved.
 // - __launch_bounds__ budgets registers for GCCL_SMOOTH_STRIP_BLOCKS blocks
-//   per SM: on the H200 (float32, R = 3) 7 blocks of 4 warps, 72 registers
-//   with a few bytes spilled, beat 6, 5 and 4 blocks without spills by 4-18%;
-//   7 float32 rings of R = 3 also just fit in its shared memory.
+//   per SM: more resident blocks with a few bytes spilled hide the row loads'
+//   latency better than fewer blocks without spills (measured on Hopper);
+//   that many float32 rings of R = 3 also just fit in an SM's shared memory.
 // - The weights are those of box and binomial: w[0] = w[2R] = 1 (the host
 //   checks it), so the first and last vertical terms need no multiply
 //   (vertical_term). The float32 horizontal pass uses FMA, which is exact
