@@ -301,7 +301,7 @@ def main() -> None:
     # Every run writes into a new folder, and the outputs are deleted only at the end: an
     # ext4 file system without a journal makes creating files slow for a minute or more
     # after many were deleted (it passes over the inodes just freed), which a user's job
-    # does not pay; deleting between runs made file creation a tenth of a 2-core run.
+    # does not pay; deleting between runs would time that recovery, not gccl.
     outputs = (args.work / "peer", args.work / "gccl")
     for folder in outputs:
         shutil.rmtree(folder, ignore_errors=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 #: The one place the version is written: pyproject.toml reads it from here
-#: (importlib.metadata would cost a start-up tens of milliseconds).
+#: (importlib.metadata would slow every start-up: it scans the installed distributions).
 __version__ = "0.1.0"
 
 #: The Python API's names, all in ccl_cli.api.

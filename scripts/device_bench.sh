@@ -6,7 +6,7 @@
 #   bash scripts/device_bench.sh
 #
 # Usage: device_bench.sh [PART [EXTRA OPTIONS...]]. PART picks what runs: all (default),
-# kernel or e2e; `all` takes about 6 minutes. Extra options go to every bench run, e.g.
+# kernel or e2e; `all` takes several minutes. Extra options go to every bench run, e.g.
 # `device_bench.sh all --sizes 640x480 --repeat 3` for a one-minute smoke test.
 #   kernel: every generated case (5 families x 640x480, 1920x1080, 4000x3000 x 4c and 8c),
 #           every available engine, batches 1,8,32,64 (capped at 133 Mpixel a batch).

@@ -32,7 +32,7 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 PYTHONPATH=/tmp/site python3 setup.py -q build_ext --inplace || exit 1
 # Byte-compiled, as a pip install is: the GPU machine sets PYTHONDONTWRITEBYTECODE,
-# so otherwise every run compiles the sources again (imagecodecs alone: 0.6 s).
+# so otherwise every run compiles the sources again (imagecodecs' many modules above all).
 python3 -m compileall -q -j 8 ccl_cli /tmp/site >/dev/null 2>&1
 export PYTHONPATH=.:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 summary="$OUT/summary.txt"
@@ -105,7 +105,7 @@ if run_stage multi 240 "$OUT/multi.log" python3 benchmarks/bench_multi_gpu.py --
   note "multi-GPU (rc $rc, $took s):"
   grep "^|" "$OUT/multi.log" | tee -a "$summary"
 fi
-# End to end on 16 cores, as the one-GPU H200 machine has them (the two-GPU machine has 32).
+# End to end on 16 cores, as many as the one-GPU device machine has.
 if run_stage e2e 400 "$OUT/e2e.log" taskset -c 0-15 python3 benchmarks/bench_end_to_end.py \
   --depth-source .devdata/depth --docs-source .devdata/docs --work /tmp/e2e \
   --json "$OUT/e2e.json" --gccl-options "" --gccl-options "--processes 1" \

@@ -1,9 +1,9 @@
 """--device auto on a GPU machine: label on the CPU at once, on the GPU once it is ready.
 
 Making a CUDA backend (CuPy's import, the driver, a context, the kernels)
-takes about a second, longer than a small job takes on the CPU, and its
-imports compete with the run for Python's GIL: a stream's images wait
-meanwhile, and the process grows by hundreds of MB. So
+takes longer than a small job takes on the CPU, and its imports compete
+with the run for Python's GIL: a stream's images wait meanwhile, and the
+process grows by CuPy's and the driver's memory. So
 batches are labeled on the CPU, and the GPU is started (in a daemon thread)
 only once the CPU has labeled for START_AFTER_SECONDS and the labeling is
 what the run waits for: it took at least BUSY_SHARE of the time since it

@@ -6,8 +6,8 @@ waiting, except for what it needs, and yields what its next step will wait
 for. Run a step at a time from one thread, ready steps first, many labelings
 keep several devices, and several batches on one device, busy at once, and no
 threads contend for Python's GIL for it: with a thread per batch, a thread
-whose device was ready waited for the GIL up to the interpreter's switch
-interval (5 ms) while others issued work.
+whose device is ready would wait for the GIL up to the interpreter's switch
+interval (sys.getswitchinterval) while others issue work.
 
 The stepping thread never polls: a step's wait that is not over yet is handed
 to a waiting thread (_WAITS), which blocks on it (a CUDA event's synchronize

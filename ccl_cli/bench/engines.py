@@ -385,8 +385,8 @@ class Cc3d(BenchEngine):
 
     def description(self) -> str:
         return (
-            "cc3d.connected_components, one image per call, in sequence (single-threaded; a "
-            "thread pool over images was slower when tried); tau mode: delta=tau, 4c on (H, W), "
+            "cc3d.connected_components, one image per call, in sequence (single-threaded, as "
+            "cc3d is); tau mode: delta=tau, 4c on (H, W), "
             "8c as 26-connectivity on (1, H, W) (cc3d's 2-D 8c delta differs)"
         )
 

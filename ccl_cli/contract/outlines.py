@@ -89,8 +89,8 @@ def geojson(outlines: Outlines) -> bytes:
     """The GeoJSON FeatureCollection text: compact, fixed key order, closed rings, one line.
 
     The same text as json.dumps(..., separators=(",", ":")) of the nested
-    structure, built a few times faster: every vertex is formatted in one
-    %-operation and rings are slices of that text.
+    structure, built without a Python list per vertex: every vertex is formatted
+    in one %-operation and rings are slices of that text.
     """
     vertices = outlines.vertices.astype(np.int64)
     widths = _digits(vertices).sum(axis=1) + 4  # "[x,y],"

@@ -4,7 +4,7 @@ A run with a list of inputs keeps this in memory. A run whose inputs arrive
 over time (a stream, a watched folder) has no end, so it keeps it in a
 private SQLite database on disk instead (a temporary file that SQLite deletes
 when it is closed, or when the process ends): memory stays flat however many
-inputs arrive, and a lookup costs about 10 microseconds. Should that file
+inputs arrive, and a lookup stays small beside an input's labeling. Should that file
 fail (its disk full), the run goes on keeping new keys in memory: the keys
 on disk are then forgotten, so an input met before may be labeled again,
 which is better than a run that stops.

@@ -35,7 +35,7 @@ from .stages import NumpyStages
 #: Fewest rows a strip gets: thinner strips cost more in seams than they gain.
 MIN_STRIP_ROWS = 32
 #: Fewest pixels a strip gets: handing a strip to another thread and waiting for it
-#: costs about as much as labeling this many pixels (binary and tau images on 2 cores).
+#: costs about as much as labeling this many pixels (binary and tau images).
 MIN_STRIP_PIXELS = 1 << 15
 #: Fewest components (over the strips of a batch) whose per-component passes use every thread.
 SPREAD_COMPONENTS = 50_000

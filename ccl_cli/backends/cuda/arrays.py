@@ -1,7 +1,7 @@
 """The host side of src/arrays.cu: the array plumbing of the labeling paths in fatbin kernels.
 
 CuPy compiles its elementwise kernels (copies of strided views, comparisons,
-casts, `where`) on first use, which costs a fresh machine seconds and needs
+casts, `where`) on first use, which is slow on a fresh machine and needs
 NVRTC; these do the same few operations from the shipped fatbin. Every
 function queues work on the current stream and never waits.
 """
