@@ -1,5 +1,5 @@
 """Reading the label images gccl writes, for the tests: with Pillow and tifffile,
-not with gccl's own reader (ccl_cli.io.images), so a test does not check the
+not with gccl's own decoder (ccl_cli.io.decode), so a test does not check the
 package against itself.
 
 Imported by name (`from label_files import read_label_image`), like oracles.py.

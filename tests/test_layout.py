@@ -188,3 +188,115 @@ def test_contract_imports_no_backend_reader_or_run():
     for name in contract:
         outside = {t for t in _graph()[name] if not t.startswith("ccl_cli.contract")}
         assert outside <= {"ccl_cli.errors"}, (name, outside)
+
+
+TESTS = ROOT / "tests"
+#: Helpers of the tests that drive the product itself (the command line, the CUDA backend); every
+#: other module of tests/ that is not a test is a reference or test data, written from the
+#: README's contract.
+PRODUCT_HELPERS = {"cli_helpers", "conftest", "gpu.cuda_helpers"}
+
+
+def _test_module_name(path: Path) -> str:
+    return ".".join(path.relative_to(TESTS).with_suffix("").parts)
+
+
+def _imported_modules(source: str) -> set[str]:
+    """Every module `source` imports, at any depth (absolute imports: tests/ is on the path)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func) in ("importlib.import_module", "import_module", "__import__")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            found.add(node.args[0].value)
+    return found
+
+
+def _test_sources() -> dict[str, str]:
+    return {_test_module_name(p): p.read_text() for p in sorted(TESTS.rglob("*.py"))}
+
+
+def _product_reach(sources: dict[str, str]) -> dict[str, set[str]]:
+    """Per module of tests/: the ccl_cli modules it imports, itself or through other modules of
+    tests/ (a reference that imports a helper that imports the product is not independent)."""
+    direct = {
+        name: {m for m in _imported_modules(text) if m.split(".")[0] == "ccl_cli"}
+        for name, text in sources.items()
+    }
+    local = {
+        name: {m for m in _imported_modules(text) if m in sources and m != name}
+        for name, text in sources.items()
+    }
+    reach: dict[str, set[str]] = {}
+    for name in sources:
+        seen, todo, product = {name}, [name], set()
+        while todo:
+            current = todo.pop()
+            product |= direct[current]
+            todo += [m for m in local[current] if m not in seen]
+            seen |= local[current]
+        reach[name] = product
+    return reach
+
+
+def _references(sources: dict[str, str]) -> list[str]:
+    return [
+        name
+        for name in sources
+        if not name.rpartition(".")[2].startswith("test_") and name not in PRODUCT_HELPERS
+    ]
+
+
+def _test_module_imports(sources: dict[str, str]) -> list[str]:
+    """'a imports b' for every module of tests/ that imports a test module."""
+    return [
+        f"{name} imports {module}"
+        for name, text in sources.items()
+        for module in sorted(_imported_modules(text))
+        if any(part.startswith("test_") for part in module.split("."))
+    ]
+
+
+def test_the_reference_and_test_import_finders_find_each_kind():
+    sources = {
+        "oracles": "import numpy as np\n",
+        "shared": "from ccl_cli.contract.params import tau_joins\n",
+        "cc3d_reference": "from shared import tau_joins\n",
+        "stage_oracles": "def f():\n    import ccl_cli.contract.stats as s\n",
+        "volume_oracles": "import importlib\nm = importlib.import_module('ccl_cli.api')\n",
+        "test_a": "from test_b import helper\nfrom backends.test_c import other\n",
+        "test_b": "import ccl_cli\n",
+    }
+    reach = _product_reach(sources)
+    offenders = {name for name in _references(sources) if reach[name]}
+    assert offenders == {"shared", "cc3d_reference", "stage_oracles", "volume_oracles"}
+    assert _test_module_imports(sources) == [
+        "test_a imports backends.test_c",
+        "test_a imports backends.test_c.other",
+        "test_a imports test_b",
+        "test_a imports test_b.helper",
+    ]
+
+
+def test_references_import_nothing_from_the_package():
+    """A reference checks the product only if it does not share its code: the oracles, the
+    cc3d reference, the shapes and the label-file readers are written from the README."""
+    sources = _test_sources()
+    references = _references(sources)
+    assert {"cc3d_reference", "oracles", "stage_oracles", "volume_oracles"} <= set(references)
+    reach = _product_reach(sources)
+    assert {name: sorted(reach[name]) for name in references if reach[name]} == {}
+
+
+def test_test_modules_do_not_import_each_other():
+    """Shared test code lives in helper modules of tests/, never in another test file."""
+    assert _test_module_imports(_test_sources()) == []
