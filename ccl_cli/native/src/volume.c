@@ -140,24 +140,30 @@ static inline int64_t row_index(const gccl_volumes *b, int64_t n, int64_t z, int
     return ((n * b->depth + z) * b->height + y) * b->width;
 }
 
+/* Room in the slab's label arrays for one label more than it has (parent, area and
+ * magnitude grow together). Returns 0, or -1 out of memory. */
+static int room_for_label(gccl_slab *slab, int floating) {
+    if (slab->labels + 1 < slab->labels_held) return 0;
+    const int64_t held = slab->labels_held ? 2 * slab->labels_held : 4096;
+    int32_t *parent = realloc(slab->parent, sizeof(int32_t) * (size_t)held);
+    if (!parent) return -1;
+    slab->parent = parent;
+    int64_t *area = realloc(slab->area, sizeof(int64_t) * (size_t)held);
+    if (!area) return -1;
+    slab->area = area;
+    if (floating) {
+        int64_t *magnitude = realloc(slab->magnitude, sizeof(int64_t) * (size_t)held);
+        if (!magnitude) return -1;
+        slab->magnitude = magnitude;
+    }
+    slab->labels_held = held;
+    return 0;
+}
+
 /* A new label for the slab: a set of its own. Returns it, or 0 out of memory. */
 static int32_t new_volume_label(gccl_slab *slab, int floating) {
+    if (room_for_label(slab, floating) != 0) return 0;
     const int64_t label = slab->labels + 1;
-    if (label >= slab->labels_held) { /* parent, area and magnitude grow together */
-        int64_t held = slab->labels_held ? 2 * slab->labels_held : 4096;
-        int32_t *parent = realloc(slab->parent, sizeof(int32_t) * (size_t)held);
-        if (!parent) return 0;
-        slab->parent = parent;
-        int64_t *area = realloc(slab->area, sizeof(int64_t) * (size_t)held);
-        if (!area) return 0;
-        slab->area = area;
-        if (floating) {
-            int64_t *magnitude = realloc(slab->magnitude, sizeof(int64_t) * (size_t)held);
-            if (!magnitude) return 0;
-            slab->magnitude = magnitude;
-        }
-        slab->labels_held = held;
-    }
     slab->parent[label] = (int32_t)label;
     slab->area[label] = 0;
     if (floating) slab->magnitude[label] = 0;
@@ -195,26 +201,9 @@ static inline int32_t join_root(int32_t *parent, int32_t label, int32_t q) {
     return label;
 }
 
-/* `label` (a root, or 0) joined to the sets of the runs of `row` that touch [s, e)
- * (binary mode); each run met keeps the root it was found to have, so that the next run
- * touching it finds its set at once. */
-static inline int32_t join_near_row(int32_t *parent, near_row *row, int32_t s, int32_t e,
-                                    int32_t label) {
-    gccl_run *o = row->runs;
-    const int64_t m = row->count;
-    const int32_t g = row->grow;
-    int64_t j = row->at;
-    while (j < m && o[j].end + g <= s) j++;
-    row->at = j;
-    for (; j < m && o[j].start < e + g; j++) {
-        if (o[j].label == label) continue;
-        label = join_root(parent, label, o[j].label);
-        o[j].label = label;
-    }
-    return label;
-}
-
-/* The same in tau mode: a touching run joins where one pair of their voxels joins. */
+/* `label` (a root, or 0) joined to the sets of the runs of `row` that touch [s, e) where
+ * one pair of their voxels joins (tau mode); each run met keeps the root it was found to
+ * have, so that the next run touching it finds its set at once. */
 static inline int32_t join_near_row_tau(const gccl_volumes *b, const volume_tolerance *t,
                                         int32_t *parent, near_row *row, const uint8_t *pixels,
                                         int32_t s, int32_t e, int32_t label) {
@@ -247,13 +236,203 @@ static inline gccl_run *runs_of_row(const plane_runs *planes, int p, int64_t y,
     return planes->runs[p] + planes->row_first[p][y];
 }
 
-/* First pass of one slab (planes z0..z1-1 of volume n): each row's runs joined to the runs
+/* The bits of two planes' rows (binary mode): row y's voxel x is bit x + 64 of the row's
+ * `row_words` words (a word of 0s before the row and two after it, so that 64 bits from any
+ * x in -64..width are read without a bounds check). */
+typedef struct {
+    uint64_t *rows[2]; /* (height, row_words): each plane's rows */
+    uint64_t *zero;    /* a row of 0s: a neighbour row outside the slab */
+    int64_t row_words;
+} plane_bits;
+
+/* The words of a row's voxels, and of its row of bits. */
+static inline int64_t voxel_words(int64_t width) { return (width + 63) >> 6; }
+static inline int64_t bit_row_words(int64_t width) { return voxel_words(width) + 3; }
+
+/* A row's foreground fg (0 or 1 per voxel; 0 past width up to a whole word) as its bits.
+ * Returns whether any is set. */
+static int pack_row(const uint8_t *fg, int64_t width, uint64_t *bits) {
+    const int64_t words = voxel_words(width);
+    uint64_t any = 0;
+    bits[0] = 0;
+    for (int64_t w = 0; w < words; w++) {
+        uint64_t word = 0;
+        for (int i = 0; i < 8; i++) { /* byte i of eight lands on bit 56 + i of the product */
+            uint64_t eight;
+            memcpy(&eight, fg + 64 * w + 8 * i, sizeof eight);
+            word |= ((eight * UINT64_C(0x0102040810204080)) >> 56) << (8 * i);
+        }
+        bits[1 + w] = word;
+        any |= word;
+    }
+    bits[words + 1] = bits[words + 2] = 0;
+    return any != 0;
+}
+
+/* The 64 bits of a row of bits from voxel x on (-64 <= x <= 64 * voxel words). */
+static inline uint64_t bits_from(const uint64_t *bits, int64_t x) {
+    const int64_t at = x + 64, w = at >> 6, shift = at & 63;
+    return (bits[w] >> shift) | ((bits[w + 1] << 1) << (63 - shift));
+}
+
+/* Root `label` joined to the set of label q; returns the root of the union (the smaller
+ * root). Without a branch on which root is smaller: the larger one's parent is written
+ * even where both are the same (itself). */
+static inline int32_t join_label(int32_t *parent, int32_t label, int32_t q) {
+    const int32_t root = root_of(parent, q);
+    const int32_t low = root < label ? root : label, high = root ^ label ^ low;
+    parent[high] = low;
+    return low;
+}
+
+/* The neighbouring rows of a row (binary mode): their bits and labels, and how far across
+ * each reaches (0: face to face, 1: diagonally too); rows that are no neighbour are 0s. */
+typedef struct {
+    const uint64_t *bits[NEAR_ROWS];
+    const uint32_t *labels[NEAR_ROWS];
+    int64_t grow[NEAR_ROWS];
+    int count;
+} near_bits;
+
+/* Root `label` joined to the sets of the voxels of the neighbouring rows that touch run
+ * [s, e): one voxel of each of their runs within reach (the first), read from the labels.
+ * A run of at most 14 voxels reads each row's bits around it once, the rows side by side
+ * in 16-bit lanes of one word, and loops once over all they hold. */
+static inline int32_t join_near_bits(int32_t *parent, const near_bits *near, int64_t s,
+                                     int64_t e, int32_t label) {
+    const int64_t lo = s - 1, n = e - s + 2; /* the window of diagonal reach */
+    if (n <= 16) {
+        const uint64_t wide = (UINT64_C(1) << n) - 1;
+        const uint64_t narrow = wide ^ 1 ^ (UINT64_C(1) << (n - 1)); /* face to face */
+        uint64_t firsts = 0;
+        for (int i = 0; i < NEAR_ROWS; i++) {
+            const uint64_t m = bits_from(near->bits[i], lo) & (near->grow[i] ? wide : narrow);
+            firsts |= (m & ~(m << 1)) << (16 * i);
+        }
+        while (firsts) {
+            const int p = __builtin_ctzll(firsts);
+            firsts &= firsts - 1;
+            label = join_label(parent, label, (int32_t)near->labels[p >> 4][lo + (p & 15)]);
+        }
+        return label;
+    }
+    for (int i = 0; i < near->count; i++) {
+        const int64_t from = s - near->grow[i], to = e + near->grow[i];
+        uint64_t carry = 0; /* whether the voxel before x is set */
+        for (int64_t x = from; x < to; x += 64) {
+            uint64_t m = bits_from(near->bits[i], x);
+            if (to - x < 64) m &= (UINT64_C(1) << (to - x)) - 1;
+            uint64_t firsts = m & ~((m << 1) | carry);
+            carry = m >> 63;
+            while (firsts) {
+                const int p = __builtin_ctzll(firsts);
+                firsts &= firsts - 1;
+                label = join_label(parent, label, (int32_t)near->labels[i][x + p]);
+            }
+        }
+    }
+    return label;
+}
+
+/* The label of a run of the slab: `label` itself where it joined a set (a root), else a
+ * new one (slab->labels + 1, whose room `made` ensured). Its voxels counted, and for float
+ * volumes its largest finite |v|. */
+static inline int32_t settle_label(gccl_slab *slab, int32_t label, int64_t voxels,
+                                   int64_t magnitude) {
+    if (label > slab->labels) {
+        slab->parent[label] = label;
+        slab->area[label] = 0;
+        if (slab->magnitude) slab->magnitude[label] = 0;
+        slab->labels = label;
+    }
+    slab->area[label] += voxels;
+    if (slab->magnitude && magnitude > slab->magnitude[label]) slab->magnitude[label] = magnitude;
+    return label;
+}
+
+/* First pass of one slab in binary mode (planes z0..z1-1 of volume n): each row's runs
+ * (from its bits) joined to the sets of the voxels they touch in the rows before it, each
+ * run's label written into `labels` (the background's 0 too unless they are `zeroed`),
+ * which rows have foreground, each label's voxels counted (and for float volumes its
+ * largest finite |v|). A run's label is slab->labels + 1 until it joins a set, so that the
+ * joins need no branch for "no set yet". fg: a row's foreground (whole words of voxels,
+ * 0 past width). Returns 0, or -1 out of memory. */
+static int label_slab_binary(const gccl_volumes *b, gccl_slab *slab, int64_t n, int64_t z0,
+                             int64_t z1, uint8_t *fg, plane_bits *planes) {
+    const int64_t width = b->width, height = b->height, words = voxel_words(width);
+    const int64_t image_bytes = type_bytes(b->image_type);
+    const int64_t value_bytes = type_bytes(b->value_type);
+    const int floating = (int)b->floating;
+    const run_magnitude_of magnitude_of = run_magnitude_for(b->value_type);
+    const uint8_t *image = b->image, *values = b->values;
+    const neighbour *near;
+    const int count = neighbours_of(b->connectivity, &near);
+    const int64_t row_words = planes->row_words;
+    slab->occupied = malloc((size_t)((z1 - z0) * height));
+    if (!slab->occupied || room_for_label(slab, floating) != 0) return -1;
+    for (int64_t z = z0; z < z1; z++) {
+        const int p = (int)((z - z0) & 1); /* this plane's bits; 1 - p: the plane before */
+        for (int64_t y = 0; y < height; y++) {
+            const int64_t at = row_index(b, n, z, y);
+            uint32_t *out = b->labels + at;
+            uint64_t *bits = planes->rows[p] + y * row_words;
+            FOREGROUND_ROW[b->image_type](image + at * image_bytes, width, b->rule, b->a, fg);
+            const int any = pack_row(fg, width, bits);
+            slab->occupied[(z - z0) * height + y] = (uint8_t)any;
+            if (!b->zeroed) memset(out, 0, sizeof(uint32_t) * (size_t)width);
+            if (!any) continue;
+            near_bits other;
+            other.count = count;
+            for (int i = 0; i < NEAR_ROWS; i++) {
+                const int64_t yy = y + (i < count ? near[i].dy : 0), zz = z + near[i].dz;
+                other.bits[i] = planes->zero;
+                other.labels[i] = out;
+                other.grow[i] = i < count ? near[i].grow : 0;
+                if (i >= count || yy < 0 || yy >= height || zz < z0) continue;
+                other.bits[i] = planes->rows[near[i].dz ? 1 - p : p] + yy * row_words;
+                other.labels[i] = b->labels + row_index(b, n, zz, yy);
+            }
+            const uint8_t *value_row = values + at * value_bytes;
+            const uint64_t *voxels = bits + 1;
+            uint64_t carry = 0; /* whether the voxel before is foreground */
+            int64_t s = 0;
+            for (int64_t w = 0; w <= words; w++) {
+                const uint64_t word = w < words ? voxels[w] : 0; /* a word past: the last end */
+                uint64_t edges = word ^ ((word << 1) | carry); /* each run's start and end */
+                carry = word >> 63;
+                while (edges) {
+                    const int64_t x = 64 * w + __builtin_ctzll(edges);
+                    edges &= edges - 1;
+                    if ((word >> (x & 63)) & 1) { /* a start */
+                        s = x;
+                        continue;
+                    }
+                    const int64_t e = x;
+                    int32_t label = (int32_t)(slab->labels + 1);
+                    label = join_near_bits(slab->parent, &other, s, e, label);
+                    label = settle_label(slab, label, e - s,
+                                         magnitude_of ? magnitude_of(value_row, s, e) : 0);
+                    if (room_for_label(slab, floating) != 0) return -1;
+                    if (e - s <= 8 && s + 8 <= width) { /* 8 stores, no loop to leave */
+                        for (int i = 0; i < 8; i++)
+                            out[s + i] = (uint32_t)label & (0u - (uint32_t)fg[s + i]);
+                    } else {
+                        for (int64_t i = s; i < e; i++) out[i] = (uint32_t)label;
+                    }
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* First pass of one slab in tau mode (planes z0..z1-1 of volume n): each row's runs joined to the runs
  * they touch, each voxel's label written into `labels` (the background's 0 too unless they
  * are `zeroed`), which rows have foreground, each label's voxels counted (and for float
  * volumes its largest finite |v|). fg: a row's foreground (width); bounds: a row's run
  * bounds (2 width + 2). Returns 0, or -1 out of memory. */
-static int label_slab(const gccl_volumes *b, gccl_slab *slab, int64_t n, int64_t z0, int64_t z1,
-                      uint8_t *fg, int64_t *bounds, plane_runs *planes) {
+static int label_slab_tau(const gccl_volumes *b, gccl_slab *slab, int64_t n, int64_t z0,
+                          int64_t z1, uint8_t *fg, int64_t *bounds, plane_runs *planes) {
     const int64_t width = b->width, height = b->height;
     const int64_t image_bytes = type_bytes(b->image_type);
     const int64_t value_bytes = type_bytes(b->value_type);
@@ -272,9 +451,7 @@ static int label_slab(const gccl_volumes *b, gccl_slab *slab, int64_t n, int64_t
             const int64_t at = row_index(b, n, z, y);
             const uint8_t *pixels = image + at * image_bytes;
             FOREGROUND_ROW[b->image_type](pixels, width, b->rule, b->a, fg);
-            const int64_t k = b->tau_mode
-                                  ? TAU_ROW_RUNS[b->image_type](pixels, fg, width, &t, bounds)
-                                  : row_runs(fg, width, bounds);
+            const int64_t k = TAU_ROW_RUNS[b->image_type](pixels, fg, width, &t, bounds);
             near_row other[NEAR_ROWS]; /* rows that are no neighbour have no runs */
             for (int i = 0; i < NEAR_ROWS; i++) {
                 other[i] = (near_row){NULL, 0, 0, 0, NULL};
@@ -293,15 +470,8 @@ static int label_slab(const gccl_volumes *b, gccl_slab *slab, int64_t n, int64_t
             for (int64_t i = 0; i < k; i++) {
                 const int32_t s = (int32_t)bounds[2 * i], e = (int32_t)bounds[2 * i + 1];
                 int32_t label = 0;
-                if (b->tau_mode) {
-                    for (int j = 0; j < count; j++)
-                        label = join_near_row_tau(b, &t, parent, &other[j], pixels, s, e, label);
-                } else { /* unrolled, so that the rows stay in registers */
-                    label = join_near_row(parent, &other[0], s, e, label);
-                    label = join_near_row(parent, &other[1], s, e, label);
-                    label = join_near_row(parent, &other[2], s, e, label);
-                    label = join_near_row(parent, &other[3], s, e, label);
-                }
+                for (int j = 0; j < count; j++)
+                    label = join_near_row_tau(b, &t, parent, &other[j], pixels, s, e, label);
                 if (label == 0) {
                     label = new_volume_label(slab, floating);
                     if (label == 0) return -1;
@@ -356,27 +526,42 @@ static int64_t flatten_slab(gccl_slab *slab) {
  * local_counts[t] = m. Returns 0, or -1 out of memory. */
 int gccl_volume_label_slabs(const gccl_volumes *b, int64_t lo, int64_t hi) {
     const int64_t width = b->width, height = b->height;
-    /* A row holds at most (width + 1) / 2 binary runs and width tau runs. */
-    const int64_t per_row = b->tau_mode ? width : (width + 1) / 2;
-    uint8_t *fg = malloc((size_t)width);
-    int64_t *bounds = malloc(sizeof(int64_t) * (size_t)(2 * width + 2));
-    plane_runs planes = {{NULL, NULL}, {NULL, NULL}};
-    int failed = !fg || !bounds;
-    for (int p = 0; p < 2 && !failed; p++) {
-        planes.runs[p] = malloc(sizeof(gccl_run) * (size_t)(height * per_row + 1));
-        planes.row_first[p] = malloc(sizeof(int64_t) * (size_t)(height + 1));
-        failed = !planes.runs[p] || !planes.row_first[p];
+    /* tau mode: a row holds at most width runs; binary mode: fg in whole words of voxels */
+    uint8_t *fg = calloc((size_t)(64 * voxel_words(width)), 1);
+    int64_t *bounds = NULL;
+    plane_runs runs = {{NULL, NULL}, {NULL, NULL}};
+    plane_bits bits = {{NULL, NULL}, NULL, bit_row_words(width)};
+    int failed = !fg;
+    if (b->tau_mode) {
+        bounds = malloc(sizeof(int64_t) * (size_t)(2 * width + 2));
+        failed |= !bounds;
+        for (int p = 0; p < 2 && !failed; p++) {
+            runs.runs[p] = malloc(sizeof(gccl_run) * (size_t)(height * width + 1));
+            runs.row_first[p] = malloc(sizeof(int64_t) * (size_t)(height + 1));
+            failed = !runs.runs[p] || !runs.row_first[p];
+        }
+    } else {
+        for (int p = 0; p < 2 && !failed; p++) {
+            bits.rows[p] = malloc(sizeof(uint64_t) * (size_t)(height * bits.row_words));
+            failed = !bits.rows[p];
+        }
+        bits.zero = calloc((size_t)bits.row_words, sizeof(uint64_t));
+        failed |= !bits.zero;
     }
     for (int64_t t = lo; t < hi && !failed; t++) {
         gccl_slab *slab = &b->slabs[t];
         const int64_t *task = &b->tasks[3 * t];
-        failed = label_slab(b, slab, task[0], task[1], task[2], fg, bounds, &planes) != 0;
+        failed = (b->tau_mode
+                      ? label_slab_tau(b, slab, task[0], task[1], task[2], fg, bounds, &runs)
+                      : label_slab_binary(b, slab, task[0], task[1], task[2], fg, &bits)) != 0;
         if (!failed) slab->locals = b->local_counts[t] = flatten_slab(slab);
     }
     for (int p = 0; p < 2; p++) {
-        free(planes.runs[p]);
-        free(planes.row_first[p]);
+        free(runs.runs[p]);
+        free(runs.row_first[p]);
+        free(bits.rows[p]);
     }
+    free(bits.zero);
     free(fg);
     free(bounds);
     return failed ? -1 : 0;
