@@ -286,26 +286,27 @@ static inline int32_t join_label(int32_t *parent, int32_t label, int32_t q) {
 }
 
 /* The neighbouring rows of a row (binary mode): their bits and labels, and how far across
- * each reaches (0: face to face, 1: diagonally too); rows that are no neighbour are 0s. */
+ * each reaches (0: face to face, 1: diagonally too); rows outside the slab are 0s. */
 typedef struct {
     const uint64_t *bits[NEAR_ROWS];
     const uint32_t *labels[NEAR_ROWS];
     int64_t grow[NEAR_ROWS];
-    int count;
 } near_bits;
 
 /* Root `label` joined to the sets of the voxels of the neighbouring rows that touch run
  * [s, e): one voxel of each of their runs within reach (the first), read from the labels.
- * A run of at most 14 voxels reads each row's bits around it once, the rows side by side
+ * `rows` (2 or 4: a constant where it is inlined) of them. A run of at most 14 voxels reads each row's bits around it once, the rows side by side
  * in 16-bit lanes of one word, and loops once over all they hold. */
-static inline int32_t join_near_bits(int32_t *parent, const near_bits *near, int64_t s,
-                                     int64_t e, int32_t label) {
+static inline __attribute__((always_inline)) int32_t join_near_bits(int32_t *parent,
+                                                                    const near_bits *near,
+                                                                    int rows, int64_t s,
+                                                                    int64_t e, int32_t label) {
     const int64_t lo = s - 1, n = e - s + 2; /* the window of diagonal reach */
     if (n <= 16) {
         const uint64_t wide = (UINT64_C(1) << n) - 1;
         const uint64_t narrow = wide ^ 1 ^ (UINT64_C(1) << (n - 1)); /* face to face */
         uint64_t firsts = 0;
-        for (int i = 0; i < NEAR_ROWS; i++) {
+        for (int i = 0; i < rows; i++) {
             const uint64_t m = bits_from(near->bits[i], lo) & (near->grow[i] ? wide : narrow);
             firsts |= (m & ~(m << 1)) << (16 * i);
         }
@@ -316,7 +317,7 @@ static inline int32_t join_near_bits(int32_t *parent, const near_bits *near, int
         }
         return label;
     }
-    for (int i = 0; i < near->count; i++) {
+    for (int i = 0; i < rows; i++) {
         const int64_t from = s - near->grow[i], to = e + near->grow[i];
         uint64_t carry = 0; /* whether the voxel before x is set */
         for (int64_t x = from; x < to; x += 64) {
@@ -382,13 +383,12 @@ static int label_slab_binary(const gccl_volumes *b, gccl_slab *slab, int64_t n, 
             if (!b->zeroed) memset(out, 0, sizeof(uint32_t) * (size_t)width);
             if (!any) continue;
             near_bits other;
-            other.count = count;
-            for (int i = 0; i < NEAR_ROWS; i++) {
-                const int64_t yy = y + (i < count ? near[i].dy : 0), zz = z + near[i].dz;
+            for (int i = 0; i < count; i++) {
+                const int64_t yy = y + near[i].dy, zz = z + near[i].dz;
                 other.bits[i] = planes->zero;
                 other.labels[i] = out;
-                other.grow[i] = i < count ? near[i].grow : 0;
-                if (i >= count || yy < 0 || yy >= height || zz < z0) continue;
+                other.grow[i] = near[i].grow;
+                if (yy < 0 || yy >= height || zz < z0) continue;
                 other.bits[i] = planes->rows[near[i].dz ? 1 - p : p] + yy * row_words;
                 other.labels[i] = b->labels + row_index(b, n, zz, yy);
             }
@@ -409,13 +409,14 @@ static int label_slab_binary(const gccl_volumes *b, gccl_slab *slab, int64_t n, 
                     }
                     const int64_t e = x;
                     int32_t label = (int32_t)(slab->labels + 1);
-                    label = join_near_bits(slab->parent, &other, s, e, label);
+                    label = count == 2 ? join_near_bits(slab->parent, &other, 2, s, e, label)
+                                       : join_near_bits(slab->parent, &other, 4, s, e, label);
                     label = settle_label(slab, label, e - s,
                                          magnitude_of ? magnitude_of(value_row, s, e) : 0);
                     if (room_for_label(slab, floating) != 0) return -1;
                     if (e - s <= 8 && s + 8 <= width) { /* 8 stores, no loop to leave */
-                        for (int i = 0; i < 8; i++)
-                            out[s + i] = (uint32_t)label & (0u - (uint32_t)fg[s + i]);
+                        const int length = (int)(e - s); /* 0s past it: later runs' or none */
+                        for (int i = 0; i < 8; i++) out[s + i] = (uint32_t)label & -(uint32_t)(i < length);
                     } else {
                         for (int64_t i = s; i < e; i++) out[i] = (uint32_t)label;
                     }
@@ -740,6 +741,27 @@ static void merge_volume_record(gccl_volume_record *dst, const gccl_volume_recor
     dst->z_max = src->z_max > dst->z_max ? src->z_max : dst->z_max;
 }
 
+/* Each label of a row replaced by table[label]. Eight labels that are all one (inside a
+ * run, or background) are read as four words and written only where their final label
+ * differs, so that a row of long runs that keep their labels is read, not written. */
+static void relabel_row(uint32_t *row, int64_t width, const uint32_t *table) {
+    int64_t x = 0;
+    for (; x + 8 <= width; x += 8) {
+        uint64_t eight[4];
+        memcpy(eight, row + x, sizeof eight);
+        const uint64_t pair = (eight[0] & UINT64_C(0xFFFFFFFF)) * UINT64_C(0x100000001);
+        if (((eight[0] ^ pair) | (eight[1] ^ pair) | (eight[2] ^ pair) | (eight[3] ^ pair)) == 0) {
+            const uint32_t label = (uint32_t)pair, final = table[label];
+            if (final != label) {
+                for (int i = 0; i < 8; i++) row[x + i] = final;
+            }
+            continue;
+        }
+        for (int i = 0; i < 8; i++) row[x + i] = table[row[x + i]];
+    }
+    for (; x < width; x++) row[x] = table[row[x]];
+}
+
 /* Last pass of tasks lo..hi-1: every voxel's label replaced by its final label (0 for the
  * components min-area drops) and, with `statistics`, the records of the slab's kept local
  * ids gathered run by run (records[first[t] + local id]). Each local id's final label takes
@@ -777,7 +799,7 @@ int gccl_volume_write(const gccl_volumes *b, int64_t lo, int64_t hi) {
                 const int64_t at = row_index(b, n, z, y);
                 uint32_t *row = b->labels + at;
                 if (!records) {
-                    for (int64_t x = 0; x < width; x++) row[x] = table[row[x]];
+                    relabel_row(row, width, table);
                     continue;
                 }
                 const uint8_t *value_row = (const uint8_t *)b->values + at * value_bytes;
