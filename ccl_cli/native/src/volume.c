@@ -335,6 +335,12 @@ static inline __attribute__((always_inline)) int32_t join_near_bits(int32_t *par
     return label;
 }
 
+/* A row's label summary (gccl_slab's row_labels: 0 none yet, -1 several) after a run of
+ * `label`. */
+static inline int32_t same_label(int32_t summary, int32_t label) {
+    return summary == 0 || summary == label ? label : -1;
+}
+
 /* The label of a run of the slab: `label` itself where it joined a set (a root), else a
  * new one (slab->labels + 1, whose room `made` ensured). Its voxels counted, and for float
  * volumes its largest finite |v|. */
@@ -354,7 +360,7 @@ static inline int32_t settle_label(gccl_slab *slab, int32_t label, int64_t voxel
 /* First pass of one slab in binary mode (planes z0..z1-1 of volume n): each row's runs
  * (from its bits) joined to the sets of the voxels they touch in the rows before it, each
  * run's label written into `labels` (the background's 0 too unless they are `zeroed`),
- * which rows have foreground, each label's voxels counted (and for float volumes its
+ * each row's one label (row_labels), each label's voxels counted (and for float volumes its
  * largest finite |v|). A run's label is slab->labels + 1 until it joins a set, so that the
  * joins need no branch for "no set yet". fg: a row's foreground (whole words of voxels,
  * 0 past width). Returns 0, or -1 out of memory. */
@@ -369,8 +375,8 @@ static int label_slab_binary(const gccl_volumes *b, gccl_slab *slab, int64_t n, 
     const neighbour *near;
     const int count = neighbours_of(b->connectivity, &near);
     const int64_t row_words = planes->row_words;
-    slab->occupied = malloc((size_t)((z1 - z0) * height));
-    if (!slab->occupied || room_for_label(slab, floating) != 0) return -1;
+    slab->row_labels = malloc(sizeof(int32_t) * (size_t)((z1 - z0) * height));
+    if (!slab->row_labels || room_for_label(slab, floating) != 0) return -1;
     for (int64_t z = z0; z < z1; z++) {
         const int p = (int)((z - z0) & 1); /* this plane's bits; 1 - p: the plane before */
         for (int64_t y = 0; y < height; y++) {
@@ -378,10 +384,10 @@ static int label_slab_binary(const gccl_volumes *b, gccl_slab *slab, int64_t n, 
             uint32_t *out = b->labels + at;
             uint64_t *bits = planes->rows[p] + y * row_words;
             FOREGROUND_ROW[b->image_type](image + at * image_bytes, width, b->rule, b->a, fg);
-            const int any = pack_row(fg, width, bits);
-            slab->occupied[(z - z0) * height + y] = (uint8_t)any;
+            int32_t *row_label = &slab->row_labels[(z - z0) * height + y];
+            *row_label = 0;
             if (!b->zeroed) memset(out, 0, sizeof(uint32_t) * (size_t)width);
-            if (!any) continue;
+            if (!pack_row(fg, width, bits)) continue;
             near_bits other;
             for (int i = 0; i < count; i++) {
                 const int64_t yy = y + near[i].dy, zz = z + near[i].dz;
@@ -413,10 +419,12 @@ static int label_slab_binary(const gccl_volumes *b, gccl_slab *slab, int64_t n, 
                                        : join_near_bits(slab->parent, &other, 4, s, e, label);
                     label = settle_label(slab, label, e - s,
                                          magnitude_of ? magnitude_of(value_row, s, e) : 0);
+                    *row_label = same_label(*row_label, label);
                     if (room_for_label(slab, floating) != 0) return -1;
                     if (e - s <= 8 && s + 8 <= width) { /* 8 stores, no loop to leave */
                         const int length = (int)(e - s); /* 0s past it: later runs' or none */
-                        for (int i = 0; i < 8; i++) out[s + i] = (uint32_t)label & -(uint32_t)(i < length);
+                        for (int i = 0; i < 8; i++)
+                            out[s + i] = (uint32_t)label & -(uint32_t)(i < length);
                     } else {
                         for (int64_t i = s; i < e; i++) out[i] = (uint32_t)label;
                     }
@@ -429,7 +437,7 @@ static int label_slab_binary(const gccl_volumes *b, gccl_slab *slab, int64_t n, 
 
 /* First pass of one slab in tau mode (planes z0..z1-1 of volume n): each row's runs joined to the runs
  * they touch, each voxel's label written into `labels` (the background's 0 too unless they
- * are `zeroed`), which rows have foreground, each label's voxels counted (and for float
+ * are `zeroed`), each row's one label (row_labels), each label's voxels counted (and for float
  * volumes its largest finite |v|). fg: a row's foreground (width); bounds: a row's run
  * bounds (2 width + 2). Returns 0, or -1 out of memory. */
 static int label_slab_tau(const gccl_volumes *b, gccl_slab *slab, int64_t n, int64_t z0,
@@ -443,8 +451,8 @@ static int label_slab_tau(const gccl_volumes *b, gccl_slab *slab, int64_t n, int
     const uint8_t *image = b->image, *values = b->values;
     const neighbour *near;
     const int count = neighbours_of(b->connectivity, &near);
-    slab->occupied = malloc((size_t)((z1 - z0) * height));
-    if (!slab->occupied) return -1;
+    slab->row_labels = malloc(sizeof(int32_t) * (size_t)((z1 - z0) * height));
+    if (!slab->row_labels) return -1;
     for (int64_t z = z0; z < z1; z++) {
         const int p = (int)((z - z0) & 1); /* this plane's buffers; 1 - p: the plane before */
         planes->row_first[p][0] = 0;
@@ -467,6 +475,7 @@ static int label_slab_tau(const gccl_volumes *b, gccl_slab *slab, int64_t n, int
             uint32_t *out = b->labels + at;
             const uint8_t *value_row = values + at * value_bytes;
             int32_t *parent = slab->parent;
+            int32_t row_label = 0;
             int64_t x = 0;
             for (int64_t i = 0; i < k; i++) {
                 const int32_t s = (int32_t)bounds[2 * i], e = (int32_t)bounds[2 * i + 1];
@@ -479,6 +488,7 @@ static int label_slab_tau(const gccl_volumes *b, gccl_slab *slab, int64_t n, int
                     parent = slab->parent;
                 }
                 runs[i] = (gccl_run){s, e, label};
+                row_label = same_label(row_label, label);
                 slab->area[label] += e - s;
                 if (magnitude_of) {
                     const int64_t top = magnitude_of(value_row, s, e);
@@ -492,7 +502,7 @@ static int label_slab_tau(const gccl_volumes *b, gccl_slab *slab, int64_t n, int
             if (!b->zeroed) {
                 for (; x < width; x++) out[x] = 0;
             }
-            slab->occupied[(z - z0) * height + y] = k > 0;
+            slab->row_labels[(z - z0) * height + y] = row_label;
             planes->row_first[p][y + 1] = planes->row_first[p][y] + k;
         }
     }
@@ -795,9 +805,16 @@ int gccl_volume_write(const gccl_volumes *b, int64_t lo, int64_t hi) {
         }
         for (int64_t z = z0; z < z1; z++) {
             for (int64_t y = 0; y < height; y++) {
-                if (!slab->occupied[(z - z0) * height + y]) continue; /* all 0 */
+                const int32_t row_label = slab->row_labels[(z - z0) * height + y];
+                if (row_label == 0) continue; /* all 0 */
                 const int64_t at = row_index(b, n, z, y);
                 uint32_t *row = b->labels + at;
+                if (!records && row_label > 0) { /* one label: its voxels are the nonzero ones */
+                    const uint32_t final = table[row_label];
+                    if (final == (uint32_t)row_label) continue;
+                    for (int64_t x = 0; x < width; x++) row[x] = row[x] ? final : 0;
+                    continue;
+                }
                 if (!records) {
                     relabel_row(row, width, table);
                     continue;
@@ -892,7 +909,7 @@ int gccl_volume_columns(const gccl_volumes *b, int64_t lo, int64_t hi) {
 int gccl_volume_free(const gccl_volumes *b, int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; t++) {
         gccl_slab *slab = &b->slabs[t];
-        free(slab->occupied);
+        free(slab->row_labels);
         free(slab->parent);
         free(slab->area);
         free(slab->magnitude);

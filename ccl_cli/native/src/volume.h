@@ -46,7 +46,8 @@ typedef struct {
 /* What one slab keeps from its first pass to the last (engine memory; gccl_volume_free
  * releases it). */
 typedef struct {
-    uint8_t *occupied;           /* per row of the slab: whether it has foreground */
+    int32_t *row_labels;         /* per row of the slab: the one label its runs took, 0 where
+                                    it has none, -1 where they took several */
     int32_t *parent;             /* per label: its parent, then its local id */
     int64_t *area;               /* per label, then per local id: voxels; then final labels */
     int64_t *magnitude;          /* float volumes, per label, then per local id: the largest
