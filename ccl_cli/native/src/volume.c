@@ -293,22 +293,40 @@ typedef struct {
     int64_t grow[NEAR_ROWS];
 } near_bits;
 
+/* The first voxel of each stretch of set bits of m. */
+static inline uint64_t firsts_of(uint64_t m) { return m & ~(m << 1); }
+
+/* m and the bits beside its bits. */
+static inline uint64_t beside(uint64_t m) { return m | (m << 1) | (m >> 1); }
+
 /* Root `label` joined to the sets of the voxels of the neighbouring rows that touch run
  * [s, e): one voxel of each of their runs within reach (the first), read from the labels.
- * `rows` (2 or 4: a constant where it is inlined) of them. A run of at most 14 voxels reads each row's bits around it once, the rows side by side
- * in 16-bit lanes of one word, and loops once over all they hold. */
+ * `rows` (2 or 4: a constant where it is inlined) of them. A run of at most 14 voxels
+ * reads each row's bits around it once, the rows side by side in 16-bit lanes of one
+ * word, and loops once over all they hold. With 26-connectivity (rows: this plane's row
+ * above, the plane before's rows above, level and below) the rows' sets there are partly
+ * joined already: a voxel of the row above or of the plane before's row above or below
+ * beside a voxel of the plane before's level row, and one of the plane before's row above
+ * beside one of this plane's row above, are in the same set (the rows were joined so), so
+ * such a run's first voxel is left out when it is beside one that is kept. */
 static inline __attribute__((always_inline)) int32_t join_near_bits(int32_t *parent,
                                                                     const near_bits *near,
-                                                                    int rows, int64_t s,
-                                                                    int64_t e, int32_t label) {
+                                                                    int rows, int joined,
+                                                                    int64_t s, int64_t e,
+                                                                    int32_t label) {
     const int64_t lo = s - 1, n = e - s + 2; /* the window of diagonal reach */
     if (n <= 16) {
         const uint64_t wide = (UINT64_C(1) << n) - 1;
         const uint64_t narrow = wide ^ 1 ^ (UINT64_C(1) << (n - 1)); /* face to face */
-        uint64_t firsts = 0;
-        for (int i = 0; i < rows; i++) {
-            const uint64_t m = bits_from(near->bits[i], lo) & (near->grow[i] ? wide : narrow);
-            firsts |= (m & ~(m << 1)) << (16 * i);
+        uint64_t m[NEAR_ROWS], firsts = 0;
+        for (int i = 0; i < rows; i++)
+            m[i] = bits_from(near->bits[i], lo) & (near->grow[i] ? wide : narrow);
+        if (joined) { /* rows 0..3: above, before above, before level, before below */
+            const uint64_t level = beside(m[2]);
+            firsts = (firsts_of(m[0]) & ~level) | ((firsts_of(m[1]) & ~(level | beside(m[0]))) << 16) |
+                     (firsts_of(m[2]) << 32) | ((firsts_of(m[3]) & ~level) << 48);
+        } else {
+            for (int i = 0; i < rows; i++) firsts |= firsts_of(m[i]) << (16 * i);
         }
         while (firsts) {
             const int p = __builtin_ctzll(firsts);
@@ -375,6 +393,7 @@ static int label_slab_binary(const gccl_volumes *b, gccl_slab *slab, int64_t n, 
     const neighbour *near;
     const int count = neighbours_of(b->connectivity, &near);
     const int64_t row_words = planes->row_words;
+    const int joined = b->connectivity == 26; /* join_near_bits: rows partly joined */
     slab->row_labels = malloc(sizeof(int32_t) * (size_t)((z1 - z0) * height));
     if (!slab->row_labels || room_for_label(slab, floating) != 0) return -1;
     for (int64_t z = z0; z < z1; z++) {
@@ -415,8 +434,13 @@ static int label_slab_binary(const gccl_volumes *b, gccl_slab *slab, int64_t n, 
                     }
                     const int64_t e = x;
                     int32_t label = (int32_t)(slab->labels + 1);
-                    label = count == 2 ? join_near_bits(slab->parent, &other, 2, s, e, label)
-                                       : join_near_bits(slab->parent, &other, 4, s, e, label);
+                    if (count == 2) {
+                        label = join_near_bits(slab->parent, &other, 2, 0, s, e, label);
+                    } else if (joined) {
+                        label = join_near_bits(slab->parent, &other, 4, 1, s, e, label);
+                    } else {
+                        label = join_near_bits(slab->parent, &other, 4, 0, s, e, label);
+                    }
                     label = settle_label(slab, label, e - s,
                                          magnitude_of ? magnitude_of(value_row, s, e) : 0);
                     *row_label = same_label(*row_label, label);
