@@ -131,6 +131,45 @@ def test_random_binary_volumes_match_scipy(mask: np.ndarray, connectivity: int) 
     assert_matches_scipy(mask, connectivity)
 
 
+@st.composite
+def wide_masks(draw: st.DrawFn) -> np.ndarray:
+    """Volumes of wide rows (across and around the engine's 64-voxel words) made of runs
+    of a drawn typical length: single voxels, runs of a few, runs longer than a word."""
+    width = draw(st.sampled_from([63, 64, 65, 127, 128, 129, 200]) | st.integers(1, 300))
+    shape = (draw(st.integers(1, 5)), draw(st.integers(1, 6)), width)
+    mean = draw(st.sampled_from([1.5, 4.0, 20.0, 80.0]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    lengths = rng.geometric(1 / mean, (shape[0] * shape[1], 2 * width + 2))
+    ends = np.cumsum(lengths, axis=1)
+    starts = rng.integers(0, 2, shape[0] * shape[1])  # rows open with foreground or not
+    x = np.arange(width)
+    runs = (ends[:, :, None] <= x[None, None, :]).sum(axis=1)  # the run each voxel is in
+    return ((runs + starts[:, None]) % 2 == 1).reshape(shape)
+
+
+@pytest.mark.parametrize("connectivity", CONNECTIVITIES)
+@settings(max_examples=60)
+@given(mask=wide_masks())
+def test_wide_rows_of_runs_match_scipy(mask: np.ndarray, connectivity: int) -> None:
+    assert_matches_scipy(mask, connectivity)
+
+
+def test_runs_beside_runs_of_a_set_joined_before_match_scipy() -> None:
+    # 26-conn joins a run to its neighbours' sets once where the rows were joined already:
+    # runs that touch a run of the plane before only past their first voxel, combs whose
+    # teeth meet in one plane and not the next, and rows with one label or several.
+    rng = np.random.default_rng(29)
+    for _ in range(40):
+        shape = (int(rng.integers(2, 7)), int(rng.integers(2, 7)), int(rng.integers(2, 40)))
+        mask = rng.random(shape) < rng.choice([0.3, 0.5, 0.7])
+        comb = np.zeros(shape, bool)
+        comb[:, ::2, :] = True
+        comb[::2, :, rng.integers(0, shape[2])] = True
+        for volume in (mask, mask & comb, mask | comb, ~mask & comb):
+            for connectivity in CONNECTIVITIES:
+                assert_matches_scipy(volume, connectivity)
+
+
 @settings(max_examples=120)
 @given(st.data())
 def test_tau_volumes_match_the_bfs_oracle(data: st.DataObject) -> None:

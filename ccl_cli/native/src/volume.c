@@ -236,25 +236,24 @@ static inline gccl_run *runs_of_row(const plane_runs *planes, int p, int64_t y,
     return planes->runs[p] + planes->row_first[p][y];
 }
 
-/* The bits of two planes' rows (binary mode): row y's voxel x is bit x + 64 of the row's
- * `row_words` words (a word of 0s before the row and two after it, so that 64 bits from any
- * x in -64..width are read without a bounds check). */
-typedef struct {
-    uint64_t *rows[2]; /* (height, row_words): each plane's rows */
-    uint64_t *zero;    /* a row of 0s: a neighbour row outside the slab */
-    int64_t row_words;
-} plane_bits;
-
-/* The words of a row's voxels, and of its row of bits. */
+/* A slab's foreground as bits (gccl_slab's bits): row r's voxel x is bit x + 64 of words
+ * bits + r * stride, stride = voxel words + 1, so that a word of 0s lies before and after
+ * every row (shared by neighbouring rows, one more at each end of the slab). 64 bits from
+ * any x in -64..width are read without a bounds check; past width + 1 they may be the next
+ * row's, which every reader masks off. */
 static inline int64_t voxel_words(int64_t width) { return (width + 63) >> 6; }
-static inline int64_t bit_row_words(int64_t width) { return voxel_words(width) + 3; }
+static inline int64_t bit_stride(int64_t width) { return voxel_words(width) + 1; }
+
+/* Row r (of the slab's rows, plane by plane) of a slab's bits. */
+static inline uint64_t *bit_row(const gccl_slab *slab, int64_t width, int64_t r) {
+    return slab->bits + r * bit_stride(width);
+}
 
 /* A row's foreground fg (0 or 1 per voxel; 0 past width up to a whole word) as its bits.
  * Returns whether any is set. */
 static int pack_row(const uint8_t *fg, int64_t width, uint64_t *bits) {
     const int64_t words = voxel_words(width);
     uint64_t any = 0;
-    bits[0] = 0;
     for (int64_t w = 0; w < words; w++) {
         uint64_t word = 0;
         for (int i = 0; i < 8; i++) { /* byte i of eight lands on bit 56 + i of the product */
@@ -265,8 +264,18 @@ static int pack_row(const uint8_t *fg, int64_t width, uint64_t *bits) {
         bits[1 + w] = word;
         any |= word;
     }
-    bits[words + 1] = bits[words + 2] = 0;
+    bits[words + 1] = 0;
     return any != 0;
+}
+
+/* A slab of `rows` rows its row_labels and bits (the word before its first row 0).
+ * Returns 0, or -1 out of memory. */
+static int start_slab(gccl_slab *slab, int64_t rows, int64_t width) {
+    slab->row_labels = malloc(sizeof(int32_t) * (size_t)rows);
+    slab->bits = malloc(sizeof(uint64_t) * (size_t)(rows * bit_stride(width) + 2));
+    if (!slab->row_labels || !slab->bits) return -1;
+    slab->bits[0] = 0;
+    return 0;
 }
 
 /* The 64 bits of a row of bits from voxel x on (-64 <= x <= 64 * voxel words). */
@@ -299,6 +308,20 @@ static inline uint64_t firsts_of(uint64_t m) { return m & ~(m << 1); }
 /* m and the bits beside its bits. */
 static inline uint64_t beside(uint64_t m) { return m | (m << 1) | (m >> 1); }
 
+/* Root `label` joined to the set of the voxel of the lowest bit of *firsts (16-bit lanes of
+ * the rows of `near`, from voxel lo), which leaves it; with no bit left, to itself (a
+ * label whose parent is itself), so that the branch taken depends on no voxel. */
+static inline int32_t join_lowest(int32_t *parent, const near_bits *near, int64_t lo,
+                                  uint64_t *firsts, int32_t label) {
+    const uint64_t f = *firsts;
+    const int p = __builtin_ctzll(f | (UINT64_C(1) << 63));
+    const uint32_t self = (uint32_t)label;
+    const uintptr_t hit = (uintptr_t)(near->labels[p >> 4] + lo + (p & 15)), none = (uintptr_t)&self;
+    const uintptr_t any = (uintptr_t)0 - (uintptr_t)(f != 0); /* a mask, not a branch */
+    *firsts = f & (f - 1);
+    return join_label(parent, label, (int32_t) * (const uint32_t *)((hit & any) | (none & ~any)));
+}
+
 /* Root `label` joined to the sets of the voxels of the neighbouring rows that touch run
  * [s, e): one voxel of each of their runs within reach (the first), read from the labels.
  * `rows` (2 or 4: a constant where it is inlined) of them. A run of at most 14 voxels
@@ -328,6 +351,8 @@ static inline __attribute__((always_inline)) int32_t join_near_bits(int32_t *par
         } else {
             for (int i = 0; i < rows; i++) firsts |= firsts_of(m[i]) << (16 * i);
         }
+        label = join_lowest(parent, near, lo, &firsts, label); /* most runs meet at most 2 */
+        label = join_lowest(parent, near, lo, &firsts, label);
         while (firsts) {
             const int p = __builtin_ctzll(firsts);
             firsts &= firsts - 1;
@@ -360,18 +385,19 @@ static inline int32_t same_label(int32_t summary, int32_t label) {
 }
 
 /* The label of a run of the slab: `label` itself where it joined a set (a root), else a
- * new one (slab->labels + 1, whose room `made` ensured). Its voxels counted, and for float
- * volumes its largest finite |v|. */
+ * new one (slab->labels + 1, whose room room_for_label made and whose parent is itself).
+ * Its voxels counted, and for float volumes its largest finite |v|; a new label's counts
+ * start from 0 without a branch on whether it is new. */
 static inline int32_t settle_label(gccl_slab *slab, int32_t label, int64_t voxels,
                                    int64_t magnitude) {
-    if (label > slab->labels) {
-        slab->parent[label] = label;
-        slab->area[label] = 0;
-        if (slab->magnitude) slab->magnitude[label] = 0;
-        slab->labels = label;
+    const int64_t made = label > slab->labels;
+    const int64_t kept = made - 1; /* all ones for a label made before, 0 for a new one */
+    slab->labels += made;
+    slab->area[label] = (slab->area[label] & kept) + voxels;
+    if (slab->magnitude) {
+        const int64_t top = slab->magnitude[label] & kept;
+        slab->magnitude[label] = magnitude > top ? magnitude : top;
     }
-    slab->area[label] += voxels;
-    if (slab->magnitude && magnitude > slab->magnitude[label]) slab->magnitude[label] = magnitude;
     return label;
 }
 
@@ -383,7 +409,7 @@ static inline int32_t settle_label(gccl_slab *slab, int32_t label, int64_t voxel
  * joins need no branch for "no set yet". fg: a row's foreground (whole words of voxels,
  * 0 past width). Returns 0, or -1 out of memory. */
 static int label_slab_binary(const gccl_volumes *b, gccl_slab *slab, int64_t n, int64_t z0,
-                             int64_t z1, uint8_t *fg, plane_bits *planes) {
+                             int64_t z1, uint8_t *fg, const uint64_t *zero) {
     const int64_t width = b->width, height = b->height, words = voxel_words(width);
     const int64_t image_bytes = type_bytes(b->image_type);
     const int64_t value_bytes = type_bytes(b->value_type);
@@ -392,29 +418,27 @@ static int label_slab_binary(const gccl_volumes *b, gccl_slab *slab, int64_t n, 
     const uint8_t *image = b->image, *values = b->values;
     const neighbour *near;
     const int count = neighbours_of(b->connectivity, &near);
-    const int64_t row_words = planes->row_words;
     const int joined = b->connectivity == 26; /* join_near_bits: rows partly joined */
-    slab->row_labels = malloc(sizeof(int32_t) * (size_t)((z1 - z0) * height));
-    if (!slab->row_labels || room_for_label(slab, floating) != 0) return -1;
+    if (start_slab(slab, (z1 - z0) * height, width) != 0) return -1;
+    if (room_for_label(slab, floating) != 0) return -1;
     for (int64_t z = z0; z < z1; z++) {
-        const int p = (int)((z - z0) & 1); /* this plane's bits; 1 - p: the plane before */
         for (int64_t y = 0; y < height; y++) {
             const int64_t at = row_index(b, n, z, y);
             uint32_t *out = b->labels + at;
-            uint64_t *bits = planes->rows[p] + y * row_words;
+            uint64_t *bits = bit_row(slab, width, (z - z0) * height + y);
             FOREGROUND_ROW[b->image_type](image + at * image_bytes, width, b->rule, b->a, fg);
             int32_t *row_label = &slab->row_labels[(z - z0) * height + y];
             *row_label = 0;
             if (!b->zeroed) memset(out, 0, sizeof(uint32_t) * (size_t)width);
             if (!pack_row(fg, width, bits)) continue;
-            near_bits other;
+            near_bits other = {{zero, zero, zero, zero}, {out, out, out, out}, {0, 0, 0, 0}};
             for (int i = 0; i < count; i++) {
                 const int64_t yy = y + near[i].dy, zz = z + near[i].dz;
-                other.bits[i] = planes->zero;
+                other.bits[i] = zero;
                 other.labels[i] = out;
                 other.grow[i] = near[i].grow;
                 if (yy < 0 || yy >= height || zz < z0) continue;
-                other.bits[i] = planes->rows[near[i].dz ? 1 - p : p] + yy * row_words;
+                other.bits[i] = bit_row(slab, width, (zz - z0) * height + yy);
                 other.labels[i] = b->labels + row_index(b, n, zz, yy);
             }
             const uint8_t *value_row = values + at * value_bytes;
@@ -434,6 +458,7 @@ static int label_slab_binary(const gccl_volumes *b, gccl_slab *slab, int64_t n, 
                     }
                     const int64_t e = x;
                     int32_t label = (int32_t)(slab->labels + 1);
+                    slab->parent[label] = label; /* a set of its own until it joins one */
                     if (count == 2) {
                         label = join_near_bits(slab->parent, &other, 2, 0, s, e, label);
                     } else if (joined) {
@@ -475,8 +500,7 @@ static int label_slab_tau(const gccl_volumes *b, gccl_slab *slab, int64_t n, int
     const uint8_t *image = b->image, *values = b->values;
     const neighbour *near;
     const int count = neighbours_of(b->connectivity, &near);
-    slab->row_labels = malloc(sizeof(int32_t) * (size_t)((z1 - z0) * height));
-    if (!slab->row_labels) return -1;
+    if (start_slab(slab, (z1 - z0) * height, width) != 0) return -1;
     for (int64_t z = z0; z < z1; z++) {
         const int p = (int)((z - z0) & 1); /* this plane's buffers; 1 - p: the plane before */
         planes->row_first[p][0] = 0;
@@ -484,6 +508,7 @@ static int label_slab_tau(const gccl_volumes *b, gccl_slab *slab, int64_t n, int
             const int64_t at = row_index(b, n, z, y);
             const uint8_t *pixels = image + at * image_bytes;
             FOREGROUND_ROW[b->image_type](pixels, width, b->rule, b->a, fg);
+            pack_row(fg, width, bit_row(slab, width, (z - z0) * height + y));
             const int64_t k = TAU_ROW_RUNS[b->image_type](pixels, fg, width, &t, bounds);
             near_row other[NEAR_ROWS]; /* rows that are no neighbour have no runs */
             for (int i = 0; i < NEAR_ROWS; i++) {
@@ -561,12 +586,12 @@ static int64_t flatten_slab(gccl_slab *slab) {
  * local_counts[t] = m. Returns 0, or -1 out of memory. */
 int gccl_volume_label_slabs(const gccl_volumes *b, int64_t lo, int64_t hi) {
     const int64_t width = b->width, height = b->height;
-    /* tau mode: a row holds at most width runs; binary mode: fg in whole words of voxels */
+    /* fg: whole words of voxels, 0 past width; tau mode: a row holds at most width runs */
     uint8_t *fg = calloc((size_t)(64 * voxel_words(width)), 1);
     int64_t *bounds = NULL;
     plane_runs runs = {{NULL, NULL}, {NULL, NULL}};
-    plane_bits bits = {{NULL, NULL}, NULL, bit_row_words(width)};
-    int failed = !fg;
+    uint64_t *zero = calloc((size_t)(bit_stride(width) + 2), sizeof(uint64_t)); /* a row of 0s */
+    int failed = !fg || !zero;
     if (b->tau_mode) {
         bounds = malloc(sizeof(int64_t) * (size_t)(2 * width + 2));
         failed |= !bounds;
@@ -575,28 +600,20 @@ int gccl_volume_label_slabs(const gccl_volumes *b, int64_t lo, int64_t hi) {
             runs.row_first[p] = malloc(sizeof(int64_t) * (size_t)(height + 1));
             failed = !runs.runs[p] || !runs.row_first[p];
         }
-    } else {
-        for (int p = 0; p < 2 && !failed; p++) {
-            bits.rows[p] = malloc(sizeof(uint64_t) * (size_t)(height * bits.row_words));
-            failed = !bits.rows[p];
-        }
-        bits.zero = calloc((size_t)bits.row_words, sizeof(uint64_t));
-        failed |= !bits.zero;
     }
     for (int64_t t = lo; t < hi && !failed; t++) {
         gccl_slab *slab = &b->slabs[t];
         const int64_t *task = &b->tasks[3 * t];
         failed = (b->tau_mode
                       ? label_slab_tau(b, slab, task[0], task[1], task[2], fg, bounds, &runs)
-                      : label_slab_binary(b, slab, task[0], task[1], task[2], fg, &bits)) != 0;
+                      : label_slab_binary(b, slab, task[0], task[1], task[2], fg, zero)) != 0;
         if (!failed) slab->locals = b->local_counts[t] = flatten_slab(slab);
     }
     for (int p = 0; p < 2; p++) {
         free(runs.runs[p]);
         free(runs.row_first[p]);
-        free(bits.rows[p]);
     }
-    free(bits.zero);
+    free(zero);
     free(fg);
     free(bounds);
     return failed ? -1 : 0;
@@ -775,6 +792,41 @@ static void merge_volume_record(gccl_volume_record *dst, const gccl_volume_recor
     dst->z_max = src->z_max > dst->z_max ? src->z_max : dst->z_max;
 }
 
+/* The first run of set bits at or after voxel `from` of a row's bits (voxels: its words,
+ * 0 past width): [*s, *e). Returns 0 where there is none. */
+static inline int next_run(const uint64_t *voxels, int64_t words, int64_t from, int64_t *s,
+                           int64_t *e) {
+    int64_t w = from >> 6;
+    if (w >= words) return 0;
+    uint64_t word = voxels[w] & (~UINT64_C(0) << (from & 63));
+    while (!word) {
+        if (++w == words) return 0;
+        word = voxels[w];
+    }
+    *s = 64 * w + __builtin_ctzll(word);
+    word = ~voxels[w] & (~UINT64_C(0) << (*s & 63));
+    while (!word) {
+        if (++w == words) {
+            *e = 64 * words;
+            return 1;
+        }
+        word = ~voxels[w];
+    }
+    *e = 64 * w + __builtin_ctzll(word);
+    return 1;
+}
+
+/* The number of runs of set bits of a row's bits (voxels: its words, 0 past width). */
+static inline int64_t run_count(const uint64_t *voxels, int64_t words) {
+    int64_t starts = 0;
+    uint64_t carry = 0;
+    for (int64_t w = 0; w < words; w++) {
+        starts += __builtin_popcountll(voxels[w] & ~((voxels[w] << 1) | carry));
+        carry = voxels[w] >> 63;
+    }
+    return starts;
+}
+
 /* Each label of a row replaced by table[label]. Eight labels that are all one (inside a
  * run, or background) are read as four words and written only where their final label
  * differs, so that a row of long runs that keep their labels is read, not written. */
@@ -798,11 +850,14 @@ static void relabel_row(uint32_t *row, int64_t width, const uint32_t *table) {
 
 /* Last pass of tasks lo..hi-1: every voxel's label replaced by its final label (0 for the
  * components min-area drops) and, with `statistics`, the records of the slab's kept local
- * ids gathered run by run (records[first[t] + local id]). Each local id's final label takes
- * the place of its voxels in `area` first, and without statistics each label's final label
- * the place of its local id in `parent`, so a voxel costs one lookup. */
+ * ids gathered run by run (records[first[t] + local id]). Only the foreground's runs (the
+ * slab's bits) are read and written; without statistics a row whose runs took one label
+ * (row_labels) is passed over where that label keeps its number and filled with its final
+ * label where it does not. Each local id's final label takes the place of its voxels in
+ * `area` first, and without statistics each label's final label the place of its local id
+ * in `parent`, so a voxel costs one lookup. */
 int gccl_volume_write(const gccl_volumes *b, int64_t lo, int64_t hi) {
-    const int64_t width = b->width, height = b->height;
+    const int64_t width = b->width, height = b->height, words = voxel_words(width);
     const int64_t value_bytes = type_bytes(b->value_type);
     const run_statistics_of add_run = VOLUME_ADD_RUN[b->value_type];
     for (int64_t t = lo; t < hi; t++) {
@@ -829,36 +884,40 @@ int gccl_volume_write(const gccl_volumes *b, int64_t lo, int64_t hi) {
         }
         for (int64_t z = z0; z < z1; z++) {
             for (int64_t y = 0; y < height; y++) {
-                const int32_t row_label = slab->row_labels[(z - z0) * height + y];
+                const int64_t r = (z - z0) * height + y;
+                const int32_t row_label = slab->row_labels[r];
                 if (row_label == 0) continue; /* all 0 */
+                const uint32_t one = row_label > 0 && !records ? table[row_label] : 0;
+                if (row_label > 0 && !records && one == (uint32_t)row_label) continue;
                 const int64_t at = row_index(b, n, z, y);
                 uint32_t *row = b->labels + at;
-                if (!records && row_label > 0) { /* one label: its voxels are the nonzero ones */
-                    const uint32_t final = table[row_label];
-                    if (final == (uint32_t)row_label) continue;
-                    for (int64_t x = 0; x < width; x++) row[x] = row[x] ? final : 0;
-                    continue;
-                }
-                if (!records) {
-                    relabel_row(row, width, table);
-                    continue;
-                }
                 const uint8_t *value_row = (const uint8_t *)b->values + at * value_bytes;
-                int64_t x = 0;
-                while (x < width) {
-                    const uint32_t label = row[x];
-                    if (label == 0) {
-                        x++;
+                const uint64_t *voxels = bit_row(slab, width, r) + 1;
+                if (row_label < 0 && !records && 16 * run_count(voxels, words) > width) {
+                    relabel_row(row, width, table); /* runs too many to find one by one */
+                    continue;
+                }
+                int64_t s, e;
+                for (int64_t x = 0; next_run(voxels, words, x, &s, &e); x = e + 1) {
+                    if (!records) { /* one label: no lookups */
+                        if (row_label > 0) {
+                            for (int64_t i = s; i < e; i++) row[i] = one;
+                        } else {
+                            relabel_row(row + s, e - s, table);
+                        }
                         continue;
                     }
-                    const int64_t s = x;
-                    while (x < width && row[x] == label) x++;
-                    const int32_t local = slab->parent[label];
-                    const uint32_t kept = (uint32_t)final[local];
-                    for (int64_t i = s; i < x; i++) row[i] = kept;
-                    if (kept == 0) continue;
-                    const int64_t shift = b->floating ? b->shift[before + forest[local]] : 0;
-                    add_run(&records[local], value_row, s, x, y, z, shift);
+                    for (int64_t i = s; i < e;) { /* the run's stretches of one label */
+                        const uint32_t label = row[i];
+                        const int64_t from = i;
+                        while (i < e && row[i] == label) i++;
+                        const int32_t local = slab->parent[label];
+                        const uint32_t kept = (uint32_t)final[local];
+                        for (int64_t j = from; j < i; j++) row[j] = kept;
+                        if (kept == 0) continue;
+                        const int64_t shift = b->floating ? b->shift[before + forest[local]] : 0;
+                        add_run(&records[local], value_row, from, i, y, z, shift);
+                    }
                 }
             }
         }
@@ -934,6 +993,7 @@ int gccl_volume_free(const gccl_volumes *b, int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; t++) {
         gccl_slab *slab = &b->slabs[t];
         free(slab->row_labels);
+        free(slab->bits);
         free(slab->parent);
         free(slab->area);
         free(slab->magnitude);

@@ -48,6 +48,7 @@ typedef struct {
 typedef struct {
     int32_t *row_labels;         /* per row of the slab: the one label its runs took, 0 where
                                     it has none, -1 where they took several */
+    uint64_t *bits;              /* per row of the slab: its foreground, a bit a voxel */
     int32_t *parent;             /* per label: its parent, then its local id */
     int64_t *area;               /* per label, then per local id: voxels; then final labels */
     int64_t *magnitude;          /* float volumes, per label, then per local id: the largest
@@ -58,7 +59,7 @@ typedef struct {
 } gccl_slab;
 
 /* The size of gccl_slab in int64 words: the host allocates tasks * this many. */
-#define GCCL_SLAB_WORDS 7
+#define GCCL_SLAB_WORDS 8
 
 /* Everything the entry points read and write; volumes.py fills it phase by phase. Arrays
  * are C-contiguous; (a, b) means a rows of b. */
