@@ -6,6 +6,7 @@ slabs (MIN_SLAB_VOXELS lowered) so that components cross every seam."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -51,13 +52,13 @@ def engine_labels(
 
 def assert_matches_scipy(mask: np.ndarray, connectivity: int) -> None:
     """Binary labels of `mask` (as bool and as uint16 values) equal scipy's, for one slab
-    and for one slab per plane."""
+    and for one slab per plane, with statistics and without (the last pass differs)."""
     want, count = scipy_volume(mask, connectivity)
     for values in (mask, mask.astype(np.uint16) * 300):
         for threads in (1, 3, mask.shape[0]):
-            for zeroed in (False, True):
+            for zeroed, statistics in itertools.product((False, True), (True, False)):
                 params = LabelParams(connectivity=connectivity)
-                labels, labeled = engine_labels(values, params, threads, zeroed=zeroed)
+                labels, labeled = engine_labels(values, params, threads, statistics, zeroed)
                 np.testing.assert_array_equal(labels, want)
                 assert labeled.components == [count] and labeled.kept == [count]
 
