@@ -3,22 +3,23 @@
  * A batch is (count, depth, height, width) = (n, z, y, x). Each volume is cut into slabs
  * of planes along z ("tasks": planes [z0, z1) of volume n), each labeled on its own by a
  * run-based union-find: a run is a stretch of one row's foreground voxels (in tau mode,
- * each joining its left neighbour), and it joins the runs of the rows before it that it
- * touches under the connectivity: the row above in its own plane and the rows around it
- * in the plane before (6: the row above and the same row, face to face; 18: those two
- * diagonally too, and the rows above and below face to face; 26: all of them, diagonally
- * too). In tau mode two touching runs join where one pair of neighbouring voxels joins.
- * Only the runs of the current and the previous plane are kept. A run that joins none
- * makes a label, so labels are made in raster order (z, y, x) of each set's first voxel,
- * and the root of a set is its smallest label; each voxel's label is written into the
- * output as it is made. The slab's labels are then flattened to local ids 1..m in order,
+ * each joining its left neighbour), and it joins the sets of the voxels it touches in the
+ * rows before it under the connectivity: the row above in its own plane and the rows
+ * around it in the plane before (6: the row above and the same row, face to face; 18:
+ * those two diagonally too, and the rows above and below face to face; 26: all of them,
+ * diagonally too). Binary mode finds them in the slab's foreground kept as bits, one voxel
+ * per touching stretch, whose label it reads back from the output; in tau mode two touching
+ * runs (of the last two planes' runs) join where one pair of neighbouring voxels joins. A
+ * run that joins none makes a label, so labels are made in raster order (z, y, x) of each
+ * set's first voxel, and the root of a set is its smallest label; each voxel's label is
+ * written into the output as it is made. The slab's labels are then flattened to local ids 1..m in order,
  * the local ids of a volume are placed slab after slab (slots `first`, slot first[t] the
  * background), the seams between slabs are joined in a second union-find whose roots are
  * the smallest slots, and flattening that numbers the components 1..K in raster order of
- * their first voxel whatever the slabs. One last pass per slab replaces each voxel's
- * label by its final label and gathers the statistics of the kept components; every sum
- * is an integer and every extreme a min or max, so no result depends on the slabs or the
- * threads.
+ * their first voxel whatever the slabs. One last pass per slab replaces each foreground
+ * voxel's label by its final label and gathers the statistics of the kept components;
+ * every sum is an integer and every extreme a min or max, so no result depends on the
+ * slabs or the threads.
  *
  * Indexes of voxels are 64-bit; labels within a slab are 32-bit, which the host keeps
  * exact by planning slabs of fewer than 2**31 - 1 voxels (a slab makes at most one
