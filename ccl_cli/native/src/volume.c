@@ -7,6 +7,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "rows.h"
 
@@ -256,11 +259,19 @@ static int pack_row(const uint8_t *fg, int64_t width, uint64_t *bits) {
     uint64_t any = 0;
     for (int64_t w = 0; w < words; w++) {
         uint64_t word = 0;
+#ifdef __SSE2__
+        for (int i = 0; i < 4; i++) { /* each byte's 0/1 moved to its top bit, then gathered */
+            const __m128i sixteen = _mm_loadu_si128((const __m128i *)(fg + 64 * w + 16 * i));
+            const int mask = _mm_movemask_epi8(_mm_slli_epi16(sixteen, 7));
+            word |= (uint64_t)(uint16_t)mask << (16 * i);
+        }
+#else
         for (int i = 0; i < 8; i++) { /* byte i of eight lands on bit 56 + i of the product */
             uint64_t eight;
             memcpy(&eight, fg + 64 * w + 8 * i, sizeof eight);
             word |= ((eight * UINT64_C(0x0102040810204080)) >> 56) << (8 * i);
         }
+#endif
         bits[1 + w] = word;
         any |= word;
     }
