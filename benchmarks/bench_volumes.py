@@ -13,8 +13,9 @@ as cc3d gives them: every core of this process) and, apart, with stats=True (lab
 statistics). cc3d runs connected_components (one thread; binary_image for masks, delta=20
 for the CT volume, one call per volume of a batch); scipy (--scipy) runs ndimage.label
 with generate_binary_structure(3, 1|3) on the masks. The runs alternate, so that load from
-other processes hits every engine alike; every engine's component count is checked against
-gccl's, and a disagreement is printed and fails the run (exit 1).
+other processes hits every engine alike, and before each one as much memory as its labels
+and half as much again is touched and freed (refresh_memory); every engine's component
+count is checked against gccl's, and a disagreement is printed and fails the run (exit 1).
 """
 
 from __future__ import annotations
@@ -158,10 +159,20 @@ def runs(case: Case, with_scipy: bool) -> dict[str, Callable[[], int]]:
     return out
 
 
-def measure(engines: dict[str, Callable[[], int]], repeat: int) -> dict[str, dict]:
+def refresh_memory(size: int) -> None:
+    """Touch and free `size` bytes (untimed). A virtual machine may hand memory that has been
+    free for a while back to its host, which makes the next touch of it cost about 1.7 s a
+    GB of system time (the dev machine does, after about 2 s); whichever engine allocates
+    its labels first after another engine's long run would pay that. Touched just before,
+    the pages are the guest's again for every engine alike."""
+    np.ones(size, np.uint8)
+
+
+def measure(engines: dict[str, Callable[[], int]], repeat: int, labels: int) -> dict[str, dict]:
     """Per engine: its component count, its first call's wall time (gccl's grows its working
     arrays), and over `repeat` alternating runs the median and range of the wall time and
-    the median CPU time of this process (all its threads), in ms."""
+    the median CPU time of this process (all its threads), in ms; `labels` bytes are touched
+    before each run (refresh_memory)."""
     out: dict[str, dict] = {}
     for name, run in engines.items():
         start = time.perf_counter()
@@ -170,6 +181,7 @@ def measure(engines: dict[str, Callable[[], int]], repeat: int) -> dict[str, dic
     cpu: dict[str, list[float]] = {name: [] for name in engines}
     for _ in range(repeat):
         for name, run in engines.items():
+            refresh_memory(labels)
             start, start_cpu = time.perf_counter(), time.process_time()
             run()
             wall[name].append((time.perf_counter() - start) * 1e3)
@@ -202,7 +214,8 @@ def main() -> None:
     print(f"{'case':<38} {'conn':>4} " + " ".join(f"{name:>10}" for name in engines), end="")
     print("  x cc3d: median (cpu)")
     for case in cases(families, args.large):
-        measured = measure(runs(case, args.scipy), args.repeat)
+        labels = 4 * case.volume.size  # and half as much again: the working arrays
+        measured = measure(runs(case, args.scipy), args.repeat, labels + labels // 2)
         counts = {name: m["components"] for name, m in measured.items()}
         wrong = {name: n for name, n in counts.items() if n != counts["gccl"]}
         disagreed |= bool(wrong)
