@@ -2,13 +2,18 @@
  * calls each entry point on ranges lo..hi-1 of tasks or volumes from several threads at
  * once; every call writes only its own part of the arrays and of the slabs' state, so the
  * ranges change no result. */
+#define _GNU_SOURCE /* madvise's MADV_HUGEPAGE under -std=c11 */
 #include "volume.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
+#endif
+#ifdef __linux__
+#include <sys/mman.h>
 #endif
 
 #include "rows.h"
@@ -143,23 +148,124 @@ static inline int64_t row_index(const gccl_volumes *b, int64_t n, int64_t z, int
     return ((n * b->depth + z) * b->height + y) * b->width;
 }
 
+/* Ask for huge pages for the whole 2 MiB pages of an array of `bytes` (where the system
+ * has them, as numpy does for its large arrays): a slab's arrays are fresh memory each
+ * call, whose 4 KiB pages each cost a fault. */
+static void advise_huge(void *array, size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    const uintptr_t huge = (uintptr_t)1 << 21;
+    const uintptr_t start = ((uintptr_t)array + huge - 1) & ~(huge - 1);
+    const uintptr_t end = ((uintptr_t)array + bytes) & ~(huge - 1);
+    if (end > start) madvise((void *)start, end - start, MADV_HUGEPAGE);
+#else
+    (void)array, (void)bytes;
+#endif
+}
+
+/* Blocks of memory the slabs' arrays leave, kept for the next slabs (of this call or the
+ * next): fresh memory costs a page fault per page touched, and on a virtual machine more
+ * where its host took the pages back. At most SPARE_COUNT blocks of SPARE_LIMIT bytes in
+ * all, the largest ones. */
+#define SPARE_COUNT 16
+#define SPARE_LIMIT ((size_t)1 << 30)
+static struct {
+    void *block;
+    size_t bytes;
+} spares[SPARE_COUNT];
+static atomic_flag spares_busy = ATOMIC_FLAG_INIT;
+
+static void lock_spares(void) {
+    while (atomic_flag_test_and_set_explicit(&spares_busy, memory_order_acquire)) continue;
+}
+
+static void unlock_spares(void) { atomic_flag_clear_explicit(&spares_busy, memory_order_release); }
+
+/* A block of at least `bytes`: the smallest kept one that holds them, else a new one (NULL
+ * out of memory); *got = its size. */
+static void *obtain(size_t bytes, size_t *got) {
+    int best = -1;
+    void *block = NULL;
+    lock_spares();
+    for (int i = 0; i < SPARE_COUNT; i++) {
+        if (spares[i].block && spares[i].bytes >= bytes &&
+            (best < 0 || spares[i].bytes < spares[best].bytes))
+            best = i;
+    }
+    if (best >= 0) {
+        block = spares[best].block;
+        *got = spares[best].bytes;
+        spares[best].block = NULL;
+    }
+    unlock_spares();
+    if (block) return block;
+    block = malloc(bytes);
+    if (block) advise_huge(block, bytes);
+    *got = bytes;
+    return block;
+}
+
+/* A block of `bytes` (or NULL) kept for a later slab in place of a smaller one where the
+ * limits allow, else freed. */
+static void release(void *block, size_t bytes) {
+    if (!block) return;
+    void *drop = block;
+    size_t total = 0;
+    int empty = -1, smallest = -1;
+    lock_spares();
+    for (int i = 0; i < SPARE_COUNT; i++) {
+        if (!spares[i].block) {
+            empty = i;
+            continue;
+        }
+        total += spares[i].bytes;
+        if (smallest < 0 || spares[i].bytes < spares[smallest].bytes) smallest = i;
+    }
+    if (empty >= 0 && total + bytes <= SPARE_LIMIT) {
+        spares[empty].block = block;
+        spares[empty].bytes = bytes;
+        drop = NULL;
+    } else if (smallest >= 0 && spares[smallest].bytes < bytes &&
+               total - spares[smallest].bytes + bytes <= SPARE_LIMIT) {
+        drop = spares[smallest].block;
+        spares[smallest].block = block;
+        spares[smallest].bytes = bytes;
+    }
+    unlock_spares();
+    free(drop);
+}
+
 /* Room in the slab's label arrays for one label more than it has (parent, area and
- * magnitude grow together). Returns 0, or -1 out of memory. */
+ * magnitude grow together, from spare blocks where there are). Returns 0, or -1 out of
+ * memory. */
 static int room_for_label(gccl_slab *slab, int floating) {
     if (slab->labels + 1 < slab->labels_held) return 0;
-    const int64_t held = slab->labels_held ? 2 * slab->labels_held : 4096;
-    int32_t *parent = realloc(slab->parent, sizeof(int32_t) * (size_t)held);
-    if (!parent) return -1;
-    slab->parent = parent;
-    int64_t *area = realloc(slab->area, sizeof(int64_t) * (size_t)held);
-    if (!area) return -1;
-    slab->area = area;
-    if (floating) {
-        int64_t *magnitude = realloc(slab->magnitude, sizeof(int64_t) * (size_t)held);
-        if (!magnitude) return -1;
-        slab->magnitude = magnitude;
+    const int64_t held = slab->labels_held, want = held ? 2 * held : 4096;
+    const size_t used = (size_t)(slab->labels + 1); /* entries 0..labels */
+    size_t got_parent, got_area, got_magnitude = SIZE_MAX;
+    int32_t *parent = obtain(sizeof(int32_t) * (size_t)want, &got_parent);
+    int64_t *area = obtain(sizeof(int64_t) * (size_t)want, &got_area);
+    int64_t *magnitude = floating ? obtain(sizeof(int64_t) * (size_t)want, &got_magnitude) : NULL;
+    if (!parent || !area || (floating && !magnitude)) {
+        release(parent, got_parent);
+        release(area, got_area);
+        release(magnitude, got_magnitude);
+        return -1;
     }
-    slab->labels_held = held;
+    if (held) {
+        memcpy(parent, slab->parent, sizeof(int32_t) * used);
+        memcpy(area, slab->area, sizeof(int64_t) * used);
+        if (floating) memcpy(magnitude, slab->magnitude, sizeof(int64_t) * used);
+    }
+    release(slab->parent, sizeof(int32_t) * (size_t)held);
+    release(slab->area, sizeof(int64_t) * (size_t)held);
+    release(slab->magnitude, sizeof(int64_t) * (size_t)held);
+    slab->parent = parent;
+    slab->area = area;
+    slab->magnitude = magnitude;
+    size_t entries = got_parent / sizeof(int32_t);
+    entries = got_area / sizeof(int64_t) < entries ? got_area / sizeof(int64_t) : entries;
+    entries = got_magnitude / sizeof(int64_t) < entries ? got_magnitude / sizeof(int64_t) : entries;
+    slab->labels_held = (int64_t)entries;
     return 0;
 }
 
@@ -279,11 +385,18 @@ static int pack_row(const uint8_t *fg, int64_t width, uint64_t *bits) {
     return any != 0;
 }
 
+/* The bytes of a slab's row_labels and bits of `rows` rows. */
+static inline size_t row_label_bytes(int64_t rows) { return sizeof(int32_t) * (size_t)rows; }
+static inline size_t bits_bytes(int64_t rows, int64_t width) {
+    return sizeof(uint64_t) * (size_t)(rows * bit_stride(width) + 2);
+}
+
 /* A slab of `rows` rows its row_labels and bits (the word before its first row 0).
  * Returns 0, or -1 out of memory. */
 static int start_slab(gccl_slab *slab, int64_t rows, int64_t width) {
-    slab->row_labels = malloc(sizeof(int32_t) * (size_t)rows);
-    slab->bits = malloc(sizeof(uint64_t) * (size_t)(rows * bit_stride(width) + 2));
+    size_t got;
+    slab->row_labels = obtain(row_label_bytes(rows), &got);
+    slab->bits = obtain(bits_bytes(rows, width), &got);
     if (!slab->row_labels || !slab->bits) return -1;
     slab->bits[0] = 0;
     return 0;
@@ -1003,11 +1116,12 @@ int gccl_volume_columns(const gccl_volumes *b, int64_t lo, int64_t hi) {
 int gccl_volume_free(const gccl_volumes *b, int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; t++) {
         gccl_slab *slab = &b->slabs[t];
-        free(slab->row_labels);
-        free(slab->bits);
-        free(slab->parent);
-        free(slab->area);
-        free(slab->magnitude);
+        const int64_t rows = (b->tasks[3 * t + 2] - b->tasks[3 * t + 1]) * b->height;
+        release(slab->row_labels, row_label_bytes(rows));
+        release(slab->bits, bits_bytes(rows, b->width));
+        release(slab->parent, sizeof(int32_t) * (size_t)slab->labels_held);
+        release(slab->area, sizeof(int64_t) * (size_t)slab->labels_held);
+        release(slab->magnitude, sizeof(int64_t) * (size_t)slab->labels_held);
         memset(slab, 0, sizeof *slab);
     }
     return 0;
