@@ -51,7 +51,7 @@ from ..io.seen import Seen
 from .freshness import RunRecord
 from .interrupts import cut_short_here
 from .local import LocalRun, label_file_format
-from .records import Admitted, FailFast, Outcomes, Record, Reporter, RunReport, Stop
+from .records import Admitted, FailFast, Moved, Outcomes, Record, Reporter, RunReport, Stop
 from .sources import Arrival, ListSource, Source
 from .stream import StdinSource
 from .summary import Summary
@@ -175,15 +175,16 @@ def run_source(source: Source, settings: Settings, reporter: Reporter) -> RunRep
         finally:
             out.close()
     if report.stopped_by:
-        raise OutMoved(f"{report.stopped_by}; stopped (summary.csv is in that folder)")
+        raise FolderMoved(f"{report.stopped_by}; stopped")
     if source.total is None and report.count("no-images") == report.total:
         reporter.notice(NO_IMAGES)
     report.seconds = time.perf_counter() - started
     return report
 
 
-class OutMoved(UsageError):
-    """--out was deleted, moved or replaced while the run went on: it stopped."""
+class FolderMoved(UsageError):
+    """A folder the run works in (--out, a watched folder) was moved, replaced or deleted
+    while the run went on: it stopped."""
 
 
 def _run(
@@ -221,8 +222,8 @@ def _run(
                     )
             except FailFast:
                 report.failed_fast = True
-            except _OutGone as gone:
-                report.stopped_by = str(gone)
+            except Moved as moved:
+                report.stopped_by = str(moved)
             except (KeyboardInterrupt, Stop):
                 report.interrupted = True
                 report.signal = stop.signal or signal.SIGINT
@@ -530,10 +531,6 @@ def _reserved(relative: Path) -> str:
     return ""
 
 
-class _OutGone(Stop):
-    """--out was deleted, moved or replaced: the run stops (OutMoved once it has)."""
-
-
 class _StopRequests:
     """Ctrl-C and SIGTERM (cron's timeout, kill) ask the run to stop at its next safe point,
     and so does an --out that is no longer where the run found it.
@@ -563,7 +560,7 @@ class _StopRequests:
             raise Stop()
 
     def check(self) -> None:
-        """Raise Stop if a stop was requested, _OutGone if --out is gone."""
+        """Raise Stop if a stop was requested, Moved if --out is gone."""
         if self.requested:
             raise Stop()
         now = time.monotonic()
@@ -571,7 +568,7 @@ class _StopRequests:
             self._next_look = now + OUT_CHECK_SECONDS
             moved = self.out.moved()
             if moved:
-                raise _OutGone(moved)
+                raise Moved(moved)
 
     def __enter__(self) -> _StopRequests:
         try:

@@ -115,6 +115,11 @@ class Stop(Exception):
     """Ends the run early (Ctrl-C, SIGTERM); the summary is still written."""
 
 
+class Moved(Stop):
+    """A folder the run works in (--out, a watched folder) was moved, replaced or deleted:
+    the run stops, and says why (the message)."""
+
+
 class FailFast(Stop):
     """--fail-fast: the first failure ends the run (not an interruption)."""
 
