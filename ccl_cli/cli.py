@@ -29,7 +29,7 @@ import typer
 
 from . import __version__
 from .errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, GcclError
-from .options import BY_NAME, OPTIONS, Option, close_names
+from .options import BY_NAME, NOT_FOR_A_WATCH, OPTIONS, Option, close_names
 
 if TYPE_CHECKING:  # the pipeline (numpy, codecs) loads only when a command runs
     from rich.console import Console
@@ -442,7 +442,8 @@ def _watch_parameters() -> list[inspect.Parameter]:
             typer.Option(
                 "--poll",
                 help="Poll the folders instead of waiting for file events (network shares): "
-                "a file is taken once its size and mtime hold for --poll-interval.",
+                "a file is taken once two looks --poll-interval apart find the same size, "
+                "mtime and inode.",
             ),
         ],
     )
@@ -461,7 +462,8 @@ def _watch_parameters() -> list[inspect.Parameter]:
             ),
         ],
     )
-    return [folders, *_label_parameters()[1:], poll, interval]
+    label_options = [p for p in _label_parameters()[1:] if p.name not in NOT_FOR_A_WATCH]
+    return [folders, *label_options, poll, interval]
 
 
 watch_command.__signature__ = inspect.Signature(_watch_parameters())  # type: ignore[attr-defined]

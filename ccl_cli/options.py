@@ -597,3 +597,14 @@ def api_type_problem(option: Option, value: Any) -> str | None:
     if any(_API_TYPES[kind][0](value) for kind in kinds):
         return None
     return " or ".join(_API_TYPES[kind][1] for kind in kinds)
+
+
+#: The options that mean nothing to `gccl watch`, and why: its command line has no such flag,
+#: and a config file that sets one is refused (run/watch.py).
+NOT_FOR_A_WATCH: dict[str, str] = {
+    "null_separated": "a watch reads no stdin",
+    "relative_to": "outputs mirror each file's path below its watched folder",
+    "processes": "a watch labels in this process",
+    "scheduler": "a watch labels in this process",
+    "skip_existing": "a watch always skips, when it starts, what has current outputs",
+}

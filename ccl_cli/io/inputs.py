@@ -42,7 +42,9 @@ class InputItem:
     problem: why the input fails without being read. empty: why a named folder
     gave no image (its row says so). duplicate: the input listed first under
     the same path (this one is not labeled again). page: which page (from 0) of a
-    multi-page TIFF this input is, each labeled as an image of its own.
+    multi-page TIFF this input is, each labeled as an image of its own. resume:
+    skipped where its outputs are current, as --skip-existing does (what a
+    watch finds when it starts).
     """
 
     path: Path
@@ -51,6 +53,7 @@ class InputItem:
     empty: str | None = None
     duplicate: str | None = None
     page: int | None = None
+    resume: bool = False
 
     @property
     def display(self) -> str:
@@ -195,9 +198,13 @@ def _expand_one(
         yield from _pages(item)
 
 
-def _pages(item: InputItem) -> Iterator[InputItem]:
+def with_pages(item: InputItem) -> list[InputItem]:
     """`item`, or one item per page of a multi-page TIFF: page N of a.tif has the outputs
     of a.pNNNN.tif (a.p0001.labels.png, ...)."""
+    return list(_pages(item))
+
+
+def _pages(item: InputItem) -> Iterator[InputItem]:
     if item.problem or item.empty or not may_hold_pages(item.path):
         yield item
         return

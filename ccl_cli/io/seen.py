@@ -1,4 +1,5 @@
-"""What a run has met (paths, outputs, file identities), each with the value it was first given.
+"""What a run has met (paths, outputs, file versions), each with the value it was first given
+(or given since: set).
 
 A run with a list of inputs keeps this in memory. A run whose inputs arrive
 over time (a stream, a watched folder) has no end, so it keeps it in a
@@ -51,6 +52,23 @@ class Seen:
             return self._memory[key]
         self._memory[key] = value
         return None
+
+    def get(self, key: Hashable) -> str | None:
+        """The value `key` has (None when it was never met)."""
+        if self._disk is not None:
+            row = self._query("SELECT value FROM seen WHERE key = ?", repr(key))
+            if row is not None:
+                found = row.fetchone()
+                return None if found is None else str(found[0])
+        return self._memory.get(key)
+
+    def set(self, key: Hashable, value: str) -> None:
+        """Give `key` the value `value`, met before or not."""
+        stored = self._disk is not None and (
+            self._query("INSERT OR REPLACE INTO seen VALUES (?, ?)", repr(key), value) is not None
+        )
+        if not stored:
+            self._memory[key] = value
 
     def __contains__(self, key: object) -> bool:
         if self._disk is not None:

@@ -424,7 +424,7 @@ def admission(
         if problem:
             return Admission("failed", problem, paths, clears=True)
         if (
-            settings.skip_existing
+            (settings.skip_existing or item.resume)
             and source is not None
             and run_record is not None
             and _current(paths, settings, out, made, run_record, source)

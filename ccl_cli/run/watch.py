@@ -1,24 +1,36 @@
-"""`gccl watch DIR... --out OUT`: label what the folders hold, then each file that arrives.
+"""`gccl watch DIR... --out OUT`: label what the folders hold, then each file that arrives or
+changes, until stopped.
 
 A file is taken once it is complete: on Linux when its writer closes it
 (inotify's close-write, through watchdog) or when it is renamed or linked in
 (moved-to, or created without being opened); elsewhere, and with --poll (on
-network shares, whose writes raise no local events), once its size and
-modification time have not changed for the poll interval. So a file still
-being written is never read. Each path is labeled once per run; what earlier
-runs finished is skipped (as --skip-existing), so a restarted watch redoes
-nothing. The watcher starts before the folders are scanned, so nothing that
-arrives meanwhile is missed. The run ends at Ctrl-C or SIGTERM (exit 130,
-summary.csv complete); summary.csv gets each row as its input finishes.
+network shares, whose writes raise no local events), once two looks a poll
+interval apart found the same size, modification time and inode. It is taken
+again whenever it changes after that (a new size, mtime or inode) and is
+complete again: a file overwritten is labeled again and its outputs replaced
+whole, and one that failed because it was caught while still being written
+is tried again once its writer goes on. What the first look finds is
+skipped where its outputs are current (as --skip-existing), so a restarted
+watch redoes nothing. The watcher starts before the folders are scanned, so
+nothing that arrives meanwhile is missed.
+
+The folders are resolved once: a scan never enters a linked folder (nor a
+folder twice: a bind mount of its own parent), and a watched folder that is
+moved, replaced or deleted stops the watch with one line (exit 2), as --out
+does. The watch runs in this process and holds the --out lock; it says once
+on stderr what it watches, and ends at Ctrl-C (exit 130) or SIGTERM (by the
+signal itself), summary.csv complete; summary.csv gets each row as its input
+finishes.
 """
 
 from __future__ import annotations
 
 import os
 import queue
+import stat
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,10 +40,12 @@ from watchdog.observers import Observer
 from ..config import Settings
 from ..errors import UsageError
 from ..io.decode import is_image_path
-from ..io.inputs import InputItem, OutPlace
+from ..io.inputs import InputItem, OutPlace, with_pages
 from ..io.seen import Seen
+from ..options import BY_NAME, NOT_FOR_A_WATCH
 from .command import checked_out, run_source
-from .records import Reporter, RunReport
+from .interrupts import interruptible
+from .records import Moved, Reporter, RunReport
 from .sources import Arrival, windowed
 
 #: --poll-interval's default, in seconds.
@@ -39,6 +53,10 @@ DEFAULT_POLL_SECONDS = 1.0
 #: How long a file that appeared without being opened (renamed or linked in), or that
 #: the first scan found freshly changed, must keep its size and mtime, in seconds.
 SETTLE_SECONDS = 0.1
+#: How often the watch makes sure its folders are still the ones it found, in seconds.
+FOLDER_CHECK_SECONDS = 0.25
+#: A file's version: (inode, size, mtime in ns); a file is taken again when it changes.
+Version = tuple[int, int, int]
 
 
 def run_watch(
@@ -50,51 +68,81 @@ def run_watch(
 ) -> RunReport:
     """Watch `folders` into --out until stopped; see the module docstring."""
     out = checked_out(settings)
-    if settings.scheduler is not None:
-        raise UsageError("gccl watch labels in this process; --scheduler does not apply")
+    asked = {  # (a config file may set them; skip_existing is what a watch does anyway)
+        "null_separated": settings.null_separated,
+        "relative_to": settings.relative_to is not None,
+        "processes": settings.processes not in ("auto", 1),
+        "scheduler": settings.scheduler is not None,
+    }
+    for name, given in asked.items():
+        if given:
+            why = NOT_FOR_A_WATCH[name]
+            raise UsageError(f"{BY_NAME[name].flag} means nothing to gccl watch ({why})")
     if not folders:
         raise UsageError("gccl watch needs at least one folder")
     place = OutPlace(out)
+    roots = []
     for folder in folders:
-        if not os.path.isdir(folder):
+        try:
+            info = os.stat(folder)
+        except OSError as error:
+            raise UsageError(f"{folder} is not a folder ({error.strerror})") from None
+        if not stat.S_ISDIR(info.st_mode):
             raise UsageError(f"{folder} is not a folder")
         place.check_root(Path(folder), settings.recursive)
+        roots.append(_Root(Path(folder), (info.st_dev, info.st_ino)))
     source = WatchSource(
-        [Path(folder) for folder in folders],
+        roots,
         settings.recursive,
         settings.batch_window / 1000,
         poll,
         poll_seconds,
         reporter.notice,
+        out,
     )
-    return run_source(source, replace(settings, skip_existing=True), reporter)
+    return run_source(source, settings, reporter)
+
+
+@dataclass(frozen=True)
+class _Root:
+    """A watched folder as the watch found it: its path and identity (device, inode)."""
+
+    path: Path
+    identity: tuple[int, int]
 
 
 class WatchSource:
-    """The files of `folders` now and as they arrive, each once it is complete."""
+    """The files of the watched folders now, and each one that arrives or changes, once it
+    is complete."""
 
     total: int | None = None
 
     def __init__(
         self,
-        folders: list[Path],
+        roots: list[_Root],
         recursive: bool,
         window_seconds: float,
         poll: bool,
         poll_seconds: float,
         notice: Callable[[str], None],
+        out: Path,
     ) -> None:
-        self.folders = folders
+        self.roots = roots
         self.recursive = recursive
         self.window_seconds = window_seconds
         self.poll = poll
         self.poll_seconds = poll_seconds
         self.notice = notice
+        self.out = out
         self.events: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
-        self.seen = Seen(on_disk=True)  # every path taken (a watch has no end)
-        #: Files waiting to be complete: path -> (size, mtime_ns, unchanged since, how long).
-        self.settling: dict[Path, tuple[int, int, float, float]] = {}
+        #: The version of each path taken, the last time it was (a watch has no end: on disk).
+        self.taken = Seen(on_disk=True)
+        #: Files waiting to be complete: path -> (version, unchanged since, how long).
+        self.settling: dict[Path, tuple[Version, float, float]] = {}
+        #: The files the first look found that are waiting to be complete (taken as resume).
+        self.first_found: set[Path] = set()
         self.next_scan = 0.0
+        self.next_check = 0.0
 
     def untaken(self, taken: int) -> list[InputItem]:
         """Nothing: a watch takes files as they come."""
@@ -105,24 +153,22 @@ class WatchSource:
         self.events.put(("wake", ""))
 
     def items(self, tick: Callable[[], None]) -> Generator[Arrival, None, None]:
-        """The files there now, then each new one once complete; ends only by tick's Stop."""
+        """The files there now, then each one that arrives or changes, once complete; ends
+        only by tick's Stop (or Moved when a watched folder is gone)."""
         observer = None if self.poll else self._observe()
         try:
+            what = ", ".join(str(root.path) for root in self.roots)
+            below = " and their sub-folders" if self.recursive else ""
+            self.notice(f"watching {what}{below} into {self.out} (Ctrl-C to stop)")
             now = time.time()
-            first = self.poll_seconds if observer is None else SETTLE_SECONDS
-            for path in self._scan_all():
-                item = self._item(path)
-                if item is None:
-                    continue
-                try:
-                    changed = path.stat().st_mtime
-                except OSError:
-                    continue
-                if now - changed >= first:
-                    self.seen.first(path)
-                    yield item
-                else:
-                    self._settle(path, first)
+            with interruptible():  # (a stop request ends a long first scan)
+                found = list(self._scan_all())
+            for path, version in found:
+                if observer is not None and now - version[2] / 1e9 >= SETTLE_SECONDS:
+                    yield from self._take_path(path, version, resume=True)
+                else:  # polled, or freshly changed: taken once it holds
+                    self.first_found.add(path)
+                    self._settle(path, version, self.poll_seconds if self.poll else SETTLE_SECONDS)
             yield None
             self.next_scan = time.monotonic() + self.poll_seconds
             yield from windowed(self._take, self.window_seconds, tick)
@@ -135,45 +181,81 @@ class WatchSource:
         observer = Observer()
         handler = _Handler(self.events)
         try:
-            for folder in self.folders:
-                observer.schedule(handler, str(folder), recursive=self.recursive)
+            for root in self.roots:
+                observer.schedule(handler, str(root.path), recursive=self.recursive)
             observer.start()
         except OSError as error:  # e.g. inotify's watch limit
             self.notice(f"no file events ({error.strerror or error}); polling the folders instead")
+            self.poll = True
             return None
         return observer
 
     def _take(self, timeout: float) -> list[InputItem]:
-        """The files that became complete, waiting up to `timeout` for events."""
-        ready: list[Path] = []
+        """The files that became complete (new, or changed since taken), waiting up to
+        `timeout` for events."""
+        self._check_roots()
         if self.poll or not self.events.empty() or not self.settling:
             wait = max(0.0, timeout)
         else:
             wait = min(max(0.0, timeout), SETTLE_SECONDS / 2)
         if self.poll:
             wait = min(wait, max(0.0, self.next_scan - time.monotonic()))
+        wait = min(wait, FOLDER_CHECK_SECONDS)
         try:
             event: tuple[str, str] | None = self.events.get(timeout=wait)
         except queue.Empty:
             event = None
+        ready: list[Path] = []
         while event is not None:
             self._event(*event, ready)
             try:
                 event = self.events.get_nowait()
             except queue.Empty:
                 event = None
-        if self.poll and time.monotonic() >= self.next_scan:
-            for path in self._scan_all():
-                if path not in self.seen and path not in self.settling:
-                    self._settle(path, self.poll_seconds)
-            self.next_scan = time.monotonic() + self.poll_seconds
-        ready.extend(self._settled())
-        items = []
-        for path in ready:
-            item = self._item(path)
-            if item is not None and self.seen.first(path) is None:  # not taken before
-                items.append(item)
+        with interruptible():  # (a stop request ends a long scan)
+            if self.poll and time.monotonic() >= self.next_scan:
+                for path, version in self._scan_all():
+                    held = self.settling.get(path)
+                    if self._changed(path, version) and (held is None or held[0] != version):
+                        self._settle(path, version, self.poll_seconds)
+                self.next_scan = time.monotonic() + self.poll_seconds
+            ready.extend(self._settled())
+            items: list[InputItem] = []
+            for path in ready:
+                now = _version(path)
+                if now is not None:
+                    items.extend(self._take_path(path, now))
         return items
+
+    def _take_path(self, path: Path, version: Version, resume: bool = False) -> list[InputItem]:
+        """The inputs of `path` (its pages, for a multi-page TIFF) when it is one the watch
+        takes and it changed since it was last taken (recorded as taken now). `resume`: the
+        first look found it (so does one that waited to be complete since then)."""
+        if path in self.first_found:
+            self.first_found.discard(path)
+            resume = True
+        item = self._item(path, resume)
+        if item is None or not self._changed(path, version):
+            return []
+        self.taken.set(path, _text_of(version))
+        return with_pages(item)
+
+    def _changed(self, path: Path, version: Version) -> bool:
+        return self.taken.get(path) != _text_of(version)
+
+    def _check_roots(self) -> None:
+        """Raise Moved when a watched folder is no longer the one the watch found."""
+        now = time.monotonic()
+        if now < self.next_check:
+            return
+        self.next_check = now + FOLDER_CHECK_SECONDS
+        for root in self.roots:
+            try:
+                info = os.stat(root.path)
+            except OSError:
+                raise Moved(f"the watched folder {root.path} was moved or deleted") from None
+            if (info.st_dev, info.st_ino) != root.identity:
+                raise Moved(f"the watched folder {root.path} was moved or replaced")
 
     def _event(self, kind: str, where: str, ready: list[Path]) -> None:
         """One file event: complete, created (settles), being written, deleted, or a folder
@@ -183,61 +265,92 @@ class WatchSource:
             self.settling.pop(path, None)
             ready.append(path)
         elif kind == "created":
-            self._settle(path, SETTLE_SECONDS)
+            version = _version(path)
+            if version is not None:
+                self._settle(path, version, SETTLE_SECONDS)
         elif kind in ("writing", "deleted"):  # a file being written: its close says when
             self.settling.pop(path, None)
-        elif kind == "folder":  # a folder moved in: its files raise no events of their own
-            for found in _files(path, True):
-                if found not in self.seen:
-                    self._settle(found, SETTLE_SECONDS)
+            if kind == "deleted":
+                self.first_found.discard(path)
+        elif kind == "folder" and _a_real_folder(path):  # moved in: no events of its own
+            with interruptible():
+                for found, version in _files(path, True, set()):
+                    if self._changed(found, version):
+                        self._settle(found, version, SETTLE_SECONDS)
 
-    def _settle(self, path: Path, seconds: float) -> None:
-        """Wait for `path` to keep its size and mtime for `seconds`."""
-        try:
-            stat = path.stat()
-        except OSError:
-            self.settling.pop(path, None)
-            return
-        self.settling[path] = (stat.st_size, stat.st_mtime_ns, time.monotonic(), seconds)
+    def _settle(self, path: Path, version: Version, seconds: float) -> None:
+        """Wait for `path` to keep its version for `seconds`."""
+        self.settling[path] = (version, time.monotonic(), seconds)
 
     def _settled(self) -> Iterator[Path]:
-        """The settling files that kept their size and mtime long enough (forgotten when gone)."""
+        """The settling files whose version held long enough (forgotten when gone)."""
         now = time.monotonic()
-        for path, (size, mtime, since, seconds) in list(self.settling.items()):
-            try:
-                stat = path.stat()
-            except OSError:
+        for path, (version, since, seconds) in list(self.settling.items()):
+            current = _version(path)
+            if current is None:
                 del self.settling[path]
-                continue
-            if (stat.st_size, stat.st_mtime_ns) != (size, mtime):
-                self.settling[path] = (stat.st_size, stat.st_mtime_ns, now, seconds)
+                self.first_found.discard(path)
+            elif current != version:
+                self.settling[path] = (current, now, seconds)
             elif now - since >= seconds:
                 del self.settling[path]
                 yield path
 
-    def _scan_all(self) -> Iterator[Path]:
-        for folder in self.folders:
-            yield from _files(folder, self.recursive)
+    def _scan_all(self) -> Iterator[tuple[Path, Version]]:
+        seen: set[tuple[int, int]] = set()
+        for root in self.roots:
+            yield from _files(root.path, self.recursive, seen)
 
-    def _item(self, path: Path) -> InputItem | None:
+    def _item(self, path: Path, resume: bool) -> InputItem | None:
         """The input of a file in a watched folder, or None for a file a watch ignores
         (hidden, not an image, in a sub-folder without --recursive, outside the folders)."""
-        for folder in self.folders:
+        for root in self.roots:
             try:
-                relative = path.relative_to(folder)
+                relative = path.relative_to(root.path)
             except ValueError:
                 continue
             if not self.recursive and len(relative.parts) != 1:
                 continue
             if any(part.startswith(".") for part in relative.parts) or not is_image_path(path):
                 return None
-            return InputItem(path, relative)
+            return InputItem(path, relative, resume=resume)
         return None
 
 
-def _files(folder: Path, recursive: bool) -> Iterator[Path]:
-    """The files of `folder` (and its sub-folders), sorted; hidden ones left out."""
+def _version(path: Path) -> Version | None:
+    """The version of the regular file `path` now (a link to one counts), or None."""
     try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def _text_of(version: Version) -> str:
+    inode, size, mtime = version
+    return f"{inode}:{size}:{mtime}"
+
+
+def _a_real_folder(path: Path) -> bool:
+    """Whether `path` is a folder and not a link to one (a scan enters none)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _files(
+    folder: Path, recursive: bool, seen: set[tuple[int, int]]
+) -> Iterator[tuple[Path, Version]]:
+    """The files of `folder` (and its sub-folders) and their versions, sorted; hidden ones
+    left out, linked folders not entered, no folder entered twice (`seen`: their identities)."""
+    try:
+        info = os.stat(folder)
+        if (info.st_dev, info.st_ino) in seen:
+            return
+        seen.add((info.st_dev, info.st_ino))
         entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
     except OSError:
         return
@@ -245,10 +358,12 @@ def _files(folder: Path, recursive: bool) -> Iterator[Path]:
         if entry.name.startswith("."):
             continue
         try:
-            if entry.is_file():
-                yield Path(entry.path)
-            elif recursive and entry.is_dir():
-                yield from _files(Path(entry.path), True)
+            if recursive and entry.is_dir(follow_symlinks=False):
+                yield from _files(Path(entry.path), True, seen)
+            elif entry.is_file():
+                version = _version(Path(entry.path))
+                if version is not None:
+                    yield Path(entry.path), version
         except OSError:
             continue
 

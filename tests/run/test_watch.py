@@ -31,6 +31,7 @@ from ccl_cli.errors import EXIT_BUSY
 from ccl_cli.io.output_paths import GCCL_DIR, LOCK_NAME
 
 EIGHT = np.ones((3, 3), bool)
+POLL = ("--poll", "--poll-interval", "0.5")
 
 
 def png_bytes(seed: int, size: int = 48) -> bytes:
@@ -49,11 +50,11 @@ def assert_labels_right(source: Path, out: Path) -> None:
 class Watch:
     """A running `gccl watch` and its --json lines."""
 
-    def __init__(self, folder: Path, out: Path, *options: str) -> None:
+    def __init__(self, folder: Path, out: Path, *options: str, quiet: bool = True) -> None:
         self.out = out
         self.process = subprocess.Popen(
             [sys.executable, "-m", "ccl_cli", "watch", str(folder), "--out", str(out),
-             "--json", "--quiet", "--device", "cpu", *options],
+             "--json", *(["--quiet"] if quiet else []), "--device", "cpu", *options],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         self.records: dict[str, list[dict]] = {}
@@ -76,11 +77,17 @@ class Watch:
         self.records.setdefault(Path(record["path"]).name, []).append(record)
         return record
 
-    def wait_for(self, *names: str) -> dict[str, dict]:
-        """The records of `names`, reading lines until each has come."""
-        while not all(name in self.records for name in names):
+    def wait_for(self, *names: str, times: int = 1) -> dict[str, dict]:
+        """The latest records of `names`, reading lines until each has come `times` times."""
+        while not all(len(self.records.get(name, ())) >= times for name in names):
             self.next_record()
         return {name: self.records[name][-1] for name in names}
+
+    def ended(self) -> tuple[int, str]:
+        """The exit code and stderr of a watch that ends by itself."""
+        self.process.wait(timeout=WAIT_SECONDS)
+        assert self.process.stderr is not None
+        return self.process.returncode, self.process.stderr.read()
 
     def stop(self, signum: int = signal.SIGTERM) -> tuple[int, str]:
         self.process.send_signal(signum)
@@ -159,9 +166,12 @@ def test_existing_slow_renamed_deleted_and_bad_files(folder: Path, tmp_path: Pat
     assert (out / GCCL_DIR / LOCK_NAME).exists()
 
 
-def test_restart_redoes_nothing_and_summary_is_kept_true(folder: Path, tmp_path: Path):
+@pytest.mark.parametrize("options", [(), POLL], ids=["events", "poll"])
+def test_restart_redoes_nothing_and_summary_is_kept_true(
+    folder: Path, tmp_path: Path, options: tuple[str, ...]
+) -> None:
     out = tmp_path / "out"
-    watch = Watch(folder, out)
+    watch = Watch(folder, out, *options)
     try:
         watch.wait_for("old0.png", "old1.png", "old2.png")
         (folder / "new.png").write_bytes(png_bytes(20))
@@ -184,7 +194,7 @@ def test_restart_redoes_nothing_and_summary_is_kept_true(folder: Path, tmp_path:
         watch.kill()
     assert code == 130
     stamps = {path.name: path.stat().st_mtime_ns for path in out.glob("*.stats.csv")}
-    again = Watch(folder, out)
+    again = Watch(folder, out, *options)
     try:
         records = again.wait_for("old0.png", "old1.png", "old2.png", "new.png")
         assert {r["status"] for r in records.values()} == {"skipped"}
@@ -236,3 +246,221 @@ def test_watch_refuses_a_missing_folder_and_out_in_the_folder(folder: Path, tmp_
         )  # fmt: skip
         assert done.returncode == 2
         assert needle in done.stderr
+
+
+# --- a watch that follows changes ------------------------------------------------------
+
+
+def write_in_two(path: Path, data: bytes, pause: float) -> None:
+    """Write `data` to `path` in two halves, closing the file in between (an appending
+    writer), `pause` seconds apart."""
+    path.write_bytes(data[: len(data) // 2])
+    time.sleep(pause)
+    with open(path, "ab") as handle:
+        handle.write(data[len(data) // 2 :])
+
+
+@pytest.mark.parametrize("options", [(), POLL], ids=["events", "poll"])
+def test_a_file_changed_after_it_was_labeled_is_labeled_again(
+    folder: Path, tmp_path: Path, options: tuple[str, ...]
+) -> None:
+    out = tmp_path / "out"
+    watch = Watch(folder, out, *options)
+    try:
+        watch.wait_for("old0.png")
+        (folder / "a.png").write_bytes(png_bytes(40))
+        assert watch.wait_for("a.png")["a.png"]["status"] == "ok"
+        assert_labels_right(folder / "a.png", out)
+        (folder / "a.png").write_bytes(png_bytes(41, size=64))  # overwritten: new content
+        assert watch.wait_for("a.png", times=2)["a.png"]["status"] == "ok"
+        assert_labels_right(folder / "a.png", out)
+        tmp = folder / ".a.png.tmp"  # replaced by a rename: a new inode
+        tmp.write_bytes(png_bytes(42, size=56))
+        os.rename(tmp, folder / "a.png")
+        assert watch.wait_for("a.png", times=3)["a.png"]["status"] == "ok"
+        assert_labels_right(folder / "a.png", out)
+        watch.stop()
+    finally:
+        watch.kill()
+    assert len(watch.records["old0.png"]) == 1  # unchanged files are not labeled again
+
+
+@pytest.mark.parametrize("options", [(), POLL], ids=["events", "poll"])
+def test_a_file_that_failed_while_being_written_is_tried_again_once_it_changes(
+    folder: Path, tmp_path: Path, options: tuple[str, ...]
+) -> None:
+    out = tmp_path / "out"
+    watch = Watch(folder, out, *options)
+    try:
+        watch.wait_for("old0.png")
+        data = png_bytes(43, size=96)
+        # the first half stays long enough to be taken: it fails as a truncated PNG
+        write_in_two(folder / "slow.png", data, pause=2.5)
+        records = watch.wait_for("slow.png", times=2)
+        watch.stop()
+    finally:
+        watch.kill()
+    assert watch.records["slow.png"][0]["status"] == "failed"
+    assert records["slow.png"]["status"] == "ok"
+    assert_labels_right(folder / "slow.png", out)
+    rows = [row for row in summary_rows(out) if row["path"].endswith("slow.png")]
+    assert [row["status"] for row in rows] == ["failed", "ok"]
+    assert not list(out.glob("slow.*.stale.*"))  # the stale copies went with the new outputs
+
+
+def test_polling_waits_until_a_files_size_and_mtime_hold(folder: Path, tmp_path: Path) -> None:
+    """A file there at the start, looking long finished (an old mtime), that still grows:
+    polled, it is taken only once two looks a poll interval apart agree."""
+    data = png_bytes(44, size=96)
+    partial = folder / "growing.png"
+    partial.write_bytes(data[: len(data) // 2])
+    old = time.time() - 60
+    os.utime(partial, (old, old))
+    out = tmp_path / "out"
+    watch = Watch(folder, out, "--poll", "--poll-interval", "1.0")
+    try:
+        time.sleep(0.3)
+        with open(partial, "ab") as handle:
+            handle.write(data[len(data) // 2 :])
+        records = watch.wait_for("growing.png", "old0.png")
+        time.sleep(1.5)  # no second look takes it again: it did not change
+        watch.stop()
+    finally:
+        watch.kill()
+    assert records["growing.png"]["status"] == "ok"
+    assert len(watch.records["growing.png"]) == 1
+
+
+def test_sigterm_ends_a_watch_by_the_signal_and_it_says_what_it_watches(
+    folder: Path, tmp_path: Path
+) -> None:
+    watch = Watch(folder, tmp_path / "out", quiet=False)
+    try:
+        watch.wait_for("old0.png", "old1.png", "old2.png")
+        code, stderr = watch.stop(signal.SIGTERM)
+    finally:
+        watch.kill()
+    assert code == -signal.SIGTERM
+    assert stderr.count("(Ctrl-C to stop)") == 1
+    assert f"watching {folder} into {tmp_path / 'out'}" in stderr
+    assert len(summary_rows(tmp_path / "out")) == 3
+    quiet = Watch(folder, tmp_path / "out2")
+    try:
+        quiet.wait_for("old0.png")
+        _, stderr = quiet.stop()
+    finally:
+        quiet.kill()
+    assert "watching" not in stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "config", "needle"),
+    [
+        (["-0"], None, "No such option: -0"),
+        (["--relative-to", "."], None, "No such option: --relative-to"),
+        (["--processes", "2"], None, "No such option: --processes"),
+        (["--skip-existing"], None, "No such option: --skip-existing"),
+        ([], "null-separated: true", "--null-separated means nothing to gccl watch"),
+        ([], "processes: 4", "--processes means nothing to gccl watch"),
+    ],
+)
+def test_options_that_mean_nothing_to_a_watch_are_refused(
+    folder: Path, tmp_path: Path, options: list[str], config: str | None, needle: str
+) -> None:
+    if config is not None:
+        (tmp_path / "c.yaml").write_text(config + "\n")
+        options = [*options, "--config", str(tmp_path / "c.yaml")]
+    args = ["watch", str(folder), "-o", str(tmp_path / "o"), *options]
+    done = subprocess.run(
+        [sys.executable, "-m", "ccl_cli", *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert needle in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
+# --- a watch resolves its folders once -----------------------------------------------
+
+
+@pytest.mark.parametrize("options", [(), POLL], ids=["events", "poll"])
+def test_a_recursive_watch_never_enters_linked_folders(
+    folder: Path, tmp_path: Path, options: tuple[str, ...]
+) -> None:
+    (folder / "l1").symlink_to(".")
+    (folder / "l2").symlink_to(".")
+    out = tmp_path / "OW"
+    (folder / "o").symlink_to(out)  # the watch's own --out, linked into the folder
+    watch = Watch(folder, out, "-r", *options)
+    try:
+        watch.wait_for("old0.png", "old1.png", "old2.png")
+        (folder / "a.png").write_bytes(png_bytes(45))
+        watch.wait_for("a.png")
+        time.sleep(1.5)  # a poll or two: nothing else comes
+        watch.stop()
+    finally:
+        watch.kill()
+    assert sorted(watch.records) == ["a.png", "old0.png", "old1.png", "old2.png"]
+    assert all(len(found) == 1 for found in watch.records.values()), watch.records
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [GCCL_DIR]
+    assert not list(out.glob("*.labels.labels.*"))
+
+
+def test_a_bind_mount_of_the_watched_folder_as_out_is_refused(folder: Path, tmp_path: Path) -> None:
+    mount = tmp_path / "mount"
+    mount.mkdir()
+    command = (
+        f"mount --bind {folder} {mount} && exec {sys.executable} -m ccl_cli watch "
+        f"{folder} -r --out {mount}/o -q --device cpu"
+    )
+    done = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", command],
+        capture_output=True, text=True, timeout=WAIT_SECONDS,
+    )  # fmt: skip
+    if "mount" in done.stderr and done.returncode != 2:
+        pytest.skip(f"no private mount namespace here ({done.stderr.strip()})")
+    assert done.returncode == 2, done.stderr
+    assert "inside the input folder" in done.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["old0.png", "old1.png", "old2.png"]
+
+
+def test_an_out_deleted_during_a_watch_stops_it_with_one_line(folder: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    watch = Watch(folder, out)
+    try:
+        watch.wait_for("old0.png", "old1.png", "old2.png")
+        shutil.rmtree(out)
+        started = time.monotonic()
+        code, stderr = watch.ended()
+    finally:
+        watch.kill()
+    assert time.monotonic() - started < 5
+    assert code == 2
+    assert "was deleted during the run" in stderr or "moved or deleted" in stderr
+    assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr
+    assert not out.exists()  # nothing written there by path afterwards
+
+
+@pytest.mark.parametrize("change", ["replaced", "moved", "deleted"])
+def test_a_watched_folder_moved_stops_the_watch_with_one_line(
+    folder: Path, tmp_path: Path, change: str
+) -> None:
+    out = tmp_path / "out"
+    watch = Watch(folder, out)
+    try:
+        watch.wait_for("old0.png", "old1.png", "old2.png")
+        if change == "deleted":
+            shutil.rmtree(folder)
+        else:
+            os.rename(folder, tmp_path / "in.old")
+        if change == "replaced":
+            folder.mkdir()
+            (folder / "new.png").write_bytes(png_bytes(46))
+        code, stderr = watch.ended()
+    finally:
+        watch.kill()
+    assert code == 2
+    said = "moved or replaced" if change == "replaced" else "moved or deleted"
+    assert f"the watched folder {folder} was {said}" in stderr
+    assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr
+    assert len(summary_rows(out)) == 3  # nothing of the folder now at that path
+    assert sorted(watch.records) == ["old0.png", "old1.png", "old2.png"]
