@@ -23,6 +23,18 @@ def test_each_key_keeps_its_first_value(on_disk: bool):
     assert "/in/a.png" not in seen  # a path's text is another key than the path
 
 
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_set_gives_a_key_its_latest_value(on_disk: bool):
+    seen = Seen(on_disk)
+    assert seen.get(Path("/in/a.png")) is None
+    seen.set(Path("/in/a.png"), "1:10:5")
+    assert seen.get(Path("/in/a.png")) == "1:10:5"
+    seen.set(Path("/in/a.png"), "2:12:6")  # met before: replaced
+    assert seen.get(Path("/in/a.png")) == "2:12:6"
+    assert seen.first(Path("/in/a.png"), "other") == "2:12:6"
+    assert seen.get("/in/a.png") is None  # a path's text is another key than the path
+
+
 def test_on_disk_many_keys_stay_findable():
     seen = Seen(on_disk=True)
     for i in range(20_000):
@@ -48,3 +60,5 @@ def test_a_failed_database_leaves_the_run_going_in_memory():
     assert seen.first("/in/b.png", "again") == "b"  # kept in memory from then on
     assert "/in/b.png" in seen and "/in/c.png" not in seen
     assert seen.first("/in/a.png", "a2") is None  # what was on disk is forgotten
+    seen.set("/in/c.png", "c")
+    assert seen.get("/in/c.png") == "c" and seen.get("/in/d.png") is None
