@@ -1,10 +1,12 @@
 """Stops that always come and reads that always end: SIGTERM while the main thread would be
-busy in C (the first input's decode, finding the inputs a stdin line names), a stdin line
-without end, a stdout closed under --json. Each run is a subprocess under a timeout."""
+busy in C (the first input's decode, finding the inputs a stdin line names), a stop while a
+stream waits for its next line, a stdin line without end, a stdout closed under --json. Each
+run is a subprocess under a timeout."""
 
 from __future__ import annotations
 
 import csv
+import json
 import signal
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from cli_helpers import TIMEOUT, mask, summary
 from PIL import Image
 
@@ -104,6 +107,40 @@ def test_sigterm_while_a_stdin_line_is_being_found_stops_at_once(tmp_path: Path)
     seconds, result = terminated_while_spinning(tmp_path, "pages", args, "a.png\nspin.tif\n")
     assert seconds < 2.0, result.stderr  # counting the pages spins for 8 s
     assert result.returncode == -signal.SIGTERM, result.stderr
+    assert summary(tmp_path / "out")["a.png"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("stdin_ends", [False, True], ids=["stdin-open", "stdin-closed"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_a_stop_while_a_stream_waits_for_its_next_line_ends_the_run_by_it(
+    tmp_path: Path, signum: int, stdin_ends: bool
+) -> None:
+    """A stream idle on stdin, stopped: alone, or with its writer (stopped with it, as a
+    service manager or a shell's Ctrl-C does: stdin ends as the signal comes)."""
+    mask(tmp_path / "a.png")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "ccl_cli", "label", "-", "--out", "out", "--json", "-q"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert run.stdin is not None and run.stdout is not None and run.stderr is not None
+    try:
+        run.stdin.write("a.png\n")
+        run.stdin.flush()
+        assert json.loads(run.stdout.readline())["status"] == "ok"  # now waiting for a line
+        time.sleep(0.3)
+        run.send_signal(signum)
+        if stdin_ends:
+            run.stdin.close()
+        run.wait(timeout=TIMEOUT)
+    finally:
+        run.kill()
+        stderr = run.stderr.read()
+        run.wait()
+    assert run.returncode == (-signal.SIGTERM if signum == signal.SIGTERM else 130), stderr
     assert summary(tmp_path / "out")["a.png"]["status"] == "ok"
 
 

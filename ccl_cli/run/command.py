@@ -227,7 +227,9 @@ def _run(
             except (KeyboardInterrupt, Stop):
                 report.interrupted = True
                 report.signal = stop.signal or signal.SIGINT
+            stop.honour(report)
             _finish(report, summary, run_record, source, executor, settings, reporter, out, made)
+            stop.honour(report)
         finally:
             try:
                 made.close(settings.fsync)
@@ -558,6 +560,14 @@ class _StopRequests:
         self.signal = self.signal or signum
         if cut_short_here():  # a read or write in this thread (interrupts.py)
             raise Stop()
+
+    def honour(self, report: RunReport) -> None:
+        """Mark `report` interrupted by a stop requested that no check raised: one that
+        came as the inputs ended (a stream's writer stopped with gccl closes stdin) or while
+        the summary was written. The run then ends by that signal, not as a finished run."""
+        if self.requested and not (report.interrupted or report.stopped_by):
+            report.interrupted = True
+            report.signal = self.signal
 
     def check(self) -> None:
         """Raise Stop if a stop was requested, Moved if --out is gone."""
