@@ -88,8 +88,9 @@ class Owner(Protocol):
 
 
 def check_before_changes(check: Callable[[], None]) -> None:
-    """Run `check` right before each file is created, renamed into place or removed under
-    --out by this process; it may end the process, and then nothing changes.
+    """Run `check` right before each file is created, recorded as made, renamed into place
+    or removed under --out by this process; it may end the process, and then nothing
+    changes.
 
     A worker process whose client died must land nothing after it: the
     client's lock is gone and a new run may be writing there.
@@ -247,6 +248,7 @@ class OutDir:
                 if durable:
                     os.fsync(fd)
                 identity = file_identity(os.fstat(fd))
+                _changing()  # (the record's line is a change too, and the write took time)
                 owner.made(key, identity)
                 self._place(folder, temp, name, path, key, owner)
             except BaseException:
