@@ -156,6 +156,20 @@ def test_double_star_does_not_follow_link_loops(tmp_path: Path) -> None:
     assert set(summary(tmp_path / "out")) == {"d/a.png", "d/sub/b.png"}
 
 
+def test_a_recursive_scan_never_enters_linked_folders(tmp_path: Path) -> None:
+    mask(tmp_path / "d" / "a.png")
+    mask(tmp_path / "d" / "sub" / "b.png", seed=1)
+    mask(tmp_path / "elsewhere" / "c.png", seed=2)
+    (tmp_path / "d" / "l1").symlink_to(".")  # each a way back into d, without end
+    (tmp_path / "d" / "l2").symlink_to(".")
+    (tmp_path / "d" / "sub" / "away").symlink_to("../../elsewhere")
+    result = gccl_process("d", "-r", "--out", "out", cwd=tmp_path, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert set(summary(tmp_path / "out")) == {"d/a.png", "d/sub/b.png"}
+    made = sorted(p.relative_to(tmp_path / "out") for p in (tmp_path / "out").rglob("*.png"))
+    assert made == [Path("a.labels.png"), Path("sub/b.labels.png")]
+
+
 # --- configuration -----------------------------------------------------------------
 
 

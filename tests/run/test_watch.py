@@ -379,6 +379,28 @@ def test_options_that_mean_nothing_to_a_watch_are_refused(
     assert not (tmp_path / "o").exists()
 
 
+def test_a_file_whose_output_names_are_too_long_fails_alone_and_the_watch_goes_on(
+    folder: Path, tmp_path: Path
+) -> None:
+    long = "y" * 250 + ".png"  # fits NAME_MAX; its outputs do not
+    out = tmp_path / "out"
+    for attempt, after in (("dropped in", "after1.png"), ("found by a restart", "after2.png")):
+        watch = Watch(folder, out)
+        try:
+            watch.wait_for("old0.png", "old1.png", "old2.png")
+            if attempt == "dropped in":
+                (folder / long).write_bytes(png_bytes(47))
+            (folder / after).write_bytes(png_bytes(48))
+            records = watch.wait_for(long, after)
+            code, stderr = watch.stop()
+        finally:
+            watch.kill()
+        assert records[long]["status"] == "failed", attempt
+        assert "File name too long" in records[long]["message"]
+        assert records[after]["status"] == "ok"
+        assert code == -signal.SIGTERM and "Traceback" not in stderr, stderr
+
+
 # --- a watch resolves its folders once -----------------------------------------------
 
 
