@@ -44,7 +44,9 @@ class InputItem:
     the same path (this one is not labeled again). page: which page (from 0) of a
     multi-page TIFF this input is, each labeled as an image of its own. resume:
     skipped where its outputs are current, as --skip-existing does (what a
-    watch finds when it starts).
+    watch finds when it starts). retired: where the pages that its file no
+    longer has mirrored (a watched file overwritten with other pages): their
+    outputs are moved aside, as a failure's are, when this input is admitted.
     """
 
     path: Path
@@ -54,6 +56,7 @@ class InputItem:
     duplicate: str | None = None
     page: int | None = None
     resume: bool = False
+    retired: tuple[Path, ...] = ()
 
     @property
     def display(self) -> str:
@@ -214,6 +217,14 @@ def _pages(item: InputItem) -> Iterator[InputItem]:
         return
     for page in range(count):
         yield replace(item, page=page, relative=_page_name(item.relative, page))
+
+
+def page_places(relative: Path, pages: int) -> list[Path]:
+    """Where the pages of a file of `pages` pages at `relative` mirror (the file itself
+    for one page), as with_pages names them."""
+    if pages == 1:
+        return [relative]
+    return [_page_name(relative, page) for page in range(pages)]
 
 
 def _page_name(relative: Path, page: int | None) -> Path:

@@ -35,7 +35,7 @@ from ..errors import GcclError, InputError, UsageError
 from ..io.decode import IMAGE_SUFFIXES, unreadable
 from ..io.inputs import InputItem, OutPlace, expand, passed_over_notice
 from ..io.lock import OutputLock
-from ..io.made import MadeFiles, in_the_way
+from ..io.made import MadeFiles, in_the_way, move_aside
 from ..io.out_dir import OutDir, file_identity, kind_of, not_made_here
 from ..io.output_paths import (
     GCCL_DIR,
@@ -446,6 +446,8 @@ def _admit(
     claimed: Seen,
 ) -> OutputPaths | None:
     """The outputs of `record` when it needs work; else None, the record finished here."""
+    if record.item.retired:
+        _retire(record.item, settings, out, summary.made, outcomes.reporter)
     decided = admission(record.item, settings, out, summary.made, run_record, claimed)
     if decided.clears and decided.paths is not None:
         summary.may_write(record, decided.paths)
@@ -459,6 +461,23 @@ def _admit(
         summary.carry_numbers(record, decided.paths)
     outcomes.finished(record)
     return None
+
+
+def _retire(
+    item: InputItem, settings: Settings, out: OutDir, made: MadeFiles, reporter: Reporter
+) -> None:
+    """Move aside (as a failure does) the outputs of the pages `item`'s file no longer
+    has, and say where they went."""
+    assert settings.out is not None
+    moved: list[str] = []
+    for relative in item.retired:
+        with contextlib.suppress(OSError, InputError):  # (a folder on the way gone)
+            moved += move_aside(out, made, output_paths(settings.out, relative))
+    if moved:
+        reporter.notice(
+            f"{item.path} has other pages now: the outputs of "
+            f"{', '.join(map(str, item.retired))} were kept as {', '.join(moved)}"
+        )
 
 
 def _claim(item: InputItem) -> str:

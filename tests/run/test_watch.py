@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
+import tifffile
 from cli_helpers import WAIT_SECONDS
 from label_files import read_label_image
 from PIL import Image
@@ -399,6 +400,52 @@ def test_a_file_whose_output_names_are_too_long_fails_alone_and_the_watch_goes_o
         assert "File name too long" in records[long]["message"]
         assert records[after]["status"] == "ok"
         assert code == -signal.SIGTERM and "Traceback" not in stderr, stderr
+
+
+def tiff_pages(path: Path, pages: int, seed: int) -> list[np.ndarray]:
+    """Write a TIFF of `pages` random masks to a hidden name and rename it to `path` (as a
+    scanner that replaces a file does); returns the pages."""
+    rng = np.random.default_rng(seed)
+    masks = [((rng.random((20, 23)) < 0.4) * 255).astype(np.uint8) for _ in range(pages)]
+    hidden = path.with_name(f".{path.name}.tmp")
+    with tifffile.TiffWriter(hidden) as tiff:
+        for mask in masks:
+            tiff.write(mask, photometric="minisblack")
+    os.rename(hidden, path)
+    return masks
+
+
+def test_a_file_overwritten_with_fewer_pages_keeps_no_outputs_of_the_pages_it_lost(
+    folder: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    watch = Watch(folder, out, quiet=False)
+    try:
+        watch.wait_for("old0.png")
+        tiff_pages(folder / "fax.tif", 3, seed=1)
+        watch.wait_for("fax.tif", times=3)
+        assert sorted(p.name for p in out.glob("fax.p*.labels.png")) == [
+            f"fax.p000{page}.labels.png" for page in (1, 2, 3)
+        ]
+        (single,) = tiff_pages(folder / "fax.tif", 1, seed=2)
+        assert watch.wait_for("fax.tif", times=4)["fax.tif"]["status"] == "ok"
+        pages = tiff_pages(folder / "fax.tif", 2, seed=3)
+        watch.wait_for("fax.tif", times=6)
+        code, stderr = watch.stop()
+    finally:
+        watch.kill()
+    assert code == -signal.SIGTERM, stderr
+    # what each version left: its own outputs, and the earlier versions' moved aside
+    for page, mask in enumerate(pages, 1):
+        expected, _ = ndi.label(mask, structure=EIGHT)
+        labels = read_label_image(out / f"fax.p000{page}.labels.png")
+        assert np.array_equal(labels, expected)
+    assert not (out / "fax.p0003.labels.png").exists()
+    assert not (out / "fax.labels.png").exists()  # the one-page version's, moved aside
+    expected, _ = ndi.label(single, structure=EIGHT)
+    assert np.array_equal(read_label_image(out / "fax.labels.stale.png"), expected)
+    assert (out / "fax.p0003.labels.stale.png").exists()
+    assert "fax.tif has other pages now" in stderr and "fax.p0003.labels.stale.png" in stderr
 
 
 # --- a watch resolves its folders once -----------------------------------------------
