@@ -10,11 +10,8 @@ whole run, and a GPU's context, memory and start are paid once there.
 
 Workers ignore Ctrl-C, which a terminal sends to the whole process group:
 the client asks them to stop (it cancels tasks not yet started and waits for
-the running ones). They keep SIGTERM's default: Python's pool terminates the
-workers of a broken pool with it, and a worker that ignored it would keep
-that pool's clean-up spinning forever (a hang at exit). A
-worker killed mid-write leaves a temporary that the run removes once its
-tasks are done (command.py).
+the running ones). A worker killed mid-write leaves a temporary that the run
+removes once its tasks are done (command.py).
 Workers die with this process and write nothing into --out after it (its
 lock is gone then, and another run may write there). A worker watches the
 pipe multiprocessing keeps from this process to it, which ends when this
@@ -25,12 +22,11 @@ parent, the fork server, is gone (PR_SET_PDEATHSIG); the fork server exits once
 this process and the workers have (each holds its pipe). Closing waits
 CLOSE_SECONDS for the workers to finish their tasks, then kills them: a
 stopped run ends in bounded time even when a worker's decode hangs.
-Workers come from multiprocessing's fork server. A worker that dies
-(the kernel's out-of-memory killer, a crash in a codec, a SIGTERM) breaks
-Python's pool and every task in it: the pool is replaced and those tasks
-are sent again, up to RETRIES times each, as Dask does for a cluster's
-workers. A worker that cannot be started (the fork server was killed) is
-a lost try of its task too: every task ends, none leaves the run waiting.
+Workers come from multiprocessing's fork server and run in worker_pool.py's
+pool: a worker that dies (the kernel's out-of-memory killer, a crash in a
+codec, a SIGTERM) or cannot be started (the fork server was killed) costs its
+task one try, and that task alone is sent again, as Dask does for a cluster's
+workers.
 """
 
 from __future__ import annotations
@@ -40,10 +36,8 @@ import multiprocessing
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future
 from dataclasses import replace
 from functools import partial
 from multiprocessing.connection import wait
@@ -57,11 +51,8 @@ from ..io.made import MadeFiles
 from ..io.out_dir import OutDir, check_before_changes
 from .records import Admitted, Outcomes
 from .tasks import Task, TaskRunner, guided_task_sizes, label_task
+from .worker_pool import WorkerPool
 
-#: Resends of a task whose pool broke (a worker died) before it is failed.
-RETRIES = 2
-#: Seconds a task waits before it is sent again after a worker could not be started.
-START_PAUSE_SECONDS = 0.2
 #: Seconds closing waits for the workers to end before it kills them.
 CLOSE_SECONDS = 5.0
 #: prctl(2)'s option that sends a signal on the parent's death (Linux).
@@ -117,48 +108,12 @@ class LocalProcesses:
         self.count = count
         self.threads = settings.workers or max(1, usable_cores() // count)
         self.task_sizes = guided_task_sizes(inputs, count)
-        self.context = context
-        #: Multiprocessing children this process had before: not workers (_let_go).
-        self.other_children = set(multiprocessing.active_children())
-        self.lock = threading.Lock()
-        self.closing = False
-        #: The pool's shutdown, a thread, once the workers were told to exit (_let_go).
-        self.leaving: threading.Thread | None = None
-        self.pool = self._new_pool()
+        self.pool = WorkerPool(count, context, _start_worker)
 
     def close(self) -> None:
-        """Stop the workers once their running tasks end (_let_go), wait for them (killing
-        those still running after CLOSE_SECONDS) and for the pool."""
-        self._let_go()
-        assert self.leaving is not None
-        self.leaving.join(CLOSE_SECONDS)
-        for child in multiprocessing.active_children():  # the workers (_let_go)
-            if child not in self.other_children:
-                child.kill()
-        self.leaving.join()
-
-    def _let_go(self) -> None:
-        """Tell the workers to exit once their running tasks end (once), without waiting
-        here: the pool's shutdown runs in a thread, which close waits for.
-
-        That shutdown waits for the pool's workers and for its manager thread, which drops
-        the pool's queues as it ends and so unlinks their semaphores: a process that exited
-        before it would leave the resource tracker a semaphore to warn about ("leaked
-        semaphore objects"). The workers are the multiprocessing children this process
-        started since this object was made (a run starts no others), which close kills
-        where a hung task holds one past its deadline.
-        """
-        with self.lock:
-            self.closing = True
-            if self.leaving is not None:
-                return
-            self.leaving = threading.Thread(
-                target=self.pool.shutdown,
-                kwargs={"wait": True, "cancel_futures": True},
-                name="gccl-pool-shutdown",
-                daemon=True,
-            )
-        self.leaving.start()
+        """Stop the workers once their running tasks end, killing those still running after
+        CLOSE_SECONDS."""
+        self.pool.close(CLOSE_SECONDS)
 
     def label(
         self,
@@ -174,90 +129,10 @@ class LocalProcesses:
         worker_settings = replace(settings, workers=self.threads, device="cpu", devices=None)
         runner = TaskRunner(self._submit, _cancel, "a worker process failed", self.task_sizes)
         runner.label(admitted, worker_settings, outcomes, check_stop, out, made)
-        self._let_go()  # no task comes after these: the workers exit while the run ends
-
-    def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(self.count, mp_context=self.context, initializer=_start_worker)
+        self.pool.let_go()  # no task comes after these: the workers exit while the run ends
 
     def _submit(self, task: Task, settings: Settings) -> Future[Any]:
-        """Send a task; its future ends with the result, or with the error of its last try."""
-        outcome: Future[Any] = Future()
-        self._send(task, settings, outcome, RETRIES)
-        return outcome
-
-    def _send(self, task: Task, settings: Settings, outcome: Future[Any], retries: int) -> None:
-        """Submit `task` to the pool; a lost try (a worker died, or could not be started:
-        the fork server was killed) is sent again on a new pool, RETRIES times at most.
-
-        Every path settles `outcome`: one left open would keep the run waiting forever.
-        """
-        if outcome.cancelled():
-            return
-        with self.lock:
-            pool = self.pool
-            try:
-                attempt = pool.submit(label_task, task, settings)
-            except Exception as error:  # broken, shut down, or a worker that did not start
-                attempt = Future()
-                attempt.set_exception(error)
-        if attempt.done() and not attempt.cancelled() and attempt.exception() is not None:
-            time.sleep(START_PAUSE_SECONDS)  # a killed fork server takes a moment to be seen gone
-            self._retry(pool, task, settings, outcome, retries, attempt.exception())
-            return
-
-        def landed(attempt: Future[Any]) -> None:
-            if attempt.cancelled():  # by closing, or by a pool replaced while it waited
-                self._retry(pool, task, settings, outcome, retries, None)
-                return
-            error = attempt.exception()
-            if isinstance(error, BrokenProcessPool):
-                self._retry(pool, task, settings, outcome, retries, error)
-            elif error is not None:
-                _settle(outcome, error=error)
-            else:
-                _settle(outcome, result=attempt.result())
-
-        attempt.add_done_callback(landed)
-
-    def _retry(
-        self,
-        pool: ProcessPoolExecutor,
-        task: Task,
-        settings: Settings,
-        outcome: Future[Any],
-        retries: int,
-        error: BaseException | None,
-    ) -> None:
-        """Send `task` again on a new pool, or end `outcome` with `error` (cancelled: None)."""
-        if retries > 0 and self._renew(pool):
-            self._send(task, settings, outcome, retries - 1)
-        elif error is None:
-            outcome.cancel()
-        else:
-            _settle(outcome, error=error)
-
-    def _renew(self, broken: ProcessPoolExecutor) -> bool:
-        """Replace the pool if it is still `broken` (once for all its tasks); False when closing.
-
-        The tasks still waiting in `broken` are cancelled there and sent again.
-        """
-        with self.lock:
-            if self.closing:
-                return False
-            if self.pool is broken:
-                self.pool = self._new_pool()
-        broken.shutdown(wait=False, cancel_futures=True)
-        return True
-
-
-def _settle(outcome: Future[Any], result: Any = None, error: BaseException | None = None) -> None:
-    """Finish `outcome` unless the client cancelled it meanwhile."""
-    if not outcome.set_running_or_notify_cancel():
-        return
-    if error is not None:
-        outcome.set_exception(error)
-    else:
-        outcome.set_result(result)
+        return self.pool.submit(label_task, task, settings)
 
 
 def _cancel(futures: list[Any]) -> None:

@@ -16,8 +16,8 @@ import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures import process as futures_process
 from multiprocessing import forkserver
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from cli_helpers import (
     assert_interrupted_summary,
     files,
     gccl,
+    gccl_process,
     json_lines,
     make_fax,
     make_inputs,
@@ -146,32 +147,34 @@ def test_bad_processes_values_name_the_key(value: object):
         apply(Settings(), {"processes": value}, "f.yaml")
 
 
-def test_a_run_ends_after_its_pools_manager_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """The manager thread drops the pool's queues as it ends, which unlinks their
-    semaphores: a run that exited before it did left the resource tracker a "leaked
-    semaphore" to warn about on stderr. Here that thread is slow to end."""
-    managers: list[futures_process._ExecutorManagerThread] = []
-    real = futures_process._ExecutorManagerThread.join_executor_internals
-
-    def slow(self: futures_process._ExecutorManagerThread) -> None:
-        managers.append(self)
-        time.sleep(0.5)
-        real(self)
-
-    monkeypatch.setattr(futures_process._ExecutorManagerThread, "join_executor_internals", slow)
-    make_inputs(tmp_path / "in", 4, 24)
-    code, _, stderr = gccl(str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--processes", "2")
-    assert code == 0, stderr
-    assert managers and not any(manager.is_alive() for manager in managers)
+def test_a_run_on_worker_processes_leaves_nothing_behind(tmp_path: Path):
+    """In a process of its own: nothing on stderr (no resource tracker warning of leaked
+    semaphores, no thread's traceback), and no process left (subprocess.run waits for the
+    pipes, which every worker and the fork server hold)."""
+    make_inputs(tmp_path / "in", 6, 24)
+    result = gccl_process("in", "-r", "--out", "out", "--processes", "2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert len(list((tmp_path / "out").rglob("*.stats.csv"))) == 6
 
 
-def test_a_worker_killed_mid_job_is_replaced_and_the_output_set_is_complete(tmp_path: Path):
+def test_a_worker_killed_mid_job_is_replaced_and_the_output_set_is_complete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """One new worker takes the killed one's place; the other goes on with its tasks."""
     before = set(multiprocessing.active_children())
+    started: list[BaseProcess] = []
+    real_start = BaseProcess.start
+
+    def start(self: BaseProcess) -> None:
+        started.append(self)
+        real_start(self)
 
     def kill_a_worker() -> None:
         victim = next(c for c in multiprocessing.active_children() if c not in before)
         os.kill(victim.pid, signal.SIGKILL)
 
+    monkeypatch.setattr(BaseProcess, "start", start)
     make_inputs(tmp_path / "in", 40, 320)
     out = tmp_path / "many"
     killer, seen = on_first_outputs(out, kill_a_worker)
@@ -180,6 +183,7 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_output_set_is_complete(tmp_
     killer.join(WAIT_SECONDS)
     assert seen and seen[0] < 40  # the kill came before the job was done
     assert code == 0, stderr
+    assert len(started) == 3
     assert gccl(str(tmp_path / "in"), "-r", "--out", str(tmp_path / "one"))[0] == 0
     assert files(out) == files(tmp_path / "one")
     assert not [path for path in out.rglob("*") if ".gccl-tmp-" in path.name]
