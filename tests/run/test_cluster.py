@@ -39,7 +39,7 @@ distributed = pytest.importorskip("distributed")
 def local_cluster() -> Iterator[Any]:
     """A local cluster of two single-threaded worker processes, each under a nanny."""
     with distributed.LocalCluster(
-        processes=True, n_workers=2, threads_per_worker=1, dashboard_address=None
+        processes=True, n_workers=2, threads_per_worker=1, dashboard_address=":0"
     ) as local:
         yield local
 
