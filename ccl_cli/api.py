@@ -381,8 +381,8 @@ def _shape(array: Any, batch: bool | None, rank: int) -> tuple[int, ...]:
 
 
 def _host_array(array: Any) -> np.ndarray:
-    """`array` as numpy (numpy.asarray), int64/uint64/float16 taken as _NARROWED says;
-    BadType for what is not an array of numbers."""
+    """`array` as numpy (numpy.asarray) in native byte order, int64/uint64/float16 taken as
+    _NARROWED says; BadType for what is not an array of numbers."""
     try:
         host = np.asarray(array)
     except Exception as error:  # ragged lists and the like
@@ -395,6 +395,8 @@ def _host_array(array: Any) -> np.ndarray:
             f"{_SOURCE}: expected an array of numbers (numpy, CuPy, PyTorch, DLPack, or "
             f"nested lists), got {type(array).__name__} of dtype {host.dtype}"
         )
+    if not host.dtype.isnative:  # NIfTI, FITS and other big-endian files read as they are stored
+        host = host.astype(host.dtype.newbyteorder("="))
     targets = _NARROWED.get(host.dtype)
     if targets is None:
         return host

@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 from oracles import bfs_labels, filter_min_area
+from scipy import ndimage
 
 import ccl_cli
 from ccl_cli import api
@@ -216,6 +217,24 @@ def test_nested_lists_and_int64_arrays_are_labeled_as_numpy_takes_them():
     want, _ = ccl_cli.label(high.astype(np.uint32), tau=2, background=3_000_000_000)
     np.testing.assert_array_equal(labels, want)
     assert tables[0]["max"].tolist() == [3_000_000_005, 3_000_000_007, 3_000_000_009]
+
+
+@pytest.mark.parametrize("dtype", [">i2", ">u2", ">f4", ">f8", ">i8"])
+def test_big_endian_arrays_are_labeled_as_their_values_say(dtype):
+    # nibabel hands NIfTI volumes over in the file's byte order, often big-endian.
+    rng = np.random.default_rng(7)
+    values = rng.integers(0, 300, (9, 11, 13)).astype(dtype)
+    assert not values.dtype.isnative
+    structure = ndimage.generate_binary_structure(3, 3)
+    want, count = ndimage.label(values > 150, structure)
+    labels, tables = ccl_cli.label(values, threshold=150, connectivity=26, device="cpu")
+    np.testing.assert_array_equal(labels, want)
+    assert len(tables[0]) == count
+    assert tables[0]["max"].tolist() == ndimage.maximum(values, want, range(1, count + 1)).tolist()
+    image = values[4]
+    labels, tables = ccl_cli.label(image, tau=40, background=None, device="cpu")
+    native, _ = ccl_cli.label(image.astype(image.dtype.newbyteorder("=")), tau=40, background=None)
+    np.testing.assert_array_equal(labels, native)
 
 
 @pytest.mark.parametrize(
