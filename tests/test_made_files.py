@@ -230,9 +230,11 @@ def test_the_record_lists_what_gccl_made_with_its_identity(tmp_path: Path) -> No
         "summary.csv",
         "gccl-run.json",
     }
-    for name, (inode, size, mtime) in listed.items():
+    for name, (inode, size, mtime, *made_for) in listed.items():
         info = (tmp_path / "o" / name).stat()
         assert (inode, size, mtime) == (info.st_ino, info.st_size, info.st_mtime_ns)
+        # each output names the input (and page) it was made for; the run's own files none
+        assert made_for == ([] if name in ("summary.csv", "gccl-run.json") else ["a.png", None])
     assert sorted(os.listdir(tmp_path / "o" / ".gccl")) == ["lock", "made"]
 
 

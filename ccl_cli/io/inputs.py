@@ -28,7 +28,7 @@ from typing import IO, Any
 
 from ..errors import UsageError
 from .decode import IMAGE_SUFFIXES, image_pages, is_image_path, may_hold_pages
-from .out_dir import Identity
+from .out_dir import Identity, Source
 from .output_paths import GCCL_DIR, is_output_image
 from .seen import Seen
 
@@ -42,11 +42,10 @@ class InputItem:
     problem: why the input fails without being read. empty: why a named folder
     gave no image (its row says so). duplicate: the input listed first under
     the same path (this one is not labeled again). page: which page (from 0) of a
-    multi-page TIFF this input is, each labeled as an image of its own. resume:
-    skipped where its outputs are current, as --skip-existing does (what a
-    watch finds when it starts). retired: where the pages that its file no
-    longer has mirrored (a watched file overwritten with other pages): their
-    outputs are moved aside, as a failure's are, when this input is admitted.
+    multi-page TIFF this input is, each labeled as an image of its own; pages:
+    how many its file has (the outputs of pages it no longer has are moved
+    aside when its first is admitted). resume: skipped where its outputs are
+    current, as --skip-existing does (what a watch finds when it starts).
     """
 
     path: Path
@@ -56,12 +55,18 @@ class InputItem:
     duplicate: str | None = None
     page: int | None = None
     resume: bool = False
-    retired: tuple[Path, ...] = ()
+    pages: int = 1
 
     @property
     def display(self) -> str:
         """The path as the user gave or the scan found it, and the page (for messages)."""
         return str(self.path) if self.page is None else f"{self.path} (page {self.page + 1})"
+
+    @property
+    def source(self) -> Source:
+        """What the record of made files says this input's outputs were made for: the place
+        below --out of its file (a page's outputs are named after it) and its page."""
+        return "/".join(_file_place(self.relative, self.page).parts), self.page
 
 
 def expand(
@@ -216,22 +221,26 @@ def _pages(item: InputItem) -> Iterator[InputItem]:
         yield item
         return
     for page in range(count):
-        yield replace(item, page=page, relative=_page_name(item.relative, page))
+        yield replace(item, page=page, relative=_page_name(item.relative, page), pages=count)
 
 
-def page_places(relative: Path, pages: int) -> list[Path]:
-    """Where the pages of a file of `pages` pages at `relative` mirror (the file itself
-    for one page), as with_pages names them."""
-    if pages == 1:
-        return [relative]
-    return [_page_name(relative, page) for page in range(pages)]
+#: What _page_name adds to a file's stem for a page: ".p0001" for the first.
+_PAGE_MARK = ".p{:04d}"
 
 
 def _page_name(relative: Path, page: int | None) -> Path:
     """Where page `page` of the file at `relative` mirrors (the file itself for None)."""
     if page is None:
         return relative
-    return relative.with_name(f"{relative.stem}.p{page + 1:04d}{relative.suffix}")
+    return relative.with_name(f"{relative.stem}{_PAGE_MARK.format(page + 1)}{relative.suffix}")
+
+
+def _file_place(relative: Path, page: int | None) -> Path:
+    """Where the file of the page mirrored at `relative` mirrors (_page_name undone)."""
+    if page is None:
+        return relative
+    stem = relative.stem[: -len(_PAGE_MARK.format(page + 1))]
+    return relative.with_name(stem + relative.suffix)
 
 
 def _expand_spec(

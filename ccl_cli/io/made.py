@@ -1,8 +1,12 @@
 """The record of the files gccl made in an --out folder, and the rule it keeps: replace, rename
 or remove only a file it lists, while the file at that path is still that one.
 
-The record lives in GCCL_DIR/RECORD_NAME: a line per file gccl made, its path below --out and
-its identity (inode, size, modification time in ns), as JSON: ["a/x.stats.csv", 1234, 56, 17...].
+The record lives in GCCL_DIR/RECORD_NAME: a line per file gccl made, its path below --out, its
+identity (inode, size, modification time in ns) and, for an input's output, what it was made
+for (the input file's place below --out and its page, null for a file of one image), as JSON:
+["a/x.stats.csv", 1234, 56, 17..., "a/x.png", null]. So the record knows which outputs belong
+to which input and page: a file that has other pages than when its outputs were made has those
+of the pages it lost moved aside (lost_pages), whichever run meets it.
 Each writer (the run, each worker process, each Dask task) appends to a segment of its own
 (RECORD_NAME-<host>-<pid>-<random>) a line per file, written before the file takes its name, so
 a file in place is always listed (a writer killed between the two leaves a line for a file that
@@ -34,8 +38,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, UsageError
-from .out_dir import FileIdentity, OutDir, Owner, file_identity, kind_of, not_made_here
-from .output_paths import GCCL_DIR, RECORD_NAME, OutputPaths, stale_name
+from .out_dir import FileIdentity, OutDir, Owner, Source, file_identity, kind_of, not_made_here
+from .output_paths import GCCL_DIR, RECORD_NAME, stale_name
 
 if TYPE_CHECKING:
     import sqlite3
@@ -51,21 +55,35 @@ _APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLL
 Known = dict[str, list[FileIdentity]]
 
 
-def _line(key: str, identity: FileIdentity) -> bytes:
+#: A record line: a path, an identity, and what the file was made for (None: no input's).
+Entry = tuple[str, FileIdentity, Source | None]
+
+
+def _line(key: str, identity: FileIdentity, source: Source | None = None) -> bytes:
     # surrogates (names that are not UTF-8) kept as \\udcXX escapes, read back the same
-    return (json.dumps([key, *identity]) + "\n").encode("ascii")
+    fields = [key, *identity, *(source or ())]
+    return (json.dumps(fields) + "\n").encode("ascii")
 
 
-def _entry(line: bytes) -> tuple[str, FileIdentity] | None:
-    """A record line's path and identity, or None for a line that is not one (a writer
-    killed mid-line)."""
+def _entry(line: bytes) -> Entry | None:
+    """A record line's path, identity and source, or None for a line that is not one (a
+    writer killed mid-line)."""
     try:
-        key, inode, size, mtime = json.loads(line)
+        fields = json.loads(line)
     except ValueError:
         return None
+    if not isinstance(fields, list) or len(fields) not in (4, 6):
+        return None
+    key, inode, size, mtime, *made_for = fields
     if not isinstance(key, str) or not all(type(v) is int for v in (inode, size, mtime)):
         return None
-    return key, (inode, size, mtime)
+    source: Source | None = None
+    if made_for:
+        file, page = made_for
+        if not isinstance(file, str) or not (page is None or type(page) is int):
+            return None
+        source = (file, page)
+    return key, (inode, size, mtime), source
 
 
 def _matches(identities: Iterable[FileIdentity], identity: FileIdentity) -> bool:
@@ -83,12 +101,12 @@ class _Segment:
         self.fd: int | None = None
         self.lock = threading.Lock()
 
-    def append(self, key: str, identity: FileIdentity) -> None:
+    def append(self, key: str, identity: FileIdentity, source: Source | None) -> None:
         """One line, in one write (the writer's threads take turns)."""
         with self.lock:
             if self.fd is None:
                 self.fd = os.open(self.name, _APPEND_FLAGS, 0o666, dir_fd=self.folder)
-            line = _line(key, identity)
+            line = _line(key, identity, source)
             while line:
                 line = line[os.write(self.fd, line) :]
 
@@ -103,29 +121,44 @@ class _Segment:
 
 
 class _MemoryIndex:
-    """Identities by path, and the set of every identity listed (a run with a list of inputs)."""
+    """Identities (each with its source) by path, the set of every identity listed, and the
+    paths listed for each input file (a run with a list of inputs)."""
 
     def __init__(self) -> None:
-        self.by_key: dict[str, set[FileIdentity]] = {}
+        self.by_key: dict[str, dict[FileIdentity, Source | None]] = {}
         self.all: set[FileIdentity] = set()
+        self.by_file: dict[str, set[str]] = {}
 
-    def add(self, key: str, identity: FileIdentity) -> None:
-        self.by_key.setdefault(key, set()).add(identity)
+    def add(self, key: str, identity: FileIdentity, source: Source | None) -> None:
+        listed = self.by_key.setdefault(key, {})
+        if source is not None or identity not in listed:  # (a source is never forgotten)
+            listed[identity] = source
         self.all.add(identity)
+        if source is not None:
+            self.by_file.setdefault(source[0], set()).add(key)
 
     def get(self, key: str) -> set[FileIdentity]:
-        return self.by_key.get(key, set())
+        return set(self.by_key.get(key, ()))
 
     def replace(self, key: str, identities: set[FileIdentity]) -> None:
-        if identities:
-            self.by_key[key] = identities
+        kept = {i: s for i, s in self.by_key.get(key, {}).items() if i in identities}
+        if kept:
+            self.by_key[key] = kept
         else:
             self.by_key.pop(key, None)
 
     def has(self, identity: FileIdentity) -> bool:
         return identity in self.all
 
-    def items(self) -> Iterator[tuple[str, set[FileIdentity]]]:
+    def made_for(self, file: str) -> list[Entry]:
+        return [
+            (key, identity, source)
+            for key in sorted(self.by_file.get(file, ()))
+            for identity, source in self.by_key.get(key, {}).items()
+            if source is not None and source[0] == file
+        ]
+
+    def items(self) -> Iterator[tuple[str, dict[FileIdentity, Source | None]]]:
         for key in sorted(self.by_key):
             yield key, self.by_key[key]
 
@@ -144,26 +177,35 @@ class _DiskIndex:
         self.db.execute("PRAGMA journal_mode=OFF")
         self.db.execute("PRAGMA synchronous=OFF")
         self.db.execute(
-            "CREATE TABLE made (key TEXT, inode INT, size INT, mtime INT, "
+            "CREATE TABLE made (key TEXT, inode INT, size INT, mtime INT, file TEXT, page INT, "
             "PRIMARY KEY (key, inode, size, mtime)) WITHOUT ROWID"
         )
         self.db.execute("CREATE INDEX made_identity ON made (inode, size, mtime)")
+        self.db.execute("CREATE INDEX made_file ON made (file)")
 
     def _run(self, statement: str, *values: Any) -> Any:
         with self.lock:
             return self.db.execute(statement, values).fetchall()
 
-    def add(self, key: str, identity: FileIdentity) -> None:
-        self._run("INSERT OR IGNORE INTO made VALUES (?, ?, ?, ?)", key, *identity)
+    def add(self, key: str, identity: FileIdentity, source: Source | None) -> None:
+        file, page = source or (None, None)
+        self._run(
+            "INSERT INTO made VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key, inode, size, mtime) "
+            "DO UPDATE SET file = excluded.file, page = excluded.page "
+            "WHERE excluded.file IS NOT NULL",
+            key, *identity, file, page,
+        )  # fmt: skip
 
     def get(self, key: str) -> set[FileIdentity]:
         rows = self._run("SELECT inode, size, mtime FROM made WHERE key = ?", key)
         return {(row[0], row[1], row[2]) for row in rows}
 
     def replace(self, key: str, identities: set[FileIdentity]) -> None:
-        self._run("DELETE FROM made WHERE key = ?", key)
-        for identity in identities:
-            self.add(key, identity)
+        for identity in self.get(key) - identities:
+            self._run(
+                "DELETE FROM made WHERE key = ? AND inode = ? AND size = ? AND mtime = ?",
+                key, *identity,
+            )  # fmt: skip
 
     def has(self, identity: FileIdentity) -> bool:
         rows = self._run(
@@ -171,15 +213,22 @@ class _DiskIndex:
         )
         return bool(rows)
 
-    def items(self) -> Iterator[tuple[str, set[FileIdentity]]]:
+    def made_for(self, file: str) -> list[Entry]:
+        rows = self._run(
+            "SELECT key, inode, size, mtime, page FROM made WHERE file = ? ORDER BY key", file
+        )
+        return [(row[0], (row[1], row[2], row[3]), (file, row[4])) for row in rows]
+
+    def items(self) -> Iterator[tuple[str, dict[FileIdentity, Source | None]]]:
         key: str | None = None
-        found: set[FileIdentity] = set()
-        for row in self._run("SELECT key, inode, size, mtime FROM made ORDER BY key"):
+        found: dict[FileIdentity, Source | None] = {}
+        rows = self._run("SELECT key, inode, size, mtime, file, page FROM made ORDER BY key")
+        for row in rows:
             if row[0] != key:
                 if key is not None:
                     yield key, found
-                key, found = row[0], set()
-            found.add((row[1], row[2], row[3]))
+                key, found = row[0], {}
+            found[(row[1], row[2], row[3])] = None if row[4] is None else (row[4], row[5])
         if key is not None:
             yield key, found
 
@@ -221,12 +270,17 @@ class MadeFiles:
         """Whether the record lists a file at `key` (one there now may be another)."""
         return bool(self.index.get(key))
 
-    def made(self, key: str, identity: FileIdentity) -> None:
-        """Record the file `identity` that takes the name `key` next."""
-        self.segment.append(key, identity)
+    def made(self, key: str, identity: FileIdentity, source: Source | None = None) -> None:
+        """Record the file `identity` that takes the name `key` next, made for `source`."""
+        self.segment.append(key, identity, source)
         with self.lock:
-            self.index.add(key, identity)
+            self.index.add(key, identity, source)
             self.touched.add(key)
+
+    def made_for(self, file: str) -> list[Entry]:
+        """What the record lists as made for the input file at `file` (its place below
+        --out): each path, identity and source (the file and the page)."""
+        return self.index.made_for(file)
 
     def is_made(self, info: os.stat_result) -> bool:
         """Whether the file `info` describes (an input, say) is one gccl made in this --out."""
@@ -262,7 +316,7 @@ class MadeFiles:
             buffer = bytearray()
             for key, identities in self.index.items():
                 for identity in sorted(identities):
-                    buffer += _line(key, identity)
+                    buffer += _line(key, identity, identities[identity])
                 if len(buffer) > 1 << 20:
                     _write_all(fd, buffer)
                     buffer.clear()
@@ -400,9 +454,9 @@ class TaskRecord:
         with self.lock:
             return bool(self.known.get(key))
 
-    def made(self, key: str, identity: FileIdentity) -> None:
-        """Record the file `identity` that takes the name `key` next."""
-        self.segment.append(key, identity)
+    def made(self, key: str, identity: FileIdentity, source: Source | None = None) -> None:
+        """Record the file `identity` that takes the name `key` next, made for `source`."""
+        self.segment.append(key, identity, source)
         with self.lock:
             self.known.setdefault(key, set()).add(identity)
 
@@ -434,15 +488,37 @@ def in_the_way(out: OutDir, owner: Owner, paths: Iterable[Path]) -> str | None:
     return None
 
 
-def move_aside(out: OutDir, owner: Owner, paths: OutputPaths) -> list[str]:
+def move_aside(out: OutDir, owner: Owner, paths: Iterable[Path]) -> list[str]:
     """Rename each file gccl made at `paths` to its stale name (stale_name), so that no earlier
     result sits next to a failed input and none is lost; returns the new names. A file
     the rename would replace that gccl did not make stays, and so does the output."""
     moved = []
-    for path in paths.all():
+    for path in paths:
         if owner.listed(out.key(path)) and out.rename(path, stale_name(path), owner):
             moved.append(stale_name(path))
     return moved
+
+
+def lost_pages(out: OutDir, made: MadeFiles, file: str, pages: int) -> list[Path]:
+    """The files in place that gccl made for pages the input file at `file` (its place below
+    --out) no longer has, now that it has `pages`: every page but the first `pages` of a
+    multi-page file, and the whole-file outputs of one that became multi-page (its page
+    None), or the other way round. A file at such a path that the record does not list as
+    made for that page (one gccl did not make, or made for another input since) is not one
+    of them."""
+    now: set[int | None] = {None} if pages == 1 else set(range(pages))
+    lost = []
+    for key, identity, source in made.made_for(file):
+        if source is None or source[1] in now:
+            continue
+        path = out.root / key
+        try:
+            info = out.lstat(path)
+        except (OSError, InputError):  # (a folder on the way gone, or a link now)
+            continue
+        if info is not None and stat.S_ISREG(info.st_mode) and file_identity(info) == identity:
+            lost.append(path)
+    return lost
 
 
 def remove_stale(out: OutDir, owner: Owner, paths: Iterable[Path]) -> None:

@@ -63,6 +63,9 @@ Identity = tuple[int, int]
 #: A file's identity as the record of made files keeps it: (inode, size, mtime in ns). The
 #: device is left out: shared storage shows other device numbers on other hosts.
 FileIdentity = tuple[int, int, int]
+#: What a file gccl made was made for: the input file, as the place below --out its outputs
+#: mirror ("a/b/fax.tif"), and its page (from 0; None for a file of one image).
+Source = tuple[str, int | None]
 
 
 def file_identity(info: os.stat_result) -> FileIdentity:
@@ -78,8 +81,10 @@ class Owner(Protocol):
         """Whether the file `identity` at `key` (its path below --out) is one gccl made."""
         ...
 
-    def made(self, key: str, identity: FileIdentity) -> None:
-        """The file `identity` is about to take the name `key`."""
+    def made(self, key: str, identity: FileIdentity, source: Source | None = None) -> None:
+        """The file `identity` is about to take the name `key`; `source`: the input (and
+        page) it was made for, None for a file that is no input's (summary.csv, a copy a
+        failure moved aside)."""
         ...
 
     def listed(self, key: str) -> bool:
@@ -210,12 +215,14 @@ class OutDir:
         owner: Owner,
         durable: bool = True,
         after_ns: int | None = None,
+        source: Source | None = None,
     ) -> FileIdentity:
         """Write `data` (bytes, or pieces of them as a producer makes them) to `path` so that
         readers only ever see the whole file; returns the file's identity.
 
-        owner: told of the file before it takes its name; asked whether a file
-        that holds the name now may be replaced.
+        owner: told of the file (and its `source`, the input it was made for)
+        before it takes its name; asked whether a file that holds the name now
+        may be replaced.
         durable: flush it to disk before it takes its name (--fsync); without, a
         power cut soon after may leave an empty or an older file, never a partial
         one in a running system.
@@ -249,7 +256,7 @@ class OutDir:
                     os.fsync(fd)
                 identity = file_identity(os.fstat(fd))
                 _changing()  # (the record's line is a change too, and the write took time)
-                owner.made(key, identity)
+                owner.made(key, identity, source)
                 self._place(folder, temp, name, path, key, owner)
             except BaseException:
                 _unlink(temp, folder)

@@ -35,7 +35,7 @@ from ..errors import GcclError, InputError, UsageError
 from ..io.decode import IMAGE_SUFFIXES, unreadable
 from ..io.inputs import InputItem, OutPlace, expand, passed_over_notice
 from ..io.lock import OutputLock
-from ..io.made import MadeFiles, in_the_way, move_aside
+from ..io.made import MadeFiles, in_the_way, lost_pages, move_aside
 from ..io.out_dir import OutDir, file_identity, kind_of, not_made_here
 from ..io.output_paths import (
     GCCL_DIR,
@@ -446,8 +446,7 @@ def _admit(
     claimed: Seen,
 ) -> OutputPaths | None:
     """The outputs of `record` when it needs work; else None, the record finished here."""
-    if record.item.retired:
-        _retire(record.item, settings, out, summary.made, outcomes.reporter)
+    _retire_lost_pages(record.item, out, summary.made, outcomes.reporter)
     decided = admission(record.item, settings, out, summary.made, run_record, claimed)
     if decided.clears and decided.paths is not None:
         summary.may_write(record, decided.paths)
@@ -463,21 +462,38 @@ def _admit(
     return None
 
 
-def _retire(
-    item: InputItem, settings: Settings, out: OutDir, made: MadeFiles, reporter: Reporter
-) -> None:
-    """Move aside (as a failure does) the outputs of the pages `item`'s file no longer
-    has, and say where they went."""
-    assert settings.out is not None
-    moved: list[str] = []
-    for relative in item.retired:
-        with contextlib.suppress(OSError, InputError):  # (a folder on the way gone)
-            moved += move_aside(out, made, output_paths(settings.out, relative))
+def lost_page_outputs(item: InputItem, out: OutDir, made: MadeFiles) -> list[Path]:
+    """The outputs gccl made for pages `item`'s file no longer has (io/made.lost_pages), asked
+    at its first input (its first page, or the file of one image). Decides only: gccl label
+    --dry-run asks it too."""
+    if item.page not in (None, 0) or item.empty or item.duplicate or not item.relative.name:
+        return []
+    return lost_pages(out, made, item.source[0], item.pages)
+
+
+def _retire_lost_pages(item: InputItem, out: OutDir, made: MadeFiles, reporter: Reporter) -> None:
+    """Move aside (as a failure does) what gccl made for pages `item`'s file no longer has,
+    and say on stderr where it went and what had to stay."""
+    lost = lost_page_outputs(item, out, made)
+    if not lost:
+        return
+    moved, stayed = [], []
+    for path in lost:
+        try:
+            renamed = move_aside(out, made, [path])
+        except (OSError, InputError):  # (a folder on the way gone)
+            renamed = []
+        if renamed:
+            moved.append(out.key(path.with_name(renamed[0])))
+        else:
+            stayed.append(out.key(path))
+    said = f"{item.path} changed its pages: the outputs made for those it no longer has"
     if moved:
-        reporter.notice(
-            f"{item.path} has other pages now: the outputs of "
-            f"{', '.join(map(str, item.retired))} were kept as {', '.join(moved)}"
-        )
+        said += f" were kept as {', '.join(moved)}"
+    if stayed:
+        said += f"{'; ' if moved else ' '}stay as they are where a file gccl did not make "
+        said += f"holds their stale name: {', '.join(stayed)}"
+    reporter.notice(said)
 
 
 def _claim(item: InputItem) -> str:

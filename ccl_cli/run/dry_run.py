@@ -1,13 +1,13 @@
 """`gccl label --dry-run`: what a run would do with its inputs, said and nothing written.
 
-The inputs are found as a run finds them (folders scanned, globs matched, stdin read to
-its end) and each goes through the run's own admission (command.admission) against --out
-as it is now, read without its lock: the record of the files gccl made there and the run
-record decide what would be skipped as current (--skip-existing) and what a file in the
-way would stop. No file or folder is made, not even --out; no input is read beyond its
-first bytes (a name collision's other reason); the device and a --scheduler are not
-contacted. The exit code is the run's where admission decides it: 2 for a usage error
-(raised), 3 when nothing would be labeled, 1 when an input would fail, else 0.
+The inputs are found as a run finds them (folders scanned, globs matched, stdin read to its end)
+and each goes through the run's own admission (command.admission) against --out as it is now,
+read without its lock: the record of the files gccl made there and the run record decide what
+would be skipped as current (--skip-existing), what a file in the way would stop, and which
+outputs of pages a file no longer has would be moved aside. No file or folder is made, not even
+--out; no input is read beyond its first bytes (a name collision's other reason); the device and
+a --scheduler are not contacted. The exit code is the run's where admission decides it: 2 for a
+usage error (raised), 3 when nothing would be labeled, 1 when an input would fail, else 0.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..io.made import MadeFiles
 from ..io.out_dir import OutDir
 from ..io.output_paths import OutputPaths
 from ..io.seen import Seen
-from .command import NO_IMAGES, admission, checked_out, label_file_format
+from .command import NO_IMAGES, admission, checked_out, label_file_format, lost_page_outputs
 from .freshness import RunRecord
 
 #: The action each admission status means, as the listing names it.
@@ -64,6 +64,13 @@ def dry_run(
             run_record = RunRecord(folder, settings, made, time.time_ns())
         claimed = Seen()
         for item in items:
+            if folder is not None and made is not None:
+                lost = lost_page_outputs(item, folder, made)
+                if lost:
+                    notice(
+                        f"{item.path} changed its pages: would keep the outputs made for those "
+                        f"it no longer has as stale copies ({', '.join(map(folder.key, lost))})"
+                    )
             decided = admission(item, settings, folder, made, run_record, claimed)
             action = ACTIONS[decided.status]
             counts[action] += 1

@@ -455,19 +455,20 @@ def _write(
         encoded = encode_label_tiff(labels, settings.tiff_compression)
     else:
         encoded = encode_label_png(labels)
-    out.write(label_path, encoded, owner, settings.fsync)
+    source = decoded.record.item.source
+    out.write(label_path, encoded, owner, settings.fsync, source=source)
     written = [label_path]
     outputs = {"labels": str(label_path)}
     if settings.preview:
         preview = encode_preview_png(decoded.values, labels)
-        out.write(paths.preview, preview, owner, settings.fsync)
+        out.write(paths.preview, preview, owner, settings.fsync, source=source)
         outputs["preview"] = str(paths.preview)
         written.append(paths.preview)
     if outlines is not None:
-        out.write(paths.polygons, geojson(outlines), owner, settings.fsync)
+        out.write(paths.polygons, geojson(outlines), owner, settings.fsync, source=source)
         outputs["polygons"] = str(paths.polygons)
         written.append(paths.polygons)
-    out.write(paths.stats, stats_csv(table), owner, settings.fsync, decoded.modified_ns)
+    out.write(paths.stats, stats_csv(table), owner, settings.fsync, decoded.modified_ns, source)
     outputs["stats"] = str(paths.stats)
     written.append(paths.stats)
     for other in LABEL_ENDINGS:  # an earlier run's label image of another format

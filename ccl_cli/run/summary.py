@@ -179,7 +179,7 @@ class Summary:
     def _move_aside(self, record: Record, paths: OutputPaths) -> None:
         """Rename the outputs gccl made for the failed `record`; its row says where they went."""
         try:
-            moved = move_aside(self.out, self.made, paths)
+            moved = move_aside(self.out, self.made, paths.all())
         except (OSError, InputError):  # a folder on the way gone or unreadable: nothing moved
             return
         if moved:

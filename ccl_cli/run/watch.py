@@ -8,7 +8,7 @@ network shares, whose writes raise no local events), once two looks a poll
 interval apart found the same size, modification time and inode. It is taken
 again whenever it changes after that (a new size, mtime or inode) and is
 complete again: a file overwritten is labeled again and its outputs replaced
-whole (those of pages it no longer has moved aside, as a failure's), and one
+whole (those of pages it no longer has moved aside, as in any run), and one
 that failed because it was caught while still being written is tried again
 once its writer goes on. What the first look finds is skipped where its
 outputs are current (as --skip-existing), so a restarted watch redoes nothing.
@@ -31,7 +31,7 @@ import queue
 import stat
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -41,7 +41,7 @@ from watchdog.observers import Observer
 from ..config import Settings
 from ..errors import UsageError
 from ..io.decode import is_image_path
-from ..io.inputs import InputItem, OutPlace, page_places, with_pages
+from ..io.inputs import InputItem, OutPlace, with_pages
 from ..io.seen import Seen
 from ..options import BY_NAME, NOT_FOR_A_WATCH
 from .command import checked_out, run_source
@@ -136,8 +136,7 @@ class WatchSource:
         self.notice = notice
         self.out = out
         self.events: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
-        #: The version of each path taken, the last time it was, and how many inputs (pages)
-        #: it gave: "inode:size:mtime/pages" (a watch has no end: on disk).
+        #: The version of each path taken, the last time it was (a watch has no end: on disk).
         self.taken = Seen(on_disk=True)
         #: Files waiting to be complete: path -> (version, unchanged since, how long).
         self.settling: dict[Path, tuple[Version, float, float]] = {}
@@ -239,21 +238,12 @@ class WatchSource:
         item = self._item(path, resume)
         if item is None or not self._changed(path, version):
             return []
-        items = with_pages(item)
-        before = self.taken.get(path)
-        self.taken.set(path, f"{_text_of(version)}/{len(items)}")
-        if before is not None:  # the places of pages it no longer has
-            places = {found.relative for found in items}
-            earlier = page_places(item.relative, int(before.rpartition("/")[2]))
-            retired = tuple(place for place in earlier if place not in places)
-            if retired:
-                items[0] = replace(items[0], retired=retired)
-        return items
+        self.taken.set(path, _text_of(version))
+        return with_pages(item)
 
     def _changed(self, path: Path, version: Version) -> bool:
         """Whether `path` has another version than the one last taken (or none was)."""
-        taken = self.taken.get(path)
-        return taken is None or taken.rpartition("/")[0] != _text_of(version)
+        return self.taken.get(path) != _text_of(version)
 
     def _check_roots(self) -> None:
         """Raise Moved when a watched folder is no longer the one the watch found."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ccl_cli.errors import InputError, UsageError
-from ccl_cli.io.made import GROWS, MadeFiles, TaskRecord, in_the_way, move_aside
+from ccl_cli.io.made import GROWS, MadeFiles, TaskRecord, in_the_way, lost_pages, move_aside
 from ccl_cli.io.out_dir import OutDir
 from ccl_cli.io.output_paths import GCCL_DIR, RECORD_NAME, output_paths
 
@@ -54,7 +54,7 @@ def test_a_file_of_the_users_stays_and_the_write_says_why(tmp_path: Path) -> Non
         assert not out.remove(tmp_path / "a.stats.csv", made)
         paths = output_paths(tmp_path, Path("a.png"))
         assert "not made by gccl" in str(in_the_way(out, made, [paths.stats]))
-        assert move_aside(out, made, paths) == []
+        assert move_aside(out, made, paths.all()) == []
         made.close()
     assert (tmp_path / "a.stats.csv").read_text() == "mine"
     assert sorted(os.listdir(tmp_path)) == [GCCL_DIR, "a.labels.png", "a.stats.csv"]
@@ -69,7 +69,7 @@ def test_a_failure_moves_outputs_aside_without_replacing_a_file_of_the_users(
         out.write(paths.stats, b"stats", made)
         out.write(paths.labels_png, b"labels", made)
         (tmp_path / "a.labels.stale.png").write_bytes(b"the user's")  # in the way of one move
-        assert move_aside(out, made, paths) == ["a.stats.stale.csv"]
+        assert move_aside(out, made, paths.all()) == ["a.stats.stale.csv"]
         made.close()
     assert (tmp_path / "a.stats.stale.csv").read_bytes() == b"stats"
     assert (tmp_path / "a.labels.png").read_bytes() == b"labels"  # kept where it was
@@ -123,6 +123,51 @@ def test_a_task_sent_again_knows_what_its_earlier_try_made(tmp_path: Path) -> No
         made.close()
     assert (tmp_path / "a.csv").read_bytes() == b"second try"
     assert sorted(os.listdir(tmp_path / GCCL_DIR)) == [RECORD_NAME]
+
+
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_what_each_output_was_made_for_outlives_the_merge_and_finds_the_lost_pages(
+    tmp_path: Path, on_disk: bool
+) -> None:
+    with OutDir.open(tmp_path) as out:
+        made = MadeFiles(out, on_disk)
+        for page in range(3):
+            out.write(
+                tmp_path / f"f.p000{page + 1}.stats.csv", b"page", made, source=("f.tif", page)
+            )
+        task = TaskRecord(out, {}, "task1")  # a worker's outputs say it too
+        out.write(tmp_path / "g.stats.csv", b"g", task, source=("sub/g.tif", None))
+        task.close()
+        out.write(tmp_path / "summary.csv", b"rows", made)  # no input's
+        made.close()
+    with OutDir.open(tmp_path) as out:
+        made = MadeFiles(out, on_disk)
+        assert sorted((key, source) for key, _, source in made.made_for("f.tif")) == [
+            (f"f.p000{page + 1}.stats.csv", ("f.tif", page)) for page in range(3)
+        ]
+        assert [source for _, _, source in made.made_for("sub/g.tif")] == [("sub/g.tif", None)]
+        assert made.made_for("summary.csv") == []
+        third = tmp_path / "f.p0003.stats.csv"
+        assert lost_pages(out, made, "f.tif", 2) == [third]
+        assert sorted(lost_pages(out, made, "f.tif", 1)) == [
+            tmp_path / f"f.p000{n}.stats.csv" for n in (1, 2, 3)
+        ]
+        third.write_bytes(b"edited")  # no longer the file gccl made: not a lost page's
+        assert lost_pages(out, made, "f.tif", 2) == []
+        made.close()
+
+
+def test_a_record_without_what_files_were_made_for_is_still_read(tmp_path: Path) -> None:
+    (tmp_path / "a.stats.csv").write_bytes(b"old")
+    info = (tmp_path / "a.stats.csv").stat()
+    (tmp_path / GCCL_DIR).mkdir()
+    line = json.dumps(["a.stats.csv", info.st_ino, info.st_size, info.st_mtime_ns])
+    (tmp_path / GCCL_DIR / RECORD_NAME).write_text(line + "\n")
+    with OutDir.open(tmp_path) as out:
+        made = MadeFiles(out)
+        assert made.ours("a.stats.csv", (info.st_ino, info.st_size, info.st_mtime_ns))
+        assert made.made_for("a.png") == []
+        made.close()
 
 
 def test_a_record_that_is_not_a_regular_file_is_refused(tmp_path: Path) -> None:

@@ -445,7 +445,38 @@ def test_a_file_overwritten_with_fewer_pages_keeps_no_outputs_of_the_pages_it_lo
     expected, _ = ndi.label(single, structure=EIGHT)
     assert np.array_equal(read_label_image(out / "fax.labels.stale.png"), expected)
     assert (out / "fax.p0003.labels.stale.png").exists()
-    assert "fax.tif has other pages now" in stderr and "fax.p0003.labels.stale.png" in stderr
+    assert "fax.tif changed its pages" in stderr and "fax.p0003.labels.stale.png" in stderr
+
+
+def test_a_restarted_watch_moves_aside_the_outputs_of_pages_lost_while_it_was_stopped(
+    folder: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    watch = Watch(folder, out)
+    try:
+        watch.wait_for("old0.png")
+        tiff_pages(folder / "fax.tif", 3, seed=1)
+        watch.wait_for("fax.tif", times=3)
+        code, stderr = watch.stop()
+    finally:
+        watch.kill()
+    assert code == -signal.SIGTERM, stderr
+    third = (out / "fax.p0003.labels.png").read_bytes()
+    (single,) = tiff_pages(folder / "fax.tif", 1, seed=2)  # while no watch runs
+    again = Watch(folder, out, quiet=False)
+    try:
+        assert again.wait_for("fax.tif")["fax.tif"]["status"] == "ok"
+        code, stderr = again.stop()
+    finally:
+        again.kill()
+    assert code == -signal.SIGTERM, stderr
+    expected, _ = ndi.label(single, structure=EIGHT)
+    assert np.array_equal(read_label_image(out / "fax.labels.png"), expected)
+    assert not list(out.glob("fax.p000?.labels.png")) and not list(out.glob("fax.p000?.stats.csv"))
+    assert (out / "fax.p0003.labels.stale.png").read_bytes() == third
+    assert "fax.tif changed its pages" in stderr and "fax.p0003.labels.stale.png" in stderr
+    rows = [row for row in summary_rows(out) if row["path"].endswith("fax.tif")]
+    assert [(row["page"], row["status"]) for row in rows] == [("", "ok")]
 
 
 # --- a watch resolves its folders once -----------------------------------------------
