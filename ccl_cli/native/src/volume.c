@@ -726,12 +726,16 @@ int gccl_volume_label_slabs(const gccl_volumes *b, int64_t lo, int64_t hi) {
         }
     }
     for (int64_t t = lo; t < hi && !failed; t++) {
-        gccl_slab *slab = &b->slabs[t];
+        /* the slab's state worked on in a copy of this thread's: the slabs lie side by side,
+           and a line shared with a slab another thread counts labels in would pass from core
+           to core at every run */
+        gccl_slab slab = b->slabs[t];
         const int64_t *task = &b->tasks[3 * t];
         failed = (b->tau_mode
-                      ? label_slab_tau(b, slab, task[0], task[1], task[2], fg, bounds, &runs)
-                      : label_slab_binary(b, slab, task[0], task[1], task[2], fg, zero)) != 0;
-        if (!failed) slab->locals = b->local_counts[t] = flatten_slab(slab);
+                      ? label_slab_tau(b, &slab, task[0], task[1], task[2], fg, bounds, &runs)
+                      : label_slab_binary(b, &slab, task[0], task[1], task[2], fg, zero)) != 0;
+        if (!failed) slab.locals = b->local_counts[t] = flatten_slab(&slab);
+        b->slabs[t] = slab; /* what it holds, freed by gccl_volume_free even where it failed */
     }
     for (int p = 0; p < 2; p++) {
         free(runs.runs[p]);
