@@ -19,6 +19,7 @@ from volume_oracles import (
     bfs_volume,
     cc3d_volume,
     filter_min_area_3d,
+    grouped_stats,
     scipy_volume,
     volume_stats,
 )
@@ -260,6 +261,53 @@ def test_large_integer_sums_are_exact() -> None:
     values = np.full((6, 7, 8), 2**32 - 1, np.uint32)
     values[::2, ::3, ::2] -= np.uint32(3)
     assert_statistics_match(values, LabelParams(connectivity=6), 3)
+
+
+def assert_table_matches(table: object, want: dict[str, np.ndarray]) -> None:
+    """Every column of a volume's StatsTable equal to the reference's, bit for bit."""
+    for name, column in want.items():
+        np.testing.assert_array_equal(getattr(table, name), column, err_msg=name)
+
+
+@pytest.mark.parametrize("connectivity", CONNECTIVITIES)
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.uint32, np.float32])
+def test_statistics_of_many_components_match_numpy(connectivity: int, dtype: type) -> None:
+    # Random masks just below where they would percolate: hundreds to thousands of
+    # components, many across the seams of one slab per plane (some leaving a slab to come
+    # back into it), most of one or two runs.
+    rng = np.random.default_rng(29)
+    mask = rng.random((23, 37, 41)) < {6: 0.2, 18: 0.1, 26: 0.08}[connectivity]
+    if np.dtype(dtype).kind == "f":
+        values = (rng.integers(-9, 10, mask.shape) * 0.75).astype(dtype)
+        values[rng.random(mask.shape) < 0.01] = 3e38
+    else:
+        info = np.iinfo(dtype)
+        values = rng.integers(int(info.min), int(info.max), mask.shape, endpoint=True).astype(dtype)
+    image = np.where(mask, values, 0).astype(dtype)
+    image[mask & (image == 0)] = 1  # every voxel of the mask is foreground
+    want, count = scipy_volume(mask, connectivity)
+    assert count > 500
+    for threads, min_area in ((1, 0), (3, 0), (23, 0), (23, 3)):
+        params = LabelParams(connectivity=connectivity, min_area=min_area)
+        labels, labeled = engine_labels(image, params, threads)
+        kept = filter_min_area_3d(want, min_area)
+        np.testing.assert_array_equal(labels, kept)
+        assert labeled.tables is not None
+        assert_table_matches(labeled.tables[0], grouped_stats(kept, image))
+
+
+def test_a_component_that_leaves_a_slab_and_comes_back_has_one_row() -> None:
+    # Slab 0 (plane 0) holds two sets that plane 1 joins: one component, whose voxels of
+    # plane 0 are counted once, in one row.
+    values = np.array([[[5, 0, 7, 0, 2]], [[1, 1, 1, 0, 3]]], np.uint16)
+    for connectivity in CONNECTIVITIES:
+        labels, labeled = engine_labels(values, LabelParams(connectivity=connectivity), 2)
+        want, _ = scipy_volume(values != 0, connectivity)
+        np.testing.assert_array_equal(labels, want)
+        assert labeled.tables is not None
+        (table,) = labeled.tables
+        assert table.area.tolist() == [5, 2] and table.mean[0] == 15 / 5
+        assert_table_matches(table, grouped_stats(want, values))
 
 
 @pytest.mark.parametrize("connectivity", CONNECTIVITIES)

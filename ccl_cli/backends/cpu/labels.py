@@ -155,13 +155,17 @@ def empty_plain(shape: tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
     return np.frombuffer(memory, dtype).reshape(shape)
 
 
-def scratch(name: str, shape: tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
+def scratch(
+    name: str, shape: tuple[int, ...], dtype: type | np.dtype, dense: bool = False
+) -> np.ndarray:
     """An uninitialized working array (never one a result keeps), reusing this
-    thread's last one of that name when it is large enough."""
+    thread's last one of that name when it is large enough. dense: nearly all of it is
+    written, at places far apart, so numpy's memory (huge pages, fewer TLB misses) suits
+    it better than plain pages (empty_plain)."""
     size = math.prod(shape) * np.dtype(dtype).itemsize
     kept = _scratch.arrays.get(name)
     if kept is None or kept.nbytes < size:
-        kept = empty_plain((max(size, 1),), np.uint8)
+        kept = (np.empty if dense else empty_plain)((max(size, 1),), np.uint8)
         if size <= SCRATCH_LIMIT:
             _scratch.arrays[name] = kept
     return kept[:size].view(dtype).reshape(shape)

@@ -22,7 +22,14 @@ from ...contract.params import LabelParams, canonical_bools
 from ...contract.stages import has_stages, label_input
 from ...contract.stats import StatsTable, float_mean, float_sum_shift, nan_extremes
 from ...native import gccl_cpu
-from .labels import PIXEL_TYPES, foreground_rule, renumber_kept, scratch, spread
+from .labels import (
+    PIXEL_TYPES,
+    SPREAD_COMPONENTS,
+    foreground_rule,
+    renumber_kept,
+    scratch,
+    spread,
+)
 from .stages import NumpyStages
 
 #: Most voxels of a slab: its labels are 32-bit, one at most per voxel.
@@ -173,6 +180,7 @@ def _label(
     volumes.volume_tasks = np.arange(count + 1, dtype=np.int64) * (len(tasks) // count)
     volumes.forest = scratch("volume-forest", (int(first[-1]),), np.int64)
     volumes.components = components
+    volumes.components_before = np.empty(len(tasks), np.int64)
     spread(volumes.merge_seams, count, threads)
 
     component_first = np.zeros(count + 1, np.int64)
@@ -195,21 +203,24 @@ def _label(
         )
     shift = float_sum_shift(magnitude.view(np.float64), area) if floating and statistics else None
     volumes.shift = shift
-    if statistics:
-        words = gccl_cpu.VOLUME_RECORD_BYTES // 8
-        volumes.records = scratch("volume-records", (int(first[-1]) * words,), np.int64)
-    spread(volumes.write, len(tasks), threads)
-    if not statistics:
-        return VolumesLabeled(None, components.tolist(), kept.tolist())
-
     kept_first = np.zeros(count + 1, np.int64)
     np.cumsum(kept, out=kept_first[1:])
     rows = int(kept_first[-1])
+    if not statistics:
+        spread(volumes.write, len(tasks), threads)
+        return VolumesLabeled(None, components.tolist(), kept.tolist())
+
+    words = gccl_cpu.VOLUME_RECORD_BYTES // 8
+    volumes.records = scratch("volume-records", (int(first[-1]) * words,), np.int64, dense=True)
+    volumes.kept_first = kept_first
+    volumes.kept_slot = scratch("volume-kept-slot", (rows,), np.int64)
     ints = np.empty((7, rows), np.int64)
     floats = np.empty((6, rows), np.float64)
-    sums = np.empty(rows, np.int64)
-    volumes.kept_first, volumes.ints, volumes.floats, volumes.sums = kept_first, ints, floats, sums
-    spread(volumes.columns, count, threads)
+    sums = np.empty(rows if floating else 0, np.int64)
+    volumes.ints, volumes.floats, volumes.sums = ints, floats, sums
+    spread(volumes.write, len(tasks), threads)
+    spread(volumes.gather, count, threads)
+    spread(volumes.columns, rows, threads if rows >= SPREAD_COMPONENTS else 1)
     if shift is not None:  # float volumes: kept rows are the kept components in order
         every = int(component_first[-1])
         kept_shift = shift[:every][volumes.kept_id[:every] > 0]

@@ -45,10 +45,11 @@
     REAL(a) REAL(tau) REAL(relative) REAL(quadratic) IN_ANY(image)                             \
     IN_ANY(values) OUT(labels, uint32_t) IN(tasks, int64_t) OUT(slabs, gccl_slab)             \
     OUT(local_counts, int64_t) IN(first, int64_t) IN(volume_tasks, int64_t)                   \
-    OUT(forest, int64_t) OUT(components, int64_t) IN(component_first, int64_t)                \
-    OUT(component_area, int64_t) OUT(component_magnitude, int64_t) OUT(kept_id, int64_t)      \
-    OUT(kept, int64_t) IN(shift, int64_t) IN(kept_first, int64_t)                             \
-    OUT(records, gccl_volume_record) OUT(ints, int64_t) OUT(floats, double) OUT(sums, int64_t)
+    OUT(forest, int64_t) OUT(components, int64_t) OUT(components_before, int64_t)             \
+    IN(component_first, int64_t) OUT(component_area, int64_t)                                 \
+    OUT(component_magnitude, int64_t) OUT(kept_id, int64_t) OUT(kept, int64_t)                \
+    IN(shift, int64_t) IN(kept_first, int64_t) OUT(records, gccl_volume_record)               \
+    OUT(kept_slot, int64_t) OUT(ints, int64_t) OUT(floats, double) OUT(sums, int64_t)
 
 /* The entry points, each a method of its object under its name (Python, C). */
 #define BATCH_ENTRIES(ENTRY)                                                                   \
@@ -61,7 +62,8 @@
 #define VOLUME_ENTRIES(ENTRY)                                                                  \
     ENTRY(label_slabs, gccl_volume_label_slabs) ENTRY(merge_seams, gccl_volume_merge_seams)    \
     ENTRY(keep, gccl_volume_keep) ENTRY(write, gccl_volume_write)                              \
-    ENTRY(columns, gccl_volume_columns) ENTRY(free, gccl_volume_free)
+    ENTRY(gather, gccl_volume_gather) ENTRY(columns, gccl_volume_columns)                      \
+    ENTRY(free, gccl_volume_free)
 
 #define NOTHING(...)
 #define ONE(...) +1

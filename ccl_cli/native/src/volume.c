@@ -46,12 +46,166 @@ typedef struct {
     int32_t start, end, label;
 } gccl_run;
 
-/* The 128-bit sum of a record += total. */
-static inline void add_wide(gccl_volume_record *r, int64_t total) {
-    __int128 sum = ((__int128)r->sum_high << 64) | (__int128)r->sum_low;
-    sum += total;
-    r->sum_low = (uint64_t)sum;
-    r->sum_high = (int64_t)(sum >> 64);
+/* Voxel index of row (z, y) of volume n. */
+static inline int64_t row_index(const gccl_volumes *b, int64_t n, int64_t z, int64_t y) {
+    return ((n * b->depth + z) * b->height + y) * b->width;
+}
+
+/* A slab's foreground as bits (gccl_slab's bits): row r's voxel x is bit x + 64 of words
+ * bits + r * stride, stride = voxel words + 1, so that a word of 0s lies before and after
+ * every row (shared by neighbouring rows, one more at each end of the slab). 64 bits from
+ * any x in -64..width are read without a bounds check; past width + 1 they may be the next
+ * row's, which every reader masks off. */
+static inline int64_t voxel_words(int64_t width) { return (width + 63) >> 6; }
+static inline int64_t bit_stride(int64_t width) { return voxel_words(width) + 1; }
+
+/* Row r (of the slab's rows, plane by plane) of a slab's bits. */
+static inline uint64_t *bit_row(const gccl_slab *slab, int64_t width, int64_t r) {
+    return slab->bits + r * bit_stride(width);
+}
+
+/* The first run of set bits at or after voxel `from` of a row's bits (voxels: its words,
+ * 0 past width): [*s, *e). Returns 0 where there is none. */
+static inline int next_run(const uint64_t *voxels, int64_t words, int64_t from, int64_t *s,
+                           int64_t *e) {
+    int64_t w = from >> 6;
+    if (w >= words) return 0;
+    uint64_t word = voxels[w] & (~UINT64_C(0) << (from & 63));
+    while (!word) {
+        if (++w == words) return 0;
+        word = voxels[w];
+    }
+    *s = 64 * w + __builtin_ctzll(word);
+    word = ~voxels[w] & (~UINT64_C(0) << (*s & 63));
+    while (!word) {
+        if (++w == words) {
+            *e = 64 * words;
+            return 1;
+        }
+        word = ~voxels[w];
+    }
+    *e = 64 * w + __builtin_ctzll(word);
+    return 1;
+}
+
+/* The runs of set bits of a row's bits (voxels: its words, 0 past width) into runs (their
+ * labels left as they are); returns their number (at most (width + 1) / 2). */
+static inline int64_t bit_runs(const uint64_t *voxels, int64_t words, gccl_run *runs) {
+    int64_t k = 0;
+    uint64_t carry = 0; /* whether the voxel before is set */
+    for (int64_t w = 0; w <= words; w++) {
+        const uint64_t word = w < words ? voxels[w] : 0; /* a word past: the last end */
+        uint64_t edges = word ^ ((word << 1) | carry);  /* each run's start and end */
+        carry = word >> 63;
+        while (edges) {
+            const int32_t x = (int32_t)(64 * w + __builtin_ctzll(edges));
+            edges &= edges - 1;
+            if ((word >> (x & 63)) & 1) {
+                runs[k].start = x;
+            } else {
+                runs[k++].end = x;
+            }
+        }
+    }
+    return k;
+}
+
+/* The statistics columns of a batch's kept components (gccl_volumes' ints, floats and
+ * sums), row r the r-th kept component of the batch. */
+typedef struct {
+    int64_t *area, *x, *y, *z, *width, *height, *depth;
+    double *centroid_x, *centroid_y, *centroid_z, *mean, *v_min, *v_max;
+    int64_t *sums;
+} table_columns;
+
+static table_columns columns_of(const gccl_volumes *b) {
+    const int64_t rows = b->kept_first[b->count];
+    table_columns c;
+    c.area = b->ints, c.x = c.area + rows, c.y = c.x + rows, c.z = c.y + rows;
+    c.width = c.z + rows, c.height = c.width + rows, c.depth = c.height + rows;
+    c.centroid_x = b->floats, c.centroid_y = c.centroid_x + rows;
+    c.centroid_z = c.centroid_y + rows, c.mean = c.centroid_z + rows;
+    c.v_min = c.mean + rows, c.v_max = c.v_min + rows;
+    c.sums = b->sums;
+    return c;
+}
+
+/* Row r of the columns from the statistics of its component's voxels: area, x, y, z,
+ * width, height, depth; centroid x, y, z, mean, min, max (float volumes' means are the
+ * host's, from their float-mean integer sums in `sums`). */
+static inline void put_row(const table_columns *c, int64_t r, const gccl_volume_record *s,
+                           int floating) {
+    const double voxels = (double)s->area;
+    c->area[r] = s->area;
+    c->x[r] = s->x_min;
+    c->y[r] = s->y_min;
+    c->z[r] = s->z_min;
+    c->width[r] = s->x_max - s->x_min + 1;
+    c->height[r] = s->y_max - s->y_min + 1;
+    c->depth[r] = s->z_max - s->z_min + 1;
+    c->centroid_x[r] = (double)s->sum_x / voxels;
+    c->centroid_y[r] = (double)s->sum_y / voxels;
+    c->centroid_z[r] = (double)s->sum_z / voxels;
+    if (floating) {
+        c->sums[r] = (int64_t)s->sum_low;
+        c->mean[r] = 0.0; /* the host's (float_mean) */
+        c->v_min[r] = bits_float(order_key(s->lo));
+        c->v_max[r] = bits_float(order_key(s->hi));
+    } else {
+        const __int128 sum = ((__int128)s->sum_high << 64) | (__int128)s->sum_low;
+        c->mean[r] = (double)sum / voxels;
+        c->v_min[r] = (double)s->lo;
+        c->v_max[r] = (double)s->hi;
+    }
+}
+
+/* The values of a stretch of voxels (values_of_run): integer volumes their sum and
+ * extremes; float volumes the sum of their float-mean terms and the extremes' keys. */
+typedef struct {
+    int64_t total, lo, hi;
+} run_values;
+
+/* Where a stretch of voxels lies (its row and plane) and whether values are floats. */
+typedef struct {
+    int64_t y, z;
+    int floating;
+} stretch_place;
+
+/* Record r set to (`fresh`) or added to (else) the statistics of stretch [s, e) of a row
+ * with values v (values_of_run), without a branch on which. */
+static inline __attribute__((always_inline)) void add_stretch(gccl_volume_record *r,
+                                                              int64_t fresh,
+                                                              const stretch_place *at,
+                                                              int64_t s, int64_t e,
+                                                              run_values v) {
+    const int64_t keep = fresh - 1; /* all ones where r adds up, else 0 */
+    const int64_t length = e - s;
+    r->area = (r->area & keep) + length;
+    r->sum_x = (r->sum_x & keep) + length * (s + e - 1) / 2;
+    r->sum_y = (r->sum_y & keep) + length * at->y;
+    r->sum_z = (r->sum_z & keep) + length * at->z;
+    if (at->floating) {
+        r->sum_low = (uint64_t)(((int64_t)r->sum_low & keep) + v.total);
+    } else {
+        const __int128 sum = (((__int128)(r->sum_high & keep) << 64) |
+                              (__int128)(r->sum_low & (uint64_t)keep)) +
+                             v.total;
+        r->sum_low = (uint64_t)sum;
+        r->sum_high = (int64_t)(sum >> 64);
+    }
+    const int64_t lo = fresh ? INT64_MAX : r->lo, hi = fresh ? INT64_MIN : r->hi;
+    r->lo = v.lo < lo ? v.lo : lo;
+    r->hi = v.hi > hi ? v.hi : hi;
+    const int32_t first = (int32_t)s, last = (int32_t)(e - 1);
+    const int32_t row_y = (int32_t)at->y, plane = (int32_t)at->z;
+    const int32_t x_min = fresh ? INT32_MAX : r->x_min, x_max = fresh ? -1 : r->x_max;
+    const int32_t y_min = fresh ? INT32_MAX : r->y_min, y_max = fresh ? -1 : r->y_max;
+    r->x_min = first < x_min ? first : x_min;
+    r->x_max = last > x_max ? last : x_max;
+    r->y_min = row_y < y_min ? row_y : y_min;
+    r->y_max = row_y > y_max ? row_y : y_max;
+    r->z_min = fresh ? plane : r->z_min; /* planes are met in order */
+    r->z_max = plane;
 }
 
 #define PIXEL uint8_t
@@ -107,14 +261,14 @@ typedef int64_t (*tau_runs_of)(const void *, const uint8_t *, int64_t, const vol
                                int64_t *);
 typedef int (*runs_join_of)(const void *, const void *, int64_t, int64_t, int64_t, int64_t,
                             int64_t, const volume_tolerance *);
-typedef void (*run_statistics_of)(gccl_volume_record *, const void *, int64_t, int64_t, int64_t,
-                                  int64_t, int64_t);
+typedef void (*gather_slab_of)(const gccl_volumes *, const gccl_slab *, int64_t, const int64_t *,
+                               gccl_volume_record *, gccl_run *, uint32_t *);
 typedef int64_t (*run_magnitude_of)(const void *, int64_t, int64_t);
 
 static const row_rule FOREGROUND_ROW[GCCL_TYPES] = BY_TYPE(foreground_row);
 static const tau_runs_of TAU_ROW_RUNS[GCCL_TYPES] = BY_TYPE(tau_row_runs);
 static const runs_join_of RUNS_JOIN[GCCL_TYPES] = BY_TYPE(runs_join);
-static const run_statistics_of VOLUME_ADD_RUN[GCCL_TYPES] = BY_TYPE(volume_add_run);
+static const gather_slab_of GATHER_SLAB[GCCL_TYPES] = BY_TYPE(gather_slab);
 
 /* Float volumes' run_magnitude, by value type (NULL for integer types). */
 static run_magnitude_of run_magnitude_for(int64_t type) {
@@ -141,11 +295,6 @@ static int neighbours_of(int64_t connectivity, const neighbour **list) {
     }
     *list = connectivity == 18 ? NEIGHBOURS_18 : NEIGHBOURS_26;
     return 4;
-}
-
-/* Voxel index of row (z, y) of volume n. */
-static inline int64_t row_index(const gccl_volumes *b, int64_t n, int64_t z, int64_t y) {
-    return ((n * b->depth + z) * b->height + y) * b->width;
 }
 
 /* Ask for huge pages for the whole 2 MiB pages of an array of `bytes` (where the system
@@ -343,19 +492,6 @@ static inline gccl_run *runs_of_row(const plane_runs *planes, int p, int64_t y,
                                     int64_t *count) {
     *count = planes->row_first[p][y + 1] - planes->row_first[p][y];
     return planes->runs[p] + planes->row_first[p][y];
-}
-
-/* A slab's foreground as bits (gccl_slab's bits): row r's voxel x is bit x + 64 of words
- * bits + r * stride, stride = voxel words + 1, so that a word of 0s lies before and after
- * every row (shared by neighbouring rows, one more at each end of the slab). 64 bits from
- * any x in -64..width are read without a bounds check; past width + 1 they may be the next
- * row's, which every reader masks off. */
-static inline int64_t voxel_words(int64_t width) { return (width + 63) >> 6; }
-static inline int64_t bit_stride(int64_t width) { return voxel_words(width) + 1; }
-
-/* Row r (of the slab's rows, plane by plane) of a slab's bits. */
-static inline uint64_t *bit_row(const gccl_slab *slab, int64_t width, int64_t r) {
-    return slab->bits + r * bit_stride(width);
 }
 
 /* A row's foreground fg (0 or 1 per voxel; 0 past width up to a whole word) as its bits.
@@ -823,8 +959,8 @@ static void join_seam(const gccl_volumes *b, int64_t n, int64_t t, gccl_run *her
 
 /* Per volume lo..hi-1: join local components across the slabs' seams (each slot a set of
  * its own first), then number the components 1..K in raster order: forest[first[t] + local
- * id] = component (0 at the background slots); components[n] = K. Returns 0, or -1 out of
- * memory. */
+ * id] = component (0 at the background slots); components[n] = K, components_before[t] =
+ * the components numbered in its slabs before slab t. Returns 0, or -1 out of memory. */
 int gccl_volume_merge_seams(const gccl_volumes *b, int64_t lo, int64_t hi) {
     gccl_run *here = malloc(sizeof(gccl_run) * (size_t)b->width);
     gccl_run *before = malloc(sizeof(gccl_run) * (size_t)b->width);
@@ -835,6 +971,7 @@ int gccl_volume_merge_seams(const gccl_volumes *b, int64_t lo, int64_t hi) {
         for (int64_t t = t_lo + 1; t < t_hi; t++) join_seam(b, n, t, here, before);
         int64_t k = 0; /* the forest flattened over the volume's slots, in order */
         for (int64_t t = t_lo; t < t_hi; t++) {
+            b->components_before[t] = k;
             b->forest[b->first[t]] = 0;
             for (int64_t i = b->first[t] + 1; i < b->first[t + 1]; i++) {
                 const int64_t f = b->forest[i];
@@ -850,13 +987,14 @@ int gccl_volume_merge_seams(const gccl_volumes *b, int64_t lo, int64_t hi) {
 
 /* Per volume lo..hi-1: kept_id[c] = the new label of component c (0 where it has fewer
  * than min_area voxels), numbered 1.. per volume, and kept[n] = volume n's kept
- * components (with `selecting`, the host's, from component_area); where the selection
- * or the statistics need them, each component's voxels in component_area (and for float
- * volumes its largest finite |v| in component_magnitude). */
+ * components (with `selecting`, the host's, from component_area); where min-area, the
+ * selection or a float volume's statistics need them, each component's voxels in
+ * component_area (and for float volumes its largest finite |v| in component_magnitude). */
 int gccl_volume_keep(const gccl_volumes *b, int64_t lo, int64_t hi) {
     for (int64_t n = lo; n < hi; n++) {
         const int64_t before = b->component_first[n] - 1; /* component c is [before + c] */
-        if (b->min_area <= 1 && !b->statistics && !b->selecting) { /* all kept, as they are */
+        if (b->min_area <= 1 && !b->selecting && !(b->statistics && b->floating)) {
+            /* all kept, as they are; no areas needed (float statistics' shift needs them) */
             for (int64_t c = 1; c <= b->components[n]; c++) b->kept_id[before + c] = c;
             b->kept[n] = b->components[n];
             continue;
@@ -887,14 +1025,6 @@ int gccl_volume_keep(const gccl_volumes *b, int64_t lo, int64_t hi) {
     return 0;
 }
 
-static inline void clear_volume_record(gccl_volume_record *r) {
-    memset(r, 0, sizeof *r);
-    r->lo = INT64_MAX;
-    r->hi = INT64_MIN;
-    r->x_min = r->y_min = r->z_min = INT32_MAX;
-    r->x_max = r->y_max = r->z_max = -1;
-}
-
 /* Record dst += record src (float volumes: their float-mean sums add as integers too). */
 static void merge_volume_record(gccl_volume_record *dst, const gccl_volume_record *src,
                                 int floating) {
@@ -918,30 +1048,6 @@ static void merge_volume_record(gccl_volume_record *dst, const gccl_volume_recor
     dst->y_max = src->y_max > dst->y_max ? src->y_max : dst->y_max;
     dst->z_min = src->z_min < dst->z_min ? src->z_min : dst->z_min;
     dst->z_max = src->z_max > dst->z_max ? src->z_max : dst->z_max;
-}
-
-/* The first run of set bits at or after voxel `from` of a row's bits (voxels: its words,
- * 0 past width): [*s, *e). Returns 0 where there is none. */
-static inline int next_run(const uint64_t *voxels, int64_t words, int64_t from, int64_t *s,
-                           int64_t *e) {
-    int64_t w = from >> 6;
-    if (w >= words) return 0;
-    uint64_t word = voxels[w] & (~UINT64_C(0) << (from & 63));
-    while (!word) {
-        if (++w == words) return 0;
-        word = voxels[w];
-    }
-    *s = 64 * w + __builtin_ctzll(word);
-    word = ~voxels[w] & (~UINT64_C(0) << (*s & 63));
-    while (!word) {
-        if (++w == words) {
-            *e = 64 * words;
-            return 1;
-        }
-        word = ~voxels[w];
-    }
-    *e = 64 * w + __builtin_ctzll(word);
-    return 1;
 }
 
 /* The number of runs of set bits of a row's bits (voxels: its words, 0 past width). */
@@ -976,75 +1082,81 @@ static void relabel_row(uint32_t *row, int64_t width, const uint32_t *table) {
     for (; x < width; x++) row[x] = table[row[x]];
 }
 
+/* The last pass of slab t with statistics (gccl_volume_write): each local id's final label
+ * in place of its voxels in `area`, each kept component whose first slot lies in this slab
+ * noted in kept_slot (that slot is the first where the component is above every one met in
+ * the volume's slots before it: they are numbered in slot order), then gather_slab.
+ * Returns 0, or -1 out of memory. */
+static int write_slab_statistics(const gccl_volumes *b, int64_t t) {
+    const gccl_slab *slab = &b->slabs[t];
+    const int64_t n = b->tasks[3 * t], width = b->width;
+    const int64_t *forest = b->forest + b->first[t];
+    const int64_t *kept_id = b->kept_id + b->component_first[n] - 1;
+    int64_t *kept_slot = b->kept_slot + b->kept_first[n] - 1; /* by kept id */
+    int64_t *final = slab->area;
+    int64_t met = b->components_before[t];
+    for (int64_t local = 1; local <= slab->locals; local++) {
+        const int64_t c = forest[local], k = kept_id[c];
+        final[local] = k;
+        if (k != 0 && c > met) {
+            kept_slot[k] = b->first[t] + local;
+            met = c;
+        }
+    }
+    gccl_run *runs = malloc(sizeof(gccl_run) * (size_t)(width / 2 + 1));
+    uint32_t *kept = malloc(sizeof(uint32_t) * (size_t)(width / 2 + 1));
+    const int failed = !runs || !kept;
+    if (!failed) GATHER_SLAB[b->value_type](b, slab, t, final, b->records + b->first[t], runs, kept);
+    free(runs);
+    free(kept);
+    return failed ? -1 : 0;
+}
+
 /* Last pass of tasks lo..hi-1: every voxel's label replaced by its final label (0 for the
  * components min-area drops) and, with `statistics`, the records of the slab's kept local
- * ids gathered run by run (records[first[t] + local id]). Only the foreground's runs (the
- * slab's bits) are read and written; without statistics a row whose runs took one label
+ * ids gathered run by run (write_slab_statistics). Only the foreground's runs (the slab's
+ * bits) are read and written; without statistics a row whose runs took one label
  * (row_labels) is passed over where that label keeps its number and filled with its final
  * label where it does not. Each local id's final label takes the place of its voxels in
  * `area` first, and without statistics each label's final label the place of its local id
  * in `parent`, so a voxel costs one lookup. */
 int gccl_volume_write(const gccl_volumes *b, int64_t lo, int64_t hi) {
     const int64_t width = b->width, height = b->height, words = voxel_words(width);
-    const int64_t value_bytes = type_bytes(b->value_type);
-    const run_statistics_of add_run = VOLUME_ADD_RUN[b->value_type];
     for (int64_t t = lo; t < hi; t++) {
         gccl_slab *slab = &b->slabs[t];
         if (slab->labels == 0) continue; /* its voxels are all 0 already */
         const int64_t n = b->tasks[3 * t], z0 = b->tasks[3 * t + 1], z1 = b->tasks[3 * t + 2];
         const int64_t *forest = b->forest + b->first[t];
-        const int64_t before = b->component_first[n] - 1;
-        const int64_t *kept_id = b->kept_id + before;
+        const int64_t *kept_id = b->kept_id + b->component_first[n] - 1;
         int64_t *final = slab->area;
-        for (int64_t local = 1; local <= slab->locals; local++) {
-            final[local] = kept_id[forest[local]];
+        if (b->statistics) {
+            if (write_slab_statistics(b, t) != 0) return -1;
+            continue;
         }
-        gccl_volume_record *records = b->statistics ? b->records + b->first[t] : NULL;
-        uint32_t *table = (uint32_t *)slab->parent; /* without statistics: label -> final */
-        if (records) {
-            for (int64_t local = 1; local <= slab->locals; local++) {
-                if (final[local]) clear_volume_record(&records[local]);
-            }
-        } else {
-            table[0] = 0;
-            for (int64_t label = 1; label <= slab->labels; label++)
-                table[label] = (uint32_t)final[slab->parent[label]];
-        }
+        for (int64_t local = 1; local <= slab->locals; local++) final[local] = kept_id[forest[local]];
+        uint32_t *table = (uint32_t *)slab->parent; /* label -> final */
+        table[0] = 0;
+        for (int64_t label = 1; label <= slab->labels; label++)
+            table[label] = (uint32_t)final[slab->parent[label]];
         for (int64_t z = z0; z < z1; z++) {
             for (int64_t y = 0; y < height; y++) {
                 const int64_t r = (z - z0) * height + y;
                 const int32_t row_label = slab->row_labels[r];
                 if (row_label == 0) continue; /* all 0 */
-                const uint32_t one = row_label > 0 && !records ? table[row_label] : 0;
-                if (row_label > 0 && !records && one == (uint32_t)row_label) continue;
-                const int64_t at = row_index(b, n, z, y);
-                uint32_t *row = b->labels + at;
-                const uint8_t *value_row = (const uint8_t *)b->values + at * value_bytes;
+                const uint32_t one = row_label > 0 ? table[row_label] : 0;
+                if (row_label > 0 && one == (uint32_t)row_label) continue;
+                uint32_t *row = b->labels + row_index(b, n, z, y);
                 const uint64_t *voxels = bit_row(slab, width, r) + 1;
-                if (row_label < 0 && !records && 16 * run_count(voxels, words) > width) {
+                if (row_label < 0 && 16 * run_count(voxels, words) > width) {
                     relabel_row(row, width, table); /* runs too many to find one by one */
                     continue;
                 }
                 int64_t s, e;
                 for (int64_t x = 0; next_run(voxels, words, x, &s, &e); x = e + 1) {
-                    if (!records) { /* one label: no lookups */
-                        if (row_label > 0) {
-                            for (int64_t i = s; i < e; i++) row[i] = one;
-                        } else {
-                            relabel_row(row + s, e - s, table);
-                        }
-                        continue;
-                    }
-                    for (int64_t i = s; i < e;) { /* the run's stretches of one label */
-                        const uint32_t label = row[i];
-                        const int64_t from = i;
-                        while (i < e && row[i] == label) i++;
-                        const int32_t local = slab->parent[label];
-                        const uint32_t kept = (uint32_t)final[local];
-                        for (int64_t j = from; j < i; j++) row[j] = kept;
-                        if (kept == 0) continue;
-                        const int64_t shift = b->floating ? b->shift[before + forest[local]] : 0;
-                        add_run(&records[local], value_row, from, i, y, z, shift);
+                    if (row_label > 0) { /* one label: no lookups */
+                        for (int64_t i = s; i < e; i++) row[i] = one;
+                    } else {
+                        relabel_row(row + s, e - s, table);
                     }
                 }
             }
@@ -1053,66 +1165,37 @@ int gccl_volume_write(const gccl_volumes *b, int64_t lo, int64_t hi) {
     return 0;
 }
 
-/* Per volume lo..hi-1: the statistics columns of its kept components from row
- * kept_first[n]: ints = area, x, y, z, width, height, depth; floats = centroid x, y, z,
- * mean, min, max (float volumes' means are the host's, from their float-mean integer sums
- * in `sums`). A component's records are gathered into the record of its first slot: the
- * components are numbered in slot order, so that slot is met when its kept id is one past
- * the last one met. Returns 0, or -1 out of memory. */
-int gccl_volume_columns(const gccl_volumes *b, int64_t lo, int64_t hi) {
-    const int64_t rows = b->kept_first[b->count];
-    int64_t *area = b->ints, *x = area + rows, *y = x + rows, *z = y + rows;
-    int64_t *width = z + rows, *height = width + rows, *depth = height + rows;
-    double *centroid_x = b->floats, *centroid_y = centroid_x + rows;
-    double *centroid_z = centroid_y + rows, *mean = centroid_z + rows;
-    double *v_min = mean + rows, *v_max = v_min + rows;
+/* Per volume lo..hi-1: the records of each kept component's slots after its first (the
+ * component crosses a seam, and may come back into a slab through the next) added into
+ * its first slot's record (kept_slot). Such a slot's component is numbered no higher than
+ * one met in a slot before it. */
+int gccl_volume_gather(const gccl_volumes *b, int64_t lo, int64_t hi) {
     for (int64_t n = lo; n < hi; n++) {
-        const int64_t kept = b->kept[n];
         const int64_t *kept_id = b->kept_id + b->component_first[n] - 1;
-        int64_t *first_slot = malloc(sizeof(int64_t) * (size_t)(kept + 1));
-        if (!first_slot) return -1;
-        int64_t met = 0;
+        const int64_t *kept_slot = b->kept_slot + b->kept_first[n] - 1; /* by kept id */
         for (int64_t t = b->volume_tasks[n]; t < b->volume_tasks[n + 1]; t++) {
+            int64_t met = b->components_before[t];
             for (int64_t slot = b->first[t] + 1; slot < b->first[t + 1]; slot++) {
-                const int64_t k = kept_id[b->forest[slot]];
-                if (k == 0) continue;
-                if (k > met) {
-                    met = k;
-                    first_slot[k] = slot;
-                } else {
-                    merge_volume_record(&b->records[first_slot[k]], &b->records[slot],
-                                        (int)b->floating);
+                const int64_t c = b->forest[slot];
+                if (c > met) { /* the component's first slot */
+                    met = c;
+                    continue;
                 }
+                const int64_t k = kept_id[c];
+                if (k != 0)
+                    merge_volume_record(&b->records[kept_slot[k]], &b->records[slot],
+                                        (int)b->floating);
             }
         }
-        for (int64_t k = 1; k <= kept; k++) {
-            const gccl_volume_record *s = &b->records[first_slot[k]];
-            const int64_t r = b->kept_first[n] + k - 1;
-            const double voxels = (double)s->area;
-            area[r] = s->area;
-            x[r] = s->x_min;
-            y[r] = s->y_min;
-            z[r] = s->z_min;
-            width[r] = s->x_max - s->x_min + 1;
-            height[r] = s->y_max - s->y_min + 1;
-            depth[r] = s->z_max - s->z_min + 1;
-            centroid_x[r] = (double)s->sum_x / voxels;
-            centroid_y[r] = (double)s->sum_y / voxels;
-            centroid_z[r] = (double)s->sum_z / voxels;
-            if (b->floating) {
-                b->sums[r] = (int64_t)s->sum_low;
-                mean[r] = 0.0; /* the host's (float_mean) */
-                v_min[r] = bits_float(order_key(s->lo));
-                v_max[r] = bits_float(order_key(s->hi));
-            } else {
-                const __int128 sum = ((__int128)s->sum_high << 64) | (__int128)s->sum_low;
-                mean[r] = (double)sum / voxels;
-                v_min[r] = (double)s->lo;
-                v_max[r] = (double)s->hi;
-            }
-        }
-        free(first_slot);
     }
+    return 0;
+}
+
+/* Rows lo..hi-1 of the statistics columns (the kept components of the batch in order),
+ * each from its component's first slot's record (kept_slot; gathered). */
+int gccl_volume_columns(const gccl_volumes *b, int64_t lo, int64_t hi) {
+    const table_columns table = columns_of(b);
+    for (int64_t r = lo; r < hi; r++) put_row(&table, r, &b->records[b->kept_slot[r]], (int)b->floating);
     return 0;
 }
 

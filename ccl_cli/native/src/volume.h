@@ -17,9 +17,11 @@
  * background), the seams between slabs are joined in a second union-find whose roots are
  * the smallest slots, and flattening that numbers the components 1..K in raster order of
  * their first voxel whatever the slabs. One last pass per slab replaces each foreground
- * voxel's label by its final label and gathers the statistics of the kept components;
- * every sum is an integer and every extreme a min or max, so no result depends on the
- * slabs or the threads.
+ * voxel's label by its final label and gathers the statistics of the kept components into
+ * a record per slot; the few components with slots in several slabs (across a seam) have
+ * their records added into their first slot's, and the columns are read from each kept
+ * component's first slot. Every sum is an integer and every extreme a min or max, so no
+ * result depends on the slabs or the threads.
  *
  * Indexes of voxels are 64-bit; labels within a slab are 32-bit, which the host keeps
  * exact by planning slabs of fewer than 2**31 - 1 voxels (a slab makes at most one
@@ -81,6 +83,8 @@ typedef struct {
     const int64_t *volume_tasks;     /* (count + 1): the tasks of volume n */
     int64_t *forest;                 /* (first[tasks]): seam union-find, then component numbers */
     int64_t *components;             /* (count): K per volume */
+    int64_t *components_before;      /* (tasks): components whose first slot is in an earlier
+                                        slab of the volume */
     const int64_t *component_first;  /* (count + 1): volume n's first component */
     int64_t *component_area;         /* (components): voxels of each component */
     int64_t *component_magnitude;    /* (components): float volumes' largest finite |v| (bits) */
@@ -89,6 +93,7 @@ typedef struct {
     const int64_t *shift;            /* (components): float volumes' float-mean shift */
     const int64_t *kept_first;       /* (count + 1): volume n's first kept row */
     gccl_volume_record *records;     /* (first[tasks]): statistics per slot, of kept ones */
+    int64_t *kept_slot;              /* (rows): each kept component's first slot */
     int64_t *ints;                   /* (7, rows): area, x, y, z, width, height, depth */
     double *floats;                  /* (6, rows): centroid x, y, z, mean, min, max */
     int64_t *sums;                   /* (rows): float volumes' float-mean integer sums */
@@ -100,6 +105,7 @@ int gccl_volume_label_slabs(const gccl_volumes *b, int64_t lo, int64_t hi);
 int gccl_volume_merge_seams(const gccl_volumes *b, int64_t lo, int64_t hi);
 int gccl_volume_keep(const gccl_volumes *b, int64_t lo, int64_t hi);
 int gccl_volume_write(const gccl_volumes *b, int64_t lo, int64_t hi);
+int gccl_volume_gather(const gccl_volumes *b, int64_t lo, int64_t hi);
 int gccl_volume_columns(const gccl_volumes *b, int64_t lo, int64_t hi);
 int gccl_volume_free(const gccl_volumes *b, int64_t lo, int64_t hi);
 

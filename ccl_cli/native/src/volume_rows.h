@@ -95,49 +95,128 @@ static int64_t CAT(run_magnitude, SUFFIX)(const void *value_row, int64_t s, int6
 }
 #endif
 
-/* The statistics of voxels s..e-1 of row (z, y) of values, added to record r (float
- * volumes: each finite value's term trunc(v * 2**shift)). */
-static void CAT(volume_add_run, SUFFIX)(gccl_volume_record *r, const void *value_row, int64_t s,
-                                        int64_t e, int64_t y, int64_t z, int64_t shift) {
-    const PIXEL *row = (const PIXEL *)value_row;
-    const int64_t length = e - s;
-    r->area += length;
-    r->sum_x += length * (s + e - 1) / 2;
-    r->sum_y += length * y;
-    r->sum_z += length * z;
+/* The values of voxels s..e-1 of a row (values: the row's): their sum and extremes
+ * (float volumes: the sum of each finite value's term trunc(v * 2**shift), and the
+ * extremes' total-order keys). An integer run of at most 8 voxels with 8 in the row from s
+ * is read as 8, those past it left out by masks, so that the branches taken depend on no
+ * voxel. */
+static inline __attribute__((always_inline)) run_values
+CAT(values_of_run, SUFFIX)(const PIXEL *values, int64_t s, int64_t e, int64_t width,
+                           int64_t shift) {
 #if FLOATING
-    int64_t total = (int64_t)r->sum_low, lo = r->lo, hi = r->hi;
+    (void)width;
+    run_values out = {0, INT64_MAX, INT64_MIN};
     for (int64_t x = s; x < e; x++) {
-        double fv = (double)row[x];
-        int64_t key = order_key(float_bits(fv));
-        if (isfinite(fv)) total += (int64_t)trunc(ldexp(fv, (int)shift));
-        lo = key < lo ? key : lo;
-        hi = key > hi ? key : hi;
+        const double fv = (double)values[x];
+        const int64_t key = order_key(float_bits(fv));
+        if (isfinite(fv)) out.total += (int64_t)trunc(ldexp(fv, (int)shift));
+        out.lo = key < out.lo ? key : out.lo;
+        out.hi = key > out.hi ? key : out.hi;
     }
-    r->sum_low = (uint64_t)total;
-    r->lo = lo;
-    r->hi = hi;
+    return out;
 #else
     (void)shift;
     int64_t total = 0;
-    PIXEL lo = row[s], hi = row[s];
-    for (int64_t x = s; x < e; x++) {
-        PIXEL v = row[x];
-        total += v;
-        lo = v < lo ? v : lo;
-        hi = v > hi ? v : hi;
+    PIXEL low = values[s], high = values[s];
+    if (e - s <= 8 && s + 8 <= width) {
+        const int64_t length = e - s;
+        for (int64_t j = 0; j < 8; j++) {
+            const PIXEL v = values[s + j];
+            const int in = j < length;
+            total += in ? (int64_t)v : 0;
+            low = in && v < low ? v : low;
+            high = in && v > high ? v : high;
+        }
+    } else {
+        for (int64_t x = s; x < e; x++) {
+            const PIXEL v = values[x];
+            total += v;
+            low = v < low ? v : low;
+            high = v > high ? v : high;
+        }
     }
-    add_wide(r, total);
-    r->lo = (int64_t)lo < r->lo ? (int64_t)lo : r->lo;
-    r->hi = (int64_t)hi > r->hi ? (int64_t)hi : r->hi;
+    return (run_values){total, (int64_t)low, (int64_t)high};
 #endif
-    int32_t first = (int32_t)s, last = (int32_t)(e - 1), row_y = (int32_t)y, plane = (int32_t)z;
-    r->x_min = first < r->x_min ? first : r->x_min;
-    r->x_max = last > r->x_max ? last : r->x_max;
-    r->y_min = row_y < r->y_min ? row_y : r->y_min;
-    r->y_max = row_y > r->y_max ? row_y : r->y_max;
-    r->z_min = plane < r->z_min ? plane : r->z_min;
-    r->z_max = plane > r->z_max ? plane : r->z_max;
+}
+
+/* The last pass over the rows of slab t (planes z0..z1-1 of volume n) with statistics: each
+ * foreground voxel's label replaced by its final label (final: by local id, 0 where
+ * min-area drops it), and the statistics of each stretch of one kept label (a binary run
+ * is one; a tau run may hold several) gathered into the record of its local id (records:
+ * the slab's, by local id; float volumes with their component's float-mean shift). A
+ * local id's record starts at its first stretch (add_stretch's `fresh`): the slab's local
+ * ids are first met in increasing order (each set's root is the label its first run made,
+ * and local ids number the roots in order), so a local id above every one met before is
+ * new. A binary row's runs are found first, then their local ids and final labels read in
+ * loops of loads that do not wait for one another (runs and kept: room for a row's runs);
+ * a run of at most 8 voxels has its labels written as 8 (those past it written back as
+ * they are), as the first pass writes them. */
+static void CAT(gather_slab, SUFFIX)(const gccl_volumes *b, const gccl_slab *slab, int64_t t,
+                                     const int64_t *final, gccl_volume_record *records,
+                                     gccl_run *runs, uint32_t *kept) {
+    const int64_t n = b->tasks[3 * t], z0 = b->tasks[3 * t + 1], z1 = b->tasks[3 * t + 2];
+    const int64_t width = b->width, height = b->height, words = voxel_words(width);
+#if FLOATING
+    const int64_t *forest = b->forest + b->first[t];
+    const int64_t *shift = b->shift + b->component_first[n] - 1; /* by component */
+#define SHIFT_OF(local) shift[forest[local]]
+#else
+#define SHIFT_OF(local) 0
+#endif
+    const int32_t *local_of = slab->parent;
+    int64_t met = 0; /* the largest kept local id met so far */
+    for (int64_t z = z0; z < z1; z++) {
+        for (int64_t y = 0; y < height; y++) {
+            const int64_t r = (z - z0) * height + y;
+            if (slab->row_labels[r] == 0) continue; /* all 0 */
+            const int64_t at = row_index(b, n, z, y);
+            uint32_t *row = b->labels + at;
+            const PIXEL *values = (const PIXEL *)b->values + at;
+            const uint64_t *voxels = bit_row(slab, width, r) + 1;
+            const stretch_place here = {y, z, FLOATING};
+            if (b->tau_mode) {
+                int64_t s, e;
+                for (int64_t x = 0; next_run(voxels, words, x, &s, &e); x = e + 1) {
+                    for (int64_t i = s; i < e;) { /* the run's stretches of one label */
+                        const uint32_t label = row[i];
+                        const int64_t from = i;
+                        for (i = from + 1; i < e && row[i] == label;) i++;
+                        const int64_t local = local_of[label];
+                        const uint32_t final_label = (uint32_t)final[local];
+                        for (int64_t j = from; j < i; j++) row[j] = final_label;
+                        if (final_label == 0) continue;
+                        const int64_t fresh = local > met;
+                        met = fresh ? local : met;
+                        add_stretch(&records[local], fresh, &here, from, i,
+                                    CAT(values_of_run, SUFFIX)(values, from, i, width,
+                                                               SHIFT_OF(local)));
+                    }
+                }
+                continue;
+            }
+            const int64_t k = bit_runs(voxels, words, runs);
+            for (int64_t i = 0; i < k; i++) runs[i].label = local_of[row[runs[i].start]];
+            for (int64_t i = 0; i < k; i++) {
+                __builtin_prefetch(&records[runs[i].label], 1);
+                kept[i] = (uint32_t)final[runs[i].label];
+            }
+            for (int64_t i = 0; i < k; i++) {
+                const int64_t s = runs[i].start, e = runs[i].end, local = runs[i].label;
+                if (e - s <= 8 && s + 8 <= width) {
+                    const int length = (int)(e - s);
+                    for (int j = 0; j < 8; j++) row[s + j] = j < length ? kept[i] : row[s + j];
+                } else {
+                    for (int64_t j = s; j < e; j++) row[j] = kept[i];
+                }
+                if (kept[i] == 0) continue;
+                const int64_t fresh = local > met;
+                met = fresh ? local : met;
+                add_stretch(&records[local], fresh, &here, s, e,
+                            CAT(values_of_run, SUFFIX)(values, s, e, width, SHIFT_OF(local)));
+            }
+        }
+    }
+#undef SHIFT_OF
 }
 
 #undef CAT
