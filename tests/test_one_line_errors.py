@@ -61,7 +61,7 @@ def test_a_file_under_a_folder_it_may_not_read_is_one_failed_input(
     monkeypatch.setattr(os, "stat", stat)
     items = expand([str(locked / "in" / "a.png")], recursive=False)
     assert [(item.path, item.problem) for item in items] == [
-        (locked / "in" / "a.png", "Permission denied")
+        (locked / "in" / "a.png", "a folder on its path may not be entered (Permission denied)")
     ]
 
 

@@ -17,6 +17,7 @@ scan reads it whatever the spelling.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import stat
@@ -258,7 +259,7 @@ def _expand_spec(
     except FileNotFoundError:
         is_folder = None  # nothing there, or a link to nothing
     except OSError as error:  # a name too long, a folder on the way unreadable, a link loop
-        yield InputItem(path, Path(path.name), error.strerror or str(error))
+        yield InputItem(path, Path(path.name), _unreachable(error))
         return
     if is_folder:
         yield from _scan(path, recursive, out, passed_over)
@@ -281,6 +282,14 @@ def _expand_spec(
         yield InputItem(path, Path(path.name), "no such file or directory")
 
 
+def _unreachable(error: OSError) -> str:
+    """Why a path cannot be looked at: stat refuses only when a folder on the way may not be
+    entered (the file's own permissions do not matter to it)."""
+    if error.errno == errno.EACCES:
+        return f"a folder on its path may not be entered ({error.strerror})"
+    return error.strerror or str(error)
+
+
 def _scan(
     folder: Path, recursive: bool, out: OutPlace | None, passed_over: list[Path]
 ) -> Iterator[InputItem]:
@@ -300,6 +309,13 @@ def _scan(
         if not_scanned:
             hint = f"; its {len(not_scanned)} sub-folder(s) are scanned with --recursive"
         yield InputItem(folder, Path(folder.name), empty=f"no images in this folder{hint}")
+
+
+def unreadable_folder(root: Path, folder: Path, error: OSError) -> InputItem:
+    """The failed input of `folder`, at or below the scanned `root`, that `error` kept from
+    being read (its row stands for the images it may hold)."""
+    relative = folder.relative_to(root) if folder != root else Path(folder.name)
+    return InputItem(folder, relative, f"cannot read the folder ({error.strerror or error})")
 
 
 def _scan_folder(
@@ -324,9 +340,7 @@ def _scan_folder(
         with os.scandir(folder) as scan:
             entries = sorted(scan, key=lambda entry: entry.name)
     except OSError as error:
-        reason = error.strerror or str(error)
-        relative = below if folder != root else Path(folder.name)
-        yield InputItem(folder, relative, f"cannot read the folder ({reason})")
+        yield unreadable_folder(root, folder, error)
         return
     in_out = in_out or any(entry.name == GCCL_DIR for entry in entries)
     for entry in entries:

@@ -16,7 +16,8 @@ The watcher starts before the folders are scanned, so nothing that arrives
 meanwhile is missed.
 
 The folders are resolved once: a scan never enters a linked folder (nor a
-folder twice: a bind mount of its own parent), and a watched folder that is
+folder twice: a bind mount of its own parent) and makes a folder it may not
+read one failed input (once in a watch), and a watched folder that is
 moved, replaced or deleted stops the watch with one line (exit 2), as --out
 does. The watch runs in this process and holds the --out lock; it says once
 on stderr what it watches, and ends at Ctrl-C (exit 130) or SIGTERM (by the
@@ -41,7 +42,7 @@ from watchdog.observers import Observer
 from ..config import Settings
 from ..errors import UsageError
 from ..io.decode import is_image_path
-from ..io.inputs import InputItem, OutPlace, with_pages
+from ..io.inputs import InputItem, OutPlace, unreadable_folder, with_pages
 from ..io.seen import Seen
 from ..options import BY_NAME, NOT_FOR_A_WATCH
 from .command import checked_out, run_source
@@ -142,6 +143,10 @@ class WatchSource:
         self.settling: dict[Path, tuple[Version, float, float]] = {}
         #: The files the first look found that are waiting to be complete (taken as resume).
         self.first_found: set[Path] = set()
+        #: Folders the scans could not read, and why (each becomes one failed input)...
+        self.refused: list[tuple[Path, OSError]] = []
+        #: ... once in a watch.
+        self.refused_said: set[Path] = set()
         self.next_scan = 0.0
         self.next_check = 0.0
 
@@ -170,6 +175,7 @@ class WatchSource:
                 else:  # polled, or freshly changed: taken once it holds
                     self.first_found.add(path)
                     self._settle(path, version, self.poll_seconds if self.poll else SETTLE_SECONDS)
+            yield from self._refused_folders()
             yield None
             self.next_scan = time.monotonic() + self.poll_seconds
             yield from windowed(self._take, self.window_seconds, tick)
@@ -226,7 +232,7 @@ class WatchSource:
                 now = _version(path)
                 if now is not None:
                     items.extend(self._take_path(path, now))
-        return items
+        return items + self._refused_folders()
 
     def _take_path(self, path: Path, version: Version, resume: bool = False) -> list[InputItem]:
         """The inputs of `path` (its pages, for a multi-page TIFF) when it is one the watch
@@ -276,7 +282,7 @@ class WatchSource:
                 self.first_found.discard(path)
         elif kind == "folder" and _a_real_folder(path):  # moved in: no events of its own
             with interruptible():
-                for found, version in _files(path, True, set()):
+                for found, version in _files(path, True, set(), self.refused):
                     if self._changed(found, version):
                         self._settle(found, version, SETTLE_SECONDS)
 
@@ -301,7 +307,19 @@ class WatchSource:
     def _scan_all(self) -> Iterator[tuple[Path, Version]]:
         seen: set[tuple[int, int]] = set()
         for root in self.roots:
-            yield from _files(root.path, self.recursive, seen)
+            yield from _files(root.path, self.recursive, seen, self.refused)
+
+    def _refused_folders(self) -> list[InputItem]:
+        """A failed input for each folder the scans could not read (a folder the user may
+        not read: one line, as gccl label gives it), once in a watch."""
+        items = []
+        for folder, error in self.refused:
+            roots = [root.path for root in self.roots if folder.is_relative_to(root.path)]
+            if roots and folder not in self.refused_said:
+                self.refused_said.add(folder)
+                items.append(unreadable_folder(roots[0], folder, error))
+        self.refused.clear()
+        return items
 
     def _item(self, path: Path, resume: bool) -> InputItem | None:
         """The input of a file in a watched folder, or None for a file a watch ignores
@@ -344,24 +362,34 @@ def _a_real_folder(path: Path) -> bool:
 
 
 def _files(
-    folder: Path, recursive: bool, seen: set[tuple[int, int]]
+    folder: Path,
+    recursive: bool,
+    seen: set[tuple[int, int]],
+    refused: list[tuple[Path, OSError]],
 ) -> Iterator[tuple[Path, Version]]:
     """The files of `folder` (and its sub-folders) and their versions, sorted; hidden ones
-    left out, linked folders not entered, no folder entered twice (`seen`: their identities)."""
+    left out, linked folders not entered, no folder entered twice (`seen`: their identities),
+    a folder that exists but cannot be read added to `refused` with the reason."""
     try:
         info = os.stat(folder)
-        if (info.st_dev, info.st_ino) in seen:
-            return
-        seen.add((info.st_dev, info.st_ino))
+    except OSError:  # (gone meanwhile)
+        return
+    if (info.st_dev, info.st_ino) in seen:
+        return
+    seen.add((info.st_dev, info.st_ino))
+    try:
         entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
-    except OSError:
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        refused.append((folder, error))
         return
     for entry in entries:
         if entry.name.startswith("."):
             continue
         try:
             if recursive and entry.is_dir(follow_symlinks=False):
-                yield from _files(Path(entry.path), True, seen)
+                yield from _files(Path(entry.path), True, seen, refused)
             elif entry.is_file():
                 version = _version(Path(entry.path))
                 if version is not None:
