@@ -42,6 +42,7 @@ from .backends.cuda.frameworks import (
 from .backends.cuda.loader import import_cupy
 from .config import resolve
 from .contract.params import SUPPORTED_DTYPES, LabelParams, background_problem
+from .contract.stages import smooth_problem
 from .contract.stats import StatsTable
 from .errors import BadType, BadValue
 from .options import API_OPTIONS, close_names
@@ -138,6 +139,9 @@ class Labeler:
                 f"{_SOURCE}: fill_holes fills the holes of 2-D images; with connectivity "
                 f"{self.params.connectivity} (volumes) it is not available"
             )
+        problem = smooth_problem(self.params.smooth, self.params.rank)
+        if problem:
+            raise BadValue(f"{_SOURCE}: {problem}")
         self.stats = bool(stats)
         self.device = settings.device
         index = self.device.partition(":")[2]

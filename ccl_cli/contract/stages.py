@@ -36,6 +36,9 @@ MAX_MORPHOLOGY_STEPS = 1000
 #: Largest smoothing radius: binomial weights then sum to 4**14 = 2**28, so an
 #: integer weighted sum (|v| < 2**32) stays below 2**60 and fits int64.
 MAX_SMOOTH_RADIUS = 7
+#: Largest binomial radius for volumes: their weights sum to 4**(3R), 2**24 at R = 4, so
+#: 2S + W stays below 2**58 for 32-bit values; at R = 5 it would reach 2**63 and wrap.
+MAX_VOLUME_BINOMIAL_RADIUS = 4
 
 
 class StageOps(Protocol):
@@ -97,6 +100,19 @@ def smooth_weights(kind: str, radius: int) -> tuple[int, ...]:
     if kind == "box":
         return (1,) * (2 * radius + 1)
     return tuple(math.comb(2 * radius, k) for k in range(2 * radius + 1))
+
+
+def smooth_problem(smooth: tuple[str, int] | None, rank: int) -> str | None:
+    """Why `smooth` cannot smooth data of `rank` (2 images, 3 volumes), or None."""
+    if smooth is None or rank != 3:
+        return None
+    kind, radius = smooth
+    if kind == "binomial" and radius > MAX_VOLUME_BINOMIAL_RADIUS:
+        return (
+            f"smooth binomial:{radius} is too wide for volumes (binomial:R with R <= "
+            f"{MAX_VOLUME_BINOMIAL_RADIUS}, or box:R with R <= {MAX_SMOOTH_RADIUS})"
+        )
+    return None
 
 
 def dilation_steps(morphology: tuple[tuple[str, int], ...]) -> int:

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from stage_oracles import brute_morph, oracle_fill, oracle_smooth, scipy_mask
 
+import ccl_cli
 from ccl_cli.backends.cpu.stages import NumpyStages
 from ccl_cli.contract.params import SUPPORTED_DTYPES, LabelParams
 from ccl_cli.contract.stages import label_input
@@ -158,3 +159,23 @@ def test_voxels_morphology_adds_take_the_mean_of_readings_near_them(dtype, conne
     np.testing.assert_array_equal(read, want)
     np.testing.assert_array_equal(np.isnan(image), ~final)
     np.testing.assert_array_equal(image[final], want[final].astype(np.float64))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32])
+def test_the_widest_binomial_of_volumes_is_exact_on_32_bit_extremes(dtype) -> None:
+    info = np.iinfo(dtype)
+    values = np.full((3, 4, 5), info.max, dtype)
+    values[1, ::2, ::2] = info.min + 1 if info.min else 1  # the mask keeps every voxel but 0s
+    params = LabelParams(tau=1, connectivity=26, smooth=("binomial", 4))
+    mask = values != 0
+    assert staged_volume_values(values, params) == oracle_smooth(values, mask, "binomial", 4)
+
+
+def test_a_binomial_too_wide_for_volumes_is_refused_with_the_limits() -> None:
+    volume = np.full((3, 4, 5), 2**32 - 1, np.uint32)
+    with pytest.raises(ValueError, match=r"binomial:5 is too wide for volumes.*R <= 4.*box:R"):
+        ccl_cli.label(volume, tau=1, connectivity=26, smooth="binomial:5")
+    labels, tables = ccl_cli.label(volume, tau=1, connectivity=26, smooth="binomial:4")
+    assert labels.max() == 1 and tables[0]["area"].tolist() == [60]
+    images, _ = ccl_cli.label(volume, tau=1, connectivity=8, smooth="binomial:7")
+    assert images.max() == 1  # images keep R up to 7

@@ -19,7 +19,7 @@ import numpy as np
 
 from ...contract.cleaning import selects
 from ...contract.params import LabelParams, canonical_bools
-from ...contract.stages import has_stages, label_input
+from ...contract.stages import has_stages, label_input, smooth_problem
 from ...contract.stats import StatsTable, float_mean, float_sum_shift, nan_extremes
 from ...native import gccl_cpu
 from .labels import (
@@ -116,11 +116,15 @@ def label_volumes(
     smoothing (contract.stages) decide the labels; statistics always read the original
     values; min_area, max_area and largest keep components as in 2-D (contract.cleaning).
     Raises MemoryError where the engine runs out of memory, ValueError where a volume has
-    more than 2**32 - 1 kept components (uint32 labels cannot hold them) or fill_holes is
-    asked for (holes are filled in images only).
+    more than 2**32 - 1 kept components (uint32 labels cannot hold them), fill_holes is
+    asked for (holes are filled in images only) or a binomial smoothing too wide for
+    volumes (contract.stages.smooth_problem).
     """
     if params.fill_holes:
         raise ValueError("fill_holes fills the holes of 2-D images, not of volumes")
+    problem = smooth_problem(params.smooth, params.rank)
+    if problem:
+        raise ValueError(problem)
     values = np.ascontiguousarray(canonical_bools(batch))
     count, depth, height, width = values.shape
     image, label_params, values = _inputs(values, params)
