@@ -310,6 +310,33 @@ def test_a_component_that_leaves_a_slab_and_comes_back_has_one_row() -> None:
         assert_table_matches(table, grouped_stats(want, values))
 
 
+def test_whatever_needs_component_areas_gets_them() -> None:
+    # The first pass counts voxels only where something reads them: min-area, max-area and
+    # largest (labels only too) and a float volume's mean (its float-mean shift).
+    rng = np.random.default_rng(31)
+    mask = rng.random((9, 10, 11)) < 0.25
+    raw, count = scipy_volume(mask, 6)
+    area = np.bincount(raw.ravel())[1:]
+    for keywords in ({"largest": 4}, {"max_area": 3}, {"min_area": 3}, {"tau": 0, "min_area": 3}):
+        params = LabelParams(connectivity=6, **keywords)
+        chosen = [c for c in range(count) if area[c] >= 3 or "min_area" not in keywords]
+        if "max_area" in keywords:
+            chosen = [c for c in range(count) if area[c] <= 3]
+        if "largest" in keywords:
+            chosen = sorted(sorted(chosen, key=lambda c: (-area[c], c))[:4])
+        want = np.zeros_like(raw)
+        for new, old in enumerate(chosen, start=1):
+            want[raw == old + 1] = new
+        for statistics in (False, True):
+            labels, labeled = engine_labels(mask.astype(np.uint8), params, 3, statistics)
+            np.testing.assert_array_equal(labels, want, err_msg=str(keywords))
+            assert labeled.kept == [len(chosen)]
+    values = np.where(mask, rng.integers(1, 9, mask.shape) * 0.125 + 2.0**40, 0.0)
+    labels, labeled = engine_labels(values, LabelParams(connectivity=6), 3)
+    assert labeled.tables is not None
+    assert_table_matches(labeled.tables[0], grouped_stats(raw, values))
+
+
 @pytest.mark.parametrize("connectivity", CONNECTIVITIES)
 def test_the_same_bytes_whatever_the_slabs_and_threads(connectivity: int) -> None:
     values = np.random.default_rng(11).integers(0, 6, (17, 12, 13)).astype(np.uint8)

@@ -34,6 +34,16 @@ static inline volume_tolerance tolerance_of(const gccl_volumes *b) {
                               b->relative > 0 || b->quadratic > 0};
 }
 
+/* Whether the first pass counts each label's voxels: min-area, the selection and a float
+ * volume's statistics (its float-mean shift) need each component's. */
+static inline int counts_voxels(const gccl_volumes *b) {
+    return b->min_area > 1 || b->selecting || (b->statistics && b->floating);
+}
+
+/* Whether the first pass keeps each label's largest finite |v| (float volumes' statistics:
+ * their float-mean shift). */
+static inline int keeps_magnitude(const gccl_volumes *b) { return b->statistics && b->floating; }
+
 /* Whether u and v join under a tolerance that grows: equal, or within the tolerance of the
  * larger magnitude. */
 static inline int grown_join(double u, double v, const volume_tolerance *t) {
@@ -383,18 +393,17 @@ static void release(void *block, size_t bytes) {
     free(drop);
 }
 
-/* Room in the slab's label arrays for one label more than it has (parent, area and
+/* The slab's label arrays grown to twice their room (parent, area and, with `magnitudes`,
  * magnitude grow together, from spare blocks where there are). Returns 0, or -1 out of
  * memory. */
-static int room_for_label(gccl_slab *slab, int floating) {
-    if (slab->labels + 1 < slab->labels_held) return 0;
+static __attribute__((noinline)) int grow_labels(gccl_slab *slab, int magnitudes) {
     const int64_t held = slab->labels_held, want = held ? 2 * held : 4096;
     const size_t used = (size_t)(slab->labels + 1); /* entries 0..labels */
     size_t got_parent, got_area, got_magnitude = SIZE_MAX;
     int32_t *parent = obtain(sizeof(int32_t) * (size_t)want, &got_parent);
     int64_t *area = obtain(sizeof(int64_t) * (size_t)want, &got_area);
-    int64_t *magnitude = floating ? obtain(sizeof(int64_t) * (size_t)want, &got_magnitude) : NULL;
-    if (!parent || !area || (floating && !magnitude)) {
+    int64_t *magnitude = magnitudes ? obtain(sizeof(int64_t) * (size_t)want, &got_magnitude) : NULL;
+    if (!parent || !area || (magnitudes && !magnitude)) {
         release(parent, got_parent);
         release(area, got_area);
         release(magnitude, got_magnitude);
@@ -403,7 +412,7 @@ static int room_for_label(gccl_slab *slab, int floating) {
     if (held) {
         memcpy(parent, slab->parent, sizeof(int32_t) * used);
         memcpy(area, slab->area, sizeof(int64_t) * used);
-        if (floating) memcpy(magnitude, slab->magnitude, sizeof(int64_t) * used);
+        if (magnitudes) memcpy(magnitude, slab->magnitude, sizeof(int64_t) * used);
     }
     release(slab->parent, sizeof(int32_t) * (size_t)held);
     release(slab->area, sizeof(int64_t) * (size_t)held);
@@ -418,13 +427,19 @@ static int room_for_label(gccl_slab *slab, int floating) {
     return 0;
 }
 
+/* Room in the slab's label arrays for one label more than it has (grow_labels where there
+ * is none; a check per run, so apart from the growing). Returns 0, or -1 out of memory. */
+static inline int room_for_label(gccl_slab *slab, int magnitudes) {
+    return slab->labels + 1 < slab->labels_held ? 0 : grow_labels(slab, magnitudes);
+}
+
 /* A new label for the slab: a set of its own. Returns it, or 0 out of memory. */
-static int32_t new_volume_label(gccl_slab *slab, int floating) {
-    if (room_for_label(slab, floating) != 0) return 0;
+static int32_t new_volume_label(gccl_slab *slab, int magnitudes) {
+    if (room_for_label(slab, magnitudes) != 0) return 0;
     const int64_t label = slab->labels + 1;
     slab->parent[label] = (int32_t)label;
     slab->area[label] = 0;
-    if (floating) slab->magnitude[label] = 0;
+    if (magnitudes) slab->magnitude[label] = 0;
     slab->labels = label;
     return (int32_t)label;
 }
@@ -646,14 +661,14 @@ static inline int32_t same_label(int32_t summary, int32_t label) {
 
 /* The label of a run of the slab: `label` itself where it joined a set (a root), else a
  * new one (slab->labels + 1, whose room room_for_label made and whose parent is itself).
- * Its voxels counted, and for float volumes its largest finite |v|; a new label's counts
- * start from 0 without a branch on whether it is new. */
+ * Where `counting`, its voxels counted, and where the slab keeps them its largest finite
+ * |v|; a new label's counts start from 0 without a branch on whether it is new. */
 static inline int32_t settle_label(gccl_slab *slab, int32_t label, int64_t voxels,
-                                   int64_t magnitude) {
+                                   int64_t magnitude, int counting) {
     const int64_t made = label > slab->labels;
     const int64_t kept = made - 1; /* all ones for a label made before, 0 for a new one */
     slab->labels += made;
-    slab->area[label] = (slab->area[label] & kept) + voxels;
+    if (counting) slab->area[label] = (slab->area[label] & kept) + voxels;
     if (slab->magnitude) {
         const int64_t top = slab->magnitude[label] & kept;
         slab->magnitude[label] = magnitude > top ? magnitude : top;
@@ -664,23 +679,23 @@ static inline int32_t settle_label(gccl_slab *slab, int32_t label, int64_t voxel
 /* First pass of one slab in binary mode (planes z0..z1-1 of volume n): each row's runs
  * (from its bits) joined to the sets of the voxels they touch in the rows before it, each
  * run's label written into `labels` (the background's 0 too unless they are `zeroed`),
- * each row's one label (row_labels), each label's voxels counted (and for float volumes its
- * largest finite |v|). A run's label is slab->labels + 1 until it joins a set, so that the
- * joins need no branch for "no set yet". fg: a row's foreground (whole words of voxels,
- * 0 past width). Returns 0, or -1 out of memory. */
+ * each row's one label (row_labels), each label's voxels counted where counts_voxels (and
+ * its largest finite |v| where keeps_magnitude). A run's label is slab->labels + 1 until
+ * it joins a set, so that the joins need no branch for "no set yet". fg: a row's
+ * foreground (whole words of voxels, 0 past width). Returns 0, or -1 out of memory. */
 static int label_slab_binary(const gccl_volumes *b, gccl_slab *slab, int64_t n, int64_t z0,
                              int64_t z1, uint8_t *fg, const uint64_t *zero) {
     const int64_t width = b->width, height = b->height, words = voxel_words(width);
     const int64_t image_bytes = type_bytes(b->image_type);
     const int64_t value_bytes = type_bytes(b->value_type);
-    const int floating = (int)b->floating;
-    const run_magnitude_of magnitude_of = run_magnitude_for(b->value_type);
+    const int counting = counts_voxels(b), magnitudes = keeps_magnitude(b);
+    const run_magnitude_of magnitude_of = magnitudes ? run_magnitude_for(b->value_type) : NULL;
     const uint8_t *image = b->image, *values = b->values;
     const neighbour *near;
     const int count = neighbours_of(b->connectivity, &near);
     const int joined = b->connectivity == 26; /* join_near_bits: rows partly joined */
     if (start_slab(slab, (z1 - z0) * height, width) != 0) return -1;
-    if (room_for_label(slab, floating) != 0) return -1;
+    if (room_for_label(slab, magnitudes) != 0) return -1;
     for (int64_t z = z0; z < z1; z++) {
         for (int64_t y = 0; y < height; y++) {
             const int64_t at = row_index(b, n, z, y);
@@ -727,9 +742,10 @@ static int label_slab_binary(const gccl_volumes *b, gccl_slab *slab, int64_t n, 
                         label = join_near_bits(slab->parent, &other, 4, 0, s, e, label);
                     }
                     label = settle_label(slab, label, e - s,
-                                         magnitude_of ? magnitude_of(value_row, s, e) : 0);
+                                         magnitude_of ? magnitude_of(value_row, s, e) : 0,
+                                         counting);
                     *row_label = same_label(*row_label, label);
-                    if (room_for_label(slab, floating) != 0) return -1;
+                    if (room_for_label(slab, magnitudes) != 0) return -1;
                     if (e - s <= 8 && s + 8 <= width) { /* 8 stores, no loop to leave */
                         const int length = (int)(e - s); /* 0s past it: later runs' or none */
                         for (int i = 0; i < 8; i++)
@@ -744,19 +760,20 @@ static int label_slab_binary(const gccl_volumes *b, gccl_slab *slab, int64_t n, 
     return 0;
 }
 
-/* First pass of one slab in tau mode (planes z0..z1-1 of volume n): each row's runs joined to the runs
- * they touch, each voxel's label written into `labels` (the background's 0 too unless they
- * are `zeroed`), each row's one label (row_labels), each label's voxels counted (and for float
- * volumes its largest finite |v|). fg: a row's foreground (width); bounds: a row's run
- * bounds (2 width + 2). Returns 0, or -1 out of memory. */
+/* First pass of one slab in tau mode (planes z0..z1-1 of volume n): each row's runs joined
+ * to the runs they touch, each voxel's label written into `labels` (the background's 0 too
+ * unless they are `zeroed`), each row's one label (row_labels), each label's voxels counted
+ * where counts_voxels (and its largest finite |v| where keeps_magnitude). fg: a row's
+ * foreground (width); bounds: a row's run bounds (2 width + 2). Returns 0, or -1 out of
+ * memory. */
 static int label_slab_tau(const gccl_volumes *b, gccl_slab *slab, int64_t n, int64_t z0,
                           int64_t z1, uint8_t *fg, int64_t *bounds, plane_runs *planes) {
     const int64_t width = b->width, height = b->height;
     const int64_t image_bytes = type_bytes(b->image_type);
     const int64_t value_bytes = type_bytes(b->value_type);
     const volume_tolerance t = tolerance_of(b);
-    const int floating = (int)b->floating;
-    const run_magnitude_of magnitude_of = run_magnitude_for(b->value_type);
+    const int counting = counts_voxels(b), magnitudes = keeps_magnitude(b);
+    const run_magnitude_of magnitude_of = magnitudes ? run_magnitude_for(b->value_type) : NULL;
     const uint8_t *image = b->image, *values = b->values;
     const neighbour *near;
     const int count = neighbours_of(b->connectivity, &near);
@@ -792,13 +809,13 @@ static int label_slab_tau(const gccl_volumes *b, gccl_slab *slab, int64_t n, int
                 for (int j = 0; j < count; j++)
                     label = join_near_row_tau(b, &t, parent, &other[j], pixels, s, e, label);
                 if (label == 0) {
-                    label = new_volume_label(slab, floating);
+                    label = new_volume_label(slab, magnitudes);
                     if (label == 0) return -1;
                     parent = slab->parent;
                 }
                 runs[i] = (gccl_run){s, e, label};
                 row_label = same_label(row_label, label);
-                slab->area[label] += e - s;
+                if (counting) slab->area[label] += e - s;
                 if (magnitude_of) {
                     const int64_t top = magnitude_of(value_row, s, e);
                     if (top > slab->magnitude[label]) slab->magnitude[label] = top;
@@ -819,23 +836,24 @@ static int label_slab_tau(const gccl_volumes *b, gccl_slab *slab, int64_t n, int
 }
 
 /* The slab's labels flattened to local ids 1..m in order (parent[label] = local id), each
- * label's voxels (and largest finite |v|) gathered into its local id's; returns m. */
-static int64_t flatten_slab(gccl_slab *slab) {
+ * label's voxels (where `counting`) and largest finite |v| (where the slab keeps them)
+ * gathered into its local id's; returns m. */
+static int64_t flatten_slab(gccl_slab *slab, int counting) {
     int32_t *parent = slab->parent;
-    int64_t *area = slab->area, *magnitude = slab->magnitude;
+    int64_t *area = counting ? slab->area : NULL, *magnitude = slab->magnitude;
     int64_t m = 0;
     for (int64_t label = 1; label <= slab->labels; label++) {
         const int32_t p = parent[label];
-        const int64_t voxels = area[label], top = magnitude ? magnitude[label] : 0;
+        const int64_t voxels = area ? area[label] : 0, top = magnitude ? magnitude[label] : 0;
         if (p < label) { /* p < label already holds its local id */
             const int32_t local = parent[p];
             parent[label] = local;
-            area[local] += voxels;
+            if (area) area[local] += voxels;
             if (magnitude && top > magnitude[local]) magnitude[local] = top;
         } else { /* slot m <= label has been read already */
             m += 1;
             parent[label] = (int32_t)m;
-            area[m] = voxels;
+            if (area) area[m] = voxels;
             if (magnitude) magnitude[m] = top;
         }
     }
@@ -870,7 +888,7 @@ int gccl_volume_label_slabs(const gccl_volumes *b, int64_t lo, int64_t hi) {
         failed = (b->tau_mode
                       ? label_slab_tau(b, &slab, task[0], task[1], task[2], fg, bounds, &runs)
                       : label_slab_binary(b, &slab, task[0], task[1], task[2], fg, zero)) != 0;
-        if (!failed) slab.locals = b->local_counts[t] = flatten_slab(&slab);
+        if (!failed) slab.locals = b->local_counts[t] = flatten_slab(&slab, counts_voxels(b));
         b->slabs[t] = slab; /* what it holds, freed by gccl_volume_free even where it failed */
     }
     for (int p = 0; p < 2; p++) {
@@ -993,14 +1011,13 @@ int gccl_volume_merge_seams(const gccl_volumes *b, int64_t lo, int64_t hi) {
 int gccl_volume_keep(const gccl_volumes *b, int64_t lo, int64_t hi) {
     for (int64_t n = lo; n < hi; n++) {
         const int64_t before = b->component_first[n] - 1; /* component c is [before + c] */
-        if (b->min_area <= 1 && !b->selecting && !(b->statistics && b->floating)) {
-            /* all kept, as they are; no areas needed (float statistics' shift needs them) */
+        if (!counts_voxels(b)) { /* all kept, as they are */
             for (int64_t c = 1; c <= b->components[n]; c++) b->kept_id[before + c] = c;
             b->kept[n] = b->components[n];
             continue;
         }
         int64_t *area = b->component_area + before;
-        int64_t *magnitude = b->floating ? b->component_magnitude + before : NULL;
+        int64_t *magnitude = keeps_magnitude(b) ? b->component_magnitude + before : NULL;
         for (int64_t c = 1; c <= b->components[n]; c++) {
             area[c] = 0;
             if (magnitude) magnitude[c] = 0;
@@ -1106,7 +1123,8 @@ static int write_slab_statistics(const gccl_volumes *b, int64_t t) {
     gccl_run *runs = malloc(sizeof(gccl_run) * (size_t)(width / 2 + 1));
     uint32_t *kept = malloc(sizeof(uint32_t) * (size_t)(width / 2 + 1));
     const int failed = !runs || !kept;
-    if (!failed) GATHER_SLAB[b->value_type](b, slab, t, final, b->records + b->first[t], runs, kept);
+    gccl_volume_record *records = b->records + b->first[t];
+    if (!failed) GATHER_SLAB[b->value_type](b, slab, t, final, records, runs, kept);
     free(runs);
     free(kept);
     return failed ? -1 : 0;
@@ -1133,7 +1151,8 @@ int gccl_volume_write(const gccl_volumes *b, int64_t lo, int64_t hi) {
             if (write_slab_statistics(b, t) != 0) return -1;
             continue;
         }
-        for (int64_t local = 1; local <= slab->locals; local++) final[local] = kept_id[forest[local]];
+        for (int64_t local = 1; local <= slab->locals; local++)
+            final[local] = kept_id[forest[local]];
         uint32_t *table = (uint32_t *)slab->parent; /* label -> final */
         table[0] = 0;
         for (int64_t label = 1; label <= slab->labels; label++)
@@ -1195,7 +1214,8 @@ int gccl_volume_gather(const gccl_volumes *b, int64_t lo, int64_t hi) {
  * each from its component's first slot's record (kept_slot; gathered). */
 int gccl_volume_columns(const gccl_volumes *b, int64_t lo, int64_t hi) {
     const table_columns table = columns_of(b);
-    for (int64_t r = lo; r < hi; r++) put_row(&table, r, &b->records[b->kept_slot[r]], (int)b->floating);
+    for (int64_t r = lo; r < hi; r++)
+        put_row(&table, r, &b->records[b->kept_slot[r]], (int)b->floating);
     return 0;
 }
 
