@@ -40,6 +40,15 @@ static inline int counts_voxels(const gccl_volumes *b) {
     return b->min_area > 1 || b->selecting || (b->statistics && b->floating);
 }
 
+/* Volume n's new labels by component (kept_id, from 1), or NULL where every component
+ * keeps its number (nothing that counts voxels can drop one: kept_of is then c itself). */
+static inline const int64_t *kept_ids(const gccl_volumes *b, int64_t n) {
+    return counts_voxels(b) ? b->kept_id + b->component_first[n] - 1 : NULL;
+}
+
+/* The new label of component c (kept_ids: its volume's). */
+static inline int64_t kept_of(const int64_t *kept_id, int64_t c) { return kept_id ? kept_id[c] : c; }
+
 /* Whether the first pass keeps each label's largest finite |v| (float volumes' statistics:
  * their float-mean shift). */
 static inline int keeps_magnitude(const gccl_volumes *b) { return b->statistics && b->floating; }
@@ -1003,16 +1012,15 @@ int gccl_volume_merge_seams(const gccl_volumes *b, int64_t lo, int64_t hi) {
     return failed ? -1 : 0;
 }
 
-/* Per volume lo..hi-1: kept_id[c] = the new label of component c (0 where it has fewer
- * than min_area voxels), numbered 1.. per volume, and kept[n] = volume n's kept
- * components (with `selecting`, the host's, from component_area); where min-area, the
- * selection or a float volume's statistics need them, each component's voxels in
- * component_area (and for float volumes its largest finite |v| in component_magnitude). */
+/* Per volume lo..hi-1: kept[n] = volume n's kept components and, where counts_voxels (else
+ * every component keeps its number: kept_ids), kept_id[c] = the new label of component c
+ * (0 where it has fewer than min_area voxels), numbered 1.. per volume (with `selecting`,
+ * the host's, from component_area), each component's voxels in component_area (and where
+ * keeps_magnitude its largest finite |v| in component_magnitude). */
 int gccl_volume_keep(const gccl_volumes *b, int64_t lo, int64_t hi) {
     for (int64_t n = lo; n < hi; n++) {
         const int64_t before = b->component_first[n] - 1; /* component c is [before + c] */
-        if (!counts_voxels(b)) { /* all kept, as they are */
-            for (int64_t c = 1; c <= b->components[n]; c++) b->kept_id[before + c] = c;
+        if (!counts_voxels(b)) { /* all kept, as they are (kept_ids) */
             b->kept[n] = b->components[n];
             continue;
         }
@@ -1108,12 +1116,12 @@ static int write_slab_statistics(const gccl_volumes *b, int64_t t) {
     const gccl_slab *slab = &b->slabs[t];
     const int64_t n = b->tasks[3 * t], width = b->width;
     const int64_t *forest = b->forest + b->first[t];
-    const int64_t *kept_id = b->kept_id + b->component_first[n] - 1;
+    const int64_t *kept_id = kept_ids(b, n);
     int64_t *kept_slot = b->kept_slot + b->kept_first[n] - 1; /* by kept id */
     int64_t *final = slab->area;
     int64_t met = b->components_before[t];
     for (int64_t local = 1; local <= slab->locals; local++) {
-        const int64_t c = forest[local], k = kept_id[c];
+        const int64_t c = forest[local], k = kept_of(kept_id, c);
         final[local] = k;
         if (k != 0 && c > met) {
             kept_slot[k] = b->first[t] + local;
@@ -1135,9 +1143,8 @@ static int write_slab_statistics(const gccl_volumes *b, int64_t t) {
  * ids gathered run by run (write_slab_statistics). Only the foreground's runs (the slab's
  * bits) are read and written; without statistics a row whose runs took one label
  * (row_labels) is passed over where that label keeps its number and filled with its final
- * label where it does not. Each local id's final label takes the place of its voxels in
- * `area` first, and without statistics each label's final label the place of its local id
- * in `parent`, so a voxel costs one lookup. */
+ * label where it does not. Without statistics each label's final label takes the place of
+ * its local id in `parent`, so a voxel costs one lookup. */
 int gccl_volume_write(const gccl_volumes *b, int64_t lo, int64_t hi) {
     const int64_t width = b->width, height = b->height, words = voxel_words(width);
     for (int64_t t = lo; t < hi; t++) {
@@ -1145,18 +1152,15 @@ int gccl_volume_write(const gccl_volumes *b, int64_t lo, int64_t hi) {
         if (slab->labels == 0) continue; /* its voxels are all 0 already */
         const int64_t n = b->tasks[3 * t], z0 = b->tasks[3 * t + 1], z1 = b->tasks[3 * t + 2];
         const int64_t *forest = b->forest + b->first[t];
-        const int64_t *kept_id = b->kept_id + b->component_first[n] - 1;
-        int64_t *final = slab->area;
         if (b->statistics) {
             if (write_slab_statistics(b, t) != 0) return -1;
             continue;
         }
-        for (int64_t local = 1; local <= slab->locals; local++)
-            final[local] = kept_id[forest[local]];
-        uint32_t *table = (uint32_t *)slab->parent; /* label -> final */
+        const int64_t *kept_id = kept_ids(b, n);
+        uint32_t *table = (uint32_t *)slab->parent; /* label -> final, over label -> local id */
         table[0] = 0;
         for (int64_t label = 1; label <= slab->labels; label++)
-            table[label] = (uint32_t)final[slab->parent[label]];
+            table[label] = (uint32_t)kept_of(kept_id, forest[slab->parent[label]]);
         for (int64_t z = z0; z < z1; z++) {
             for (int64_t y = 0; y < height; y++) {
                 const int64_t r = (z - z0) * height + y;
@@ -1190,7 +1194,7 @@ int gccl_volume_write(const gccl_volumes *b, int64_t lo, int64_t hi) {
  * one met in a slot before it. */
 int gccl_volume_gather(const gccl_volumes *b, int64_t lo, int64_t hi) {
     for (int64_t n = lo; n < hi; n++) {
-        const int64_t *kept_id = b->kept_id + b->component_first[n] - 1;
+        const int64_t *kept_id = kept_ids(b, n);
         const int64_t *kept_slot = b->kept_slot + b->kept_first[n] - 1; /* by kept id */
         for (int64_t t = b->volume_tasks[n]; t < b->volume_tasks[n + 1]; t++) {
             int64_t met = b->components_before[t];
@@ -1200,7 +1204,7 @@ int gccl_volume_gather(const gccl_volumes *b, int64_t lo, int64_t hi) {
                     met = c;
                     continue;
                 }
-                const int64_t k = kept_id[c];
+                const int64_t k = kept_of(kept_id, c);
                 if (k != 0)
                     merge_volume_record(&b->records[kept_slot[k]], &b->records[slot],
                                         (int)b->floating);
