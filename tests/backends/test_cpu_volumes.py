@@ -296,6 +296,28 @@ def test_statistics_of_many_components_match_numpy(connectivity: int, dtype: typ
         assert_table_matches(labeled.tables[0], grouped_stats(kept, image))
 
 
+@pytest.mark.parametrize("connectivity", CONNECTIVITIES)
+def test_rows_whose_runs_are_all_one_component_match_numpy(connectivity: int) -> None:
+    # Combs: rows of many runs joined only through the plane before (the last pass sums such
+    # a row's runs at once), one comb big, one small enough for min-area to drop it.
+    rng = np.random.default_rng(37)
+    mask = np.zeros((7, 6, 40), bool)
+    mask[0, :4] = True
+    mask[1:, :4, ::2] = True
+    mask[0, 5, :3] = True  # 3 voxels
+    mask[1:3, 5, 0:3:2] = True  # 4 more
+    values = np.where(mask, rng.integers(1, 60000, mask.shape), 0).astype(np.uint16)
+    want, count = scipy_volume(mask, connectivity)
+    assert count == 2
+    for threads, min_area in ((1, 0), (3, 0), (7, 8)):
+        params = LabelParams(connectivity=connectivity, min_area=min_area)
+        labels, labeled = engine_labels(values, params, threads, zeroed=threads == 3)
+        kept = filter_min_area_3d(want, min_area)
+        np.testing.assert_array_equal(labels, kept)
+        assert labeled.tables is not None
+        assert_table_matches(labeled.tables[0], grouped_stats(kept, values))
+
+
 def test_a_component_that_leaves_a_slab_and_comes_back_has_one_row() -> None:
     # Slab 0 (plane 0) holds two sets that plane 1 joins: one component, whose voxels of
     # plane 0 are counted once, in one row.

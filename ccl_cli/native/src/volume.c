@@ -190,32 +190,65 @@ typedef struct {
     int floating;
 } stretch_place;
 
-/* Record r set to (`fresh`) or added to (else) the statistics of stretch [s, e) of a row
- * with values v (values_of_run), without a branch on which. */
-static inline __attribute__((always_inline)) void add_stretch(gccl_volume_record *r,
-                                                              int64_t fresh,
-                                                              const stretch_place *at,
-                                                              int64_t s, int64_t e,
-                                                              run_values v) {
+/* Run [s, e) of a row of labels given label `final`, as 8 where it has at most 8 voxels and
+ * 8 are in the row from s (those past it written back as they are), as the first pass
+ * writes them. */
+static inline void put_run_labels(uint32_t *row, int64_t s, int64_t e, int64_t width,
+                                  uint32_t final) {
+    if (e - s <= 8 && s + 8 <= width) {
+        const int length = (int)(e - s);
+        for (int j = 0; j < 8; j++) row[s + j] = j < length ? final : row[s + j];
+    } else {
+        for (int64_t j = s; j < e; j++) row[j] = final;
+    }
+}
+
+/* The statistics of one or more stretches of a row that took one local id, summed before
+ * they go into its record: voxels, the sum of their x, the first and last x, the values. */
+typedef struct {
+    int64_t area, sum_x, first, last;
+    run_values v;
+} stretch_sum;
+
+/* The sum of stretch [s, e) with values v. */
+static inline stretch_sum sum_of_stretch(int64_t s, int64_t e, run_values v) {
+    return (stretch_sum){e - s, (e - s) * (s + e - 1) / 2, s, e - 1, v};
+}
+
+/* g with stretch [s, e) (values v), which lies after g's stretches in their row, added. */
+static inline void extend_sum(stretch_sum *g, int64_t s, int64_t e, run_values v) {
+    g->area += e - s;
+    g->sum_x += (e - s) * (s + e - 1) / 2;
+    g->last = e - 1;
+    g->v.total += v.total;
+    g->v.lo = v.lo < g->v.lo ? v.lo : g->v.lo;
+    g->v.hi = v.hi > g->v.hi ? v.hi : g->v.hi;
+}
+
+/* Record r set to (`fresh`) or added to (else) the statistics of stretches g of a row,
+ * without a branch on which. */
+static inline __attribute__((always_inline)) void add_stretches(gccl_volume_record *r,
+                                                                int64_t fresh,
+                                                                const stretch_place *at,
+                                                                const stretch_sum *g) {
     const int64_t keep = fresh - 1; /* all ones where r adds up, else 0 */
-    const int64_t length = e - s;
-    r->area = (r->area & keep) + length;
-    r->sum_x = (r->sum_x & keep) + length * (s + e - 1) / 2;
-    r->sum_y = (r->sum_y & keep) + length * at->y;
-    r->sum_z = (r->sum_z & keep) + length * at->z;
+    r->area = (r->area & keep) + g->area;
+    r->sum_x = (r->sum_x & keep) + g->sum_x;
+    r->sum_y = (r->sum_y & keep) + g->area * at->y;
+    r->sum_z = (r->sum_z & keep) + g->area * at->z;
     if (at->floating) {
-        r->sum_low = (uint64_t)(((int64_t)r->sum_low & keep) + v.total);
+        r->sum_low = (uint64_t)(((int64_t)r->sum_low & keep) + g->v.total);
     } else {
         const __int128 sum = (((__int128)(r->sum_high & keep) << 64) |
                               (__int128)(r->sum_low & (uint64_t)keep)) +
-                             v.total;
+                             g->v.total;
         r->sum_low = (uint64_t)sum;
         r->sum_high = (int64_t)(sum >> 64);
     }
     const int64_t lo = fresh ? INT64_MAX : r->lo, hi = fresh ? INT64_MIN : r->hi;
-    r->lo = v.lo < lo ? v.lo : lo;
-    r->hi = v.hi > hi ? v.hi : hi;
-    const int32_t first = (int32_t)s, last = (int32_t)(e - 1);
+    r->lo = g->v.lo < lo ? g->v.lo : lo;
+    r->hi = g->v.hi > hi ? g->v.hi : hi;
+    const int32_t first = (int32_t)g->first, last = (int32_t)g->last;
     const int32_t row_y = (int32_t)at->y, plane = (int32_t)at->z;
     const int32_t x_min = fresh ? INT32_MAX : r->x_min, x_max = fresh ? -1 : r->x_max;
     const int32_t y_min = fresh ? INT32_MAX : r->y_min, y_max = fresh ? -1 : r->y_max;

@@ -139,6 +139,32 @@ CAT(values_of_run, SUFFIX)(const PIXEL *values, int64_t s, int64_t e, int64_t wi
 #endif
 }
 
+/* A row of a slab whose k runs all took one local id (runs[0].label; its final label
+ * `final`, its float-mean shift `shift`): their labels made final, their statistics summed
+ * and added into its record once (gather_slab; met: the largest kept local id met before,
+ * returned as it is after). Apart from gather_slab's loop over runs, whose registers it
+ * would otherwise share. */
+static __attribute__((noinline)) int64_t CAT(gather_row_of_one, SUFFIX)(
+    uint32_t *row, const PIXEL *values, const gccl_run *runs, int64_t k, int64_t width,
+    uint32_t final, int64_t shift, gccl_volume_record *records, int64_t met,
+    const stretch_place *here) {
+    for (int64_t i = 0; i < k; i++) { /* a run's voxels hold one label: some final already */
+        const int64_t s = runs[i].start;
+        if (row[s] != final) put_run_labels(row, s, runs[i].end, width, final);
+    }
+    if (final == 0) return met;
+    const int64_t local = runs[0].label, fresh = local > met;
+    stretch_sum g = sum_of_stretch(
+        runs[0].start, runs[0].end,
+        CAT(values_of_run, SUFFIX)(values, runs[0].start, runs[0].end, width, shift));
+    for (int64_t i = 1; i < k; i++) {
+        const int64_t s = runs[i].start, e = runs[i].end;
+        extend_sum(&g, s, e, CAT(values_of_run, SUFFIX)(values, s, e, width, shift));
+    }
+    add_stretches(&records[local], fresh, here, &g);
+    return fresh ? local : met;
+}
+
 /* The last pass over the rows of slab t (planes z0..z1-1 of volume n) with statistics: each
  * foreground voxel's label replaced by its final label (final: by local id, 0 where
  * min-area drops it), and the statistics of each stretch of one kept label (a binary run
@@ -149,8 +175,9 @@ CAT(values_of_run, SUFFIX)(const PIXEL *values, int64_t s, int64_t e, int64_t wi
  * and local ids number the roots in order), so a local id above every one met before is
  * new. A binary row's runs are found first, then their local ids and final labels read in
  * loops of loads that do not wait for one another (runs and kept: room for a row's runs);
- * a run of at most 8 voxels has its labels written as 8 (those past it written back as
- * they are), as the first pass writes them. */
+ * each run's label written (put_run_labels); a row whose runs all took one local id has
+ * them summed before they go into its record, and its runs whose label is final already
+ * left as they are. */
 static void CAT(gather_slab, SUFFIX)(const gccl_volumes *b, const gccl_slab *slab, int64_t t,
                                      const int64_t *final, gccl_volume_record *records,
                                      gccl_run *runs, uint32_t *kept) {
@@ -187,32 +214,37 @@ static void CAT(gather_slab, SUFFIX)(const gccl_volumes *b, const gccl_slab *sla
                         if (final_label == 0) continue;
                         const int64_t fresh = local > met;
                         met = fresh ? local : met;
-                        add_stretch(&records[local], fresh, &here, from, i,
-                                    CAT(values_of_run, SUFFIX)(values, from, i, width,
-                                                               SHIFT_OF(local)));
+                        const stretch_sum g = sum_of_stretch(
+                            from, i,
+                            CAT(values_of_run, SUFFIX)(values, from, i, width, SHIFT_OF(local)));
+                        add_stretches(&records[local], fresh, &here, &g);
                     }
                 }
                 continue;
             }
             const int64_t k = bit_runs(voxels, words, runs);
             for (int64_t i = 0; i < k; i++) runs[i].label = local_of[row[runs[i].start]];
+            int one = 1; /* whether the row's runs all took one local id */
             for (int64_t i = 0; i < k; i++) {
                 __builtin_prefetch(&records[runs[i].label], 1);
                 kept[i] = (uint32_t)final[runs[i].label];
+                one &= runs[i].label == runs[0].label;
+            }
+            if (one) {
+                met = CAT(gather_row_of_one, SUFFIX)(row, values, runs, k, width, kept[0],
+                                                     SHIFT_OF(runs[0].label), records, met,
+                                                     &here);
+                continue;
             }
             for (int64_t i = 0; i < k; i++) {
                 const int64_t s = runs[i].start, e = runs[i].end, local = runs[i].label;
-                if (e - s <= 8 && s + 8 <= width) {
-                    const int length = (int)(e - s);
-                    for (int j = 0; j < 8; j++) row[s + j] = j < length ? kept[i] : row[s + j];
-                } else {
-                    for (int64_t j = s; j < e; j++) row[j] = kept[i];
-                }
+                put_run_labels(row, s, e, width, kept[i]);
                 if (kept[i] == 0) continue;
                 const int64_t fresh = local > met;
                 met = fresh ? local : met;
-                add_stretch(&records[local], fresh, &here, s, e,
-                            CAT(values_of_run, SUFFIX)(values, s, e, width, SHIFT_OF(local)));
+                const stretch_sum g = sum_of_stretch(
+                    s, e, CAT(values_of_run, SUFFIX)(values, s, e, width, SHIFT_OF(local)));
+                add_stretches(&records[local], fresh, &here, &g);
             }
         }
     }
