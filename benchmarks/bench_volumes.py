@@ -13,8 +13,9 @@ as cc3d gives them: every core of this process) and, apart, with stats=True (lab
 statistics). cc3d runs connected_components (one thread; binary_image for masks, delta=20
 for the CT volume, one call per volume of a batch); scipy (--scipy) runs ndimage.label
 with generate_binary_structure(3, 1|3) on the masks. The runs alternate, so that load from
-other processes hits every engine alike, and before each one as much memory as its labels
-and half as much again is touched and freed (refresh_memory); every engine's component
+other processes hits every engine alike, and before each one as much memory as its call
+allocates (traced once, untimed: labels, and for gccl+stats its tables; at least the labels
+and half as much again) is touched and freed (refresh_memory); every engine's component
 count is checked against gccl's, and a disagreement is printed and fails the run (exit 1).
 """
 
@@ -27,6 +28,7 @@ import platform
 import statistics
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,20 +170,32 @@ def refresh_memory(size: int) -> None:
     np.ones(size, np.uint8)
 
 
+def allocated(run: Callable[[], int]) -> int:
+    """The most bytes a call of `run` holds at once through Python's and numpy's allocators
+    (tracemalloc; an untimed call)."""
+    tracemalloc.start()
+    try:
+        run()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def measure(engines: dict[str, Callable[[], int]], repeat: int, labels: int) -> dict[str, dict]:
     """Per engine: its component count, its first call's wall time (gccl's grows its working
     arrays), and over `repeat` alternating runs the median and range of the wall time and
-    the median CPU time of this process (all its threads), in ms; `labels` bytes are touched
-    before each run (refresh_memory)."""
+    the median CPU time of this process (all its threads), in ms; before each run as many
+    bytes as the engine's call allocates, at least `labels`, are touched (refresh_memory)."""
     out: dict[str, dict] = {}
     for name, run in engines.items():
         start = time.perf_counter()
         out[name] = {"components": run(), "first_ms": (time.perf_counter() - start) * 1e3}
+    refresh = {name: max(labels, allocated(run)) for name, run in engines.items()}
     wall: dict[str, list[float]] = {name: [] for name in engines}
     cpu: dict[str, list[float]] = {name: [] for name in engines}
     for _ in range(repeat):
         for name, run in engines.items():
-            refresh_memory(labels)
+            refresh_memory(refresh[name])
             start, start_cpu = time.perf_counter(), time.process_time()
             run()
             wall[name].append((time.perf_counter() - start) * 1e3)
