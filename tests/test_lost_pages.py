@@ -61,6 +61,14 @@ def fax_rows(out: Path) -> list[tuple[str, str]]:
     return [(row["page"], row["status"]) for row in rows if row["path"].endswith("fax.tif")]
 
 
+def labeled_three_pages(tmp_path: Path, seed: int, named: str = "in") -> Path:
+    """in/fax.tif written with 3 pages and labeled (`named`: what the command line names)
+    into tmp_path/out, which is returned."""
+    write_tiff(tmp_path / "in" / "fax.tif", masks(3, seed=seed))
+    assert label(named, "-o", "out", cwd=tmp_path).returncode == 0
+    return tmp_path / "out"
+
+
 def assert_labels(path: Path, page: np.ndarray) -> None:
     expected, _ = ndi.label(page, structure=EIGHT)
     assert np.array_equal(read_label_image(path), expected)
@@ -136,9 +144,7 @@ def test_pages_kept_as_they_were_are_skipped_and_the_lost_one_still_moved_aside(
 def test_a_file_that_became_one_page_and_then_two_keeps_the_outputs_of_its_pages_now(
     tmp_path: Path,
 ) -> None:
-    write_tiff(tmp_path / "in" / "fax.tif", masks(3, seed=4))
-    assert label("in", "-o", "out", cwd=tmp_path).returncode == 0
-    out = tmp_path / "out"
+    out = labeled_three_pages(tmp_path, seed=4)
 
     (single,) = masks(1, seed=5)  # one page: its outputs lose the page mark
     write_tiff(tmp_path / "in" / "fax.tif", [single])
@@ -176,9 +182,7 @@ def test_a_file_that_became_one_page_and_then_two_keeps_the_outputs_of_its_pages
 
 
 def test_files_gccl_did_not_make_are_never_moved_nor_replaced(tmp_path: Path) -> None:
-    write_tiff(tmp_path / "in" / "fax.tif", masks(3, seed=7))
-    assert label("in", "-o", "out", cwd=tmp_path).returncode == 0
-    out = tmp_path / "out"
+    out = labeled_three_pages(tmp_path, seed=7)
     (out / "fax.p0003.stats.csv").write_text("my own notes\n")  # edited: no longer gccl's
     (out / "fax.p0002.labels.stale.png").write_bytes(b"mine")  # the stale name is taken
     (out / "fax.p0004.labels.png").write_bytes(b"mine too")  # a page gccl never made
@@ -204,9 +208,7 @@ def test_files_gccl_did_not_make_are_never_moved_nor_replaced(tmp_path: Path) ->
 def test_outputs_made_for_another_input_since_are_not_the_lost_pages(tmp_path: Path) -> None:
     """fax.p0003.png's outputs have page 3's names: once they took those names, the page's
     outputs are gone and nothing of fax.p0003.png's is moved for it."""
-    write_tiff(tmp_path / "in" / "fax.tif", masks(3, seed=9))
-    assert label("in/fax.tif", "-o", "out", cwd=tmp_path).returncode == 0
-    out = tmp_path / "out"
+    out = labeled_three_pages(tmp_path, seed=9, named="in/fax.tif")
     mask(tmp_path / "in" / "fax.p0003.png", size=18, seed=10)
     assert label("in/fax.p0003.png", "-o", "out", cwd=tmp_path).returncode == 0
     made_for_png = (out / "fax.p0003.labels.png").read_bytes()
@@ -223,9 +225,7 @@ def test_outputs_made_for_another_input_since_are_not_the_lost_pages(tmp_path: P
 def test_a_dry_run_says_which_outputs_of_lost_pages_it_would_move_and_moves_none(
     tmp_path: Path,
 ) -> None:
-    write_tiff(tmp_path / "in" / "fax.tif", masks(3, seed=12))
-    assert label("in", "-o", "out", cwd=tmp_path).returncode == 0
-    out = tmp_path / "out"
+    out = labeled_three_pages(tmp_path, seed=12)
     before = outputs(out)
     write_tiff(tmp_path / "in" / "fax.tif", masks(2, seed=13))
 
