@@ -4,7 +4,7 @@ array-likes, CuPy, PyTorch and other DLPack / CUDA-array-interface arrays.
     labels, tables = ccl_cli.label(image, tau=20, min_area=50)
     labeler = ccl_cli.Labeler(connectivity=4, stats=False)
     labels, counts = labeler(masks)  # masks on the GPU: nothing waits
-    labels, tables = ccl_cli.label(volume, connectivity=26)  # (D, H, W), on the host
+    labels, tables = ccl_cli.label(volume, connectivity=26)  # (D, H, W)
 
 The same backends and semantics as the CLI (README.md, "What the labels mean";
 ccl_cli.contract.params). The labeling keywords are `gccl label`'s options
@@ -29,7 +29,14 @@ from .backends.base import Backend
 from .backends.cpu.labels import pool_size
 from .backends.cpu.volumes import check_labels_fit, label_volumes
 from .backends.cuda.backend import is_device_array
-from .backends.cuda.device import DeviceTable, cupy_empty, label_counts, label_table
+from .backends.cuda.device import (
+    DeviceTable,
+    cupy_empty,
+    label_counts,
+    label_table,
+    volume_counts,
+    volume_table,
+)
 from .backends.cuda.frameworks import (
     TorchSide,
     as_cupy,
@@ -39,6 +46,7 @@ from .backends.cuda.frameworks import (
     no_stream,
     torch_dtype_to_numpy,
 )
+from .backends.cuda.host_volumes import label_host_volumes
 from .backends.cuda.loader import import_cupy
 from .config import resolve
 from .contract.params import SUPPORTED_DTYPES, LabelParams, background_problem
@@ -155,11 +163,6 @@ class Labeler:
         on_device = is_cupy_array(array) or is_device_array(array)
         if is_torch_tensor(array):
             on_device = array.device.type == "cuda"
-        if on_device and rank == 3:
-            raise BadValue(
-                f"{_SOURCE}: volumes are labeled on the CPU, from host arrays: pass a numpy "
-                "array (cupy.asnumpy(volume)) or a CPU tensor (tensor.cpu())"
-            )
         if is_torch_tensor(array):
             shape = _shape(array, batch, rank)
             if on_device:
@@ -200,30 +203,29 @@ class Labeler:
         device = values.device
         if self._cuda_index is not None and self._cuda_index != device.id:
             raise BadValue(f"{_SOURCE}: the array is on cuda:{device.id}, not {self.device}")
-        batch = values if len(shape) == 3 else values[None]
+        batched = len(shape) == self.params.rank + 1
+        batch = values if batched else values[None]
         empty = torch_side.empty if torch_side is not None else cupy_empty
         stream = torch_side.context() if torch_side is not None else no_stream()
+        volumes = self.params.rank == 3
         with device, stream:
             labels_native, labels = _device_out(out, shape, empty, torch_side)
-            labels = labels if len(shape) == 3 else labels[None]
+            labels = labels if batched else labels[None]
             if self.stats:
-                table, _ = label_table(batch, self.params, labels, empty)
+                labeled = volume_table if volumes else label_table
+                table, _ = labeled(batch, self.params, labels, empty)
                 return labels_native, table
             counts_native, counts = empty((batch.shape[0],), np.uint32)
-            label_counts(batch, self.params, labels, counts)
-        return labels_native, counts_native if len(shape) == 3 else counts_native[0]
+            (volume_counts if volumes else label_counts)(batch, self.params, labels, counts)
+        return labels_native, counts_native if batched else counts_native[0]
 
     def _on_host(self, host: np.ndarray, shape: tuple[int, ...], out: Any) -> tuple[Any, Any]:
-        """Label a numpy array with the backend `device` names (volumes: the CPU engine)."""
+        """Label a numpy array with the backend `device` names (volumes: the CPU engine,
+        or with device='cuda' the GPU: host_volumes.py)."""
         self._checked_dtype(host.dtype)
         rank = self.params.rank
         batched = len(shape) == rank + 1
         if rank == 3:
-            if self.device.startswith("cuda"):
-                raise BadValue(
-                    f"{_SOURCE}: volumes are labeled on the CPU: device={self.device!r} "
-                    "cannot label them (use 'auto' or 'cpu')"
-                )
             check_labels_fit(shape)
         batch = host if batched else host[None]
         # Host results in ordinary memory: the CUDA backend's own would be page-locked.
@@ -233,7 +235,11 @@ class Labeler:
         else:
             labels = _checked_out(out, shape, np.ndarray)
             labels = labels if batched else labels[None]
-        if rank == 3:
+        if rank == 3 and self.device.startswith("cuda"):
+            _host_backend(self.device)  # CUDA usable and the device there, or BackendUnavailable
+            index = self._cuda_index or 0
+            tables, kept = label_host_volumes(batch, self.params, labels, self.stats, index)
+        elif rank == 3:
             labeled = label_volumes(
                 batch, self.params, pool_size(), labels, self.stats, zeroed=out is None
             )
@@ -271,8 +277,10 @@ def label(
         included); a CuPy array, a PyTorch tensor, or any device array exposing
         __cuda_array_interface__ or DLPack. Strided views are fine. bool, (u)int8/16/32
         and float32/64 are labeled as they are; int64/uint64 and float16 host arrays as
-        the first of int32/uint32 (float32) that holds their values exactly. Volumes
-        are labeled on the CPU, from host arrays (numpy, a CPU tensor).
+        the first of int32/uint32 (float32) that holds their values exactly. A host
+        volume is labeled on the CPU unless device is "cuda" or "cuda:N" (then on the GPU,
+        in slabs of planes where it does not fit the device's memory); a device volume on
+        its device.
     tau: None labels binary foreground; a number joins neighbours whose values
         differ by at most tau (joins chain). connectivity: 4 (edges) or 8 (and
         corners) for images; 6 (faces), 18 (and edges) or 26 (and corners) for
@@ -312,7 +320,9 @@ def label(
         number kept.
     counts: K' per image, an array of the labels' kind (0-d for one image); on the
         device it stays there and the call does not wait (unless min_area is set:
-        then it waits once, for the number of labels).
+        then it waits once, for the number of labels; a volume of 2**31 voxels or more,
+        or one the device's free memory cannot label at once, is labeled in slabs,
+        which waits for each slab's count).
 
     A bad value raises ValueError, a wrong type TypeError (ccl_cli.errors.BadValue
     and BadType); CUDA asked for but not usable raises BackendUnavailable; a volume

@@ -1,7 +1,9 @@
 """The nasty fixed cases every labeling test draws on: 1x1, 1xN, Nx1, odd sizes, all
-foreground, none, checkerboards, spirals, snakes, rings and diagonals."""
+foreground, none, checkerboards, spirals, snakes, rings and diagonals; helices for volumes."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -36,6 +38,18 @@ def spiral(side: int) -> np.ndarray:
         else:
             dy, dx = dx, -dy
             turns += 1
+    return mask
+
+
+def helix(depth: int, side: int, turns: float) -> np.ndarray:
+    """A 1-voxel-wide helix climbing through every plane (26-connected only)."""
+    mask = np.zeros((depth, side, side), bool)
+    centre, radius = (side - 1) / 2, (side - 1) / 2 - 1
+    for z in range(depth):
+        angle = 2 * math.pi * turns * z / depth
+        mask[
+            z, round(centre + radius * math.sin(angle)), round(centre + radius * math.cos(angle))
+        ] = True
     return mask
 
 

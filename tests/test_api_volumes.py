@@ -15,6 +15,7 @@ from volume_oracles import filter_min_area_3d, scipy_volume, volume_stats
 
 import ccl_cli
 from ccl_cli.contract.params import LabelParams
+from ccl_cli.errors import BackendUnavailable
 
 
 def volume(shape=(7, 9, 11), seed=0, density=0.4) -> np.ndarray:
@@ -102,16 +103,20 @@ def test_a_shape_that_is_no_volume_is_one_clear_error(shape, options, words):
     assert "\n" not in str(raised.value)
 
 
-def test_volumes_are_labeled_on_the_cpu_and_say_so_for_device_arrays():
+def test_device_volumes_and_device_cuda_need_cuda(monkeypatch):
+    """A device volume is labeled on its device, and device='cuda' labels a host volume on
+    the GPU: where CUDA is missing both say so in one line (tests/gpu/ label them)."""
+    monkeypatch.setitem(sys.modules, "cupy", None)  # as where CuPy is missing
+
     class DeviceVolume:  # what the API sees of a CuPy array or a CUDA tensor
         shape = (4, 5, 6)
         dtype = np.dtype(np.uint8)
         __cuda_array_interface__ = ("the", "interface")  # only its presence is read
 
-    with pytest.raises(ValueError, match="volumes are labeled on the CPU, from host arrays"):
-        ccl_cli.label(DeviceVolume(), connectivity=26)
-    with pytest.raises(ValueError, match="device='cuda' cannot label them"):
-        ccl_cli.label(volume(), connectivity=26, device="cuda")
+    for array, device in ((DeviceVolume(), "auto"), (volume(), "cuda")):
+        with pytest.raises(BackendUnavailable, match="CuPy is not installed") as raised:
+            ccl_cli.label(array, connectivity=26, device=device)
+        assert "\n" not in str(raised.value)
 
 
 def test_labels_that_cannot_fit_in_memory_are_refused_before_anything_is_allocated():

@@ -15,6 +15,7 @@ from conftest import pixel_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles import rule_float_mean
+from shapes import helix
 from volume_oracles import (
     bfs_volume,
     cc3d_volume,
@@ -62,18 +63,6 @@ def assert_matches_scipy(mask: np.ndarray, connectivity: int) -> None:
                 labels, labeled = engine_labels(values, params, threads, statistics, zeroed)
                 np.testing.assert_array_equal(labels, want)
                 assert labeled.components == [count] and labeled.kept == [count]
-
-
-def helix(depth: int, side: int, turns: float) -> np.ndarray:
-    """A 1-voxel-wide helix climbing through every plane (26-connected only)."""
-    mask = np.zeros((depth, side, side), bool)
-    centre, radius = (side - 1) / 2, (side - 1) / 2 - 1
-    for z in range(depth):
-        angle = 2 * math.pi * turns * z / depth
-        mask[
-            z, round(centre + radius * math.sin(angle)), round(centre + radius * math.cos(angle))
-        ] = True
-    return mask
 
 
 def nasty_volumes() -> dict[str, np.ndarray]:

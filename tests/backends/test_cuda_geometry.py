@@ -9,9 +9,10 @@ import ast
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from ccl_cli.backends.cuda import loader
+from ccl_cli.backends.cuda import loader, volumes
 from ccl_cli.backends.cuda.loader import CUDA_DIR, GEOMETRY, GEOMETRY_HEADER, LAYOUT, read_defines
 from ccl_cli.contract.stages import MAX_SMOOTH_RADIUS
 from ccl_cli.contract.stats import empty_table
@@ -33,6 +34,13 @@ HOST_ONLY = {
     "MAX_PART_PIXELS",  # label offsets are u32
     "_THREADS",  # arrays.cu's grid-stride kernels take any block and grid size
     "_MAX_BLOCKS",
+    "MAX_VOLUME_VOXELS",  # labels and ranks share a u32 with a flag bit
+    "_INIT_BLOCKS",  # a grid-stride kernel's grid
+    "_MAX_ROW_BLOCKS",
+    "_FOREST_GROWTH",  # how slab labeling grows its forest
+    "_LABEL_BYTES",  # device bytes per voxel the slab planner counts
+    "_BINARY_STAGE_BYTES",
+    "_TAU_STAGE_BYTES",
 }
 
 
@@ -60,6 +68,24 @@ def test_the_table_layout_matches_the_statistics_table() -> None:
     assert LAYOUT["GCCL_F_AREA"] < LAYOUT["GCCL_STATS_FIELDS"]
     kinds = [LAYOUT[f"GCCL_FG_{kind}"] for kind in ("BACKGROUND", "ALL", "ABOVE", "BELOW")]
     assert len(set(kinds)) == 4
+
+
+def test_the_volume_table_layout_matches_the_volume_statistics_table() -> None:
+    """volume_stats.cu's table rows are contract/stats.py's volume columns in CSV order, the
+    int64 ones first, and volumes.table_view reads each row as its column."""
+    columns = empty_table(True, rank=3).columns()
+    assert len(columns) == LAYOUT["GCCL_VOLUME_TABLE_COLUMNS"]
+    ints = [name for name, column in columns.items() if column.dtype == np.int64]
+    assert list(columns)[: len(ints)] == ints and len(ints) == LAYOUT["GCCL_VOLUME_TABLE_INTS"]
+    assert LAYOUT["GCCL_V_AREA"] < LAYOUT["GCCL_V_FIELDS"] > LAYOUT["GCCL_V_ABSMAX"]
+    words = np.zeros((LAYOUT["GCCL_VOLUME_TABLE_COLUMNS"], 2), np.uint64)
+    for row, name in enumerate(columns):
+        value = np.array([row + 1, row + 2], np.int64 if name in ints else np.float64)
+        words[row] = value.view(np.uint64)
+    table = volumes.table_view(words, 2, True)
+    assert table.is_volume
+    for row, (name, column) in enumerate(table.columns().items()):
+        assert column.tolist() == [row + 1, row + 2], name
 
 
 @pytest.mark.parametrize(

@@ -32,8 +32,29 @@ def contiguous(values: Any) -> Any:
     dtype = np.dtype(values.dtype)
     if values.flags.c_contiguous and dtype != np.bool_:
         return values
-    n, height, width = values.shape
     out = cupy.empty(values.shape, cupy.uint8 if dtype == np.bool_ else dtype)
+    _gather(values, out)
+    return out.view(cupy.bool_) if dtype == np.bool_ else out
+
+
+def contiguous_volumes(values: Any) -> Any:
+    """`values` (a CuPy (N, D, H, W) batch of volumes, any strides) as `contiguous` makes
+    a batch of images: each volume gathered as a batch of D planes."""
+    cupy = import_cupy()
+    dtype = np.dtype(values.dtype)
+    if values.flags.c_contiguous and dtype != np.bool_:
+        return values
+    out = cupy.empty(values.shape, cupy.uint8 if dtype == np.bool_ else dtype)
+    for volume, target in zip(values, out, strict=True):
+        _gather(volume, target)
+    return out.view(cupy.bool_) if dtype == np.bool_ else out
+
+
+def _gather(values: Any, out: Any) -> None:
+    """Copy the (N, H, W) view `values` into the contiguous `out` (gccl_gather_*;
+    booleans as bytes 0/1 into a uint8 `out`)."""
+    dtype = np.dtype(values.dtype)
+    n, height, width = values.shape
     rows = n * height
     if rows * width:
         name = "gccl_gather_bool" if dtype == np.bool_ else f"gccl_gather_b{dtype.itemsize}"
@@ -47,14 +68,24 @@ def contiguous(values: Any) -> Any:
             *(np.int64(s) for s in values.strides),
         )
         device_kernels(values.device.id).launch(name, min(rows, _MAX_BLOCKS), (threads,), args)
-    return out.view(cupy.bool_) if dtype == np.bool_ else out
+
+
+def copy_of(array: Any) -> Any:
+    """A new contiguous copy of the contiguous CuPy `array`, by a device-to-device copy on
+    the current stream (no kernel)."""
+    cupy = import_cupy()
+    out = cupy.empty(array.shape, array.dtype)
+    if array.nbytes:
+        stream = cupy.cuda.get_current_stream()
+        out.data.copy_from_device_async(array.data, array.nbytes, stream)
+    return out
 
 
 def narrowed(labels: Any) -> Any:
     """Contiguous u32 labels as a new u16 array (the caller knows they fit)."""
     cupy = import_cupy()
     out = cupy.empty(labels.shape, cupy.uint16)
-    _elementwise(labels, "gccl_narrow_u16", (labels, out, np.uint64(labels.size)), labels.size)
+    elementwise(labels, "gccl_narrow_u16", (labels, out, np.uint64(labels.size)), labels.size)
     return out
 
 
@@ -64,7 +95,7 @@ def keep_area(area: Any, min_area: int, max_area: int | None, keep: Any) -> None
     count = area.size
     high = np.uint64(np.iinfo(np.uint64).max if max_area is None else max_area)
     args = (area, np.uint64(min_area), high, keep, np.uint64(count))
-    _elementwise(area, "gccl_keep_area", args, count)
+    elementwise(area, "gccl_keep_area", args, count)
 
 
 def foreground(values: Any, params: LabelParams) -> Any:
@@ -74,7 +105,7 @@ def foreground(values: Any, params: LabelParams) -> Any:
     dtype = np.dtype(values.dtype)
     storage = values.view(cupy.uint8) if dtype == np.bool_ else values
     args = (storage, mask, np.uint64(values.size), *rule_args(params, dtype))
-    _elementwise(values, f"gccl_foreground_{KERNEL_SUFFIX[dtype]}", args, values.size)
+    elementwise(values, f"gccl_foreground_{KERNEL_SUFFIX[dtype]}", args, values.size)
     return mask.view(cupy.bool_)
 
 
@@ -82,7 +113,7 @@ def clear_nan(mask: Any, values: Any) -> Any:
     """`mask` (contiguous bools) without the NaN pixels of the float batch `values` (in place)."""
     cupy = import_cupy()
     name = f"gccl_clear_nan_{KERNEL_SUFFIX[np.dtype(values.dtype)]}"
-    _elementwise(values, name, (values, mask.view(cupy.uint8), np.uint64(values.size)), values.size)
+    elementwise(values, name, (values, mask.view(cupy.uint8), np.uint64(values.size)), values.size)
     return mask
 
 
@@ -92,7 +123,7 @@ def masked_float64(numbers: Any, mask: Any) -> Any:
     out = cupy.empty(numbers.shape, cupy.float64)
     name = f"gccl_masked_f64_{KERNEL_SUFFIX[np.dtype(numbers.dtype)]}"
     args = (numbers, mask.view(cupy.uint8), out, np.uint64(numbers.size))
-    _elementwise(numbers, name, args, numbers.size)
+    elementwise(numbers, name, args, numbers.size)
     return out
 
 
@@ -115,7 +146,7 @@ def fill_added(values: Any, readings: Any, mask: Any, radius: int) -> Any:
         np.int32(radius),
         np.int64(low),
     )
-    _elementwise(values, f"gccl_fill_added_{KERNEL_SUFFIX[dtype]}", args, values.size)
+    elementwise(values, f"gccl_fill_added_{KERNEL_SUFFIX[dtype]}", args, values.size)
     return out
 
 
@@ -134,7 +165,7 @@ def rule_args(params: LabelParams, dtype: np.dtype) -> tuple[Any, ...]:
     return (np.int32(kind), np.float64(value), np.int32(params.invert), np.float64(invert_max))
 
 
-def _elementwise(like: Any, name: str, args: tuple[Any, ...], count: int) -> None:
+def elementwise(like: Any, name: str, args: tuple[Any, ...], count: int) -> None:
     """Launch the grid-stride kernel `name` over `count` elements on `like`'s device."""
     blocks = min(-(-count // _THREADS), _MAX_BLOCKS)
     device_kernels(like.device.id).launch(name, blocks, (_THREADS,), args)

@@ -7,6 +7,10 @@ statistics (label_table) the host waits for the number of labels (it sizes the
 table), and with min-area filtering once more, for the number of kept labels
 (it sizes the columns); the table itself stays on the device.
 
+Batches of volumes (volume_counts, volume_table) go the same way in one set of launches;
+a volume of 2**31 voxels or more, or one whose labeling does not fit the device's free
+memory, is labeled in slabs of planes (slabs.py), which waits for each slab's count.
+
 Outputs are written into arrays the caller allocates (`empty`), so that they can
 belong to another framework (ccl_cli/backends/cuda/frameworks.py); temporaries
 come from CuPy's memory pool. No stream or event is made.
@@ -25,7 +29,8 @@ from ...contract.cleaning import selects
 from ...contract.params import LabelParams
 from ...contract.stages import label_input
 from ...contract.stats import StatsTable
-from .arrays import contiguous
+from . import slabs, volumes
+from .arrays import contiguous, contiguous_volumes
 from .labels import (
     TABLE_COLUMNS,
     aggregate,
@@ -62,7 +67,9 @@ class DeviceTable:
     Columns as in StatsTable (area, x, y, width, height int64; centroid_x,
     centroid_y, mean, min, max float64), each a device array of all rows of
     the batch; `offsets`: image i's rows are offsets[i]:offsets[i + 1] (a device
-    array of N + 1 int64); `starts`, the same offsets on the host.
+    array of N + 1 int64); `starts`, the same offsets on the host. A batch of
+    volumes' table also has z, depth (int64) and centroid_z (float64), and its rows
+    describe volumes; an image batch's has None there.
     """
 
     area: Any
@@ -78,7 +85,10 @@ class DeviceTable:
     offsets: Any
     starts: tuple[int, ...]
     integer_values: bool
-    words: Any  # the CuPy (TABLE_COLUMNS, >= rows) words behind the columns
+    words: Any  # the CuPy (columns, >= rows) words behind the columns
+    z: Any = None
+    depth: Any = None
+    centroid_z: Any = None
 
     def __len__(self) -> int:
         return self.starts[-1]
@@ -92,10 +102,16 @@ class DeviceTable:
         """The rows of image `image`."""
         return slice(self.starts[image], self.starts[image + 1])
 
+    @property
+    def is_volume(self) -> bool:
+        """Whether the table describes volumes (with z, depth and centroid_z)."""
+        return self.z is not None
+
     def to_numpy(self) -> list[StatsTable]:
-        """One host StatsTable per image (one copy from the device)."""
+        """One host StatsTable per image or volume (one copy from the device)."""
         words = self.words.get()
-        table = table_view(words, len(self), self.integer_values)
+        view = volumes.table_view if self.is_volume else table_view
+        table = view(words, len(self), self.integer_values)
         return [table.take(self.rows(i)).copy() for i in range(self.images)]
 
 
@@ -147,24 +163,64 @@ def label_table(
         starts = part.starts
     else:  # each part's table on its own, then copied into one
         parts = [_part_table(values[a:b], params, out[a:b], floats)[1] for a, b in bounds]
-        starts = _joined_starts([part.starts for part in parts])
-        native, words = empty((TABLE_COLUMNS, int(starts[-1])), np.int64)
-        position = 0
-        for part in parts:
-            size = int(part.starts[-1])
-            for column in range(TABLE_COLUMNS):
-                _copy(words[column, position : position + size], part.words[column, :size])
-            position += size
+        native, starts = _joined(parts, TABLE_COLUMNS, empty)
+    return _device_table(native, starts, floats, empty)
+
+
+def _joined(parts: list[_Part], columns: int, empty: Allocator) -> tuple[Any, np.ndarray]:
+    """The tables of consecutive parts of a batch copied into one (allocated with `empty`,
+    `columns` rows of int64 words): the table and its starts."""
+    starts = _joined_starts([part.starts for part in parts])
+    native, words = empty((columns, int(starts[-1])), np.int64)
+    position = 0
+    for part in parts:
+        size = int(part.starts[-1])
+        for column in range(columns):
+            _copy(words[column, position : position + size], part.words[column, :size])
+        position += size
+    return native, starts
+
+
+def _device_table(
+    native: Any, starts: np.ndarray, floats: bool, empty: Allocator, volume: bool = False
+) -> tuple[DeviceTable, Any]:
+    """The DeviceTable over a batch's table words `native` (stats_table's columns, or
+    volumes.stats_table's), whose image (volume) i has rows starts[i]:starts[i + 1], and
+    K' per image (volume), a device u32 array; both allocated with `empty`."""
     rows = int(starts[-1])
     offsets_native, offsets = empty((len(starts),), np.int64)
     offsets.set(starts)
-    counts_native, counts = empty((values.shape[0],), np.uint32)
+    counts_native, counts = empty((len(starts) - 1,), np.uint32)
     counts.set(np.diff(starts).astype(np.uint32))
-    columns = [native[c, :rows] for c in range(5)]
-    columns += [_as_float64(native[c, :rows]) for c in range(5, TABLE_COLUMNS)]
     words = _cupy_words(native)
     starts_tuple = tuple(starts.tolist())
-    table = DeviceTable(*columns, offsets_native, starts_tuple, not floats, words)  # type: ignore[call-arg]
+    ints = volumes.INT_COLUMNS if volume else 5  # an image's: area, x, y, width, height
+    columns = [native[c, :rows] for c in range(ints)]
+    columns += [_as_float64(native[c, :rows]) for c in range(ints, len(native))]
+    if not volume:
+        table = DeviceTable(*columns, offsets_native, starts_tuple, not floats, words)  # type: ignore[call-arg]
+        return table, counts_native
+    area, x, y, z, width, height, depth, centroid_x, centroid_y, centroid_z, *values = columns
+    mean, low, high = values
+    table = DeviceTable(
+        area,
+        x,
+        y,
+        width,
+        height,
+        centroid_x,
+        centroid_y,
+        mean,
+        low,
+        high,
+        offsets_native,
+        starts_tuple,
+        not floats,
+        words,
+        z,
+        depth,
+        centroid_z,
+    )
     return table, counts_native
 
 
@@ -186,6 +242,108 @@ def _part_table(
     _, kept = filtered_table(read, out, label_base, total, params, words)
     starts = host_base if kept is None else kept.base.get().astype(np.int64)
     return native, _Part(words, starts)
+
+
+def volume_counts(values: Any, params: LabelParams, out: Any, counts: Any) -> bool:
+    """label_counts for the CuPy batch of volumes `values` (N, D, H, W): dense labels into
+    `out`, K' per volume into `counts`. Returns whether the host waited: with area
+    filtering (once per part), or for a volume labeled in slabs (slabs.py)."""
+    values = contiguous_volumes(values)
+    filtering = params.min_area > 0 or selects(params)
+    waited = False
+    for lo, hi, slabbed in _volume_parts(values, params):
+        if slabbed:
+            result = slabs.label_in_slabs(
+                slabs.DeviceVolume(values[lo], out[lo]), params, False, _slabs_of(values, params)
+            )
+            counts[lo:hi].set(np.array([result.kept], np.uint32))
+            waited = True
+            continue
+        image, label_params, read = label_input(values[lo:hi], params, import_cupy(), _STAGES)
+        if not filtering:
+            volumes.dense_labels(image, label_params, out[lo:hi], counts[lo:hi])
+            continue
+        components = volumes.dense_labels(image, label_params, out[lo:hi])
+        label_base = label_offsets(components)
+        total = int(label_base[-1:].get()[0])
+        waited = True
+        if total == 0:
+            _copy(counts[lo:hi], components)
+            continue
+        agg = volumes.aggregate(read, out[lo:hi], label_base, volumes.empty_aggregates(total))
+        kept = volumes.remove_small(out[lo:hi], params, label_base, agg[volumes.AREA])
+        _copy(counts[lo:hi], kept.counts)
+    return waited
+
+
+def volume_table(
+    values: Any, params: LabelParams, out: Any, empty: Allocator = cupy_empty
+) -> tuple[DeviceTable, Any]:
+    """label_table for the CuPy batch of volumes `values` (N, D, H, W): dense labels into
+    `out` and their volume statistics on the device. The host waits for the number of
+    labels of each part (and with area filtering the number kept), or for each slab of a
+    volume labeled in slabs."""
+    values = contiguous_volumes(values)
+    floats = np.dtype(values.dtype).kind == "f"
+    plan = _volume_parts(values, params)
+    if len(plan) == 1 and not plan[0][2]:
+        native, part = _volume_part_table(values, params, out, floats, empty)
+        return _device_table(native, part.starts, floats, empty, volume=True)
+    parts = []
+    for lo, hi, slabbed in plan:
+        if slabbed:
+            result = slabs.label_in_slabs(
+                slabs.DeviceVolume(values[lo], out[lo]), params, True, _slabs_of(values, params)
+            )
+            parts.append(_Part(result.table, np.array([0, result.kept], np.int64)))
+        else:
+            parts.append(_volume_part_table(values[lo:hi], params, out[lo:hi], floats)[1])
+    native, starts = _joined(parts, volumes.TABLE_COLUMNS, empty)
+    return _device_table(native, starts, floats, empty, volume=True)
+
+
+def _volume_part_table(
+    values: Any, params: LabelParams, out: Any, floats: bool, empty: Allocator = cupy_empty
+) -> tuple[Any, _Part]:
+    """The statistics of a part of a batch of volumes labeled in one piece, waiting for its
+    counts: the table as allocated with `empty` (int64 words) and as a _Part."""
+    image, label_params, read = label_input(values, params, import_cupy(), _STAGES)
+    label_base = label_offsets(volumes.dense_labels(image, label_params, out))
+    host_base = label_base.get().astype(np.int64)
+    total = int(host_base[-1])
+    native, words = empty((volumes.TABLE_COLUMNS, total), np.int64)
+    words = words.view(np.uint64)
+    agg = volumes.aggregate(read, out, label_base, volumes.empty_aggregates(total))
+    kept = None
+    if total and (params.min_area > 0 or selects(params)):
+        kept = volumes.remove_small(out, params, label_base, agg[volumes.AREA])
+    volumes.stats_table(agg, label_base, kept, floats, words)
+    starts = host_base if kept is None else kept.base.get().astype(np.int64)
+    return native, _Part(words, starts)
+
+
+def _volume_parts(values: Any, params: LabelParams) -> list[tuple[int, int, bool]]:
+    """[lo, hi) runs of whole volumes labeled together, and whether the run is one volume
+    labeled in slabs: each volume of 2**31 voxels or more, or whose labeling does not fit
+    the device budget (slabs.device_budget), alone in slabs; the others in runs of at most
+    MAX_PART_PIXELS voxels that fit the budget."""
+    n, depth, height, width = values.shape
+    voxels = depth * height * width
+    need = voxels * slabs.voxel_bytes(np.dtype(values.dtype), params, uploaded=False)
+    budget = slabs.device_budget(values.device.id)
+    if voxels > volumes.MAX_VOLUME_VOXELS or need > budget:
+        return [(i, i + 1, True) for i in range(n)]
+    per_part = max(1, min(MAX_PART_PIXELS // voxels, budget // max(need, 1)))
+    bounds = [*range(0, n, per_part), n]
+    return [(lo, hi, False) for lo, hi in pairwise(bounds)]
+
+
+def _slabs_of(values: Any, params: LabelParams) -> list[tuple[int, int]]:
+    """The slabs of each volume of the batch `values` labeled on the device in slabs."""
+    _, depth, height, width = values.shape
+    per_voxel = slabs.voxel_bytes(np.dtype(values.dtype), params, uploaded=False)
+    budget = slabs.device_budget(values.device.id)
+    return slabs.plan_slabs(depth, height * width, per_voxel, budget, slabs.halo_planes(params))
 
 
 def _labels(values: Any, params: LabelParams, out: Any, components: Any = None) -> Any:

@@ -61,7 +61,7 @@ def dense_labels(values: Any, params: LabelParams, out: Any, components: Any = N
     else:
         tile, threads = _PX_TILE, _PX_TILE
         local = f"gccl_pixel_local_{params.connectivity}_{suffix}"
-        local_tau = _tau_args(params)
+        local_tau = tau_args(params)
     tiles_x, tiles_y = -(-width // tile[0]), -(-height // tile[1])
     tiles = (np.uint32(tiles_x), np.uint32(tiles_x * tiles_y))
     grid = n * tiles_x * tiles_y
@@ -78,7 +78,7 @@ def dense_labels(values: Any, params: LabelParams, out: Any, components: Any = N
                 np.uint32(tile[0]),
                 np.uint32(tile[1]),
                 *tiles,
-                *_tau_args(params),
+                *tau_args(params),
             ),
         )
     chunks = -(-pixels // CHUNK)
@@ -193,23 +193,34 @@ def remove_small(out: Any, params: LabelParams, label_base: Any, agg: Any) -> Ke
     total = agg.shape[1]
     if (params.min_area == 0 and not selects(params)) or total == 0:
         return None
-    cupy = import_cupy()
     n, height, width = out.shape
-    kernels = device_kernels(out.device.id)
-    if params.largest is None:
-        keep = cupy.empty(total, cupy.uint32)
-        keep_area(agg[AREA], params.min_area, params.max_area, keep)
-    else:
-        area = agg[AREA].get().astype(np.int64)
-        starts = label_base.get().astype(np.int64)
-        keep = cupy.asarray(kept_components(area, starts, params).astype(np.uint32))
-    rank, counts = cupy.empty(total, cupy.uint32), cupy.empty(n, cupy.uint32)
-    scan_args = (keep, rank, label_base, np.uint64(0), counts)
-    kernels.launch("gccl_segmented_scan", n, (_SCAN_THREADS,), scan_args)
+    keep, rank, counts = kept_ranks(params, label_base, agg[AREA])
     pixels, chunks = height * width, -(-(height * width) // CHUNK)
     remap_args = (out, np.uint32(pixels), np.uint32(chunks), label_base, keep, rank)
+    kernels = device_kernels(out.device.id)
     kernels.launch("gccl_area_remap", n * chunks, (CHUNK_THREADS,), remap_args)
     return Kept(keep, rank, label_offsets(counts), counts)
+
+
+def kept_ranks(params: LabelParams, label_base: Any, area: Any) -> tuple[Any, Any, Any]:
+    """Area filtering's choice (--min-area, --max-area, --largest) over the labels of a
+    batch whose areas (device u64, one per label) are `area`: whether each label stays
+    (u32 0/1), its rank among its image's kept labels, and the kept labels per image
+    (device u32 arrays). With --largest the areas go to the host (the call waits for the
+    device), which picks with the contract's rule (contract.cleaning.kept_components)."""
+    cupy = import_cupy()
+    total, n = len(area), len(label_base) - 1
+    if params.largest is None:
+        keep = cupy.empty(total, cupy.uint32)
+        keep_area(area, params.min_area, params.max_area, keep)
+    else:
+        starts = label_base.get().astype(np.int64)
+        chosen = kept_components(area.get().astype(np.int64), starts, params)
+        keep = cupy.asarray(chosen.astype(np.uint32))
+    rank, counts = cupy.empty(total, cupy.uint32), cupy.empty(n, cupy.uint32)
+    scan_args = (keep, rank, label_base, np.uint64(0), counts)
+    device_kernels(area.device.id).launch("gccl_segmented_scan", n, (_SCAN_THREADS,), scan_args)
+    return keep, rank, counts
 
 
 def stats_table(
@@ -249,7 +260,7 @@ def table_view(words: np.ndarray, rows: int, integer: bool) -> StatsTable:
     return StatsTable(area, x, y, width, height, centroid_x, centroid_y, mean, low, high, integer)
 
 
-def _tau_args(params: LabelParams) -> tuple[Any, ...]:
+def tau_args(params: LabelParams) -> tuple[Any, ...]:
     """(use_tau, tau, relative, quadratic) kernel arguments (GCCL_TAU_PARAMS)."""
     if params.tau is None:
         return (np.int32(0), np.float64(0.0), np.float64(0.0), np.float64(0.0))

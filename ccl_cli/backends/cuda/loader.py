@@ -96,8 +96,9 @@ def _evaluate(node: ast.expr, names: dict[str, int]) -> int:
 GEOMETRY = read_defines(GEOMETRY_HEADER.read_text(), GEOMETRY_HEADER.name)
 CHUNK = GEOMETRY["GCCL_CHUNK"]  # pixels per block of the raster-order kernels
 CHUNK_THREADS = GEOMETRY["GCCL_CHUNK_THREADS"]
-#: The kernels' argument and table layout: foreground.cuh's rule kinds, stats.cu's
-#: aggregate rows (their count, the area's row) and statistics table columns.
+#: The kernels' argument and table layout: foreground.cuh's rule kinds, stats.cu's and
+#: volume_stats.cu's aggregate rows (their count, the rows read on the host) and
+#: statistics table columns.
 LAYOUT = {
     **read_defines(
         (CUDA_DIR / "foreground.cuh").read_text(),
@@ -108,6 +109,17 @@ LAYOUT = {
         (CUDA_DIR / "stats.cu").read_text(),
         "stats.cu",
         ("GCCL_STATS_FIELDS", "GCCL_F_AREA", "GCCL_TABLE_COLUMNS"),
+    ),
+    **read_defines(
+        (CUDA_DIR / "volume_stats.cu").read_text(),
+        "volume_stats.cu",
+        (
+            "GCCL_V_FIELDS",
+            "GCCL_V_AREA",
+            "GCCL_V_ABSMAX",
+            "GCCL_VOLUME_TABLE_COLUMNS",
+            "GCCL_VOLUME_TABLE_INTS",
+        ),
     ),
 }
 

@@ -1,4 +1,5 @@
-"""The CUDA backend's StageOps: host side of cuda/morphology.cu and cuda/smooth.cu.
+"""The CUDA backend's StageOps: host side of cuda/morphology.cu and cuda/smooth.cu (volumes:
+volume_stages.py).
 
 Arrays are contiguous CuPy batches (N, H, W) on the current device; the
 results equal the numpy versions of backends/cpu/stages.py bit for bit. `morph_launch` and
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ...contract.params import LabelParams
-from . import arrays
+from . import arrays, volume_stages
 from .loader import GEOMETRY, KERNEL_SUFFIX, device_kernels, import_cupy
 
 #: A kernel launch: (name, blocks, threads per block, arguments).
@@ -52,7 +53,8 @@ class CudaStages:
         return arrays.masked_float64(numbers, mask)
 
     def fill_added(self, values: Any, readings: Any, mask: Any, radius: int, rank: int) -> Any:
-        _images_only(rank)
+        if rank == 3:
+            return volume_stages.fill_added(values, readings, mask, radius)
         return arrays.fill_added(values, readings, mask, radius)
 
     def morph(self, mask: Any, op: str, iterations: int, connectivity: int) -> Any:
@@ -62,7 +64,8 @@ class CudaStages:
         Few launches matter beyond the kernels' speed: the host's time per
         launch limits how small a batch's chunks can be (CudaBackend.label_steps).
         """
-        _images_only(LabelParams(connectivity=connectivity).rank)
+        if LabelParams(connectivity=connectivity).rank == 3:
+            return volume_stages.morph(mask, op, iterations, connectivity)
         cupy = import_cupy()
         source = cupy.ascontiguousarray(mask).view(cupy.uint8)
         if iterations == 0:
@@ -79,19 +82,14 @@ class CudaStages:
 
     def smooth(self, values: Any, mask: Any, weights: tuple[int, ...], rank: int = 2) -> Any:
         """float64 batch: smoothed values on `mask`, NaN off it (stages.smooth_numpy)."""
-        _images_only(rank)
+        if rank == 3:
+            return volume_stages.smooth(values, mask, weights)
         cupy = import_cupy()
         values = cupy.ascontiguousarray(values)
         out = cupy.empty(values.shape, cupy.float64)
         launch = smooth_launch(values, cupy.ascontiguousarray(mask).view(cupy.uint8), out, weights)
         device_kernels(values.device.id).launch(*launch)
         return out
-
-
-def _images_only(rank: int) -> None:
-    """The kernels here work on images; volumes are labeled on the CPU (api.py)."""
-    if rank != 2:
-        raise ValueError("the CUDA stages work on 2-D images, not on volumes")
 
 
 def morph_launch(source: Any, target: Any, op: str, connectivity: int, steps: int = 1) -> Launch:

@@ -16,10 +16,6 @@
 #include "dtypes.cuh"
 #include "foreground.cuh"
 
-#define GCCL_GRID_STRIDE(i, count)                                         \
-  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < (count); \
-       i += (u64)gridDim.x * blockDim.x)
-
 // One row of the view per iteration of a block-stride loop, its columns over the
 // block's threads: one division per row, not per element.
 template <typename T, bool Canonical>

@@ -68,6 +68,11 @@ __device__ __forceinline__ void unite(u32* parent, u32 a, u32 b) {
   }
 }
 
+// A grid-stride loop over i = 0 .. count - 1: any grid covers any size, 64-bit indices.
+#define GCCL_GRID_STRIDE(i, count)                                         \
+  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < (count); \
+       i += (u64)gridDim.x * blockDim.x)
+
 // Inclusive prefix sum of `v` over the 32 lanes of a warp (all lanes must call).
 __device__ __forceinline__ u32 warp_inclusive_sum(u32 v, u32 lane) {
   for (u32 d = 1; d < 32; d <<= 1) {

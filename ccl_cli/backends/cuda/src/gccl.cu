@@ -9,3 +9,8 @@
 #include "relabel.cu"
 #include "smooth.cu"
 #include "stats.cu"
+#include "volume_border.cu"
+#include "volume_local.cu"
+#include "volume_slabs.cu"
+#include "volume_stages.cu"
+#include "volume_stats.cu"

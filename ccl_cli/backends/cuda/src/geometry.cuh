@@ -53,3 +53,26 @@
 
 // outline.cu: threads per block of the corner and ring kernels.
 #define GCCL_OUTLINE_THREADS 256
+
+// volume_local.cu, voxel union-find (6-, 18-connectivity and tau mode): a tile of
+// GCCL_VX_TILE_W x _H x _D voxels, one thread per voxel, one warp per tile row (runs.cuh).
+#define GCCL_VX_TILE_W 32
+#define GCCL_VX_TILE_H 4
+#define GCCL_VX_TILE_D 4
+
+// volume_local.cu, binary 26-connectivity on 2x2x2 blocks: a CUDA block of
+// GCCL_B26_TBW x _TBH x _TBD threads, one per block, one warp per block row; its tile
+// in voxels.
+#define GCCL_B26_TBW 32
+#define GCCL_B26_TBH 4
+#define GCCL_B26_TBD 4
+#define GCCL_B26_TILE_W (2 * GCCL_B26_TBW)
+#define GCCL_B26_TILE_H (2 * GCCL_B26_TBH)
+#define GCCL_B26_TILE_D (2 * GCCL_B26_TBD)
+
+// volume_border.cu: threads of the CUDA block that walks one tile's shell.
+#define GCCL_VOLUME_BORDER_THREADS 256
+
+// volume_stages.cu: threads per block of the row kernels (a block per row of a volume,
+// its threads across the row).
+#define GCCL_VOLUME_ROW_THREADS 128

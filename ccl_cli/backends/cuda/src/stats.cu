@@ -16,9 +16,7 @@
 #include "common.cuh"
 #include "dtypes.cuh"
 #include "foreground.cuh"
-
-#define GCCL_STATS_SLOTS 512
-#define GCCL_STATS_PROBES 16
+#include "stats.cuh"
 
 #define GCCL_F_AREA 0
 #define GCCL_F_XMIN 1
@@ -33,19 +31,6 @@
 #define GCCL_F_ABSMAX 10
 #define GCCL_F_INF 11
 #define GCCL_STATS_FIELDS 12
-
-#define GCCL_INF_POS 1u
-#define GCCL_INF_NEG 2u
-
-// float64 -> u64 whose unsigned order is the numeric order (-0 < +0).
-__device__ __forceinline__ u64 order_key(double d) {
-  const u64 b = (u64)__double_as_longlong(d);
-  return (b >> 63) ? ~b : b | 0x8000000000000000ull;
-}
-
-__device__ __forceinline__ u64 shfl_down_u64(u64 v, u32 offset) {
-  return __shfl_down_sync(GCCL_FULL_WARP, v, offset);
-}
 
 // Pass 1: area, bounding box, coordinate sums, value sum (integers), min/max,
 // and for floats the largest finite |v| and which infinities occur.
@@ -221,22 +206,6 @@ struct FloatSumAcc {
   }
 };
 
-// Add acc to the block's table (or to global memory when no slot is free).
-template <class Acc>
-__device__ __forceinline__ void flush(const Acc& acc, typename Acc::Table& table, u64* agg,
-                                      u64 stride, u64 base) {
-  u32 h = (acc.label * 2654435761u) >> (32 - 9);  // 9 = log2(GCCL_STATS_SLOTS)
-  for (u32 probe = 0; probe < GCCL_STATS_PROBES; ++probe) {
-    const u32 k = atomicCAS(&table.key[h], 0u, acc.label);
-    if (k == 0 || k == acc.label) {
-      acc.to_table(table, h);
-      return;
-    }
-    h = (h + 1) & (GCCL_STATS_SLOTS - 1);
-  }
-  acc.to_global(agg, stride, base + acc.label - 1);
-}
-
 template <class Acc, typename T>
 __device__ __forceinline__ void aggregate_chunk(const u32* labels, const T* values, u32 height,
                                                 u32 width, u32 chunks_per_image,
@@ -248,11 +217,7 @@ __device__ __forceinline__ void aggregate_chunk(const u32* labels, const T* valu
   const u32* L = labels + image_base;
   const T* V = values + image_base;
   const u64 base = label_base[place.image];
-  for (u32 s = threadIdx.x; s < GCCL_STATS_SLOTS; s += blockDim.x) {
-    table.key[s] = 0;
-    Acc::clear(table, s);
-  }
-  __syncthreads();
+  clear_table<Acc>(table);
 
   const u32 start = place.index * GCCL_CHUNK + threadIdx.x * GCCL_CHUNK_ITEMS;
   const u32 count = start < pixels ? min((u32)GCCL_CHUNK_ITEMS, pixels - start) : 0;
@@ -281,23 +246,9 @@ __device__ __forceinline__ void aggregate_chunk(const u32* labels, const T* valu
   }
   if (other.label) flush(other, table, agg, stride, base);
 
-  // Lanes are consecutive runs of pixels: merge equal neighbouring labels.
-  const u32 lane = threadIdx.x & 31;
-  const u32 previous = __shfl_up_sync(GCCL_FULL_WARP, first.label, 1);
-  const bool head = lane == 0 || previous != first.label;
-  const u32 later_heads = __ballot_sync(GCCL_FULL_WARP, head) & ~((2u << lane) - 1u);
-  const u32 segment_end = later_heads ? __ffs(later_heads) - 1 : 32;
-  for (u32 offset = 1; offset < 32; offset <<= 1) {
-    const Acc o = first.shfl_down(offset);
-    if (lane + offset < segment_end) first.combine(o);
-  }
-  if (head && first.label) flush(first, table, agg, stride, base);
+  flush_lanes(first, table, agg, stride, base);
   __syncthreads();
-
-  for (u32 s = threadIdx.x; s < GCCL_STATS_SLOTS; s += blockDim.x) {
-    const u32 k = table.key[s];
-    if (k) Acc::table_to_global(table, s, agg, stride, base + k - 1);
-  }
+  publish_table<Acc>(table, agg, stride, base);
 }
 
 // Identity values of every aggregate column: all ones for the minima, else 0.
@@ -341,11 +292,6 @@ GCCL_FOR_EACH_FLOAT_DTYPE(GCCL_FLOAT_SUM_KERNEL)
 // when keep is null. The host copies these rows back instead of the
 // aggregates and uses them as they are.
 #define GCCL_TABLE_COLUMNS 10
-
-__device__ __forceinline__ double from_order_key(u64 key) {
-  return __longlong_as_double(
-      (long long)((key >> 63) ? key & 0x7FFFFFFFFFFFFFFFull : ~key));
-}
 
 // The image of batch label j: the last i with label_base[i] <= j.
 __device__ __forceinline__ u32 image_of(const u32* label_base, u32 images, u64 j) {

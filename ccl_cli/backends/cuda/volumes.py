@@ -1,0 +1,263 @@
+"""The host side of labeling volumes on the device: dense raster-order labels of a batch of
+volumes (N, D, H, W) in one set of launches, their statistics, area filtering and
+statistics table (src/volume_local.cu, volume_border.cu, relabel.cu, volume_stats.cu,
+volume_slabs.cu).
+
+1. Local union-find per tile: binary 26-connectivity on 2x2x2 blocks
+   (gccl_volume_block26_*), everything else voxel by voxel (gccl_volume_local_*); then the
+   edges that leave the tiles (gccl_volume_border_*).
+2. Dense labels per volume: relabel.cu's finalize, scan and resolve, which work on a
+   volume as on an image of D x H x W pixels.
+3. Statistics (gccl_volume_stats_*, exact 128-bit sums of values), area filtering
+   (labels.kept_ranks and gccl_volume_remap) and the volume table (gccl_volume_stats_table).
+
+Each volume here has fewer than 2**31 voxels (labels and ranks share a u32 with a flag
+bit); a larger one is labeled in slabs of planes (slabs.py), whose steps use the 64-bit
+statistics and remap kernels here on each slab. These functions queue work on the current
+stream and never wait, except where they say so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...contract.params import LabelParams
+from ...contract.stats import StatsTable
+from .arrays import elementwise, rule_args
+from .labels import Kept, kept_ranks, label_offsets, tau_args
+from .loader import (
+    CHUNK,
+    CHUNK_THREADS,
+    GEOMETRY,
+    KERNEL_SUFFIX,
+    LAYOUT,
+    device_kernels,
+    import_cupy,
+)
+
+# Tiles of the local phase (voxels) and the CUDA blocks that label them (threads x, y, z).
+_VOXEL_TILE = (GEOMETRY["GCCL_VX_TILE_W"], GEOMETRY["GCCL_VX_TILE_H"], GEOMETRY["GCCL_VX_TILE_D"])
+_BLOCK26_TILE = (
+    GEOMETRY["GCCL_B26_TILE_W"],
+    GEOMETRY["GCCL_B26_TILE_H"],
+    GEOMETRY["GCCL_B26_TILE_D"],
+)
+_BLOCK26_THREADS = (GEOMETRY["GCCL_B26_TBW"], GEOMETRY["GCCL_B26_TBH"], GEOMETRY["GCCL_B26_TBD"])
+_BORDER_THREADS = GEOMETRY["GCCL_VOLUME_BORDER_THREADS"]
+_SCAN_THREADS = GEOMETRY["GCCL_SCAN_THREADS"]
+#: Voxels of a volume labeled in one piece: labels and ranks share a u32 with a flag bit.
+MAX_VOLUME_VOXELS = 2**31 - 1
+_MAX_GRID = 2**31 - 1
+_INIT_BLOCKS = 4096  # gccl_volume_stats_init loops: enough blocks to fill any device
+
+# volume_stats.cu's aggregate rows (their count, the voxels' and the largest |v|'s) and
+# table columns.
+FIELDS = LAYOUT["GCCL_V_FIELDS"]
+AREA = LAYOUT["GCCL_V_AREA"]
+ABSMAX = LAYOUT["GCCL_V_ABSMAX"]
+TABLE_COLUMNS = LAYOUT["GCCL_VOLUME_TABLE_COLUMNS"]
+#: The table's int64 columns, which come first (area, x, y, z, width, height, depth).
+INT_COLUMNS = LAYOUT["GCCL_VOLUME_TABLE_INTS"]
+
+
+def check_volumes(values: Any) -> None:
+    """Reject what the kernels of this module cannot take, with a one-line reason."""
+    if values.ndim != 4:
+        raise ValueError(f"a batch of volumes is (N, D, H, W), got shape {values.shape}")
+    if np.dtype(values.dtype) not in KERNEL_SUFFIX:
+        raise ValueError(f"unsupported dtype {values.dtype}")
+    n, depth, height, width = values.shape
+    voxels = depth * height * width
+    if voxels > MAX_VOLUME_VOXELS:
+        raise ValueError(
+            f"a volume labeled in one piece holds at most 2**31 - 1 voxels, got "
+            f"{depth}x{height}x{width} (larger ones go in slabs)"
+        )
+    if n * max(_tiles(values.shape, _VOXEL_TILE)[3], -(-voxels // CHUNK)) > _MAX_GRID:
+        raise ValueError(f"batch of {n} volumes too large for one launch; split it")
+
+
+def _tiles(shape: tuple[int, ...], tile: tuple[int, int, int]) -> tuple[int, int, int, int]:
+    """Tiles across, down and deep of a volume of `shape` (.., D, H, W), and per volume."""
+    depth, height, width = shape[-3:]
+    across, down, deep = -(-width // tile[0]), -(-height // tile[1]), -(-depth // tile[2])
+    return across, down, deep, across * down * deep
+
+
+def dense_labels(values: Any, params: LabelParams, out: Any, components: Any = None) -> Any:
+    """Dense raster-order labels of a contiguous CuPy batch of volumes (N, D, H, W) into
+    `out` (contiguous u32, same shape): steps 1-2 of the module docstring. Returns K per
+    volume, a device u32 (N,) array (`components` where given)."""
+    check_volumes(values)
+    cupy = import_cupy()
+    kernels = device_kernels(values.device.id)
+    n, depth, height, width = values.shape
+    voxels = depth * height * width
+    labels = cupy.empty((n, voxels), cupy.uint32)
+    dtype = np.dtype(values.dtype)
+    suffix = KERNEL_SUFFIX[dtype]
+    storage = values.view(cupy.uint8) if dtype == np.bool_ else values
+    geometry = (np.uint32(depth), np.uint32(height), np.uint32(width))
+    rule = rule_args(params, dtype)
+    if params.tau is None and params.connectivity == 26:
+        tile, threads = _BLOCK26_TILE, _BLOCK26_THREADS
+        local, local_tau = f"gccl_volume_block26_{suffix}", ()
+    else:
+        tile, threads = _VOXEL_TILE, _VOXEL_TILE  # one thread per voxel
+        local = f"gccl_volume_local_{params.connectivity}_{suffix}"
+        local_tau = tau_args(params)
+    across, down, _, per_volume = _tiles(values.shape, tile)
+    tiles = (np.uint32(across), np.uint32(down), np.uint32(per_volume))
+    grid = n * per_volume
+    kernels.launch(local, grid, threads, (storage, labels, *geometry, *tiles, *rule, *local_tau))
+    if per_volume > 1:
+        tile_args = tuple(np.uint32(side) for side in tile)
+        border_args = (storage, labels, *geometry, *tile_args, *tiles, *tau_args(params))
+        name = f"gccl_volume_border_{params.connectivity}_{suffix}"
+        kernels.launch(name, grid, (_BORDER_THREADS,), border_args)
+    return resolve(labels, out, components)
+
+
+def resolve(labels: Any, out: Any, components: Any = None) -> Any:
+    """Dense labels from union-find labels: `labels` (N, P) u32, each row a forest whose
+    roots are their sets' smallest indices (GCCL_BACKGROUND off the sets), numbered 1..K
+    per row in index order into `out` (N, P) (relabel.cu's finalize, scan and resolve; the
+    finalize flags `labels`' roots). Returns K per row, a device u32 (N,) array
+    (`components` where given)."""
+    cupy = import_cupy()
+    kernels = device_kernels(labels.device.id)
+    n, size = labels.shape[0], int(np.prod(labels.shape[1:], dtype=np.int64))
+    chunks = -(-size // CHUNK)
+    counts = cupy.empty(n * chunks, cupy.uint32)
+    offsets = cupy.empty(n * chunks, cupy.uint32)
+    if components is None:
+        components = cupy.empty(n, cupy.uint32)
+    chunk_args = (np.uint32(size), np.uint32(chunks))
+    kernels.launch("gccl_finalize", n * chunks, (CHUNK_THREADS,), (labels, *chunk_args, counts))
+    scan_args = (counts, offsets, np.uint64(0), np.uint64(chunks), components)
+    kernels.launch("gccl_segmented_scan", n, (_SCAN_THREADS,), scan_args)
+    kernels.launch(
+        "gccl_resolve", n * chunks, (CHUNK_THREADS,), (labels, out, *chunk_args, offsets)
+    )
+    return components
+
+
+def empty_aggregates(total: int) -> Any:
+    """Aggregates of `total` labels before any voxel: the (FIELDS, total) device u64 array
+    of volume_stats.cu at its identities (gccl_volume_stats_init), on the current device."""
+    cupy = import_cupy()
+    agg = cupy.empty((FIELDS, total), cupy.uint64)
+    if total:
+        init_grid = min(-(-total // CHUNK_THREADS), _INIT_BLOCKS)
+        device_kernels(agg.device.id).launch(
+            "gccl_volume_stats_init", init_grid, (CHUNK_THREADS,), (agg, np.uint64(total))
+        )
+    return agg
+
+
+def aggregate(
+    values: Any,
+    labels: Any,
+    label_base: Any,
+    agg: Any,
+    first_plane: int = 0,
+    sizes: Any = None,
+) -> Any:
+    """Add the per-label aggregates of the labeled volumes `labels` (N, D, H, W), read from
+    `values`, into `agg` (empty_aggregates' (FIELDS, total) array, total = label_base's last
+    entry) and return it. first_plane: the z of the labels' first plane (a slab of a larger
+    volume). sizes: where float volumes' mean shifts come from, an array like agg whose AREA
+    and ABSMAX rows are complete (None: agg itself, which then must hold these labels'
+    voxels alone)."""
+    total = agg.shape[1]
+    if total == 0:
+        return agg
+    cupy = import_cupy()
+    n, depth, height, width = labels.shape
+    dtype = np.dtype(values.dtype)
+    chunks = -(-(depth * height * width) // CHUNK)
+    storage = values.view(cupy.uint8) if dtype == np.bool_ else values
+    geometry = (np.uint32(depth), np.uint32(height), np.uint32(width), np.uint32(first_plane))
+    source = agg if sizes is None else sizes
+    args = (labels, storage, *geometry, np.uint32(chunks), label_base, agg, np.uint64(total))
+    shifts = (source, np.uint64(source.shape[1]))
+    suffix = KERNEL_SUFFIX[dtype]
+    kernels = device_kernels(labels.device.id)
+    kernels.launch(f"gccl_volume_stats_{suffix}", n * chunks, (CHUNK_THREADS,), (*args, *shifts))
+    if dtype.kind == "f":
+        name = f"gccl_volume_float_sum_{suffix}"
+        kernels.launch(name, n * chunks, (CHUNK_THREADS,), (*args, *shifts))
+    return agg
+
+
+def remap(labels: Any, table: Any, table_base: Any = None) -> None:
+    """Label l of volume v of `labels` (N, D, H, W) becomes table[table_base[v] + l - 1]
+    (table_base None: table[l - 1]); 0 stays 0 (gccl_volume_remap)."""
+    n = labels.shape[0]
+    voxels = int(np.prod(labels.shape[1:], dtype=np.int64))
+    chunks = -(-voxels // CHUNK)
+    base = np.uint64(0) if table_base is None else table_base
+    args = (labels, np.uint64(voxels), np.uint32(chunks), table, base)
+    device_kernels(labels.device.id).launch("gccl_volume_remap", n * chunks, (CHUNK_THREADS,), args)
+
+
+def kept_labels(keep: Any, rank: Any) -> Any:
+    """The label each label keeps after area filtering (its kept rank + 1, or 0): a device
+    u32 array (gccl_kept_labels)."""
+    count = len(keep)
+    out = import_cupy().empty(count, np.uint32)
+    elementwise(keep, "gccl_kept_labels", (keep, rank, out, np.uint64(count)), count)
+    return out
+
+
+def remove_small(labels: Any, params: LabelParams, label_base: Any, area: Any) -> Kept:
+    """Area filtering of the labeled volumes `labels` whose labels have voxels `area`
+    (device u64, one per label of the batch): the kept labels renumbered 1..K' per volume
+    in label order, the others 0 (labels.kept_ranks's choice, which waits for the device
+    with --largest)."""
+    keep, rank, counts = kept_ranks(params, label_base, area)
+    remap(labels, kept_labels(keep, rank), label_base)
+    return Kept(keep, rank, label_offsets(counts), counts)
+
+
+def stats_table(
+    agg: Any, label_base: Any, kept: Kept | None, floats: bool, table: Any = None
+) -> Any:
+    """The kept labels' volume statistics table from the aggregates
+    (gccl_volume_stats_table): a (TABLE_COLUMNS, total) device u64 array whose first K'
+    columns are the kept labels' rows, volume after volume (table_view reads it).
+
+    kept: remove_small's result (None: every label is kept); floats: whether the values
+    are floating point; table: a contiguous (TABLE_COLUMNS, total) 8-byte array to write
+    (None: a new one).
+    """
+    cupy = import_cupy()
+    total = agg.shape[1]
+    if table is None:
+        table = cupy.empty((TABLE_COLUMNS, total), cupy.uint64)
+    if total:
+        null = np.uint64(0)
+        keep, rank, kept_base = (kept.keep, kept.rank, kept.base) if kept else (null, null, null)
+        volumes = np.uint32(len(label_base) - 1)
+        args = (agg, np.uint64(total), keep, rank, label_base, kept_base, volumes, np.int32(floats))
+        grid = min(-(-total // CHUNK_THREADS), _INIT_BLOCKS)
+        device_kernels(agg.device.id).launch(
+            "gccl_volume_stats_table", grid, (CHUNK_THREADS,), (*args, table)
+        )
+    return table
+
+
+def table_view(words: np.ndarray, rows: int, integer: bool) -> StatsTable:
+    """A volume StatsTable whose columns are views of the first `rows` rows of
+    stats_table's words, copied to the host (no copy, no arithmetic)."""
+    area, x, y, z, width, height, depth = (
+        words[c, :rows].view(np.int64) for c in range(INT_COLUMNS)
+    )
+    centroid_x, centroid_y, centroid_z, mean, low, high = (
+        words[c, :rows].view(np.float64) for c in range(INT_COLUMNS, TABLE_COLUMNS)
+    )
+    table = StatsTable(area, x, y, width, height, centroid_x, centroid_y, mean, low, high, integer)
+    table.z, table.depth, table.centroid_z = z, depth, centroid_z
+    return table
