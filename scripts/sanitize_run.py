@@ -2,7 +2,7 @@
 """A small batch through every gccl kernel and the Python API on device arrays, for
 compute-sanitizer (memcheck, racecheck).
 
-    compute-sanitizer --tool memcheck python3 scripts/sanitize_run.py [--stages]
+    compute-sanitizer --tool memcheck python3 scripts/sanitize_run.py [--stages | --volumes]
 
 CuPy's memory pool is switched off so that every buffer is its own allocation
 and memcheck sees any access past its end. Each case is also compared with the
@@ -97,14 +97,79 @@ def api_failures(rng: np.random.Generator) -> int:
     return failures
 
 
+#: Volumes (D, H, W) through the API from CuPy arrays and host arrays with device='cuda':
+#: volume_local.cu (the 2x2x2 blocks of binary 26, the voxel kernels of 6, 18 and tau),
+#: volume_border.cu across tiles in x, y and z, relabel.cu, volume_stats.cu (float sums,
+#: the 128-bit integer sums), the remap of area filtering, volume_stages.cu (morphology,
+#: smoothing, the tau fill); odd sizes, so every tile and chunk has a ragged edge.
+VOLUME = (9, 19, 71)
+VOLUME_CASES = [
+    (np.uint8, {"connectivity": 26}),
+    (np.bool_, {"connectivity": 6, "min_area": 3}),
+    (np.uint16, {"connectivity": 18, "tau": 1, "largest": 4}),
+    (np.int16, {"connectivity": 26, "tau": 1, "invert": True}),
+    (np.float32, {"connectivity": 6, "tau": 0.5, "background": None}),
+    (np.float64, {"connectivity": 18, "threshold": 0.1, "min_area": 2}),
+    (np.uint32, {"connectivity": 26, "max_area": 40}),
+    (np.uint8, {"connectivity": 26, "open": 1, "dilate": 1}),
+    (np.uint16, {"connectivity": 6, "tau": 2, "close": 1, "smooth": "box:1"}),
+    (np.float32, {"connectivity": 18, "tau": 0.5, "smooth": "binomial:2", "erode": 1}),
+    (np.uint16, {"connectivity": 26, "tau": 1, "tau_quadratic": 0.05}),
+    (np.float64, {"connectivity": 6, "tau": 0.5, "tau_relative": 0.2, "min_area": 2}),
+]
+
+
+def volume_failures(rng: np.random.Generator, slabbed: bool) -> int:
+    """Run VOLUME_CASES on CuPy and host volumes; with `slabbed`, under a device budget of
+    two planes, so every volume goes in slabs (slabs.py: seams, the forest, the two
+    passes). Count mismatches with the CPU engine."""
+    import ccl_cli
+    from ccl_cli.backends.cuda import slabs
+
+    budget = slabs.device_budget
+    if slabbed:
+        plane = VOLUME[1] * VOLUME[2]
+        slabs.device_budget = lambda device: 2 * plane * 8  # two planes of labels
+    failures = 0
+    try:
+        for dtype, options in VOLUME_CASES:
+            if np.dtype(dtype).kind == "f":
+                values = rng.normal(size=VOLUME).astype(dtype)
+                values[2:4, 5:9, 10:30] = np.nan
+            else:
+                values = (rng.integers(0, 4, VOLUME) * (rng.random(VOLUME) < 0.6)).astype(dtype)
+            want_labels, want_tables = ccl_cli.label(values, device="cpu", **options)
+            labels, table = ccl_cli.label(cupy.asarray(values), **options)
+            same = np.array_equal(labels.get(), want_labels) and all(
+                a.equals(b) for a, b in zip(table.to_numpy(), want_tables, strict=True)
+            )
+            only, count = ccl_cli.label(cupy.asarray(values), stats=False, **options)
+            same &= np.array_equal(only.get(), want_labels)
+            same &= int(count.get()) == len(want_tables[0])
+            host, host_tables = ccl_cli.label(values, device="cuda", **options)
+            same &= np.array_equal(host, want_labels) and all(
+                a.equals(b) for a, b in zip(host_tables, want_tables, strict=True)
+            )
+            failures += not same
+            kind = "slabs" if slabbed else "volume"
+            print(f"{'ok' if same else 'MISMATCH'}: {kind} {np.dtype(dtype)} {options}")
+    finally:
+        slabs.device_budget = budget
+    return failures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--stages", action="store_true", help="only the cases with morphology or smoothing"
     )
+    parser.add_argument("--volumes", action="store_true", help="only the volume cases")
+    arguments = parser.parse_args()
     cases = CASES
-    if parser.parse_args().stages:
+    if arguments.stages:
         cases = [c for c in CASES if c[1].morphology or c[1].smooth is not None]
+    if arguments.volumes:
+        cases = []
     cupy.cuda.set_allocator(None)
     rng = np.random.default_rng(0)
     cuda, cpu = CudaBackend(), CpuBackend()
@@ -128,9 +193,12 @@ def main() -> int:
             )
             failures += not same
             print(f"{'ok' if same else 'MISMATCH'}: {np.dtype(dtype)} {params}")
-    failures += api_failures(rng)
+    if not arguments.volumes:
+        failures += api_failures(rng)
+    failures += volume_failures(rng, slabbed=False) + volume_failures(rng, slabbed=True)
     cupy.cuda.runtime.deviceSynchronize()
-    total = len(cases) * 2 + len(API_CASES)
+    total = len(cases) * 2 + (0 if arguments.volumes else len(API_CASES))
+    total += 2 * len(VOLUME_CASES)
     print(f"sanitize_run: {total - failures}/{total} cases match the CPU")
     return 1 if failures else 0
 

@@ -2,7 +2,8 @@
 
 `gpu` marks the GPU tests and skips them cleanly where CuPy or a CUDA device is
 missing; `assert_same` compares the CUDA backend with the CPU reference bit for
-bit: labels, component counts and every StatsTable column.
+bit: labels, component counts and every StatsTable column; `spin` keeps a stream
+busy, so that a test can see that a call did not wait for it.
 """
 
 from __future__ import annotations
@@ -64,3 +65,21 @@ def assert_same(batch: np.ndarray, params: LabelParams) -> None:
     assert len(got.tables) == len(want.tables)
     for i, (a, b) in enumerate(zip(got.tables, want.tables, strict=True)):
         assert a.equals(b), f"statistics of image {i} differ"
+
+
+SPIN = r"""
+extern "C" __global__ void spin(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {}
+}
+"""
+
+
+def spin(stream: Any, seconds: float = 0.5) -> None:
+    """Keep `stream` busy for about `seconds` (a clock64 loop)."""
+    import cupy
+
+    kernel = cupy.RawKernel(SPIN, "spin")
+    rate = cupy.cuda.Device().attributes["ClockRate"] * 1000  # kHz -> Hz
+    with stream:
+        kernel((1,), (1,), (np.int64(seconds * rate),))

@@ -10,7 +10,7 @@ import threading
 
 import numpy as np
 import pytest
-from cuda_helpers import gpu
+from cuda_helpers import gpu, spin
 
 import ccl_cli
 from ccl_cli.backends.cpu.backend import CpuBackend
@@ -20,13 +20,6 @@ from ccl_cli.contract.params import LabelParams
 from ccl_cli.errors import UsageError
 
 pytestmark = gpu
-
-SPIN = r"""
-extern "C" __global__ void spin(long long cycles) {
-  const long long start = clock64();
-  while (clock64() - start < cycles) {}
-}
-"""
 
 
 def sample(shape=(3, 83, 121), dtype=np.uint8, seed=0) -> np.ndarray:
@@ -45,16 +38,6 @@ def torch_or_skip():
 def cpu_reference(batch: np.ndarray, **options):
     labels, tables = ccl_cli.label(np.ascontiguousarray(batch), device="cpu", **options)
     return labels, tables
-
-
-def spin(stream, seconds: float = 0.5) -> None:
-    """Keep `stream` busy for about `seconds` (a clock64 loop)."""
-    import cupy
-
-    kernel = cupy.RawKernel(SPIN, "spin")
-    rate = cupy.cuda.Device().attributes["ClockRate"] * 1000  # kHz -> Hz
-    with stream:
-        kernel((1,), (1,), (np.int64(seconds * rate),))
 
 
 OPTIONS = [
@@ -381,19 +364,23 @@ def test_labels_only_is_fine_past_2_31_pixels():
         assert bool((labels[i] == expected[i % 3]).all()), f"image {i}"
 
 
-def test_device_volumes_are_refused_with_what_to_do_and_host_volumes_label_on_the_cpu():
+def test_device_volumes_label_on_their_device_and_host_volumes_on_the_cpu_by_default():
     import cupy
 
     volume = sample((5, 6, 7))
-    with pytest.raises(ValueError, match=r"volumes are labeled on the CPU.*cupy\.asnumpy"):
-        ccl_cli.label(cupy.asarray(volume), connectivity=26)
-    with pytest.raises(ValueError, match="device='cuda' cannot label them"):
-        ccl_cli.label(volume, connectivity=26, device="cuda")
-    labels, tables = ccl_cli.label(volume, connectivity=26)  # auto: the CPU engine
     want = CpuBackend().label(volume[None], LabelParams(connectivity=26))
+    labels, table = ccl_cli.label(cupy.asarray(volume), connectivity=26)
+    assert isinstance(labels, cupy.ndarray) and isinstance(table, ccl_cli.DeviceTable)
+    np.testing.assert_array_equal(labels.get(), want.labels[0])
+    assert table.to_numpy()[0].equals(want.tables[0])
+    labels, tables = ccl_cli.label(volume, connectivity=26)  # auto: the CPU engine
     np.testing.assert_array_equal(labels, want.labels[0])
     assert isinstance(labels, np.ndarray) and tables[0].equals(want.tables[0])
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
-        with pytest.raises(ValueError, match=r"tensor\.cpu\(\)"):
-            ccl_cli.label(torch.from_numpy(volume).cuda(), connectivity=6)
+        labels, counts = ccl_cli.label(
+            torch.from_numpy(volume).cuda(), connectivity=26, stats=False
+        )
+        assert labels.is_cuda
+        np.testing.assert_array_equal(labels.cpu().numpy().view(np.uint32), want.labels[0])
+        assert int(counts) == len(want.tables[0])
