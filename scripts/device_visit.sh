@@ -5,7 +5,8 @@
 #   bash scripts/device_visit.sh                    # every stage
 #   STAGES="gpu bench" BUDGET=300 bash scripts/device_visit.sh
 #
-# Stages: gpu (GPU tests), bench (benchmarks/bench_cuda.py), memcheck and
+# Stages: gpu (GPU tests), bench (benchmarks/bench_cuda.py), vbench
+# (benchmarks/bench_cuda_volumes.py --large), memcheck and
 # racecheck (compute-sanitizer), cli (scripts/compare_backends.sh: --device cuda
 # and --device cpu give byte-identical files for .devdata/docs and
 # .devdata/depth), gccl-bench (gccl bench against OpenCV and cupyx: JSON, CSV
@@ -22,7 +23,8 @@
 # last and kept in $OUT/summary.txt.
 set -u
 OUT=${OUT:-/tmp/gccl-visit}
-STAGES=${STAGES:-"gpu bench memcheck racecheck cli gccl-bench cpu"}
+STAGES=${STAGES:-"gpu bench vbench memcheck racecheck cli gccl-bench cpu"}
+SANITIZE_ARGS=${SANITIZE_ARGS:-}  # e.g. --volumes: only the volume kernels under the sanitizers
 BUDGET=${BUDGET:-560}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -75,9 +77,14 @@ if run_stage bench 200 "$OUT/bench.log" python3 benchmarks/bench_cuda.py \
     tail -n 25 "$OUT/bench.log" | tee -a "$summary"
   fi
 fi
+if run_stage vbench 240 "$OUT/vbench.log" python3 benchmarks/bench_cuda_volumes.py --large \
+  --json "$OUT/vbench.json"; then
+  note "volume bench (rc $rc, $took s):"
+  tail -n 16 "$OUT/vbench.log" | tee -a "$summary"
+fi
 for tool in memcheck racecheck; do
   if run_stage $tool 120 "$OUT/$tool.log" compute-sanitizer --tool $tool --error-exitcode 99 \
-    python3 scripts/sanitize_run.py; then
+    python3 scripts/sanitize_run.py $SANITIZE_ARGS; then
     found=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|sanitize_run:' "$OUT/$tool.log" | tr '\n' ' ')
     note "$tool (rc $rc, $took s): $found"
   fi
