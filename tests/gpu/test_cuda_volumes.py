@@ -278,6 +278,48 @@ def test_means_of_sums_past_64_bits_round_as_the_cpu_does() -> None:
     assert means.tolist() == [float(s) / float(a) for s, a in zip(sums, areas, strict=True)]
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_component_holding_a_nan_has_nan_mean_min_and_max(dtype) -> None:
+    """volume_stats.cu's statistics of components that hold a NaN (mean, min and max NaN, as
+    numpy's mean, min and max of the values are; the NaN is no infinity), of both infinities
+    (mean NaN) and of finite values with a -0.0. No labeling option puts a NaN voxel into a
+    volume's component (NaN is never foreground, and the stages clear it), so the kernels
+    are run on labels given here; every expected value is numpy's."""
+    import cupy
+
+    values = np.array([[[1.5, np.nan, 2.5, 7.0], [np.inf, -np.inf, 3.0, -0.0]]], dtype)
+    labels = np.array([[[1, 1, 1, 2], [3, 3, 2, 2]]], np.uint32)
+    base = cupy.asarray(np.array([0, 3], np.uint32))
+    agg = volumes.aggregate(
+        cupy.asarray(values)[None], cupy.asarray(labels)[None], base, volumes.empty_aggregates(3)
+    )
+    words = volumes.stats_table(agg, base, None, True).get()
+    table = volumes.table_view(words, 3, False)
+    for label in (1, 2, 3):
+        where = np.nonzero(labels == label)
+        voxels = values[where].astype(np.float64)
+        z, y, x = where
+        assert table.area[label - 1] == len(voxels)
+        assert (table.x[label - 1], table.y[label - 1], table.z[label - 1]) == (
+            x.min(),
+            y.min(),
+            z.min(),
+        )
+        assert table.width[label - 1] == x.max() - x.min() + 1
+        assert table.height[label - 1] == y.max() - y.min() + 1
+        assert table.depth[label - 1] == 1
+        assert table.centroid_x[label - 1] == x.sum() / len(voxels)
+        assert table.centroid_y[label - 1] == y.sum() / len(voxels)
+        with np.errstate(invalid="ignore"):
+            expected = (voxels.mean(), voxels.min(), voxels.max())
+        got = (table.mean[label - 1], table.min[label - 1], table.max[label - 1])
+        np.testing.assert_array_equal(got, expected)
+        assert np.signbit(got).tolist() == np.signbit(expected).tolist() or np.isnan(got).any()
+    assert np.isnan([table.mean[0], table.min[0], table.max[0]]).all()
+    assert np.isnan(table.mean[2]) and (table.min[2], table.max[2]) == (-np.inf, np.inf)
+    assert np.signbit(table.min[1]) and table.min[1] == 0.0
+
+
 @pytest.mark.parametrize("connectivity", CONNECTIVITIES)
 def test_area_filters_select_as_the_cpu(connectivity: int) -> None:
     values = (np.random.default_rng(4).random((15, 19, 80)) < 0.35).astype(np.uint8)

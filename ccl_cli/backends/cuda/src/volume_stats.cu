@@ -92,7 +92,7 @@ struct VolumeStatsAcc {
       const double a = fabs(d);
       if (a < __longlong_as_double(0x7FF0000000000000ll))
         absmax = max(absmax, (u64)__double_as_longlong(a));
-      else
+      else if (a == a)  // an infinity (a NaN shows in the extremes' keys)
         inf |= d > 0 ? GCCL_INF_POS : GCCL_INF_NEG;
     } else {
       sumv += (u64)(i64)v;
@@ -386,7 +386,8 @@ __device__ __forceinline__ double wide_to_double(i64 high, u64 low) {
 //   mean: integers float64(128-bit sum v) / area (rounded to nearest, as C converts an
 //     __int128); floats ldexp(float64(scaled sum), -s) / area, then +inf, -inf or NaN
 //     where the component holds infinities (contract/stats.py's float_mean);
-//   min, max: float64 from their order keys.
+//   min, max: float64 from their order keys;
+//   a component holding a NaN has mean, min and max NaN (stats.cu's rule).
 // Rows of kept labels only, placed as stats.cu's gccl_stats_table places them.
 #define GCCL_VOLUME_TABLE_COLUMNS 13
 #define GCCL_VOLUME_TABLE_INTS 7
@@ -427,6 +428,10 @@ extern "C" __global__ void gccl_volume_stats_table(const u64* agg, u64 stride, c
     }
     const u64 xmin = agg[GCCL_V_XMIN * stride + j], ymin = agg[GCCL_V_YMIN * stride + j];
     const u64 zmin = agg[GCCL_V_ZMIN * stride + j];
+    double v_min = from_order_key(agg[GCCL_V_VMIN * stride + j]);
+    double v_max = from_order_key(agg[GCCL_V_VMAX * stride + j]);
+    if (v_min != v_min || v_max != v_max)  // a NaN in the component (float_mean's rule)
+      mean = v_min = v_max = __longlong_as_double(0x7FF8000000000000LL);
     const u64 columns_i[GCCL_VOLUME_TABLE_INTS] = {area,
                               xmin,
                               ymin,
@@ -439,8 +444,8 @@ extern "C" __global__ void gccl_volume_stats_table(const u64* agg, u64 stride, c
         __ddiv_rn(__ll2double_rn((i64)agg[GCCL_V_SUMY * stride + j]), area_f),
         __ddiv_rn(__ll2double_rn((i64)agg[GCCL_V_SUMZ * stride + j]), area_f),
         mean,
-        from_order_key(agg[GCCL_V_VMIN * stride + j]),
-        from_order_key(agg[GCCL_V_VMAX * stride + j]),
+        v_min,
+        v_max,
     };
     for (int c = 0; c < GCCL_VOLUME_TABLE_INTS; ++c) table[c * stride + row] = columns_i[c];
     for (int c = 0; c < GCCL_VOLUME_TABLE_COLUMNS - GCCL_VOLUME_TABLE_INTS; ++c)
