@@ -246,6 +246,11 @@ class _SlabLabeling:
             _, height, width = self.source.shape
             local = self.source.labels(z0, z1).reshape((1, z1 - z0, height, width))
             count = int(volumes.dense_labels(image, label_params, local).get()[0])
+            if self.slots + count > volumes.MAX_VOLUME_VOXELS:
+                raise ValueError(
+                    f"the slabs of a volume hold more than 2**31 - 1 pieces of components "
+                    f"(the forest's slots are 31-bit): {self.slots + count} by plane {z1}"
+                )
             slab = _Slab(z0, z1, self.slots, count)
             self._grow_forest(self.slots + count)
             if count:
@@ -301,11 +306,6 @@ class _SlabLabeling:
 
     def number(self) -> tuple[Any, int]:
         """The component number (1..K) of every slot, and K (the host waits for it)."""
-        if self.slots > volumes.MAX_VOLUME_VOXELS:
-            raise ValueError(
-                f"the slabs of a volume hold {self.slots} pieces of components, more than "
-                "2**31 - 1 (the forest's slots are 31-bit)"
-            )
         number = self.cupy.empty(max(self.slots, 1), np.uint32)
         if self.slots == 0:
             return number, 0
