@@ -160,13 +160,15 @@ def test_hypothesis_volumes_in_slabs_equal_the_cpu(data: st.DataObject) -> None:
     planes = data.draw(st.integers(1, shape[0]))
     want_labels, want_tables = cpu(values, **options)
     with pytest.MonkeyPatch.context() as patch:
-        capped(patch, planes, shape[-2:])
+        slab_counts = capped(patch, planes, shape[-2:])
         for got_labels, got_tables in (
             on_device(values, **options),
             ccl_cli.label(np.ascontiguousarray(values), device="cuda", **options),
         ):
             np.testing.assert_array_equal(got_labels, want_labels)
             assert_tables_equal(got_tables, want_tables)
+        if planes < shape[0]:  # a budget for fewer planes than the volume has: slabs
+            assert len(slab_counts) == 2 and min(slab_counts) > 1
 
 
 @pytest.mark.parametrize("connectivity", CONNECTIVITIES)
@@ -378,13 +380,23 @@ def test_a_batch_of_volumes_is_one_call_and_may_go_in_parts(monkeypatch) -> None
         monkeypatch.undo()
 
 
-def capped(monkeypatch, planes: int, shape: tuple[int, ...]) -> None:
+def capped(monkeypatch, planes: int, shape: tuple[int, ...]) -> list[int]:
     """A device budget that holds the labels of `planes` planes of `shape`'s volumes (a
     device volume of uint8 gets slabs of that many planes, other labelings fewer, at least
-    one)."""
+    one). Returns a list that gets the number of slabs of each volume labeled in slabs, so
+    that a test can tell the slab path ran."""
     per_voxel = slabs.voxel_bytes(np.dtype(np.uint8), LabelParams(), uploaded=False)
     budget = planes * shape[-2] * shape[-1] * per_voxel
     monkeypatch.setattr(slabs, "device_budget", lambda device: budget)
+    slab_counts: list[int] = []
+    label_in_slabs = slabs.label_in_slabs
+
+    def counted(source, params, statistics, plan):
+        slab_counts.append(len(plan))
+        return label_in_slabs(source, params, statistics, plan)
+
+    monkeypatch.setattr(slabs, "label_in_slabs", counted)
+    return slab_counts
 
 
 @pytest.mark.parametrize("connectivity", CONNECTIVITIES)
@@ -405,7 +417,7 @@ def test_slabs_under_a_capped_budget_give_the_same_bytes(monkeypatch, connectivi
         np.broadcast_to((3 * np.arange(14, dtype=np.uint16))[:, None, None], (14, 9, 40))
     )
     tau_want = cpu(ramp, connectivity=connectivity, tau=3)
-    capped(monkeypatch, planes, (17, 70))
+    slab_counts = capped(monkeypatch, planes, (17, 70))
     for name, mask in volumes.items():
         want_labels, want_tables = wants[name]
         for got_labels, got_tables in (
@@ -414,6 +426,7 @@ def test_slabs_under_a_capped_budget_give_the_same_bytes(monkeypatch, connectivi
         ):
             np.testing.assert_array_equal(got_labels, want_labels, err_msg=name)
             assert_tables_equal(got_tables, want_tables)
+    assert len(slab_counts) == 2 * len(volumes) and min(slab_counts) > 1
     got_labels, got_tables = on_device(ramp, connectivity=connectivity, tau=3)
     np.testing.assert_array_equal(got_labels, tau_want[0])
     assert_tables_equal(got_tables, tau_want[1])
@@ -442,13 +455,14 @@ def test_slabs_with_stages_floats_and_selection(monkeypatch, options, dtype) -> 
     values = (rng.integers(1, 12, (16, 13, 70)) * (rng.random((16, 13, 70)) < 0.6)).astype(dtype)
     for connectivity in CONNECTIVITIES:
         want_labels, want_tables = cpu(values, connectivity=connectivity, **options)
-        capped(monkeypatch, 3, values.shape)
+        slab_counts = capped(monkeypatch, 3, values.shape)
         for got_labels, got_tables in (
             on_device(values, connectivity=connectivity, **options),
             ccl_cli.label(values, device="cuda", connectivity=connectivity, **options),
         ):
             np.testing.assert_array_equal(got_labels, want_labels)
             assert_tables_equal(got_tables, want_tables)
+        assert len(slab_counts) == 2 and min(slab_counts) > 1
         monkeypatch.undo()
 
 
@@ -457,13 +471,14 @@ def test_slab_labels_only_counts_and_batches(monkeypatch) -> None:
 
     batch = (np.random.default_rng(5).random((3, 14, 11, 70)) < 0.5).astype(np.uint8)
     want_labels, want_tables = cpu(batch, connectivity=18, min_area=3)
-    capped(monkeypatch, 2, batch.shape)
+    slab_counts = capped(monkeypatch, 2, batch.shape)
     labels, counts = ccl_cli.label(cupy.asarray(batch), connectivity=18, min_area=3, stats=False)
     np.testing.assert_array_equal(labels.get(), want_labels)
     assert counts.get().tolist() == [len(t) for t in want_tables]
     out = np.full(batch.shape, 7, np.uint32)
     ccl_cli.label(batch, device="cuda", connectivity=18, min_area=3, out=out, stats=False)
     np.testing.assert_array_equal(out, want_labels)
+    assert len(slab_counts) == 2 * len(batch) and min(slab_counts) > 1
 
 
 def torch_or_skip():
@@ -559,6 +574,36 @@ def test_a_volume_past_2_31_voxels() -> None:
     labels, table = ccl_cli.label(cupy.asarray(volume), connectivity=26, min_area=2)
     assert bool((labels == cupy.asarray(want_labels)).all())
     assert_tables_equal(table.to_numpy(), want_tables)
+
+
+def test_a_batch_past_2_31_voxels_in_one_set_of_launches() -> None:
+    """Two different volumes of 1100 x 1024 x 1024 voxels (each under 2**31, labeled
+    together): the second one's voxels, labels and statistics lie past 2**31 voxels of the
+    batch, reached only through the 64-bit volume offsets of every kernel (the 2x2x2 blocks
+    of 26, the voxel kernels of 6, borders, relabel, statistics, remap); the CPU engine's
+    bytes."""
+    import cupy
+
+    if cupy.cuda.runtime.memGetInfo()[0] < 48 * 2**30:
+        pytest.skip("needs 48 GB of free device memory")
+    shape = (2, 1100, 1024, 1024)
+    rng = np.random.default_rng(37)
+    batch = np.zeros(shape, np.uint8)
+    batch[:, :, ::2, ::3] = 1  # pillars through every plane
+    for n in range(2):  # sparse random planes, at other depths in each volume
+        planes = range(n, shape[1], 9 + n)
+        batch[n, n :: 9 + n] = rng.random((len(planes), 1024, 1024)) < 0.3
+    assert batch[0].size <= volumes.MAX_VOLUME_VOXELS < batch.size
+    values = cupy.asarray(batch)
+    want_labels, want_tables = cpu(batch, connectivity=26, min_area=2)
+    labels, table = ccl_cli.label(values, connectivity=26, min_area=2)
+    assert bool((labels == cupy.asarray(want_labels)).all())
+    assert_tables_equal(table.to_numpy(), want_tables)
+    del labels, table, want_labels, want_tables
+    want_labels, want_counts = ccl_cli.label(batch, device="cpu", connectivity=6, stats=False)
+    labels, counts = ccl_cli.label(values, connectivity=6, stats=False)
+    assert bool((labels == cupy.asarray(want_labels)).all())
+    assert counts.get().tolist() == want_counts.tolist()
 
 
 def test_bad_device_volumes_get_one_clear_error() -> None:
