@@ -119,43 +119,71 @@ VOLUME_CASES = [
 ]
 
 
-def volume_failures(rng: np.random.Generator, slabbed: bool) -> int:
-    """Run VOLUME_CASES on CuPy and host volumes; with `slabbed`, under a device budget of
-    two planes, so every volume goes in slabs (slabs.py: seams, the forest, the two
-    passes). Count mismatches with the CPU engine."""
+#: Volumes at the edges of the tiles and 2x2x2 blocks (one voxel; one row, column or pillar
+#: of voxels; odd sides, so blocks hang over every far face), each with the 2x2x2 blocks, a
+#: voxel kernel in tau mode with area filtering and a staged tau labeling.
+EDGE_SHAPES = [(1, 1, 1), (1, 37, 1), (37, 1, 1), (1, 1, 133), (3, 5, 65)]
+EDGE_CASES = [
+    (np.uint8, {"connectivity": 26}),
+    (np.int16, {"connectivity": 6, "tau": 1, "min_area": 2}),
+    (np.float32, {"connectivity": 18, "tau": 0.5, "smooth": "box:1", "dilate": 1}),
+]
+
+
+def volume_case(values: np.ndarray, options: dict) -> bool:
+    """Whether a CuPy volume (with and without statistics) and the host volume with
+    device='cuda' give the CPU engine's labels, counts and statistics."""
     import ccl_cli
+
+    want_labels, want_tables = ccl_cli.label(values, device="cpu", **options)
+    labels, table = ccl_cli.label(cupy.asarray(values), **options)
+    same = np.array_equal(labels.get(), want_labels) and all(
+        a.equals(b) for a, b in zip(table.to_numpy(), want_tables, strict=True)
+    )
+    only, count = ccl_cli.label(cupy.asarray(values), stats=False, **options)
+    same &= np.array_equal(only.get(), want_labels)
+    same &= int(count.get()) == len(want_tables[0])
+    host, host_tables = ccl_cli.label(values, device="cuda", **options)
+    return (
+        same
+        and np.array_equal(host, want_labels)
+        and all(a.equals(b) for a, b in zip(host_tables, want_tables, strict=True))
+    )
+
+
+def volume_values(rng: np.random.Generator, dtype: type, shape: tuple[int, ...]) -> np.ndarray:
+    """Random values of `dtype` (floats with a block of NaN where the shape has room)."""
+    if np.dtype(dtype).kind == "f":
+        values = rng.normal(size=shape).astype(dtype)
+        values[2:4, 5:9, 10:30] = np.nan
+        return values
+    return (rng.integers(0, 4, shape) * (rng.random(shape) < 0.6)).astype(dtype)
+
+
+def volume_failures(rng: np.random.Generator, slabbed: bool) -> tuple[int, int]:
+    """Run VOLUME_CASES (and without `slabbed` EDGE_CASES on EDGE_SHAPES) on CuPy and host
+    volumes; with `slabbed`, under a device budget of two planes, so every volume goes in
+    slabs (slabs.py: seams, the forest, the two passes). Returns (mismatches with the CPU
+    engine, cases)."""
     from ccl_cli.backends.cuda import slabs
 
     budget = slabs.device_budget
+    runs = [(VOLUME, dtype, options) for dtype, options in VOLUME_CASES]
     if slabbed:
         plane = VOLUME[1] * VOLUME[2]
         slabs.device_budget = lambda device: 2 * plane * 8  # two planes of labels
+    else:
+        runs += [(shape, *case) for shape in EDGE_SHAPES for case in EDGE_CASES]
     failures = 0
     try:
-        for dtype, options in VOLUME_CASES:
-            if np.dtype(dtype).kind == "f":
-                values = rng.normal(size=VOLUME).astype(dtype)
-                values[2:4, 5:9, 10:30] = np.nan
-            else:
-                values = (rng.integers(0, 4, VOLUME) * (rng.random(VOLUME) < 0.6)).astype(dtype)
-            want_labels, want_tables = ccl_cli.label(values, device="cpu", **options)
-            labels, table = ccl_cli.label(cupy.asarray(values), **options)
-            same = np.array_equal(labels.get(), want_labels) and all(
-                a.equals(b) for a, b in zip(table.to_numpy(), want_tables, strict=True)
-            )
-            only, count = ccl_cli.label(cupy.asarray(values), stats=False, **options)
-            same &= np.array_equal(only.get(), want_labels)
-            same &= int(count.get()) == len(want_tables[0])
-            host, host_tables = ccl_cli.label(values, device="cuda", **options)
-            same &= np.array_equal(host, want_labels) and all(
-                a.equals(b) for a, b in zip(host_tables, want_tables, strict=True)
-            )
+        for shape, dtype, options in runs:
+            same = volume_case(volume_values(rng, dtype, shape), options)
             failures += not same
             kind = "slabs" if slabbed else "volume"
-            print(f"{'ok' if same else 'MISMATCH'}: {kind} {np.dtype(dtype)} {options}")
+            print(f"{'ok' if same else 'MISMATCH'}: {kind} {shape} {np.dtype(dtype)} {options}")
     finally:
         slabs.device_budget = budget
-    return failures
+    return failures, len(runs)
 
 
 def main() -> int:
@@ -195,10 +223,12 @@ def main() -> int:
             print(f"{'ok' if same else 'MISMATCH'}: {np.dtype(dtype)} {params}")
     if not arguments.volumes:
         failures += api_failures(rng)
-    failures += volume_failures(rng, slabbed=False) + volume_failures(rng, slabbed=True)
-    cupy.cuda.runtime.deviceSynchronize()
     total = len(cases) * 2 + (0 if arguments.volumes else len(API_CASES))
-    total += 2 * len(VOLUME_CASES)
+    for slabbed in (False, True):
+        mismatches, runs = volume_failures(rng, slabbed)
+        failures += mismatches
+        total += runs
+    cupy.cuda.runtime.deviceSynchronize()
     print(f"sanitize_run: {total - failures}/{total} cases match the CPU")
     return 1 if failures else 0
 
