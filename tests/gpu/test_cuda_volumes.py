@@ -6,6 +6,8 @@ capped device budget (components crossing every seam, stages reading across them
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from conftest import pixel_values
@@ -206,20 +208,32 @@ def test_a_tau_ramp_along_z_joins_within_tau_only(connectivity: int) -> None:
 
 @pytest.mark.parametrize("connectivity", CONNECTIVITIES)
 def test_a_growing_tolerance_along_z_equals_the_cpu(connectivity: int) -> None:
-    """Planes 1000, 1010, .. (uint16) and the same in float64: tau 5 keeps them apart,
-    relative 0.01 joins them, quadratic 4e-6 does not and 5e-6 does, as on the CPU."""
-    ramp = (1000 + 10 * np.arange(24, dtype=np.uint16))[:, None, None]
+    """Planes 1000, 1010, .., 1230 (uint16) and the same in float64: tau 5 keeps them apart,
+    relative 0.01 joins them all, quadratic 4e-6 joins the planes from 1110 on (where
+    5 + 4e-6 m**2 reaches 10) and 5e-6 all of them. Each plane's label follows the README's
+    rule evaluated here in float64 (tau + relative m + quadratic m**2, m the larger value);
+    the CPU engine's bytes too."""
+    values_by_plane = [1000 + 10 * z for z in range(24)]
+    ramp = np.array(values_by_plane, np.uint16)[:, None, None]
     ramp = np.ascontiguousarray(np.broadcast_to(ramp, (24, 5, 70)))
-    for values in (ramp, ramp.astype(np.float64)):
-        for keywords, count in (
-            ({"tau": 5}, 24),
-            ({"tau": 5, "tau_relative": 0.01}, 1),
-            ({"tau": 5, "tau_quadratic": 4e-6}, 24),
-            ({"tau": 5, "tau_quadratic": 5e-6}, 1),
-        ):
-            _, tables = on_device(values, connectivity=connectivity, **keywords)
-            assert len(tables[0]) == count, keywords
+    for tau, relative, quadratic in ((5, 0, 0), (5, 0.01, 0), (5, 0, 4e-6), (5, 0, 5e-6)):
+        plane_labels = [1]
+        for a, b in itertools.pairwise(values_by_plane):
+            m = float(max(abs(a), abs(b)))
+            limit = float(tau)
+            if relative > 0:
+                limit = limit + relative * m
+            if quadratic > 0:
+                limit = limit + quadratic * (m * m)
+            plane_labels.append(plane_labels[-1] + (abs(b - a) > limit))
+        want = np.broadcast_to(np.array(plane_labels)[:, None, None], ramp.shape)
+        keywords = {"tau": tau, "tau_relative": relative, "tau_quadratic": quadratic}
+        for values in (ramp, ramp.astype(np.float64)):
+            labels, tables = on_device(values, connectivity=connectivity, **keywords)
+            np.testing.assert_array_equal(labels, want, err_msg=str(keywords))
+            assert len(tables[0]) == plane_labels[-1]
             assert_same(values, connectivity=connectivity, **keywords)
+    assert len(set(plane_labels)) == 1  # 5e-6: all one component (and 4e-6 gave 12)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
