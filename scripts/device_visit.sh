@@ -4,6 +4,9 @@
 #
 #   bash scripts/device_visit.sh                    # every stage
 #   STAGES="gpu bench" BUDGET=300 bash scripts/device_visit.sh
+#   STAGES=gpu GPU_TESTS="tests/gpu/test_cuda_volumes.py" GPU_LIMIT=400 bash scripts/device_visit.sh
+#   STAGES="memcheck racecheck" SANITIZE_ARGS=--volumes RACECHECK_ARGS="--volumes --one-piece" \
+#     bash scripts/device_visit.sh
 #
 # Stages: gpu (GPU tests), bench (benchmarks/bench_cuda.py), vbench
 # (benchmarks/bench_cuda_volumes.py --large), memcheck and
@@ -25,6 +28,10 @@ set -u
 OUT=${OUT:-/tmp/gccl-visit}
 STAGES=${STAGES:-"gpu bench vbench memcheck racecheck cli gccl-bench cpu"}
 SANITIZE_ARGS=${SANITIZE_ARGS:-}  # e.g. --volumes: only the volume kernels under the sanitizers
+RACECHECK_ARGS=${RACECHECK_ARGS:-$SANITIZE_ARGS}  # racecheck's, where they differ
+SANITIZE_LIMIT=${SANITIZE_LIMIT:-120}  # seconds each sanitizer may take
+GPU_TESTS=${GPU_TESTS:-tests/gpu}  # what the gpu stage runs
+GPU_LIMIT=${GPU_LIMIT:-300}  # seconds the gpu stage may take
 BUDGET=${BUDGET:-560}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -62,7 +69,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
   >>"$summary" 2>&1
 python3 -c "from ccl_cli.backends.cuda.loader import cuda_status; print(cuda_status())" >>"$summary" 2>&1
 
-if run_stage gpu 300 "$OUT/gpu-tests.log" python3 -m pytest tests/gpu -q -p no:cacheprovider -rfE; then
+# shellcheck disable=SC2086  # GPU_TESTS is a list of paths
+if run_stage gpu "$GPU_LIMIT" "$OUT/gpu-tests.log" python3 -m pytest $GPU_TESTS -q -p no:cacheprovider \
+  -rfE --durations=15; then
   note "gpu tests (rc $rc, $took s): $(tail -n 1 "$OUT/gpu-tests.log")"
   grep -E "^(FAILED|ERROR)" "$OUT/gpu-tests.log" | head -n 15 | tee -a "$summary"
 fi
@@ -83,8 +92,11 @@ if run_stage vbench 240 "$OUT/vbench.log" python3 benchmarks/bench_cuda_volumes.
   tail -n 16 "$OUT/vbench.log" | tee -a "$summary"
 fi
 for tool in memcheck racecheck; do
-  if run_stage $tool 120 "$OUT/$tool.log" compute-sanitizer --tool $tool --error-exitcode 99 \
-    python3 scripts/sanitize_run.py $SANITIZE_ARGS; then
+  args=$SANITIZE_ARGS
+  [ "$tool" = racecheck ] && args=$RACECHECK_ARGS
+  # shellcheck disable=SC2086  # args is a list of options
+  if run_stage $tool "$SANITIZE_LIMIT" "$OUT/$tool.log" compute-sanitizer --tool $tool \
+    --error-exitcode 99 python3 scripts/sanitize_run.py $args; then
     found=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|sanitize_run:' "$OUT/$tool.log" | tr '\n' ' ')
     note "$tool (rc $rc, $took s): $found"
   fi
