@@ -40,6 +40,16 @@ _PROBLEM = cuda_problem()
 gpu = [pytest.mark.gpu, pytest.mark.skipif(_PROBLEM is not None, reason=str(_PROBLEM))]
 
 
+def skip_unless_free_gib(gib: int) -> None:
+    """Skip the test unless `gib` GiB of device memory are free once CuPy's pool has
+    given back the blocks earlier tests left cached (memGetInfo does not count those)."""
+    import cupy
+
+    cupy.get_default_memory_pool().free_all_blocks()
+    if cupy.cuda.runtime.memGetInfo()[0] < gib * 2**30:
+        pytest.skip(f"needs {gib} GiB of free device memory")
+
+
 @functools.cache
 def backends() -> tuple[Any, CpuBackend]:
     """(CudaBackend on device 0, CpuBackend), made once."""

@@ -10,7 +10,7 @@ import threading
 
 import numpy as np
 import pytest
-from cuda_helpers import gpu, spin
+from cuda_helpers import gpu, skip_unless_free_gib, spin
 
 import ccl_cli
 from ccl_cli.backends.cpu.backend import CpuBackend
@@ -339,8 +339,7 @@ cupy.cuda.Device().synchronize()
 def test_labels_only_is_fine_past_2_31_pixels():
     import cupy
 
-    if cupy.cuda.runtime.memGetInfo()[0] < 40 * 2**30:
-        pytest.skip("needs 40 GB of free device memory")
+    skip_unless_free_gib(40)
     side, images = 4096, 130  # 130 * 4096**2 = 2.18e9 pixels > 2**31
     rng = np.random.default_rng(31)
     distinct = [(rng.random((side, side)) < d).astype(np.uint8) for d in (0.3, 0.5, 0.7)]

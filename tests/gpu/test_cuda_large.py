@@ -4,26 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cuda_helpers import backends, gpu
+from cuda_helpers import backends, gpu, skip_unless_free_gib
 
 from ccl_cli.contract.params import LabelParams
 
 pytestmark = gpu
 
 SIDE, IMAGES = 4096, 130  # 130 * 4096**2 = 2.18e9 pixels > 2**31
-NEEDED_BYTES = 40 * 2**30
-
-
-def _free_bytes() -> int:
-    import cupy
-
-    return int(cupy.cuda.runtime.memGetInfo()[0])
 
 
 @pytest.mark.parametrize("params", [LabelParams(min_area=2), LabelParams(connectivity=4)], ids=repr)
 def test_batch_over_2_31_pixels(params):
-    if _free_bytes() < NEEDED_BYTES:
-        pytest.skip("needs 40 GB of free device memory")
+    skip_unless_free_gib(40)
     import cupy
 
     cuda, cpu = backends()

@@ -11,7 +11,7 @@ import itertools
 import numpy as np
 import pytest
 from conftest import pixel_values
-from cuda_helpers import gpu, spin
+from cuda_helpers import gpu, skip_unless_free_gib, spin
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from shapes import helix
@@ -576,8 +576,7 @@ def test_a_volume_past_2_31_voxels() -> None:
     CPU engine's (both 64-bit indexed)."""
     import cupy
 
-    if cupy.cuda.runtime.memGetInfo()[0] < 40 * 2**30:
-        pytest.skip("needs 40 GB of free device memory")
+    skip_unless_free_gib(40)
     shape = (2048, 1024, 1024)
     rng = np.random.default_rng(31)
     volume = np.zeros(shape, np.uint8)
@@ -598,8 +597,7 @@ def test_a_batch_past_2_31_voxels_in_one_set_of_launches() -> None:
     bytes."""
     import cupy
 
-    if cupy.cuda.runtime.memGetInfo()[0] < 48 * 2**30:
-        pytest.skip("needs 48 GB of free device memory")
+    skip_unless_free_gib(48)
     shape = (2, 1100, 1024, 1024)
     rng = np.random.default_rng(37)
     batch = np.zeros(shape, np.uint8)
