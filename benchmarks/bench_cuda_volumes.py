@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_volumes import FAMILIES, Case, cases
+from bench_volumes import FAMILIES, Case, cases, chosen_families
 from medians import gpu_median_ms
 
 import ccl_cli
@@ -97,10 +97,7 @@ def main() -> None:
     parser.add_argument("--large", action="store_true", help="also blobs 2048x1024x1024")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
-    families = tuple(name for name in args.cases.split(",") if name)
-    unknown = set(families) - set(FAMILIES)
-    if unknown:
-        parser.error(f"--cases: no {', '.join(sorted(unknown))} (of {', '.join(FAMILIES)})")
+    families = chosen_families(parser, args.cases)
     todo: list[tuple[Case, Any]] = []
     for case in cases(families, large=False):
         connectivities = (case.connectivity,) if case.tau is not None else ()

@@ -210,6 +210,16 @@ def measure(engines: dict[str, Callable[[], int]], repeat: int, labels: int) -> 
     return out
 
 
+def chosen_families(parser: argparse.ArgumentParser, cases: str) -> tuple[str, ...]:
+    """The families a --cases value names (comma-separated); an unknown one is the
+    parser's error."""
+    families = tuple(name for name in cases.split(",") if name)
+    unknown = set(families) - set(FAMILIES)
+    if unknown:
+        parser.error(f"--cases: no {', '.join(sorted(unknown))} (of {', '.join(FAMILIES)})")
+    return families
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
@@ -218,10 +228,7 @@ def main() -> None:
     parser.add_argument("--large", action="store_true", help="also blobs 2048x1024x1024")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
-    families = tuple(name for name in args.cases.split(",") if name)
-    unknown = set(families) - set(FAMILIES)
-    if unknown:
-        parser.error(f"--cases: no {', '.join(sorted(unknown))} (of {', '.join(FAMILIES)})")
+    families = chosen_families(parser, args.cases)
     results = []
     disagreed = False
     engines = ("gccl", "gccl+stats", "cc3d", "scipy")
