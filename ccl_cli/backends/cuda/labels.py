@@ -31,6 +31,7 @@ _B8_THREADS = (GEOMETRY["GCCL_B8_TBW"], GEOMETRY["GCCL_B8_TBH"])
 _PX_TILE = (GEOMETRY["GCCL_PX_TILE_W"], GEOMETRY["GCCL_PX_TILE_H"])  # one thread per pixel
 _SCAN_THREADS = GEOMETRY["GCCL_SCAN_THREADS"]
 _MAX_GRID = 2**31 - 1
+_TABLE_BLOCKS = 4096  # the table kernels loop: enough blocks to fill any device
 _MAX_IMAGE_PIXELS = 2**31 - 1  # labels and ranks share a u32 with a flag bit
 
 # stats.cu fields (the area's index) and table columns.
@@ -234,19 +235,32 @@ def stats_table(
     the values are floating point (their mean rule differs); table: a contiguous
     (TABLE_COLUMNS, total) 8-byte array to write (None: a new one).
     """
+    return table_kernel("gccl_stats_table", TABLE_COLUMNS, agg, label_base, kept, floats, table)
+
+
+def table_kernel(
+    kernel: str,
+    columns: int,
+    agg: Any,
+    label_base: Any,
+    kept: Kept | None,
+    floats: bool,
+    table: Any = None,
+) -> Any:
+    """Run a table kernel of the aggregates (gccl_stats_table for images,
+    gccl_volume_stats_table for volumes: the same arguments) into `table`, a contiguous
+    (columns, total) 8-byte array (None: a new one), and return it."""
     cupy = import_cupy()
     total = agg.shape[1]
     if table is None:
-        table = cupy.empty((TABLE_COLUMNS, total), cupy.uint64)
+        table = cupy.empty((columns, total), cupy.uint64)
     if total:
         null = np.uint64(0)
         keep, rank, kept_base = (kept.keep, kept.rank, kept.base) if kept else (null, null, null)
-        images = np.uint32(len(label_base) - 1)
-        args = (agg, np.uint64(total), keep, rank, label_base, kept_base, images, np.int32(floats))
-        grid = min(-(-total // CHUNK_THREADS), 4096)
-        device_kernels(agg.device.id).launch(
-            "gccl_stats_table", grid, (CHUNK_THREADS,), (*args, table)
-        )
+        pieces = np.uint32(len(label_base) - 1)  # images or volumes
+        args = (agg, np.uint64(total), keep, rank, label_base, kept_base, pieces, np.int32(floats))
+        grid = min(-(-total // CHUNK_THREADS), _TABLE_BLOCKS)
+        device_kernels(agg.device.id).launch(kernel, grid, (CHUNK_THREADS,), (*args, table))
     return table
 
 

@@ -26,7 +26,7 @@ import numpy as np
 from ...contract.params import LabelParams
 from ...contract.stats import StatsTable
 from .arrays import elementwise, rule_args
-from .labels import Kept, kept_ranks, label_offsets, tau_args
+from .labels import Kept, kept_ranks, label_offsets, table_kernel, tau_args
 from .loader import (
     CHUNK,
     CHUNK_THREADS,
@@ -233,20 +233,9 @@ def stats_table(
     are floating point; table: a contiguous (TABLE_COLUMNS, total) 8-byte array to write
     (None: a new one).
     """
-    cupy = import_cupy()
-    total = agg.shape[1]
-    if table is None:
-        table = cupy.empty((TABLE_COLUMNS, total), cupy.uint64)
-    if total:
-        null = np.uint64(0)
-        keep, rank, kept_base = (kept.keep, kept.rank, kept.base) if kept else (null, null, null)
-        volumes = np.uint32(len(label_base) - 1)
-        args = (agg, np.uint64(total), keep, rank, label_base, kept_base, volumes, np.int32(floats))
-        grid = min(-(-total // CHUNK_THREADS), _INIT_BLOCKS)
-        device_kernels(agg.device.id).launch(
-            "gccl_volume_stats_table", grid, (CHUNK_THREADS,), (*args, table)
-        )
-    return table
+    return table_kernel(
+        "gccl_volume_stats_table", TABLE_COLUMNS, agg, label_base, kept, floats, table
+    )
 
 
 def table_view(words: np.ndarray, rows: int, integer: bool) -> StatsTable:
