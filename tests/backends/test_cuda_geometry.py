@@ -35,7 +35,8 @@ HOST_ONLY = {
     "_THREADS",  # arrays.cu's grid-stride kernels take any block and grid size
     "_MAX_BLOCKS",
     "MAX_VOLUME_VOXELS",  # labels and ranks share a u32 with a flag bit
-    "_INIT_BLOCKS",  # a grid-stride kernel's grid
+    "_INIT_BLOCKS",  # grid-stride kernels' grids
+    "_TABLE_BLOCKS",
     "_MAX_ROW_BLOCKS",
     "_FOREST_GROWTH",  # how slab labeling grows its forest
     "_LABEL_BYTES",  # device bytes per voxel the slab planner counts
