@@ -155,7 +155,7 @@ def run_case(name: str, host: np.ndarray, params: LabelParams, stats: bool, repe
         components = cuda_labels.dense_labels(values, params, out)
         label_base = cuda_labels.label_offsets(components)
         total = int(label_base[-1:].get()[0])  # it sizes the statistics, as in a CUDA job
-        return cuda_labels.filtered_table(values, out, label_base, total, params.min_area)
+        return cuda_labels.filtered_table(values, out, label_base, total, params)
 
     run = labels_and_stats if stats else labels_only
     ms = gpu_median_ms(run, repeat)
