@@ -7,12 +7,8 @@
 // turns the exact integer sums into centroids and means with the arithmetic
 // of ccl_cli/contract/stats.py.
 //
-// Each thread walks GCCL_CHUNK_ITEMS consecutive pixels keeping two running
-// accumulators (its first label, usually the large component, and the latest
-// other one). A warp merges the first-label accumulators of neighbouring lanes
-// that share a label (segmented shuffle reduction), then everything goes to a
-// shared-memory hash table, and the table to global memory once per block.
-// A label that finds no free slot goes straight to global memory.
+// The walk of a block's chunk of pixels and the accumulators are stats.cuh's, shared
+// with volume_stats.cu; this file gives them its rows.
 #include "common.cuh"
 #include "dtypes.cuh"
 #include "foreground.cuh"
@@ -32,224 +28,15 @@
 #define GCCL_F_INF 11
 #define GCCL_STATS_FIELDS 12
 
-// Pass 1: area, bounding box, coordinate sums, value sum (integers), min/max,
-// and for floats the largest finite |v| and which infinities occur.
-template <typename T>
-struct StatsAcc {
-  static constexpr bool is_float = ValueTraits<T>::is_float;
-  struct Table {
-    u32 key[GCCL_STATS_SLOTS];
-    u32 area[GCCL_STATS_SLOTS], xmin[GCCL_STATS_SLOTS], xmax[GCCL_STATS_SLOTS];
-    u32 ymin[GCCL_STATS_SLOTS], ymax[GCCL_STATS_SLOTS], inf[GCCL_STATS_SLOTS];
-    u64 sumx[GCCL_STATS_SLOTS], sumy[GCCL_STATS_SLOTS], sumv[GCCL_STATS_SLOTS];
-    u64 vmin[GCCL_STATS_SLOTS], vmax[GCCL_STATS_SLOTS], absmax[GCCL_STATS_SLOTS];
-  };
-  u32 label, area, xmin, xmax, ymin, ymax, inf;
-  u64 sumx, sumy, sumv, vmin, vmax, absmax;
-
-  __device__ void start(u32 l, u32 x, u32 y, T v, const u64*, u64, u64) {
-    label = l;
-    area = 0;
-    xmin = ymin = 0xFFFFFFFFu;
-    xmax = ymax = inf = 0;
-    sumx = sumy = sumv = vmax = absmax = 0;
-    vmin = ~0ull;
-    add(x, y, v);
-  }
-  __device__ void add(u32 x, u32 y, T v) {
-    ++area;
-    xmin = min(xmin, x);
-    xmax = max(xmax, x);
-    ymin = min(ymin, y);
-    ymax = max(ymax, y);
-    sumx += x;
-    sumy += y;
-    const double d = (double)v;
-    const u64 k = order_key(d);
-    vmin = min(vmin, k);
-    vmax = max(vmax, k);
-    if (is_float) {
-      const double a = fabs(d);
-      if (a < __longlong_as_double(0x7FF0000000000000ll))
-        absmax = max(absmax, (u64)__double_as_longlong(a));
-      else if (a == a)  // an infinity (a NaN shows in the extremes' keys)
-        inf |= d > 0 ? GCCL_INF_POS : GCCL_INF_NEG;
-    } else {
-      sumv += (u64)(i64)v;
-    }
-  }
-  __device__ void combine(const StatsAcc& o) {
-    area += o.area;
-    xmin = min(xmin, o.xmin);
-    xmax = max(xmax, o.xmax);
-    ymin = min(ymin, o.ymin);
-    ymax = max(ymax, o.ymax);
-    inf |= o.inf;
-    sumx += o.sumx;
-    sumy += o.sumy;
-    sumv += o.sumv;
-    vmin = min(vmin, o.vmin);
-    vmax = max(vmax, o.vmax);
-    absmax = max(absmax, o.absmax);
-  }
-  __device__ StatsAcc shfl_down(u32 offset) const {
-    StatsAcc o;
-    o.label = __shfl_down_sync(GCCL_FULL_WARP, label, offset);
-    o.area = __shfl_down_sync(GCCL_FULL_WARP, area, offset);
-    o.xmin = __shfl_down_sync(GCCL_FULL_WARP, xmin, offset);
-    o.xmax = __shfl_down_sync(GCCL_FULL_WARP, xmax, offset);
-    o.ymin = __shfl_down_sync(GCCL_FULL_WARP, ymin, offset);
-    o.ymax = __shfl_down_sync(GCCL_FULL_WARP, ymax, offset);
-    o.inf = __shfl_down_sync(GCCL_FULL_WARP, inf, offset);
-    o.sumx = shfl_down_u64(sumx, offset);
-    o.sumy = shfl_down_u64(sumy, offset);
-    o.sumv = shfl_down_u64(sumv, offset);
-    o.vmin = shfl_down_u64(vmin, offset);
-    o.vmax = shfl_down_u64(vmax, offset);
-    o.absmax = shfl_down_u64(absmax, offset);
-    return o;
-  }
-  __device__ static void clear(Table& t, u32 s) {
-    t.area[s] = t.xmax[s] = t.ymax[s] = t.inf[s] = 0;
-    t.xmin[s] = t.ymin[s] = 0xFFFFFFFFu;
-    t.sumx[s] = t.sumy[s] = t.sumv[s] = t.vmax[s] = t.absmax[s] = 0;
-    t.vmin[s] = ~0ull;
-  }
-  __device__ void to_table(Table& t, u32 s) const {
-    atomicAdd(&t.area[s], area);
-    atomicMin(&t.xmin[s], xmin);
-    atomicMax(&t.xmax[s], xmax);
-    atomicMin(&t.ymin[s], ymin);
-    atomicMax(&t.ymax[s], ymax);
-    atomicAdd(&t.sumx[s], sumx);
-    atomicAdd(&t.sumy[s], sumy);
-    atomicMin(&t.vmin[s], vmin);
-    atomicMax(&t.vmax[s], vmax);
-    if (is_float) {
-      atomicMax(&t.absmax[s], absmax);
-      if (inf) atomicOr(&t.inf[s], inf);
-    } else {
-      atomicAdd(&t.sumv[s], sumv);
-    }
-  }
-  __device__ static void publish(u64* agg, u64 stride, u64 i, u32 area, u32 xmin, u32 xmax,
-                                 u32 ymin, u32 ymax, u32 inf, u64 sumx, u64 sumy, u64 sumv,
-                                 u64 vmin, u64 vmax, u64 absmax) {
-    atomicAdd(&agg[GCCL_F_AREA * stride + i], (u64)area);
-    atomicMin(&agg[GCCL_F_XMIN * stride + i], (u64)xmin);
-    atomicMax(&agg[GCCL_F_XMAX * stride + i], (u64)xmax);
-    atomicMin(&agg[GCCL_F_YMIN * stride + i], (u64)ymin);
-    atomicMax(&agg[GCCL_F_YMAX * stride + i], (u64)ymax);
-    atomicAdd(&agg[GCCL_F_SUMX * stride + i], sumx);
-    atomicAdd(&agg[GCCL_F_SUMY * stride + i], sumy);
-    atomicMin(&agg[GCCL_F_VMIN * stride + i], vmin);
-    atomicMax(&agg[GCCL_F_VMAX * stride + i], vmax);
-    if (is_float) {
-      atomicMax(&agg[GCCL_F_ABSMAX * stride + i], absmax);
-      if (inf) atomicOr(&agg[GCCL_F_INF * stride + i], (u64)inf);
-    } else {
-      atomicAdd(&agg[GCCL_F_SUMV * stride + i], sumv);
-    }
-  }
-  __device__ void to_global(u64* agg, u64 stride, u64 i) const {
-    publish(agg, stride, i, area, xmin, xmax, ymin, ymax, inf, sumx, sumy, sumv, vmin, vmax,
-            absmax);
-  }
-  __device__ static void table_to_global(const Table& t, u32 s, u64* agg, u64 stride, u64 i) {
-    publish(agg, stride, i, t.area[s], t.xmin[s], t.xmax[s], t.ymin[s], t.ymax[s], t.inf[s],
-            t.sumx[s], t.sumy[s], t.sumv[s], t.vmin[s], t.vmax[s], t.absmax[s]);
-  }
+// stats.cuh's accumulators and walk with the rows above.
+template <>
+struct StatsRows<2> {
+  static constexpr u32 area = GCCL_F_AREA, xmin = GCCL_F_XMIN, xmax = GCCL_F_XMAX;
+  static constexpr u32 ymin = GCCL_F_YMIN, ymax = GCCL_F_YMAX, sumx = GCCL_F_SUMX;
+  static constexpr u32 sumy = GCCL_F_SUMY, sumv = GCCL_F_SUMV, vmin = GCCL_F_VMIN;
+  static constexpr u32 vmax = GCCL_F_VMAX, absmax = GCCL_F_ABSMAX, inf = GCCL_F_INF;
+  static constexpr u32 fields = GCCL_STATS_FIELDS;
 };
-
-// Pass 2 (floats): sum of trunc(v * 2**shift) over finite v, shift from pass
-// 1's area and largest |v| (the rule in ccl_cli/contract/stats.py).
-template <typename T>
-struct FloatSumAcc {
-  struct Table {
-    u32 key[GCCL_STATS_SLOTS];
-    u64 sum[GCCL_STATS_SLOTS];
-  };
-  u32 label;
-  int shift;
-  u64 sum;
-
-  __device__ void start(u32 l, u32 x, u32 y, T v, const u64* agg, u64 stride, u64 base) {
-    label = l;
-    const u64 i = base + l - 1;
-    const u32 area = (u32)agg[GCCL_F_AREA * stride + i];
-    int exponent;
-    frexp(__longlong_as_double((i64)agg[GCCL_F_ABSMAX * stride + i]), &exponent);
-    const int area_bits = area > 1 ? 32 - __clz(area - 1) : 0;
-    shift = 62 - area_bits - exponent;
-    sum = 0;
-    add(x, y, v);
-  }
-  __device__ void add(u32, u32, T v) {
-    const double d = (double)v;
-    if (fabs(d) < __longlong_as_double(0x7FF0000000000000ll))
-      sum += (u64)(i64)trunc(ldexp(d, shift));
-  }
-  __device__ void combine(const FloatSumAcc& o) { sum += o.sum; }
-  __device__ FloatSumAcc shfl_down(u32 offset) const {
-    FloatSumAcc o;
-    o.label = __shfl_down_sync(GCCL_FULL_WARP, label, offset);
-    o.sum = shfl_down_u64(sum, offset);
-    return o;
-  }
-  __device__ static void clear(Table& t, u32 s) { t.sum[s] = 0; }
-  __device__ void to_table(Table& t, u32 s) const { atomicAdd(&t.sum[s], sum); }
-  __device__ void to_global(u64* agg, u64 stride, u64 i) const {
-    atomicAdd(&agg[GCCL_F_SUMV * stride + i], sum);
-  }
-  __device__ static void table_to_global(const Table& t, u32 s, u64* agg, u64 stride, u64 i) {
-    atomicAdd(&agg[GCCL_F_SUMV * stride + i], t.sum[s]);
-  }
-};
-
-template <class Acc, typename T>
-__device__ __forceinline__ void aggregate_chunk(const u32* labels, const T* values, u32 height,
-                                                u32 width, u32 chunks_per_image,
-                                                const u32* label_base, u64* agg, u64 stride) {
-  __shared__ typename Acc::Table table;
-  const BlockPlace place = block_place(chunks_per_image);
-  const u32 pixels = height * width;
-  const u64 image_base = (u64)place.image * pixels;
-  const u32* L = labels + image_base;
-  const T* V = values + image_base;
-  const u64 base = label_base[place.image];
-  clear_table<Acc>(table);
-
-  const u32 start = place.index * GCCL_CHUNK + threadIdx.x * GCCL_CHUNK_ITEMS;
-  const u32 count = start < pixels ? min((u32)GCCL_CHUNK_ITEMS, pixels - start) : 0;
-  Acc first, other;
-  first.label = other.label = 0;
-  u32 y = count ? start / width : 0, x = count ? start - y * width : 0;
-  auto visit = [&](u32 l, T v) {
-    if (l == first.label) {
-      first.add(x, y, v);
-    } else if (first.label == 0) {
-      first.start(l, x, y, v, agg, stride, base);
-    } else if (l == other.label) {
-      other.add(x, y, v);
-    } else {
-      if (other.label) flush(other, table, agg, stride, base);
-      other.start(l, x, y, v, agg, stride, base);
-    }
-  };
-  for (u32 i = 0; i < count; ++i) {
-    const u32 l = L[start + i];
-    if (l) visit(l, V[start + i]);
-    if (++x == width) {
-      x = 0;
-      ++y;
-    }
-  }
-  if (other.label) flush(other, table, agg, stride, base);
-
-  flush_lanes(first, table, agg, stride, base);
-  __syncthreads();
-  publish_table<Acc>(table, agg, stride, base);
-}
 
 // Identity values of every aggregate column: all ones for the minima, else 0.
 extern "C" __global__ void gccl_stats_init(u64* agg, u64 stride) {
@@ -262,13 +49,14 @@ extern "C" __global__ void gccl_stats_init(u64* agg, u64 stride) {
   }
 }
 
-// gccl_<name>_<suffix>: aggregate_chunk with accumulator Acc over element type T.
+// gccl_<name>_<suffix>: stats.cuh's aggregate_chunk with accumulator Acc over element
+// type T; pass 2 takes its float-mean shifts from agg.
 #define GCCL_AGGREGATE_KERNEL(name, Acc, suffix, T)                                        \
   extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS) gccl_##name##_##suffix( \
       const u32* labels, const T* values, u32 height, u32 width, u32 chunks_per_image,     \
       const u32* label_base, u64* agg, u64 stride) {                                       \
-    aggregate_chunk<Acc<T>, T>(labels, values, height, width, chunks_per_image, label_base,\
-                               agg, stride);                                               \
+    aggregate_chunk<Acc<T, 2>, T>(labels, values, 1, height, width, 0, chunks_per_image,   \
+                                  label_base, agg, stride, agg, stride);                   \
   }
 #define GCCL_STATS_KERNEL(suffix, T) GCCL_AGGREGATE_KERNEL(stats, StatsAcc, suffix, T)
 #define GCCL_FLOAT_SUM_KERNEL(suffix, T) GCCL_AGGREGATE_KERNEL(float_sum, FloatSumAcc, suffix, T)
@@ -317,10 +105,7 @@ extern "C" __global__ void gccl_stats_table(const u64* agg, u64 stride, const u3
     const long long sumv = (long long)agg[GCCL_F_SUMV * stride + j];
     double mean;
     if (float_values) {
-      int exponent;
-      frexp(__longlong_as_double((long long)agg[GCCL_F_ABSMAX * stride + j]), &exponent);
-      const int area_bits = area > 1 ? 64 - __clzll((long long)(area - 1)) : 0;
-      const int shift = 62 - area_bits - exponent;
+      const int shift = float_mean_shift(area, agg[GCCL_F_ABSMAX * stride + j]);
       mean = __ddiv_rn(ldexp(__ll2double_rn(sumv), -shift), area_f);
       const u64 inf = agg[GCCL_F_INF * stride + j];
       if (inf & GCCL_INF_POS) mean = __longlong_as_double(0x7FF0000000000000LL);

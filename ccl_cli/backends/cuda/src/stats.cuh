@@ -1,13 +1,16 @@
-// The pieces of the statistics passes that images (stats.cu) and volumes
-// (volume_stats.cu) share: min/max as order keys of float64, the per-block hash table
-// of accumulators and its way to global memory.
+// The statistics passes of images (stats.cu) and volumes (volume_stats.cu): min/max as
+// order keys of float64, the accumulators (StatsAcc, FloatSumAcc), the per-block hash
+// table of accumulators and its way to global memory, and the walk of a block's chunk
+// of elements (aggregate_chunk).
 //
 // An accumulator type Acc has a `label` (0: none), a shared-memory `Table` with a
-// `key` array of GCCL_STATS_SLOTS labels, and to_table, to_global, combine, shfl_down,
-// clear and table_to_global; stats.cu's StatsAcc is the model.
+// `key` array of GCCL_STATS_SLOTS labels, and start, add, to_table, to_global, combine,
+// shfl_down, clear and table_to_global; StatsAcc is the model. Dims is 2 for images and 3
+// for volumes, which add the z statistics and a 128-bit global sum of integer values.
 #pragma once
 
 #include "common.cuh"
+#include "foreground.cuh"
 
 #define GCCL_STATS_SLOTS 512
 #define GCCL_STATS_PROBES 16
@@ -82,4 +85,362 @@ __device__ __forceinline__ void publish_table(const typename Acc::Table& table, 
     const u32 k = table.key[s];
     if (k) Acc::table_to_global(table, s, agg, stride, base + k - 1);
   }
+}
+
+// The rows of the aggregate array (u64, one column per label) where the statistics go:
+// stats.cu specializes it for images (Dims 2, its GCCL_F_* rows), volume_stats.cu for
+// volumes (Dims 3, its GCCL_V_* rows, which add zmin, zmax, sumz and sumv_high).
+template <int Dims>
+struct StatsRows;
+
+// An element's index inside its image or volume: u32 for images (< 2^31 pixels), u64 for
+// volumes (any size).
+template <int Dims>
+struct ElementIndex {
+  typedef u64 type;
+};
+template <>
+struct ElementIndex<2> {
+  typedef u32 type;
+};
+
+// agg's 128-bit sum (low, high) += s. Each atomicAdd returns the low word it added to, so
+// the carry out of every addition is known exactly and the total is that of the exact sum
+// whatever the order.
+__device__ __forceinline__ void add_wide(u64* low, u64* high, i64 s) {
+  if (s == 0) return;
+  const u64 old = atomicAdd(low, (u64)s);
+  const u64 carry = old + (u64)s < old ? 1ull : 0ull;
+  const u64 h = (s < 0 ? ~0ull : 0ull) + carry;
+  if (h) atomicAdd(high, h);
+}
+
+// The bits of n's binary form (0 for 0), in n's own width.
+__device__ __forceinline__ int bit_length(u32 n) { return 32 - __clz((int)n); }
+__device__ __forceinline__ int bit_length(u64 n) { return 64 - __clzll((i64)n); }
+
+// The float-mean shift of a component (contract/stats.py's float_sum_shift) from its
+// elements and largest finite |v| (float64 bits): 62 - bits(area - 1) - frexp exponent.
+// Count: u32 where the area is known to fit (an image's), u64 otherwise.
+template <typename Count>
+__device__ __forceinline__ int float_mean_shift(Count area, u64 absmax) {
+  int exponent;
+  frexp(__longlong_as_double((i64)absmax), &exponent);
+  const int area_bits = area > 1 ? bit_length(area - 1) : 0;
+  return 62 - area_bits - exponent;
+}
+
+// StatsAcc's shared-memory table: the keys and a column per statistic, to which volumes
+// add the z ones (images' table has none). The keys come first (offset 0): every probe
+// of flush addresses them.
+struct StatsColumns {
+  u32 key[GCCL_STATS_SLOTS];
+  u32 area[GCCL_STATS_SLOTS], xmin[GCCL_STATS_SLOTS], xmax[GCCL_STATS_SLOTS];
+  u32 ymin[GCCL_STATS_SLOTS], ymax[GCCL_STATS_SLOTS], inf[GCCL_STATS_SLOTS];
+  u64 sumx[GCCL_STATS_SLOTS], sumy[GCCL_STATS_SLOTS], sumv[GCCL_STATS_SLOTS];
+  u64 vmin[GCCL_STATS_SLOTS], vmax[GCCL_STATS_SLOTS], absmax[GCCL_STATS_SLOTS];
+};
+template <int Dims>
+struct StatsTable : StatsColumns {};
+template <>
+struct StatsTable<3> : StatsColumns {
+  u32 zmin[GCCL_STATS_SLOTS], zmax[GCCL_STATS_SLOTS];
+  u64 sumz[GCCL_STATS_SLOTS];
+};
+
+// Pass 1: elements, bounding box, coordinate sums, value sum (integers), min/max, and for
+// floats the largest finite |v| and which infinities occur. A block's sums of values fit
+// 64 bits (GCCL_CHUNK elements of at most 2^32 each); a volume's global ones are 128-bit
+// (an image's fit 64: fewer than 2^31 pixels).
+template <typename T, int Dims>
+struct StatsAcc {
+  static constexpr int dims = Dims;
+  static constexpr bool is_float = ValueTraits<T>::is_float;
+  typedef StatsRows<Dims> Rows;
+  typedef StatsTable<Dims> Table;
+  u32 label, area, xmin, xmax, ymin, ymax, zmin, zmax, inf;  // zmin, zmax, sumz: Dims 3
+  u64 sumx, sumy, sumz, sumv, vmin, vmax, absmax;
+
+  __device__ void start(u32 l, u32 x, u32 y, u32 z, T v, const u64*, u64, u64) {
+    label = l;
+    area = 0;
+    xmin = ymin = 0xFFFFFFFFu;
+    xmax = ymax = inf = 0;
+    sumx = sumy = sumv = vmax = absmax = 0;
+    vmin = ~0ull;
+    if constexpr (Dims == 3) {
+      zmin = 0xFFFFFFFFu;
+      zmax = 0;
+      sumz = 0;
+    }
+    add(x, y, z, v);
+  }
+  __device__ void add(u32 x, u32 y, u32 z, T v) {
+    ++area;
+    xmin = min(xmin, x);
+    xmax = max(xmax, x);
+    ymin = min(ymin, y);
+    ymax = max(ymax, y);
+    if constexpr (Dims == 3) {
+      zmin = min(zmin, z);
+      zmax = max(zmax, z);
+    }
+    sumx += x;
+    sumy += y;
+    if constexpr (Dims == 3) sumz += z;
+    const double d = (double)v;
+    const u64 k = order_key(d);
+    vmin = min(vmin, k);
+    vmax = max(vmax, k);
+    if (is_float) {
+      const double a = fabs(d);
+      if (a < __longlong_as_double(0x7FF0000000000000ll))
+        absmax = max(absmax, (u64)__double_as_longlong(a));
+      else if (a == a)  // an infinity (a NaN shows in the extremes' keys)
+        inf |= d > 0 ? GCCL_INF_POS : GCCL_INF_NEG;
+    } else {
+      sumv += (u64)(i64)v;
+    }
+  }
+  __device__ void combine(const StatsAcc& o) {
+    area += o.area;
+    xmin = min(xmin, o.xmin);
+    xmax = max(xmax, o.xmax);
+    ymin = min(ymin, o.ymin);
+    ymax = max(ymax, o.ymax);
+    if constexpr (Dims == 3) {
+      zmin = min(zmin, o.zmin);
+      zmax = max(zmax, o.zmax);
+      sumz += o.sumz;
+    }
+    inf |= o.inf;
+    sumx += o.sumx;
+    sumy += o.sumy;
+    sumv += o.sumv;
+    vmin = min(vmin, o.vmin);
+    vmax = max(vmax, o.vmax);
+    absmax = max(absmax, o.absmax);
+  }
+  __device__ StatsAcc shfl_down(u32 offset) const {
+    StatsAcc o;
+    o.label = __shfl_down_sync(GCCL_FULL_WARP, label, offset);
+    o.area = __shfl_down_sync(GCCL_FULL_WARP, area, offset);
+    o.xmin = __shfl_down_sync(GCCL_FULL_WARP, xmin, offset);
+    o.xmax = __shfl_down_sync(GCCL_FULL_WARP, xmax, offset);
+    o.ymin = __shfl_down_sync(GCCL_FULL_WARP, ymin, offset);
+    o.ymax = __shfl_down_sync(GCCL_FULL_WARP, ymax, offset);
+    if constexpr (Dims == 3) {
+      o.zmin = __shfl_down_sync(GCCL_FULL_WARP, zmin, offset);
+      o.zmax = __shfl_down_sync(GCCL_FULL_WARP, zmax, offset);
+      o.sumz = shfl_down_u64(sumz, offset);
+    }
+    o.inf = __shfl_down_sync(GCCL_FULL_WARP, inf, offset);
+    o.sumx = shfl_down_u64(sumx, offset);
+    o.sumy = shfl_down_u64(sumy, offset);
+    o.sumv = shfl_down_u64(sumv, offset);
+    o.vmin = shfl_down_u64(vmin, offset);
+    o.vmax = shfl_down_u64(vmax, offset);
+    o.absmax = shfl_down_u64(absmax, offset);
+    return o;
+  }
+  __device__ static void clear(Table& t, u32 s) {
+    t.area[s] = t.xmax[s] = t.ymax[s] = t.inf[s] = 0;
+    t.xmin[s] = t.ymin[s] = 0xFFFFFFFFu;
+    t.sumx[s] = t.sumy[s] = t.sumv[s] = t.vmax[s] = t.absmax[s] = 0;
+    t.vmin[s] = ~0ull;
+    if constexpr (Dims == 3) {
+      t.zmin[s] = 0xFFFFFFFFu;
+      t.zmax[s] = 0;
+      t.sumz[s] = 0;
+    }
+  }
+  __device__ void to_table(Table& t, u32 s) const {
+    atomicAdd(&t.area[s], area);
+    atomicMin(&t.xmin[s], xmin);
+    atomicMax(&t.xmax[s], xmax);
+    atomicMin(&t.ymin[s], ymin);
+    atomicMax(&t.ymax[s], ymax);
+    if constexpr (Dims == 3) {
+      atomicMin(&t.zmin[s], zmin);
+      atomicMax(&t.zmax[s], zmax);
+    }
+    atomicAdd(&t.sumx[s], sumx);
+    atomicAdd(&t.sumy[s], sumy);
+    if constexpr (Dims == 3) atomicAdd(&t.sumz[s], sumz);
+    atomicMin(&t.vmin[s], vmin);
+    atomicMax(&t.vmax[s], vmax);
+    if (is_float) {
+      atomicMax(&t.absmax[s], absmax);
+      if (inf) atomicOr(&t.inf[s], inf);
+    } else {
+      atomicAdd(&t.sumv[s], sumv);
+    }
+  }
+  __device__ void to_global(u64* agg, u64 stride, u64 i) const {
+    atomicAdd(&agg[Rows::area * stride + i], (u64)area);
+    atomicMin(&agg[Rows::xmin * stride + i], (u64)xmin);
+    atomicMax(&agg[Rows::xmax * stride + i], (u64)xmax);
+    atomicMin(&agg[Rows::ymin * stride + i], (u64)ymin);
+    atomicMax(&agg[Rows::ymax * stride + i], (u64)ymax);
+    if constexpr (Dims == 3) {
+      atomicMin(&agg[Rows::zmin * stride + i], (u64)zmin);
+      atomicMax(&agg[Rows::zmax * stride + i], (u64)zmax);
+    }
+    atomicAdd(&agg[Rows::sumx * stride + i], sumx);
+    atomicAdd(&agg[Rows::sumy * stride + i], sumy);
+    if constexpr (Dims == 3) atomicAdd(&agg[Rows::sumz * stride + i], sumz);
+    atomicMin(&agg[Rows::vmin * stride + i], vmin);
+    atomicMax(&agg[Rows::vmax * stride + i], vmax);
+    if (is_float) {
+      atomicMax(&agg[Rows::absmax * stride + i], absmax);
+      if (inf) atomicOr(&agg[Rows::inf * stride + i], (u64)inf);
+    } else if constexpr (Dims == 3) {
+      add_wide(&agg[Rows::sumv * stride + i], &agg[Rows::sumv_high * stride + i], (i64)sumv);
+    } else {
+      atomicAdd(&agg[Rows::sumv * stride + i], sumv);
+    }
+  }
+  __device__ static void table_to_global(const Table& t, u32 s, u64* agg, u64 stride, u64 i) {
+    StatsAcc a;
+    a.area = t.area[s];
+    a.xmin = t.xmin[s];
+    a.xmax = t.xmax[s];
+    a.ymin = t.ymin[s];
+    a.ymax = t.ymax[s];
+    if constexpr (Dims == 3) {
+      a.zmin = t.zmin[s];
+      a.zmax = t.zmax[s];
+      a.sumz = t.sumz[s];
+    }
+    a.inf = t.inf[s];
+    a.sumx = t.sumx[s];
+    a.sumy = t.sumy[s];
+    a.sumv = t.sumv[s];
+    a.vmin = t.vmin[s];
+    a.vmax = t.vmax[s];
+    a.absmax = t.absmax[s];
+    a.to_global(agg, stride, i);
+  }
+};
+
+// Pass 2 (floats): sum of trunc(v * 2**shift) over finite v, the shift from the
+// component's elements and largest finite |v| in `sizes` (rows Rows::area and
+// Rows::absmax of `sizes_stride` columns, at the same columns as agg: pass 1's agg, or a
+// volume slab labeling's sizes gathered beforehand).
+template <typename T, int Dims>
+struct FloatSumAcc {
+  static constexpr int dims = Dims;
+  typedef StatsRows<Dims> Rows;
+  struct Table {
+    u32 key[GCCL_STATS_SLOTS];
+    u64 sum[GCCL_STATS_SLOTS];
+  };
+  u32 label;
+  int shift;
+  u64 sum;
+
+  __device__ void start(u32 l, u32 x, u32 y, u32 z, T v, const u64* sizes, u64 sizes_stride,
+                        u64 base) {
+    label = l;
+    const u64 i = base + l - 1;
+    typedef typename ElementIndex<Dims>::type Count;  // an item's elements fit its index
+    shift = float_mean_shift((Count)sizes[Rows::area * sizes_stride + i],
+                             sizes[Rows::absmax * sizes_stride + i]);
+    sum = 0;
+    add(x, y, z, v);
+  }
+  __device__ void add(u32, u32, u32, T v) {
+    const double d = (double)v;
+    if (fabs(d) < __longlong_as_double(0x7FF0000000000000ll))
+      sum += (u64)(i64)trunc(ldexp(d, shift));
+  }
+  __device__ void combine(const FloatSumAcc& o) { sum += o.sum; }
+  __device__ FloatSumAcc shfl_down(u32 offset) const {
+    FloatSumAcc o;
+    o.label = __shfl_down_sync(GCCL_FULL_WARP, label, offset);
+    o.sum = shfl_down_u64(sum, offset);
+    return o;
+  }
+  __device__ static void clear(Table& t, u32 s) { t.sum[s] = 0; }
+  __device__ void to_table(Table& t, u32 s) const { atomicAdd(&t.sum[s], sum); }
+  __device__ void to_global(u64* agg, u64 stride, u64 i) const {
+    atomicAdd(&agg[Rows::sumv * stride + i], sum);
+  }
+  __device__ static void table_to_global(const Table& t, u32 s, u64* agg, u64 stride, u64 i) {
+    atomicAdd(&agg[Rows::sumv * stride + i], t.sum[s]);
+  }
+};
+
+// One CUDA block per chunk of GCCL_CHUNK consecutive elements of an image (depth 1) or a
+// volume (whose first plane is plane z0 of the whole: slab labeling), each thread
+// GCCL_CHUNK_ITEMS of them with two running accumulators (its first label, usually the
+// large component, and the latest other one). A warp merges the first-label accumulators
+// of neighbouring lanes that share a label (flush_lanes), everything goes to the block's
+// table, and the table to global memory once per block; a label that finds no free slot
+// goes straight to global memory. The column of label l of item i is label_base[i] + l - 1.
+template <class Acc, typename T>
+__device__ __forceinline__ void aggregate_chunk(const u32* labels, const T* values, u32 depth,
+                                                u32 height, u32 width, u32 z0,
+                                                u32 chunks_per_item, const u32* label_base,
+                                                u64* agg, u64 stride, const u64* sizes,
+                                                u64 sizes_stride) {
+  typedef typename ElementIndex<Acc::dims>::type Index;
+  __shared__ typename Acc::Table table;
+  const BlockPlace place = block_place(chunks_per_item);
+  const Index elements = (Index)depth * height * width;
+  const u64 item_base = (u64)place.image * elements;
+  const u32* L = labels + item_base;
+  const T* V = values + item_base;
+  const u64 base = label_base[place.image];
+  clear_table<Acc>(table);
+
+  const Index start = (Index)place.index * GCCL_CHUNK + (Index)threadIdx.x * GCCL_CHUNK_ITEMS;
+  const u32 count = start < elements ? (u32)min((Index)GCCL_CHUNK_ITEMS, elements - start) : 0;
+  Acc first, other;
+  first.label = other.label = 0;
+  u32 x = 0, y = 0, z = 0;
+  if constexpr (Acc::dims == 3) {
+    const u64 plane = (u64)height * width;
+    if (count) {
+      const u64 zz = start / plane;
+      const u64 rest = start - zz * plane;
+      z = (u32)zz + z0;
+      y = (u32)(rest / width);
+      x = (u32)(rest - (u64)y * width);
+    }
+  } else {
+    y = count ? start / width : 0;
+    x = count ? start - y * width : 0;
+  }
+  auto visit = [&](u32 l, T v) {
+    if (l == first.label) {
+      first.add(x, y, z, v);
+    } else if (first.label == 0) {
+      first.start(l, x, y, z, v, sizes, sizes_stride, base);
+    } else if (l == other.label) {
+      other.add(x, y, z, v);
+    } else {
+      if (other.label) flush(other, table, agg, stride, base);
+      other.start(l, x, y, z, v, sizes, sizes_stride, base);
+    }
+  };
+  for (u32 i = 0; i < count; ++i) {
+    const u32 l = L[start + i];
+    if (l) visit(l, V[start + i]);
+    if (++x == width) {
+      x = 0;
+      if constexpr (Acc::dims == 3) {
+        if (++y == height) {
+          y = 0;
+          ++z;
+        }
+      } else {
+        ++y;
+      }
+    }
+  }
+  if (other.label) flush(other, table, agg, stride, base);
+  flush_lanes(first, table, agg, stride, base);
+  __syncthreads();
+  publish_table<Acc>(table, agg, stride, base);
 }

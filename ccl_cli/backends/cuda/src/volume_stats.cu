@@ -1,6 +1,6 @@
 // Volumes: per-component statistics in one pass over the dense labels (+ one more for the
 // float mean), aggregated per CUDA block before global atomics, as stats.cu does for
-// images (stats.cuh: the shared table and the merge of neighbouring lanes).
+// images (stats.cuh: the accumulators, the walk of a chunk, the shared table).
 //
 // The labels are a batch of volumes (N, D, H, W), or one slab of planes of a volume whose
 // first plane is plane z0 (slab labeling, backends/cuda/volumes.py): voxel indexes are
@@ -35,280 +35,16 @@
 #define GCCL_V_INF 15
 #define GCCL_V_FIELDS 16
 
-// agg's 128-bit sum (low, high) += s. Each atomicAdd returns the low word it added to, so
-// the carry out of every addition is known exactly and the total is that of the exact sum
-// whatever the order.
-__device__ __forceinline__ void add_wide(u64* low, u64* high, i64 s) {
-  if (s == 0) return;
-  const u64 old = atomicAdd(low, (u64)s);
-  const u64 carry = old + (u64)s < old ? 1ull : 0ull;
-  const u64 h = (s < 0 ? ~0ull : 0ull) + carry;
-  if (h) atomicAdd(high, h);
-}
-
-// Pass 1: voxels, bounding box, coordinate sums, value sum (integers), min/max, and for
-// floats the largest finite |v| and which infinities occur. A block's sums of values fit
-// 64 bits (GCCL_CHUNK voxels of at most 2^32 each); global ones are 128-bit.
-template <typename T>
-struct VolumeStatsAcc {
-  static constexpr bool is_float = ValueTraits<T>::is_float;
-  struct Table {
-    u32 key[GCCL_STATS_SLOTS];
-    u32 area[GCCL_STATS_SLOTS], inf[GCCL_STATS_SLOTS];
-    u32 xmin[GCCL_STATS_SLOTS], xmax[GCCL_STATS_SLOTS], ymin[GCCL_STATS_SLOTS];
-    u32 ymax[GCCL_STATS_SLOTS], zmin[GCCL_STATS_SLOTS], zmax[GCCL_STATS_SLOTS];
-    u64 sumx[GCCL_STATS_SLOTS], sumy[GCCL_STATS_SLOTS], sumz[GCCL_STATS_SLOTS];
-    u64 sumv[GCCL_STATS_SLOTS], vmin[GCCL_STATS_SLOTS], vmax[GCCL_STATS_SLOTS];
-    u64 absmax[GCCL_STATS_SLOTS];
-  };
-  u32 label, area, inf, xmin, xmax, ymin, ymax, zmin, zmax;
-  u64 sumx, sumy, sumz, sumv, vmin, vmax, absmax;
-
-  __device__ void start(u32 l, u32 x, u32 y, u32 z, T v, const u64*, u64, u64) {
-    label = l;
-    area = inf = 0;
-    xmin = ymin = zmin = 0xFFFFFFFFu;
-    xmax = ymax = zmax = 0;
-    sumx = sumy = sumz = sumv = vmax = absmax = 0;
-    vmin = ~0ull;
-    add(x, y, z, v);
-  }
-  __device__ void add(u32 x, u32 y, u32 z, T v) {
-    ++area;
-    xmin = min(xmin, x);
-    xmax = max(xmax, x);
-    ymin = min(ymin, y);
-    ymax = max(ymax, y);
-    zmin = min(zmin, z);
-    zmax = max(zmax, z);
-    sumx += x;
-    sumy += y;
-    sumz += z;
-    const double d = (double)v;
-    const u64 k = order_key(d);
-    vmin = min(vmin, k);
-    vmax = max(vmax, k);
-    if (is_float) {
-      const double a = fabs(d);
-      if (a < __longlong_as_double(0x7FF0000000000000ll))
-        absmax = max(absmax, (u64)__double_as_longlong(a));
-      else if (a == a)  // an infinity (a NaN shows in the extremes' keys)
-        inf |= d > 0 ? GCCL_INF_POS : GCCL_INF_NEG;
-    } else {
-      sumv += (u64)(i64)v;
-    }
-  }
-  __device__ void combine(const VolumeStatsAcc& o) {
-    area += o.area;
-    inf |= o.inf;
-    xmin = min(xmin, o.xmin);
-    xmax = max(xmax, o.xmax);
-    ymin = min(ymin, o.ymin);
-    ymax = max(ymax, o.ymax);
-    zmin = min(zmin, o.zmin);
-    zmax = max(zmax, o.zmax);
-    sumx += o.sumx;
-    sumy += o.sumy;
-    sumz += o.sumz;
-    sumv += o.sumv;
-    vmin = min(vmin, o.vmin);
-    vmax = max(vmax, o.vmax);
-    absmax = max(absmax, o.absmax);
-  }
-  __device__ VolumeStatsAcc shfl_down(u32 offset) const {
-    VolumeStatsAcc o;
-    o.label = __shfl_down_sync(GCCL_FULL_WARP, label, offset);
-    o.area = __shfl_down_sync(GCCL_FULL_WARP, area, offset);
-    o.inf = __shfl_down_sync(GCCL_FULL_WARP, inf, offset);
-    o.xmin = __shfl_down_sync(GCCL_FULL_WARP, xmin, offset);
-    o.xmax = __shfl_down_sync(GCCL_FULL_WARP, xmax, offset);
-    o.ymin = __shfl_down_sync(GCCL_FULL_WARP, ymin, offset);
-    o.ymax = __shfl_down_sync(GCCL_FULL_WARP, ymax, offset);
-    o.zmin = __shfl_down_sync(GCCL_FULL_WARP, zmin, offset);
-    o.zmax = __shfl_down_sync(GCCL_FULL_WARP, zmax, offset);
-    o.sumx = shfl_down_u64(sumx, offset);
-    o.sumy = shfl_down_u64(sumy, offset);
-    o.sumz = shfl_down_u64(sumz, offset);
-    o.sumv = shfl_down_u64(sumv, offset);
-    o.vmin = shfl_down_u64(vmin, offset);
-    o.vmax = shfl_down_u64(vmax, offset);
-    o.absmax = shfl_down_u64(absmax, offset);
-    return o;
-  }
-  __device__ static void clear(Table& t, u32 s) {
-    t.area[s] = t.inf[s] = t.xmax[s] = t.ymax[s] = t.zmax[s] = 0;
-    t.xmin[s] = t.ymin[s] = t.zmin[s] = 0xFFFFFFFFu;
-    t.sumx[s] = t.sumy[s] = t.sumz[s] = t.sumv[s] = t.vmax[s] = t.absmax[s] = 0;
-    t.vmin[s] = ~0ull;
-  }
-  __device__ void to_table(Table& t, u32 s) const {
-    atomicAdd(&t.area[s], area);
-    atomicMin(&t.xmin[s], xmin);
-    atomicMax(&t.xmax[s], xmax);
-    atomicMin(&t.ymin[s], ymin);
-    atomicMax(&t.ymax[s], ymax);
-    atomicMin(&t.zmin[s], zmin);
-    atomicMax(&t.zmax[s], zmax);
-    atomicAdd(&t.sumx[s], sumx);
-    atomicAdd(&t.sumy[s], sumy);
-    atomicAdd(&t.sumz[s], sumz);
-    atomicMin(&t.vmin[s], vmin);
-    atomicMax(&t.vmax[s], vmax);
-    if (is_float) {
-      atomicMax(&t.absmax[s], absmax);
-      if (inf) atomicOr(&t.inf[s], inf);
-    } else {
-      atomicAdd(&t.sumv[s], sumv);
-    }
-  }
-  __device__ static void publish(u64* agg, u64 stride, u64 i, u32 area, u32 inf, u32 xmin,
-                                 u32 xmax, u32 ymin, u32 ymax, u32 zmin, u32 zmax, u64 sumx,
-                                 u64 sumy, u64 sumz, u64 sumv, u64 vmin, u64 vmax, u64 absmax) {
-    atomicAdd(&agg[GCCL_V_AREA * stride + i], (u64)area);
-    atomicMin(&agg[GCCL_V_XMIN * stride + i], (u64)xmin);
-    atomicMax(&agg[GCCL_V_XMAX * stride + i], (u64)xmax);
-    atomicMin(&agg[GCCL_V_YMIN * stride + i], (u64)ymin);
-    atomicMax(&agg[GCCL_V_YMAX * stride + i], (u64)ymax);
-    atomicMin(&agg[GCCL_V_ZMIN * stride + i], (u64)zmin);
-    atomicMax(&agg[GCCL_V_ZMAX * stride + i], (u64)zmax);
-    atomicAdd(&agg[GCCL_V_SUMX * stride + i], sumx);
-    atomicAdd(&agg[GCCL_V_SUMY * stride + i], sumy);
-    atomicAdd(&agg[GCCL_V_SUMZ * stride + i], sumz);
-    atomicMin(&agg[GCCL_V_VMIN * stride + i], vmin);
-    atomicMax(&agg[GCCL_V_VMAX * stride + i], vmax);
-    if (is_float) {
-      atomicMax(&agg[GCCL_V_ABSMAX * stride + i], absmax);
-      if (inf) atomicOr(&agg[GCCL_V_INF * stride + i], (u64)inf);
-    } else {
-      add_wide(&agg[GCCL_V_SUMV * stride + i], &agg[GCCL_V_SUMV_HIGH * stride + i], (i64)sumv);
-    }
-  }
-  __device__ void to_global(u64* agg, u64 stride, u64 i) const {
-    publish(agg, stride, i, area, inf, xmin, xmax, ymin, ymax, zmin, zmax, sumx, sumy, sumz,
-            sumv, vmin, vmax, absmax);
-  }
-  __device__ static void table_to_global(const Table& t, u32 s, u64* agg, u64 stride, u64 i) {
-    publish(agg, stride, i, t.area[s], t.inf[s], t.xmin[s], t.xmax[s], t.ymin[s], t.ymax[s],
-            t.zmin[s], t.zmax[s], t.sumx[s], t.sumy[s], t.sumz[s], t.sumv[s], t.vmin[s],
-            t.vmax[s], t.absmax[s]);
-  }
+// stats.cuh's accumulators and walk with the rows above.
+template <>
+struct StatsRows<3> {
+  static constexpr u32 area = GCCL_V_AREA, xmin = GCCL_V_XMIN, xmax = GCCL_V_XMAX;
+  static constexpr u32 ymin = GCCL_V_YMIN, ymax = GCCL_V_YMAX, zmin = GCCL_V_ZMIN;
+  static constexpr u32 zmax = GCCL_V_ZMAX, sumx = GCCL_V_SUMX, sumy = GCCL_V_SUMY;
+  static constexpr u32 sumz = GCCL_V_SUMZ, sumv = GCCL_V_SUMV, sumv_high = GCCL_V_SUMV_HIGH;
+  static constexpr u32 vmin = GCCL_V_VMIN, vmax = GCCL_V_VMAX, absmax = GCCL_V_ABSMAX;
+  static constexpr u32 inf = GCCL_V_INF, fields = GCCL_V_FIELDS;
 };
-
-// The float-mean shift of a component (contract/stats.py's float_sum_shift) from its
-// voxels and largest finite |v| (float64 bits): 62 - bits(area - 1) - frexp exponent.
-__device__ __forceinline__ int float_mean_shift(u64 area, u64 absmax) {
-  int exponent;
-  frexp(__longlong_as_double((i64)absmax), &exponent);
-  const int area_bits = area > 1 ? 64 - __clzll((i64)(area - 1)) : 0;
-  return 62 - area_bits - exponent;
-}
-
-// Pass 2 (floats): sum of trunc(v * 2**shift) over finite v, the shift from the
-// component's voxels and largest finite |v| in `sizes` (rows GCCL_V_AREA and
-// GCCL_V_ABSMAX of `sizes_stride` columns, at the same columns as agg: pass 1's agg, or
-// a slab labeling's sizes gathered beforehand).
-template <typename T>
-struct VolumeFloatSumAcc {
-  struct Table {
-    u32 key[GCCL_STATS_SLOTS];
-    u64 sum[GCCL_STATS_SLOTS];
-  };
-  u32 label;
-  int shift;
-  u64 sum;
-
-  __device__ void start(u32 l, u32 x, u32 y, u32 z, T v, const u64* sizes, u64 sizes_stride,
-                        u64 base) {
-    label = l;
-    const u64 i = base + l - 1;
-    shift = float_mean_shift(sizes[GCCL_V_AREA * sizes_stride + i],
-                             sizes[GCCL_V_ABSMAX * sizes_stride + i]);
-    sum = 0;
-    add(x, y, z, v);
-  }
-  __device__ void add(u32, u32, u32, T v) {
-    const double d = (double)v;
-    if (fabs(d) < __longlong_as_double(0x7FF0000000000000ll))
-      sum += (u64)(i64)trunc(ldexp(d, shift));
-  }
-  __device__ void combine(const VolumeFloatSumAcc& o) { sum += o.sum; }
-  __device__ VolumeFloatSumAcc shfl_down(u32 offset) const {
-    VolumeFloatSumAcc o;
-    o.label = __shfl_down_sync(GCCL_FULL_WARP, label, offset);
-    o.sum = shfl_down_u64(sum, offset);
-    return o;
-  }
-  __device__ static void clear(Table& t, u32 s) { t.sum[s] = 0; }
-  __device__ void to_table(Table& t, u32 s) const { atomicAdd(&t.sum[s], sum); }
-  __device__ void to_global(u64* agg, u64 stride, u64 i) const {
-    atomicAdd(&agg[GCCL_V_SUMV * stride + i], sum);
-  }
-  __device__ static void table_to_global(const Table& t, u32 s, u64* agg, u64 stride, u64 i) {
-    atomicAdd(&agg[GCCL_V_SUMV * stride + i], t.sum[s]);
-  }
-};
-
-// One CUDA block per chunk of GCCL_CHUNK consecutive voxels of a volume, each thread
-// GCCL_CHUNK_ITEMS of them with two running accumulators (its first label, usually the
-// large component, and the latest other one), as stats.cu's aggregate_chunk.
-template <class Acc, typename T>
-__device__ __forceinline__ void aggregate_volume_chunk(const u32* labels, const T* values,
-                                                       u32 depth, u32 height, u32 width, u32 z0,
-                                                       u32 chunks_per_volume,
-                                                       const u32* label_base, u64* agg,
-                                                       u64 stride, const u64* sizes,
-                                                       u64 sizes_stride) {
-  __shared__ typename Acc::Table table;
-  const BlockPlace place = block_place(chunks_per_volume);
-  const u64 voxels = volume_voxels(depth, height, width);
-  const u64 volume_base = (u64)place.image * voxels;
-  const u32* L = labels + volume_base;
-  const T* V = values + volume_base;
-  const u64 base = label_base[place.image];
-  clear_table<Acc>(table);
-
-  const u64 start =
-      (u64)place.index * GCCL_CHUNK + (u64)threadIdx.x * GCCL_CHUNK_ITEMS;
-  const u32 count = start < voxels ? (u32)min((u64)GCCL_CHUNK_ITEMS, voxels - start) : 0;
-  const u64 plane = (u64)height * width;
-  Acc first, other;
-  first.label = other.label = 0;
-  u32 x = 0, y = 0, z = 0;
-  if (count) {
-    const u64 zz = start / plane;
-    const u64 rest = start - zz * plane;
-    z = (u32)zz + z0;
-    y = (u32)(rest / width);
-    x = (u32)(rest - (u64)y * width);
-  }
-  auto visit = [&](u32 l, T v) {
-    if (l == first.label) {
-      first.add(x, y, z, v);
-    } else if (first.label == 0) {
-      first.start(l, x, y, z, v, sizes, sizes_stride, base);
-    } else if (l == other.label) {
-      other.add(x, y, z, v);
-    } else {
-      if (other.label) flush(other, table, agg, stride, base);
-      other.start(l, x, y, z, v, sizes, sizes_stride, base);
-    }
-  };
-  for (u32 i = 0; i < count; ++i) {
-    const u32 l = L[start + i];
-    if (l) visit(l, V[start + i]);
-    if (++x == width) {
-      x = 0;
-      if (++y == height) {
-        y = 0;
-        ++z;
-      }
-    }
-  }
-  if (other.label) flush(other, table, agg, stride, base);
-  flush_lanes(first, table, agg, stride, base);
-  __syncthreads();
-  publish_table<Acc>(table, agg, stride, base);
-}
 
 // Identity values of every aggregate column: all ones for the minima, else 0.
 extern "C" __global__ void gccl_volume_stats_init(u64* agg, u64 stride) {
@@ -322,22 +58,22 @@ extern "C" __global__ void gccl_volume_stats_init(u64* agg, u64 stride) {
   }
 }
 
-// gccl_volume_<name>_<suffix>: aggregate_volume_chunk with accumulator Acc over type T.
-// sizes: where the float mean's shift comes from (agg itself, or a slab labeling's).
+// gccl_volume_<name>_<suffix>: stats.cuh's aggregate_chunk with accumulator Acc over
+// type T. sizes: where the float mean's shift comes from (agg itself, or a slab labeling's).
 #define GCCL_VOLUME_AGGREGATE_KERNEL(name, Acc, suffix, T)                                   \
   extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS)                          \
       gccl_volume_##name##_##suffix(const u32* labels, const T* values, u32 depth,          \
                                     u32 height, u32 width, u32 z0, u32 chunks_per_volume,   \
                                     const u32* label_base, u64* agg, u64 stride,            \
                                     const u64* sizes, u64 sizes_stride) {                   \
-    aggregate_volume_chunk<Acc<T>, T>(labels, values, depth, height, width, z0,             \
-                                      chunks_per_volume, label_base, agg, stride, sizes,    \
-                                      sizes_stride);                                        \
+    aggregate_chunk<Acc<T, 3>, T>(labels, values, depth, height, width, z0,                 \
+                                  chunks_per_volume, label_base, agg, stride, sizes,        \
+                                  sizes_stride);                                            \
   }
 #define GCCL_VOLUME_STATS_KERNEL(suffix, T) \
-  GCCL_VOLUME_AGGREGATE_KERNEL(stats, VolumeStatsAcc, suffix, T)
+  GCCL_VOLUME_AGGREGATE_KERNEL(stats, StatsAcc, suffix, T)
 #define GCCL_VOLUME_FLOAT_SUM_KERNEL(suffix, T) \
-  GCCL_VOLUME_AGGREGATE_KERNEL(float_sum, VolumeFloatSumAcc, suffix, T)
+  GCCL_VOLUME_AGGREGATE_KERNEL(float_sum, FloatSumAcc, suffix, T)
 GCCL_FOR_EACH_DTYPE(GCCL_VOLUME_STATS_KERNEL)
 GCCL_FOR_EACH_FLOAT_DTYPE(GCCL_VOLUME_FLOAT_SUM_KERNEL)
 
