@@ -115,6 +115,30 @@ __device__ __forceinline__ void add_wide(u64* low, u64* high, i64 s) {
   if (h) atomicAdd(high, h);
 }
 
+// A 128-bit two's complement integer (high, low) as the nearest float64 (ties to even), as
+// C converts an __int128 (the CPU engine's mean). The magnitude is cut to its top 64 bits
+// with every bit below kept as a sticky bit 0, which rounds as the whole would: the
+// rounding of 64 bits to 53 looks at bit 10 and anything below it.
+__device__ __forceinline__ double wide_to_double(i64 high, u64 low) {
+  if ((high == 0 && (i64)low >= 0) || (high == -1 && (i64)low < 0))
+    return __ll2double_rn((i64)low);  // it fits 64 bits
+  const bool negative = high < 0;
+  u64 hi = (u64)high, lo = low;
+  if (negative) {  // the magnitude: two's complement negation of (hi, lo)
+    lo = ~lo + 1;
+    hi = ~hi + (lo == 0 ? 1 : 0);
+  }
+  if (hi == 0) {  // |value| in [2^63, 2^64): exact as u64
+    const double d = __ull2double_rn(lo);
+    return negative ? -d : d;
+  }
+  const int shift = 64 - __clzll((i64)hi);  // bits of hi: 1..64
+  const u64 dropped = shift == 64 ? lo : lo & ((1ull << shift) - 1);
+  const u64 top = (shift == 64 ? hi : (hi << (64 - shift)) | (lo >> shift)) | (dropped != 0);
+  const double d = ldexp(__ull2double_rn(top), shift);
+  return negative ? -d : d;
+}
+
 // The bits of n's binary form (0 for 0), in n's own width.
 __device__ __forceinline__ int bit_length(u32 n) { return 32 - __clz((int)n); }
 __device__ __forceinline__ int bit_length(u64 n) { return 64 - __clzll((i64)n); }
@@ -443,4 +467,104 @@ __device__ __forceinline__ void aggregate_chunk(const u32* labels, const T* valu
   flush_lanes(first, table, agg, stride, base);
   __syncthreads();
   publish_table<Acc>(table, agg, stride, base);
+}
+
+// Identity values of every aggregate row: all ones for the minima, else 0.
+template <int Dims>
+__device__ __forceinline__ void init_aggregates(u64* agg, u64 stride) {
+  typedef StatsRows<Dims> Rows;
+  const u64 step = (u64)gridDim.x * blockDim.x;
+  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < stride; i += step) {
+    for (u32 f = 0; f < Rows::fields; ++f) {
+      bool minimum = f == Rows::xmin || f == Rows::ymin || f == Rows::vmin;
+      if constexpr (Dims == 3) minimum = minimum || f == Rows::zmin;
+      agg[f * stride + i] = minimum ? ~0ull : 0ull;
+    }
+  }
+}
+
+// The columns of the statistics table: ints (area, the bounding box's corner and extent)
+// then float64 (centroid, mean, min, max).
+constexpr int stats_table_ints(int dims) { return 1 + 2 * dims; }
+constexpr int stats_table_columns(int dims) { return stats_table_ints(dims) + dims + 3; }
+
+// The batch item (image or volume) of batch label j: the last i with label_base[i] <= j.
+__device__ __forceinline__ u32 item_of(const u32* label_base, u32 items, u64 j) {
+  u32 lo = 0, hi = items;  // label_base[lo] <= j < label_base[hi]
+  while (hi - lo > 1) {
+    const u32 mid = (lo + hi) / 2;
+    if (label_base[mid] <= j) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+
+// The statistics table from the aggregates: ccl_cli/contract/stats.py's columns as 64-bit
+// words, stats_table_columns(Dims) rows of `stride` (= labels in the batch), with that
+// module's arithmetic (the CPU engine's), so the bits equal the CPU's:
+//   area; x, y (, z); width, height (, depth): int64;
+//   centroid_x, _y (, _z): float64(sum) / float64(area), one rounded division;
+//   mean: integers float64(sum v) / area (a volume's 128-bit sum rounded to nearest, as C
+//     converts an __int128); floats ldexp(float64(scaled sum), -s) / area with
+//     s = float_mean_shift (float_sum_shift), then +inf, -inf or NaN where the component
+//     holds infinities (float_mean);
+//   min, max: float64 from their order keys;
+//   a component holding a NaN (e.g. a hole's elements filled by --fill-holes) has mean,
+//     min and max NaN.
+// Only kept labels get a row: label j of item i goes to row kept_base[i] + kept_rank[j]
+// where keep[j] (area filtering; the rank is area_filter.cu's), to row j when keep is
+// null. The host copies these rows back instead of the aggregates and uses them as they are.
+template <int Dims>
+__device__ __forceinline__ void stats_table(const u64* agg, u64 stride, const u32* keep,
+                                            const u32* kept_rank, const u32* label_base,
+                                            const u32* kept_base, u32 items, int float_values,
+                                            u64* table) {
+  typedef StatsRows<Dims> Rows;
+  const u64 step = (u64)gridDim.x * blockDim.x;
+  for (u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x; j < stride; j += step) {
+    if (keep && !keep[j]) continue;
+    const u64 row = keep ? kept_base[item_of(label_base, items, j)] + kept_rank[j] : j;
+    auto at = [&](u32 agg_row) { return agg[agg_row * stride + j]; };
+    const u64 area = at(Rows::area);
+    const double area_f = __ull2double_rn(area > 1 ? area : 1);
+    const u64 sumv = at(Rows::sumv);
+    double mean;
+    if (float_values) {
+      const int shift = float_mean_shift(area, at(Rows::absmax));
+      mean = __ddiv_rn(ldexp(__ll2double_rn((i64)sumv), -shift), area_f);
+      const u64 inf = at(Rows::inf);
+      if (inf & GCCL_INF_POS) mean = __longlong_as_double(0x7FF0000000000000LL);
+      if (inf & GCCL_INF_NEG) mean = __longlong_as_double((i64)0xFFF0000000000000ull);
+      if ((inf & GCCL_INF_POS) && (inf & GCCL_INF_NEG))
+        mean = __longlong_as_double(0x7FF8000000000000LL);
+    } else if constexpr (Dims == 3) {
+      const i64 high = (i64)at(Rows::sumv_high);
+      mean = __ddiv_rn(wide_to_double(high, sumv), area_f);
+    } else {
+      mean = __ddiv_rn(__ll2double_rn((i64)sumv), area_f);
+    }
+    double v_min = from_order_key(at(Rows::vmin));
+    double v_max = from_order_key(at(Rows::vmax));
+    if (v_min != v_min || v_max != v_max)  // a NaN in the component (float_mean's rule)
+      mean = v_min = v_max = __longlong_as_double(0x7FF8000000000000LL);
+    const u64 xmin = at(Rows::xmin), ymin = at(Rows::ymin);
+    u64* out = table + row;  // column c at out[c * stride]
+    u64 c = 0;
+    auto put = [&](u64 word) { out[c++ * stride] = word; };
+    auto put_centroid = [&](u64 sum) {
+      put((u64)__double_as_longlong(__ddiv_rn(__ll2double_rn((i64)sum), area_f)));
+    };
+    put(area);
+    put(xmin);
+    put(ymin);
+    if constexpr (Dims == 3) put(at(Rows::zmin));
+    put(at(Rows::xmax) - xmin + 1);
+    put(at(Rows::ymax) - ymin + 1);
+    if constexpr (Dims == 3) put(at(Rows::zmax) - at(Rows::zmin) + 1);
+    put_centroid(at(Rows::sumx));
+    put_centroid(at(Rows::sumy));
+    if constexpr (Dims == 3) put_centroid(at(Rows::sumz));
+    put((u64)__double_as_longlong(mean));
+    put((u64)__double_as_longlong(v_min));
+    put((u64)__double_as_longlong(v_max));
+  }
 }
