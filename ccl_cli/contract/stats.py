@@ -230,7 +230,7 @@ def float_sum_shift(absmax: np.ndarray, area: np.ndarray) -> np.ndarray:
     """The per-component power-of-two scale s of the float-mean rule (module doc)."""
     _, exponent = np.frexp(absmax.astype(np.float64))
     # ceil(log2(area)) exactly, as the bit length of area - 1 (frexp's exponent
-    # of an integer below 2**53 is its bit length), as stats.cu computes it.
+    # of an integer below 2**53 is its bit length), as stats.cuh computes it.
     _, area_bits = np.frexp((np.maximum(area, 1) - 1).astype(np.float64))
     return FLOAT_SUM_BITS - area_bits.astype(np.int64) - exponent.astype(np.int64)
 
