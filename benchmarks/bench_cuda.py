@@ -19,49 +19,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import cupy
 import numpy as np
-from medians import cpu_median_ms, gpu_median_ms
+from medians import cpu_median_ms, gpu_median_ms, kernel_breakdown
 from PIL import Image
 
-from ccl_cli.backends.cuda import backend, loader
+from ccl_cli.backends.cuda import backend
 from ccl_cli.backends.cuda import labels as cuda_labels
 from ccl_cli.contract.params import LabelParams
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 BIG = (3000, 4000)
-
-
-def kernel_breakdown(run: Callable[[], object], repeat: int) -> dict[str, float]:
-    """Median ms per kernel name (summed over launches of one run), by events per launch."""
-    real = loader.Kernels.launch
-    samples: dict[str, list[float]] = defaultdict(list)
-    current: dict[str, list[tuple[Any, Any]]] = defaultdict(list)
-
-    def timed(self: Any, name: str, grid: int, block: tuple, args: tuple) -> None:
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        real(self, name, grid, block, args)
-        stop.record()
-        current[name].append((start, stop))
-
-    loader.Kernels.launch = timed  # type: ignore[method-assign]
-    try:
-        for _ in range(repeat):
-            current.clear()
-            run()
-            cupy.cuda.get_current_stream().synchronize()
-            for name, events in current.items():
-                samples[name].append(sum(cupy.cuda.get_elapsed_time(a, b) for a, b in events))
-    finally:
-        loader.Kernels.launch = real  # type: ignore[method-assign]
-    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 def copy_bandwidth() -> float:

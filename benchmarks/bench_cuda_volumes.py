@@ -13,6 +13,8 @@ with the device statistics table ("+stats") and with the table and min_area=2
 ("+stats,min2"); cupyx runs ndimage.label with generate_binary_structure(3, 1|2|3) into an
 int32 array (binary cases). Each engine's component count is checked: gccl's labels-only
 count against its table's and cupyx's; a disagreement is printed and fails the run (exit 1).
+Under each case, the labels-only call's kernels: their sum and each one's median (CUDA
+events around each launch).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 import numpy as np
 from bench_volumes import FAMILIES, Case, cases, chosen_families
-from medians import gpu_median_ms
+from medians import gpu_median_ms, kernel_breakdown
 
 import ccl_cli
 
@@ -65,6 +67,8 @@ def measure(case: Case, volume: Any, repeat: int) -> dict[str, Any]:
     _, counts = labels_only(volume, out=out)
     result["components"] = int(counts.sum())
     result["labels_ms"] = gpu_median_ms(lambda: labels_only(volume, out=out), repeat)
+    breakdown = kernel_breakdown(lambda: labels_only(volume, out=out), max(5, repeat // 4))
+    result["labels_kernels_ms"] = breakdown
     _, table = with_stats(volume, out=out)
     result["stats_components"] = int(table.offsets[-1].get())
     result["stats_ms"] = gpu_median_ms(lambda: with_stats(volume, out=out), repeat)
@@ -126,6 +130,11 @@ def main() -> None:
             f"{case.name:<38} {case.connectivity:>4} {measured['labels_ms']:>8.2f} "
             f"{measured['stats_ms']:>8.2f} {measured['stats_min2_ms']:>8.2f} {cupyx}  "
             f"{measured['components']}"
+        )
+        kernels = measured["labels_kernels_ms"]
+        print(
+            f"  labels' kernels (ms): {sum(kernels.values()):.2f} = "
+            + ", ".join(f"{name.removeprefix('gccl_')} {ms:.2f}" for name, ms in kernels.items())
         )
         if wrong:
             print(
