@@ -7,7 +7,7 @@
 // row (dy = -1 or +1) or its first or last column (dx = -1 or +1). So one CUDA block per
 // tile walks the tile's shell (its first plane, then the ring of first and last rows and
 // columns of every later plane) and joins, in global memory, each backward edge of a shell
-// voxel that leaves the tile. Joining voxels rather than 2x2x2 blocks is exact for the
+// voxel that leaves the tile, less the binary edges whose ends another path joins. Joining voxels rather than 2x2x2 blocks is exact for the
 // block tiles too: any two neighbouring foreground voxels belong together.
 #include "common.cuh"
 #include "dtypes.cuh"
@@ -55,11 +55,21 @@ __device__ __forceinline__ void volume_border(const T* values, u32* labels, u32 
     const u32 p = (z * height + y) * width + x;
     if (L[p] == GCCL_BACKGROUND) continue;
     const T v = use_tau ? V[p] : T(0);
+    // Binary mode: with the voxel straight behind (z - 1) in the foreground, the other
+    // edges into the plane behind need no join: their far ends neighbour that voxel in
+    // its plane, whose edges the joins connect. Likewise the diagonals into the row above
+    // when the voxel straight above (y - 1) is foreground, through that row's edges along
+    // x, which are never skipped. Tau mode joins every edge (its neighbours' neighbours
+    // may be out of reach).
+    const bool behind_joins = !use_tau && z > 0 && L[p - height * width] != GCCL_BACKGROUND;
+    const bool above_joins = !use_tau && y > 0 && L[p - width] != GCCL_BACKGROUND;
 #pragma unroll
     for (int i = 0; i < GCCL_BACKWARD_OFFSETS; ++i) {
       int dz, dy, dx;
       backward_offset(i, dz, dy, dx);
       if (!volume_neighbour<CONN>(dz, dy, dx)) continue;
+      if (dz < 0 && (dy != 0 || dx != 0) && behind_joins) continue;
+      if (dz == 0 && dy < 0 && dx != 0 && above_joins) continue;
       const int nx = (int)lx + dx, ny = (int)ly + dy, nz = (int)lz + dz;
       if (nx >= 0 && nx < (int)tile_w && ny >= 0 && ny < (int)tile_h && nz >= 0)
         continue;  // inside the tile: the local phase joined it
