@@ -41,7 +41,6 @@ from concurrent.futures import Future
 from dataclasses import replace
 from functools import partial
 from multiprocessing.connection import wait
-from multiprocessing.process import BaseProcess
 from typing import Any
 
 from ..backends.base import usable_cores
@@ -146,8 +145,10 @@ def _start_worker() -> None:
     _die_with_parent()
     client = multiprocessing.parent_process()
     if client is not None:
-        check_before_changes(partial(_exit_unless_alive, client))
-        threading.Thread(target=_watch, args=(client,), daemon=True, name="gccl-watch").start()
+        check_before_changes(partial(_exit_unless_alive, client.sentinel))
+        threading.Thread(
+            target=_watch, args=(client.sentinel,), daemon=True, name="gccl-watch"
+        ).start()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -168,13 +169,14 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
-def _exit_unless_alive(client: BaseProcess) -> None:
-    """End this worker at once if its client is gone (its pipe to this process ended)."""
-    if not client.is_alive():
+def _exit_unless_alive(client_sentinel: int) -> None:
+    """End this worker at once if its client is gone: the client's sentinel (its pipe to
+    this process) is ready once the client has ended."""
+    if wait([client_sentinel], timeout=0):
         os._exit(1)
 
 
-def _watch(client: BaseProcess) -> None:
+def _watch(client_sentinel: int) -> None:
     """End this worker as soon as its client is gone."""
-    wait([client.sentinel])
+    wait([client_sentinel])
     os._exit(1)
