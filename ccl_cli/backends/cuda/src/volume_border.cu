@@ -7,8 +7,9 @@
 // row (dy = -1 or +1) or its first or last column (dx = -1 or +1). So one CUDA block per
 // tile walks the tile's shell (its first plane, then the ring of first and last rows and
 // columns of every later plane) and joins, in global memory, each backward edge of a shell
-// voxel that leaves the tile, less the binary edges whose ends another path joins. Joining voxels rather than 2x2x2 blocks is exact for the
-// block tiles too: any two neighbouring foreground voxels belong together.
+// voxel that leaves the tile, less the binary edges whose ends another path joins. Joining
+// voxels rather than 2x2x2 blocks is exact for the block tiles too: any two neighbouring
+// foreground voxels belong together.
 #include "common.cuh"
 #include "dtypes.cuh"
 #include "foreground.cuh"
