@@ -1,13 +1,15 @@
 """The host side of labeling volumes on the device: dense raster-order labels of a batch of
 volumes (N, D, H, W) in one set of launches, their statistics, area filtering and
-statistics table (src/volume_local.cu, volume_border.cu, relabel.cu, volume_stats.cu,
-volume_slabs.cu).
+statistics table (src/volume_local.cu, volume_border.cu, volume_blocks.cu, relabel.cu,
+volume_stats.cu, volume_slabs.cu).
 
-1. Local union-find per tile: binary 26-connectivity on 2x2x2 blocks
-   (gccl_volume_block26_*), everything else voxel by voxel (gccl_volume_local_*); then the
-   edges that leave the tiles (gccl_volume_border_*).
+1. Local union-find per tile voxel by voxel (gccl_volume_local_*), then the edges that
+   leave the tiles (gccl_volume_border_*).
 2. Dense labels per volume: relabel.cu's finalize, scan and resolve, which work on a
    volume as on an image of D x H x W pixels.
+   Binary 26-connectivity does 1-2 on 2x2x2 blocks instead (src/volume_blocks.cu: the
+   local phase, the joins between tiles, the roots' ranks per voxel row, a scan of the
+   rows' counts, every voxel's label).
 3. Statistics (gccl_volume_stats_*, exact 128-bit sums of values), area filtering
    (labels.kept_ranks and gccl_volume_remap) and the volume table (gccl_volume_stats_table).
 
@@ -45,6 +47,7 @@ _BLOCK26_TILE = (
     GEOMETRY["GCCL_B26_TILE_D"],
 )
 _BLOCK26_THREADS = (GEOMETRY["GCCL_B26_TBW"], GEOMETRY["GCCL_B26_TBH"], GEOMETRY["GCCL_B26_TBD"])
+_ROW_WARPS = GEOMETRY["GCCL_B26_ROW_WARPS"]
 _BORDER_THREADS = GEOMETRY["GCCL_VOLUME_BORDER_THREADS"]
 _SCAN_THREADS = GEOMETRY["GCCL_SCAN_THREADS"]
 #: Voxels of a volume labeled in one piece: labels and ranks share a u32 with a flag bit.
@@ -91,33 +94,64 @@ def dense_labels(values: Any, params: LabelParams, out: Any, components: Any = N
     `out` (contiguous u32, same shape): steps 1-2 of the module docstring. Returns K per
     volume, a device u32 (N,) array (`components` where given)."""
     check_volumes(values)
+    dtype = np.dtype(values.dtype)
+    storage = values.view(import_cupy().uint8) if dtype == np.bool_ else values
+    if params.tau is None and params.connectivity == 26:
+        return _block_labels(storage, params, out, components)
     cupy = import_cupy()
     kernels = device_kernels(values.device.id)
     n, depth, height, width = values.shape
-    voxels = depth * height * width
-    labels = cupy.empty((n, voxels), cupy.uint32)
-    dtype = np.dtype(values.dtype)
+    labels = cupy.empty((n, depth * height * width), cupy.uint32)
     suffix = KERNEL_SUFFIX[dtype]
-    storage = values.view(cupy.uint8) if dtype == np.bool_ else values
     geometry = (np.uint32(depth), np.uint32(height), np.uint32(width))
-    rule = rule_args(params, dtype)
-    if params.tau is None and params.connectivity == 26:
-        tile, threads = _BLOCK26_TILE, _BLOCK26_THREADS
-        local, local_tau = f"gccl_volume_block26_{suffix}", ()
-    else:
-        tile, threads = _VOXEL_TILE, _VOXEL_TILE  # one thread per voxel
-        local = f"gccl_volume_local_{params.connectivity}_{suffix}"
-        local_tau = tau_args(params)
-    across, down, _, per_volume = _tiles(values.shape, tile)
+    across, down, _, per_volume = _tiles(values.shape, _VOXEL_TILE)
     tiles = (np.uint32(across), np.uint32(down), np.uint32(per_volume))
     grid = n * per_volume
-    kernels.launch(local, grid, threads, (storage, labels, *geometry, *tiles, *rule, *local_tau))
+    local = f"gccl_volume_local_{params.connectivity}_{suffix}"
+    local_args = (storage, labels, *geometry, *tiles, *rule_args(params, dtype), *tau_args(params))
+    kernels.launch(local, grid, _VOXEL_TILE, local_args)  # one thread per voxel
     if per_volume > 1:
-        tile_args = tuple(np.uint32(side) for side in tile)
+        tile_args = tuple(np.uint32(side) for side in _VOXEL_TILE)
         border_args = (storage, labels, *geometry, *tile_args, *tiles, *tau_args(params))
         name = f"gccl_volume_border_{params.connectivity}_{suffix}"
         kernels.launch(name, grid, (_BORDER_THREADS,), border_args)
     return resolve(labels, out, components)
+
+
+def _block_labels(values: Any, params: LabelParams, out: Any, components: Any) -> Any:
+    """dense_labels of binary 26-connectivity, on 2x2x2 blocks (src/volume_blocks.cu)."""
+    cupy = import_cupy()
+    kernels = device_kernels(values.device.id)
+    n, depth, height, width = values.shape
+    grid_d, grid_h, grid_w = (depth + 1) // 2, (height + 1) // 2, (width + 1) // 2
+    forest = cupy.empty((n, grid_d * grid_h * grid_w), cupy.uint32)
+    masks = cupy.empty((n, grid_d * grid_h * grid_w), cupy.uint8)
+    geometry = (np.uint32(depth), np.uint32(height), np.uint32(width))
+    across, down, _, per_volume = _tiles(values.shape, _BLOCK26_TILE)
+    tiles = (np.uint32(across), np.uint32(down), np.uint32(per_volume))
+    suffix = KERNEL_SUFFIX[np.dtype(values.dtype)]
+    rule = rule_args(params, np.dtype(values.dtype))
+    local_args = (values, forest, masks, *geometry, *tiles, *rule)
+    kernels.launch(f"gccl_volume_block26_{suffix}", n * per_volume, _BLOCK26_THREADS, local_args)
+    if per_volume > 1:
+        border_args = (masks, forest, *geometry, *tiles)
+        kernels.launch("gccl_volume_block_border", n * per_volume, (_BORDER_THREADS,), border_args)
+    rows = 4 * grid_d * grid_h  # voxel rows of the block grid, per volume
+    counts = cupy.empty(n * rows, cupy.uint32)
+    offsets = cupy.empty(n * rows, cupy.uint32)
+    if components is None:
+        components = cupy.empty(n, cupy.uint32)
+    groups = -(-grid_d * grid_h // _ROW_WARPS)  # CUDA blocks per volume, a warp per block row
+    row_threads = (_ROW_WARPS * 32,)
+    group_args = (*geometry, np.uint32(groups))
+    kernels.launch(
+        "gccl_volume_block_roots", n * groups, row_threads, (forest, masks, *group_args, counts)
+    )
+    scan_args = (counts, offsets, np.uint64(0), np.uint64(rows), components)
+    kernels.launch("gccl_segmented_scan", n, (_SCAN_THREADS,), scan_args)
+    resolve_args = (forest, masks, out, *group_args, offsets)
+    kernels.launch("gccl_volume_block_resolve", n * groups, row_threads, resolve_args)
+    return components
 
 
 def resolve(labels: Any, out: Any, components: Any = None) -> Any:

@@ -60,7 +60,7 @@
 #define GCCL_VX_TILE_H 4
 #define GCCL_VX_TILE_D 4
 
-// volume_local.cu, binary 26-connectivity on 2x2x2 blocks: a CUDA block of
+// volume_blocks.cu, binary 26-connectivity on 2x2x2 blocks: a CUDA block of
 // GCCL_B26_TBW x _TBH x _TBD threads, one per block, one warp per block row; its tile
 // in voxels.
 #define GCCL_B26_TBW 32
@@ -69,6 +69,8 @@
 #define GCCL_B26_TILE_W (2 * GCCL_B26_TBW)
 #define GCCL_B26_TILE_H (2 * GCCL_B26_TBH)
 #define GCCL_B26_TILE_D (2 * GCCL_B26_TBD)
+// volume_blocks.cu's row kernels: warps per CUDA block, one warp per row of blocks.
+#define GCCL_B26_ROW_WARPS 8
 
 // volume_border.cu: threads of the CUDA block that walks one tile's shell.
 #define GCCL_VOLUME_BORDER_THREADS 256
