@@ -8,8 +8,8 @@ volume_stats.cu, volume_slabs.cu).
 2. Dense labels per volume: relabel.cu's finalize, scan and resolve, which work on a
    volume as on an image of D x H x W pixels.
    Binary 26-connectivity does 1-2 on 2x2x2 blocks instead (src/volume_blocks.cu: the
-   local phase, the joins between tiles, the roots' ranks per voxel row, a scan of the
-   rows' counts, every voxel's label).
+   local phase, the joins between tiles, the roots' ranks by voxel row, a scan of the
+   counts of groups of rows, every voxel's label).
 3. Statistics (gccl_volume_stats_*, exact 128-bit sums of values), area filtering
    (labels.kept_ranks and gccl_volume_remap) and the volume table (gccl_volume_stats_table).
 
@@ -136,21 +136,22 @@ def _block_labels(values: Any, params: LabelParams, out: Any, components: Any) -
     if per_volume > 1:
         border_args = (masks, forest, *geometry, *tiles)
         kernels.launch("gccl_volume_block_border", n * per_volume, (_BORDER_THREADS,), border_args)
-    rows = 4 * grid_d * grid_h  # voxel rows of the block grid, per volume
-    counts = cupy.empty(n * rows, cupy.uint32)
-    offsets = cupy.empty(n * rows, cupy.uint32)
+    per_plane = -(-grid_h // _ROW_WARPS)  # groups of block rows, a CUDA block each
+    runs = 2 * grid_d * per_plane  # per volume: the two runs of voxel rows of each group
+    row_starts = cupy.empty(n * 4 * grid_d * grid_h, cupy.uint32)
+    counts = cupy.empty(n * runs, cupy.uint32)
+    offsets = cupy.empty(n * runs, cupy.uint32)
     if components is None:
         components = cupy.empty(n, cupy.uint32)
-    groups = -(-grid_d * grid_h // _ROW_WARPS)  # CUDA blocks per volume, a warp per block row
-    row_threads = (_ROW_WARPS * 32,)
-    group_args = (*geometry, np.uint32(groups))
+    grid, row_threads = n * grid_d * per_plane, (_ROW_WARPS * 32,)
+    group_args = (*geometry, np.uint32(per_plane), row_starts)
     kernels.launch(
-        "gccl_volume_block_roots", n * groups, row_threads, (forest, masks, *group_args, counts)
+        "gccl_volume_block_roots", grid, row_threads, (forest, masks, *group_args, counts)
     )
-    scan_args = (counts, offsets, np.uint64(0), np.uint64(rows), components)
+    scan_args = (counts, offsets, np.uint64(0), np.uint64(runs), components)
     kernels.launch("gccl_segmented_scan", n, (_SCAN_THREADS,), scan_args)
     resolve_args = (forest, masks, out, *group_args, offsets)
-    kernels.launch("gccl_volume_block_resolve", n * groups, row_threads, resolve_args)
+    kernels.launch("gccl_volume_block_resolve", grid, row_threads, resolve_args)
     return components
 
 

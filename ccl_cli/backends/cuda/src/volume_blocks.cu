@@ -4,8 +4,9 @@
 // tiles to the dense labels:
 //   gccl_volume_block26_<dtype>: each block's mask and the union-find inside a tile;
 //   gccl_volume_block_border: the joins between blocks of neighbouring tiles;
-//   gccl_volume_block_roots: each root's rank in its voxel row, and each row's count;
-//   relabel.cu's gccl_segmented_scan: the rows' label offsets;
+//   gccl_volume_block_roots: each root's rank among the roots of its voxel row and of the
+//     rows before it in its group of rows, and each group's count;
+//   relabel.cu's gccl_segmented_scan: the groups' label offsets;
 //   gccl_volume_block_resolve: every voxel's label.
 //
 // Blocks are numbered in raster order over the block grid of a volume (D/2, H/2, W/2,
@@ -16,7 +17,7 @@
 // otherwise the block index of a parent whose key is smaller. A union hangs the root with
 // the larger key under the other, so each component's root holds its first voxel
 // whatever the order of block indices, and dense labels in raster order of first voxels
-// follow from ranking the roots per voxel row.
+// follow from ranking the roots by voxel row.
 #include "common.cuh"
 #include "dtypes.cuh"
 #include "foreground.cuh"
@@ -211,11 +212,18 @@ GCCL_FOR_EACH_DTYPE(GCCL_BLOCK26_KERNEL)
 // The joins between tiles: one CUDA block per tile walks the tile's shell of blocks (its
 // first plane, then the ring of first and last rows and columns of every later plane; an
 // edge leaves the tile only there, as in volume_border.cu) and joins each backward block
-// offset that leaves the tile where the two blocks touch, less the edges the block to the
-// left settles: when a block touches its left neighbour (same run, joined by the local
-// phase) and that neighbour touches the far block too, the neighbour's own edge joins it
-// (the far block lies outside the neighbour's tile as well: the edge leaves through the
-// first plane or the first or last row, which the neighbour shares).
+// offset that leaves the tile where the two blocks p and q touch, less the edges another
+// path settles through a block r that touches both:
+//   (a) r = p - 1, the block to the left (same run: joined by the local phase), when the
+//       edge (r, q) is a backward offset of r; it leaves r's tile too (through the first
+//       plane or the first or last row, which r shares with p);
+//   (b) r straight behind p (z - 1), for the other edges into the plane behind: r and q
+//       are neighbours in that plane;
+//   (c) r straight above p (y - 1), for the diagonals into the row above: r and q are
+//       neighbours in that row.
+// The skips are well founded: ordered by (z, y, x) of the later block, with the straight
+// edge of a place before its diagonals, (a) leans on an edge further left, (b) and (c) on
+// a straight edge, which only (a) skips, and on an edge of an earlier plane or row.
 extern "C" __global__ void __launch_bounds__(GCCL_VOLUME_BORDER_THREADS)
     gccl_volume_block_border(const unsigned char* masks, u32* forest, u32 depth, u32 height,
                              u32 width, u32 tiles_x, u32 tiles_y, u32 tiles_per_volume) {
@@ -252,7 +260,11 @@ extern "C" __global__ void __launch_bounds__(GCCL_VOLUME_BORDER_THREADS)
     const u32 m = M[b];
     if (!m) continue;
     const u32 ml = bx > 0 ? M[b - 1] : 0;
+    const u32 mb = gz > 0 ? M[b - g.h * g.w] : 0;
+    const u32 ma = gy > 0 ? M[b - g.w] : 0;
     const bool left_joins = blocks_touch(m, ml, 0, 0, -1);
+    const bool behind_joins = blocks_touch(m, mb, -1, 0, 0);
+    const bool above_joins = blocks_touch(m, ma, 0, -1, 0);
 #pragma unroll
     for (int i = 0; i < GCCL_BACKWARD_OFFSETS; ++i) {
       int dz, dy, dx;
@@ -267,88 +279,112 @@ extern "C" __global__ void __launch_bounds__(GCCL_VOLUME_BORDER_THREADS)
       const u32 mn = M[n];
       if (!blocks_touch(m, mn, dz, dy, dx)) continue;
       if (dx < 1 && left_joins && blocks_touch(ml, mn, dz, dy, dx + 1)) continue;
+      if (dz < 0 && (dy != 0 || dx != 0) && behind_joins && blocks_touch(mb, mn, 0, dy, dx))
+        continue;
+      if (dz == 0 && dy < 0 && dx != 0 && above_joins && blocks_touch(ma, mn, 0, 0, dx))
+        continue;
       unite_blocks(F, b, n);
     }
   }
 }
 
-// The blocks of one volume's row of blocks (bz, by), one warp per row and
-// GCCL_B26_ROW_WARPS rows per CUDA block; `rows` = block rows per volume.
+// The rows of blocks of a volume in groups of GCCL_B26_ROW_WARPS consecutive rows of one
+// plane of blocks (`groups_per_plane` per plane), a CUDA block per group, a warp per row.
 struct BlockRow {
-  u32 image, bz, by;
+  u32 image, bz, by, group;  // group: the group's number in its plane
   bool inside;
 };
 
-__device__ __forceinline__ BlockRow block_row(const BlockGrid& g, u32 groups_per_volume) {
-  const BlockPlace place = block_place(groups_per_volume);
-  const u32 row = place.index * GCCL_B26_ROW_WARPS + (threadIdx.x >> 5);
+__device__ __forceinline__ BlockRow block_row(const BlockGrid& g, u32 groups_per_plane) {
+  const BlockPlace place = block_place(g.d * groups_per_plane);
   BlockRow r;
   r.image = place.image;
-  r.bz = row / g.h;
-  r.by = row - r.bz * g.h;
-  r.inside = r.bz < g.d;
+  r.bz = place.index / groups_per_plane;
+  r.group = place.index - r.bz * groups_per_plane;
+  r.by = r.group * GCCL_B26_ROW_WARPS + (threadIdx.x >> 5);
+  r.inside = r.by < g.h;
   return r;
 }
 
 // Which of the block's four voxel rows (vz << 1 | vy) holds its first voxel.
-__device__ __forceinline__ u32 first_row(u32 mask) {
-  const u32 first = __ffs(mask) - 1;
-  return first >> 1;
-}
+__device__ __forceinline__ u32 first_row(u32 mask) { return (__ffs(mask) - 1) >> 1; }
 
-// Voxel rows (z, y) of a volume, z < 2 * g.d and y < 2 * g.h: the rows of the block
-// rows, numbered in raster order.
+// The voxel rows (z, y) of a volume's block grid (z < 2 g.d, y < 2 g.h), in raster order.
 __device__ __forceinline__ u32 voxel_row(const BlockGrid& g, u32 bz, u32 by, u32 sub_row) {
   return (2 * bz + (sub_row >> 1)) * 2 * g.h + 2 * by + (sub_row & 1u);
 }
 
-// Each root's rank among the roots whose first voxel lies in the same voxel row (in x
-// order, that is block order), stored as GCCL_ROOT_FLAG | rank, and each voxel row's
-// count of roots into row_counts (4 g.d g.h per volume).
-extern "C" __global__ void __launch_bounds__(GCCL_B26_ROW_WARPS * 32)
-    gccl_volume_block_roots(u32* forest, const unsigned char* masks, u32 depth, u32 height,
-                            u32 width, u32 groups_per_volume, u32* row_counts) {
-  const BlockGrid g = block_grid(depth, height, width);
-  const BlockRow r = block_row(g, groups_per_volume);
-  if (!r.inside) return;  // a whole warp
-  const u64 base = (u64)r.image * grid_blocks(g);
-  const u64 row_start = base + (u64)(r.bz * g.h + r.by) * g.w;
-  const u32 lane = threadIdx.x & 31, before = (1u << lane) - 1;
-  u32 counts[4] = {0, 0, 0, 0};
-  for (u32 x0 = 0; x0 < g.w; x0 += 32) {
-    const u32 bx = x0 + lane;
-    const u32 word = bx < g.w ? forest[row_start + bx] : GCCL_BACKGROUND;
-    const bool root = word != GCCL_BACKGROUND && (word & GCCL_ROOT_FLAG);
-    const u32 sub = root ? first_row(masks[row_start + bx]) : 4;
-    u32 rank = 0;
-#pragma unroll
-    for (u32 s = 0; s < 4; ++s) {
-      const u32 ballot = __ballot_sync(GCCL_FULL_WARP, sub == s);
-      if (sub == s) rank = counts[s] + __popc(ballot & before);
-      counts[s] += __popc(ballot);
-    }
-    if (root) forest[row_start + bx] = GCCL_ROOT_FLAG | rank;
-  }
-  const u64 rows_base = (u64)r.image * 4 * g.d * g.h;
-#pragma unroll
-  for (u32 s = 0; s < 4; ++s)
-    if (lane == s) row_counts[rows_base + voxel_row(g, r.bz, r.by, s)] = counts[s];
+// A group's voxel rows of one plane (sz = 0 or 1) follow each other in raster order: their
+// roots form one run of the ranking, whose count is run_counts[(2 bz + sz) groups_per_plane
+// + group] (in raster order too).
+__device__ __forceinline__ u32 group_run(u32 bz, u32 sz, u32 group, u32 groups_per_plane) {
+  return (2 * bz + sz) * groups_per_plane + group;
 }
 
-// Every voxel's label: 0 off the components, else its root's voxel row's offset (the
-// scan of row_counts) + the root's rank + 1; one thread per block writes its 8 voxels.
+// Ranks the roots: each root's rank among the roots whose first voxel lies in its voxel row
+// (in x order, that is block order) is stored as GCCL_ROOT_FLAG | rank; row_starts gets
+// each voxel row's count of roots before it in its group's run, run_counts each run's
+// count (2 g.d groups_per_plane per volume), whose scan gives the runs' label offsets.
+extern "C" __global__ void __launch_bounds__(GCCL_B26_ROW_WARPS * 32)
+    gccl_volume_block_roots(u32* forest, const unsigned char* masks, u32 depth, u32 height,
+                            u32 width, u32 groups_per_plane, u32* row_starts, u32* run_counts) {
+  __shared__ u32 warp_counts[GCCL_B26_ROW_WARPS][4];
+  const BlockGrid g = block_grid(depth, height, width);
+  const BlockRow r = block_row(g, groups_per_plane);
+  const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, before = (1u << lane) - 1;
+  u32 counts[4] = {0, 0, 0, 0};
+  if (r.inside) {
+    const u64 row_start = (u64)r.image * grid_blocks(g) + (u64)(r.bz * g.h + r.by) * g.w;
+    for (u32 x0 = 0; x0 < g.w; x0 += 32) {
+      const u32 bx = x0 + lane;
+      const u32 word = bx < g.w ? forest[row_start + bx] : GCCL_BACKGROUND;
+      const bool root = word != GCCL_BACKGROUND && (word & GCCL_ROOT_FLAG);
+      const u32 sub = root ? first_row(masks[row_start + bx]) : 4;
+      u32 rank = 0;
+#pragma unroll
+      for (u32 s = 0; s < 4; ++s) {
+        const u32 ballot = __ballot_sync(GCCL_FULL_WARP, sub == s);
+        if (sub == s) rank = counts[s] + __popc(ballot & before);
+        counts[s] += __popc(ballot);
+      }
+      if (root) forest[row_start + bx] = GCCL_ROOT_FLAG | rank;
+    }
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (u32 s = 0; s < 4; ++s) warp_counts[warp][s] = counts[s];
+  }
+  __syncthreads();
+  // Lanes 0-3 of each warp: the roots of its rows' runs before the row.
+  if (lane < 4) {
+    const u32 sz = lane >> 1, sy = lane & 1u;
+    u32 start = sy ? warp_counts[warp][2 * sz] : 0;
+    for (u32 w = 0; w < warp; ++w) start += warp_counts[w][2 * sz] + warp_counts[w][2 * sz + 1];
+    if (r.inside) row_starts[(u64)r.image * 4 * g.d * g.h + voxel_row(g, r.bz, r.by, lane)] = start;
+    if (warp == GCCL_B26_ROW_WARPS - 1 && !sy) {
+      const u32 total = start + warp_counts[warp][2 * sz] + warp_counts[warp][2 * sz + 1];
+      run_counts[(u64)r.image * 2 * g.d * groups_per_plane +
+                 group_run(r.bz, sz, r.group, groups_per_plane)] = total;
+    }
+  }
+}
+
+// Every voxel's label: 0 off the components, else its root's run offset (the scan of
+// run_counts) + the roots before its row in the run + its rank in the row + 1; one thread
+// per block writes the block's 8 voxels.
 extern "C" __global__ void __launch_bounds__(GCCL_B26_ROW_WARPS * 32)
     gccl_volume_block_resolve(u32* forest, const unsigned char* masks, u32* out, u32 depth,
-                              u32 height, u32 width, u32 groups_per_volume,
-                              const u32* row_offsets) {
+                              u32 height, u32 width, u32 groups_per_plane,
+                              const u32* row_starts, const u32* run_offsets) {
   const BlockGrid g = block_grid(depth, height, width);
-  const BlockRow r = block_row(g, groups_per_volume);
+  const BlockRow r = block_row(g, groups_per_plane);
   if (!r.inside) return;
   const u64 base = (u64)r.image * grid_blocks(g);
   const u32 row_start = (r.bz * g.h + r.by) * g.w;
   u32* F = forest + base;
   const unsigned char* M = masks + base;
-  const u32* offsets = row_offsets + (u64)r.image * 4 * g.d * g.h;
+  const u32* starts = row_starts + (u64)r.image * 4 * g.d * g.h;
+  const u32* offsets = run_offsets + (u64)r.image * 2 * g.d * groups_per_plane;
   u32* O = out + (u64)r.image * volume_voxels(depth, height, width);
   for (u32 bx = threadIdx.x & 31; bx < g.w; bx += 32) {
     const u32 m = M[row_start + bx];
@@ -356,8 +392,9 @@ extern "C" __global__ void __launch_bounds__(GCCL_B26_ROW_WARPS * 32)
     if (m) {
       u32 word;
       const u32 root = find_block_root(F, row_start + bx, word);
-      const u32 rz = root / (g.h * g.w), ry = root / g.w - rz * g.h;
-      label = offsets[voxel_row(g, rz, ry, first_row(M[root]))] + (word & ~GCCL_ROOT_FLAG) + 1;
+      const u32 rz = root / (g.h * g.w), ry = root / g.w - rz * g.h, sub = first_row(M[root]);
+      label = offsets[group_run(rz, sub >> 1, ry / GCCL_B26_ROW_WARPS, groups_per_plane)] +
+              starts[voxel_row(g, rz, ry, sub)] + (word & ~GCCL_ROOT_FLAG) + 1;
     }
 #pragma unroll
     for (u32 s = 0; s < 4; ++s) {
