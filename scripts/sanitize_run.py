@@ -99,10 +99,11 @@ def api_failures(rng: np.random.Generator) -> int:
 
 
 #: Volumes (D, H, W) through the API from CuPy arrays and host arrays with device='cuda':
-#: volume_local.cu (the 2x2x2 blocks of binary 26, the voxel kernels of 6, 18 and tau),
-#: volume_border.cu across tiles in x, y and z, relabel.cu, volume_stats.cu (float sums,
-#: the 128-bit integer sums), the remap of area filtering, volume_stages.cu (morphology,
-#: smoothing, the tau fill); odd sizes, so every tile and chunk has a ragged edge.
+#: volume_blocks.cu (binary 26 on 2x2x2 blocks), volume_local.cu and volume_border.cu (the
+#: voxel kernels of 6, 18 and tau), across tiles in x, y and z, relabel.cu, volume_stats.cu
+#: (float sums, the 128-bit integer sums), the remap of area filtering, volume_stages.cu
+#: (morphology, smoothing, the tau fill); odd sizes, so every tile and chunk has a ragged
+#: edge.
 VOLUME = (9, 19, 71)
 VOLUME_CASES = [
     (np.uint8, {"connectivity": 26}),
