@@ -1,15 +1,15 @@
 """The host side of labeling volumes on the device: dense raster-order labels of a batch of
 volumes (N, D, H, W) in one set of launches, their statistics, area filtering and
-statistics table (src/volume_local.cu, volume_border.cu, volume_blocks.cu, relabel.cu,
+statistics table (src/volume_local.cu, volume_border.cu, volume_cells.cu, relabel.cu,
 volume_stats.cu, volume_slabs.cu).
 
 1. Local union-find per tile voxel by voxel (gccl_volume_local_*), then the edges that
    leave the tiles (gccl_volume_border_*).
 2. Dense labels per volume: relabel.cu's finalize, scan and resolve, which work on a
    volume as on an image of D x H x W pixels.
-   Binary 26-connectivity does 1-2 on 2x2x2 blocks instead (src/volume_blocks.cu: the
-   local phase, the joins between tiles, the roots' ranks by voxel row, a scan of the
-   counts of groups of rows, every voxel's label).
+   Binary volumes do 1-2 on cells instead (src/volume_cells.cu: 2x2x2 blocks for 26,
+   1x2x2 for 18, 1x1x2 for 6; the local phase, the joins between tiles, the roots' ranks
+   by voxel row, a scan of the counts of groups of rows, every voxel's label).
 3. Statistics (gccl_volume_stats_*, exact 128-bit sums of values), area filtering
    (labels.kept_ranks and gccl_volume_remap) and the volume table (gccl_volume_stats_table).
 
@@ -41,13 +41,12 @@ from .loader import (
 
 # Tiles of the local phase (voxels) and the CUDA blocks that label them (threads x, y, z).
 _VOXEL_TILE = (GEOMETRY["GCCL_VX_TILE_W"], GEOMETRY["GCCL_VX_TILE_H"], GEOMETRY["GCCL_VX_TILE_D"])
-_BLOCK26_TILE = (
-    GEOMETRY["GCCL_B26_TILE_W"],
-    GEOMETRY["GCCL_B26_TILE_H"],
-    GEOMETRY["GCCL_B26_TILE_D"],
-)
-_BLOCK26_THREADS = (GEOMETRY["GCCL_B26_TBW"], GEOMETRY["GCCL_B26_TBH"], GEOMETRY["GCCL_B26_TBD"])
-_ROW_WARPS = GEOMETRY["GCCL_B26_ROW_WARPS"]
+#: Binary volumes' cells (volume_cells.cu) per connectivity: voxels deep and high (2 wide).
+_CELLS = {
+    conn: (GEOMETRY[f"GCCL_CELL_D_{conn}"], GEOMETRY[f"GCCL_CELL_H_{conn}"]) for conn in (6, 18, 26)
+}
+_CELL_THREADS = (GEOMETRY["GCCL_CELL_TBW"], GEOMETRY["GCCL_CELL_TBH"], GEOMETRY["GCCL_CELL_TBD"])
+_ROW_WARPS = GEOMETRY["GCCL_CELL_ROW_WARPS"]
 _BORDER_THREADS = GEOMETRY["GCCL_VOLUME_BORDER_THREADS"]
 _SCAN_THREADS = GEOMETRY["GCCL_SCAN_THREADS"]
 #: Voxels of a volume labeled in one piece: labels and ranks share a u32 with a flag bit.
@@ -96,8 +95,8 @@ def dense_labels(values: Any, params: LabelParams, out: Any, components: Any = N
     check_volumes(values)
     dtype = np.dtype(values.dtype)
     storage = values.view(import_cupy().uint8) if dtype == np.bool_ else values
-    if params.tau is None and params.connectivity == 26:
-        return _block_labels(storage, params, out, components)
+    if params.tau is None:
+        return _cell_labels(storage, params, out, components)
     cupy = import_cupy()
     kernels = device_kernels(values.device.id)
     n, depth, height, width = values.shape
@@ -118,40 +117,45 @@ def dense_labels(values: Any, params: LabelParams, out: Any, components: Any = N
     return resolve(labels, out, components)
 
 
-def _block_labels(values: Any, params: LabelParams, out: Any, components: Any) -> Any:
-    """dense_labels of binary 26-connectivity, on 2x2x2 blocks (src/volume_blocks.cu)."""
+def _cell_labels(values: Any, params: LabelParams, out: Any, components: Any) -> Any:
+    """dense_labels of binary volumes, on cells (src/volume_cells.cu)."""
     cupy = import_cupy()
     kernels = device_kernels(values.device.id)
+    conn = params.connectivity
     n, depth, height, width = values.shape
-    grid_d, grid_h, grid_w = (depth + 1) // 2, (height + 1) // 2, (width + 1) // 2
-    forest = cupy.empty((n, grid_d * grid_h * grid_w), cupy.uint32)
-    masks = cupy.empty((n, grid_d * grid_h * grid_w), cupy.uint8)
+    cell_d, cell_h = _CELLS[conn]
+    grid_d, grid_h = -(-depth // cell_d), -(-height // cell_h)
+    cells = grid_d * grid_h * -(-width // 2)
+    forest = cupy.empty((n, cells), cupy.uint32)
+    masks = cupy.empty((n, cells), cupy.uint8)
     geometry = (np.uint32(depth), np.uint32(height), np.uint32(width))
-    across, down, _, per_volume = _tiles(values.shape, _BLOCK26_TILE)
+    tile = (2 * _CELL_THREADS[0], cell_h * _CELL_THREADS[1], cell_d * _CELL_THREADS[2])
+    across, down, _, per_volume = _tiles(values.shape, tile)
     tiles = (np.uint32(across), np.uint32(down), np.uint32(per_volume))
     suffix = KERNEL_SUFFIX[np.dtype(values.dtype)]
     rule = rule_args(params, np.dtype(values.dtype))
     local_args = (values, forest, masks, *geometry, *tiles, *rule)
-    kernels.launch(f"gccl_volume_block26_{suffix}", n * per_volume, _BLOCK26_THREADS, local_args)
+    local = f"gccl_volume_cells_local_{conn}_{suffix}"
+    kernels.launch(local, n * per_volume, _CELL_THREADS, local_args)
     if per_volume > 1:
         border_args = (masks, forest, *geometry, *tiles)
-        kernels.launch("gccl_volume_block_border", n * per_volume, (_BORDER_THREADS,), border_args)
-    per_plane = -(-grid_h // _ROW_WARPS)  # groups of block rows, a CUDA block each
-    runs = 2 * grid_d * per_plane  # per volume: the two runs of voxel rows of each group
-    row_starts = cupy.empty(n * 4 * grid_d * grid_h, cupy.uint32)
+        name = f"gccl_volume_cells_border_{conn}"
+        kernels.launch(name, n * per_volume, (_BORDER_THREADS,), border_args)
+    per_plane = -(-grid_h // _ROW_WARPS)  # groups of cell rows, a CUDA block each
+    runs = cell_d * grid_d * per_plane  # per volume: a run of voxel rows per group and vz
+    row_starts = cupy.empty(n * cell_d * cell_h * grid_d * grid_h, cupy.uint32)
     counts = cupy.empty(n * runs, cupy.uint32)
     offsets = cupy.empty(n * runs, cupy.uint32)
     if components is None:
         components = cupy.empty(n, cupy.uint32)
     grid, row_threads = n * grid_d * per_plane, (_ROW_WARPS * 32,)
     group_args = (*geometry, np.uint32(per_plane), row_starts)
-    kernels.launch(
-        "gccl_volume_block_roots", grid, row_threads, (forest, masks, *group_args, counts)
-    )
+    roots_args = (forest, masks, *group_args, counts)
+    kernels.launch(f"gccl_volume_cells_roots_{conn}", grid, row_threads, roots_args)
     scan_args = (counts, offsets, np.uint64(0), np.uint64(runs), components)
     kernels.launch("gccl_segmented_scan", n, (_SCAN_THREADS,), scan_args)
     resolve_args = (forest, masks, out, *group_args, offsets)
-    kernels.launch("gccl_volume_block_resolve", grid, row_threads, resolve_args)
+    kernels.launch(f"gccl_volume_cells_resolve_{conn}", grid, row_threads, resolve_args)
     return components
 
 

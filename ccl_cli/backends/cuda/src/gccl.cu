@@ -9,7 +9,7 @@
 #include "relabel.cu"
 #include "smooth.cu"
 #include "stats.cu"
-#include "volume_blocks.cu"
+#include "volume_cells.cu"
 #include "volume_border.cu"
 #include "volume_local.cu"
 #include "volume_slabs.cu"

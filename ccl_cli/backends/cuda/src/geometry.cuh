@@ -60,17 +60,20 @@
 #define GCCL_VX_TILE_H 4
 #define GCCL_VX_TILE_D 4
 
-// volume_blocks.cu, binary 26-connectivity on 2x2x2 blocks: a CUDA block of
-// GCCL_B26_TBW x _TBH x _TBD threads, one per block, one warp per block row; its tile
-// in voxels.
-#define GCCL_B26_TBW 32
-#define GCCL_B26_TBH 4
-#define GCCL_B26_TBD 4
-#define GCCL_B26_TILE_W (2 * GCCL_B26_TBW)
-#define GCCL_B26_TILE_H (2 * GCCL_B26_TBH)
-#define GCCL_B26_TILE_D (2 * GCCL_B26_TBD)
-// volume_blocks.cu's row kernels: warps per CUDA block, one warp per row of blocks.
-#define GCCL_B26_ROW_WARPS 8
+// volume_cells.cu, binary volumes on cells of CELL_D_<conn> x CELL_H_<conn> x 2 voxels
+// (z, y, x) whose foreground voxels are all connected: a CUDA block of GCCL_CELL_TBW x _TBH
+// x _TBD threads, one per cell, one warp per row of cells; the row kernels' warps per CUDA
+// block, one warp per row of cells.
+#define GCCL_CELL_D_26 2
+#define GCCL_CELL_H_26 2
+#define GCCL_CELL_D_18 1
+#define GCCL_CELL_H_18 2
+#define GCCL_CELL_D_6 1
+#define GCCL_CELL_H_6 1
+#define GCCL_CELL_TBW 32
+#define GCCL_CELL_TBH 4
+#define GCCL_CELL_TBD 2
+#define GCCL_CELL_ROW_WARPS 8
 
 // volume_border.cu: threads of the CUDA block that walks one tile's shell.
 #define GCCL_VOLUME_BORDER_THREADS 256
