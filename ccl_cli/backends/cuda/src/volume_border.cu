@@ -1,15 +1,14 @@
-// Volumes, global phase: join the edges that leave the tiles of the local phase.
+// Volumes in tau mode, global phase: join the edges that leave the tiles of the local phase.
 //
-// After gccl_volume_local_* or gccl_volume_block26_* (volume_local.cu) every foreground
-// voxel of L points at its tile component's first voxel. An edge is the backward offset
+// After gccl_volume_local_* (volume_local.cu) every foreground voxel of L points at its tile component's first voxel. An edge is the backward offset
 // of its later voxel p (volume.cuh); it leaves p's tile only where p lies on one of the
 // faces the offset points through: the tile's first plane (dz = -1), its first or last
 // row (dy = -1 or +1) or its first or last column (dx = -1 or +1). So one CUDA block per
 // tile walks the tile's shell (its first plane, then the ring of first and last rows and
 // columns of every later plane) and joins, in global memory, each backward edge of a shell
-// voxel that leaves the tile, less the binary edges whose ends another path joins. Joining
-// voxels rather than 2x2x2 blocks is exact for the block tiles too: any two neighbouring
-// foreground voxels belong together.
+// voxel that leaves the tile where the two values join. Unlike binary mode
+// (volume_cells.cu), no edge can be skipped for a path around it: a neighbour's neighbour
+// may be out of reach.
 #include "common.cuh"
 #include "dtypes.cuh"
 #include "foreground.cuh"
@@ -19,7 +18,7 @@ template <typename T, int CONN>
 __device__ __forceinline__ void volume_border(const T* values, u32* labels, u32 depth,
                                               u32 height, u32 width, u32 tile_w, u32 tile_h,
                                               u32 tile_d, u32 tiles_x, u32 tiles_y,
-                                              u32 tiles_per_volume, int use_tau,
+                                              u32 tiles_per_volume,
                                               const Tolerance& tolerance) {
   const BlockPlace place = block_place(tiles_per_volume);
   const TilePlace t = tile_place(place.index, tiles_x, tiles_y);
@@ -55,22 +54,12 @@ __device__ __forceinline__ void volume_border(const T* values, u32* labels, u32 
     if (x >= width || y >= height || z >= depth) continue;
     const u32 p = (z * height + y) * width + x;
     if (L[p] == GCCL_BACKGROUND) continue;
-    const T v = use_tau ? V[p] : T(0);
-    // Binary mode: with the voxel straight behind (z - 1) in the foreground, the other
-    // edges into the plane behind need no join: their far ends neighbour that voxel in
-    // its plane, whose edges the joins connect. Likewise the diagonals into the row above
-    // when the voxel straight above (y - 1) is foreground, through that row's edges along
-    // x, which are never skipped. Tau mode joins every edge (its neighbours' neighbours
-    // may be out of reach).
-    const bool behind_joins = !use_tau && z > 0 && L[p - height * width] != GCCL_BACKGROUND;
-    const bool above_joins = !use_tau && y > 0 && L[p - width] != GCCL_BACKGROUND;
+    const T v = V[p];
 #pragma unroll
     for (int i = 0; i < GCCL_BACKWARD_OFFSETS; ++i) {
       int dz, dy, dx;
       backward_offset(i, dz, dy, dx);
       if (!volume_neighbour<CONN>(dz, dy, dx)) continue;
-      if (dz < 0 && (dy != 0 || dx != 0) && behind_joins) continue;
-      if (dz == 0 && dy < 0 && dx != 0 && above_joins) continue;
       const int nx = (int)lx + dx, ny = (int)ly + dy, nz = (int)lz + dz;
       if (nx >= 0 && nx < (int)tile_w && ny >= 0 && ny < (int)tile_h && nz >= 0)
         continue;  // inside the tile: the local phase joined it
@@ -80,7 +69,7 @@ __device__ __forceinline__ void volume_border(const T* values, u32* labels, u32 
       const u32 q = ((u32)((int)z + dz) * height + (u32)((int)y + dy)) * width +
                     (u32)((int)x + dx);
       if (L[q] == GCCL_BACKGROUND) continue;
-      if (use_tau && !tau_joins(v, V[q], tolerance)) continue;
+      if (!tau_joins(v, V[q], tolerance)) continue;
       unite(L, p, q);
     }
   }
@@ -94,7 +83,7 @@ __device__ __forceinline__ void volume_border(const T* values, u32* labels, u32 
                                            u32 tiles_per_volume, GCCL_TAU_PARAMS) {           \
     const Tolerance tolerance = GCCL_TAU_MAKE;                                                 \
     volume_border<T, conn>(values, labels, depth, height, width, tile_w, tile_h, tile_d,     \
-                           tiles_x, tiles_y, tiles_per_volume, use_tau, tolerance);           \
+                           tiles_x, tiles_y, tiles_per_volume, tolerance);                    \
   }
 #define GCCL_VOLUME_BORDER_KERNEL_6(suffix, T) GCCL_VOLUME_BORDER_KERNEL(6, suffix, T)
 #define GCCL_VOLUME_BORDER_KERNEL_18(suffix, T) GCCL_VOLUME_BORDER_KERNEL(18, suffix, T)

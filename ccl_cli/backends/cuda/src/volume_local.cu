@@ -1,7 +1,7 @@
 // Volumes, local phase: union-find inside each tile of a batch of volumes (N, D, H, W).
 //
-// gccl_volume_local_<6|18|26>_<dtype> (voxel union-find: every connectivity in tau
-// mode, 6 and 18 in binary mode): a CUDA block covers a tile of VX_TILE_W x _H x _D
+// gccl_volume_local_<6|18|26>_<dtype> (voxel union-find in tau mode; binary volumes are
+// labeled on cells, volume_cells.cu): a CUDA block covers a tile of VX_TILE_W x _H x _D
 // voxels, one thread per voxel, one warp per tile row. Row runs form through a ballot
 // (runs.cuh); every other backward edge inside the tile (volume.cuh's offsets: the row
 // above in the plane and three rows of the plane before) is joined in shared memory
@@ -13,8 +13,7 @@
 //
 // L then holds, for every foreground voxel, the index of its tile component's first voxel
 // (GCCL_BACKGROUND elsewhere); gccl_volume_border_* (volume_border.cu) joins the edges that
-// leave the tiles. Binary 26-connectivity has its own kernels on 2x2x2 blocks
-// (volume_blocks.cu).
+// leave the tiles.
 #include "common.cuh"
 #include "dtypes.cuh"
 #include "foreground.cuh"
@@ -25,7 +24,7 @@ template <typename T, int CONN>
 __device__ __forceinline__ void voxel_local(const T* values, u32* labels, u32 depth, u32 height,
                                             u32 width, u32 tiles_x, u32 tiles_y,
                                             u32 tiles_per_volume, const ForegroundRule& rule,
-                                            int use_tau, const Tolerance& tolerance) {
+                                            const Tolerance& tolerance) {
   constexpr u32 TW = GCCL_VX_TILE_W, TH = GCCL_VX_TILE_H, TD = GCCL_VX_TILE_D;
   __shared__ u32 parent[TW * TH * TD];
   __shared__ T tile[TW * TH * TD];
@@ -46,7 +45,7 @@ __device__ __forceinline__ void voxel_local(const T* values, u32* labels, u32 de
   __syncthreads();
 
   // Whether the edge between tile slots a and b (both foreground) joins.
-  auto joins = [&](u32 a, u32 b) { return !use_tau || tau_joins(tile[a], tile[b], tolerance); };
+  auto joins = [&](u32 a, u32 b) { return tau_joins(tile[a], tile[b], tolerance); };
   const bool join_left = fg && lx > 0 && row_bit(fg_row, lx - 1) && joins(k, k - 1);
   const u32 left = __ballot_sync(GCCL_FULL_WARP, join_left);
   if (lx == 0) left_rows[row] = left;
@@ -98,7 +97,7 @@ __device__ __forceinline__ void voxel_local(const T* values, u32* labels, u32 de
     const ForegroundRule rule = GCCL_RULE_MAKE;                                                \
     const Tolerance tolerance = GCCL_TAU_MAKE;                                                 \
     voxel_local<T, conn>(values, labels, depth, height, width, tiles_x, tiles_y,               \
-                         tiles_per_volume, rule, use_tau, tolerance);                          \
+                         tiles_per_volume, rule, tolerance);                                   \
   }
 #define GCCL_VOLUME_LOCAL_KERNEL_6(suffix, T) GCCL_VOLUME_LOCAL_KERNEL(6, suffix, T)
 #define GCCL_VOLUME_LOCAL_KERNEL_18(suffix, T) GCCL_VOLUME_LOCAL_KERNEL(18, suffix, T)
