@@ -99,8 +99,8 @@ def api_failures(rng: np.random.Generator) -> int:
 
 
 #: Volumes (D, H, W) through the API from CuPy arrays and host arrays with device='cuda':
-#: volume_blocks.cu (binary 26 on 2x2x2 blocks), volume_local.cu and volume_border.cu (the
-#: voxel kernels of 6, 18 and tau), across tiles in x, y and z, relabel.cu, volume_stats.cu
+#: volume_cells.cu (binary volumes on cells), volume_local.cu and volume_border.cu (the
+#: voxel kernels of tau mode), across tiles in x, y and z, relabel.cu, volume_stats.cu
 #: (float sums, the 128-bit integer sums), the remap of area filtering, volume_stages.cu
 #: (morphology, smoothing, the tau fill); odd sizes, so every tile and chunk has a ragged
 #: edge.
@@ -121,12 +121,14 @@ VOLUME_CASES = [
 ]
 
 
-#: Volumes at the edges of the tiles and 2x2x2 blocks (one voxel; one row, column or pillar
-#: of voxels; odd sides, so blocks hang over every far face), each with the 2x2x2 blocks, a
-#: voxel kernel in tau mode with area filtering and a staged tau labeling.
+#: Volumes at the edges of the tiles and cells (one voxel; one row, column or pillar of
+#: voxels; odd sides, so cells hang over every far face), each with the cells of 26, 18 and
+#: 6, a voxel kernel in tau mode with area filtering and a staged tau labeling.
 EDGE_SHAPES = [(1, 1, 1), (1, 37, 1), (37, 1, 1), (1, 1, 133), (3, 5, 65)]
 EDGE_CASES = [
     (np.uint8, {"connectivity": 26}),
+    (np.uint8, {"connectivity": 18}),
+    (np.bool_, {"connectivity": 6}),
     (np.int16, {"connectivity": 6, "tau": 1, "min_area": 2}),
     (np.float32, {"connectivity": 18, "tau": 0.5, "smooth": "box:1", "dilate": 1}),
 ]

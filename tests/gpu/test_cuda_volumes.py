@@ -82,8 +82,8 @@ def giant(depth: int, height: int, width: int) -> np.ndarray:
 
 
 def nasty_volumes() -> dict[str, np.ndarray]:
-    """The fixed cases, sized to cross the kernels' tiles (32 x 4 x 4 voxels, 64 x 8 x 8
-    for the 2x2x2 blocks) in every direction."""
+    """The fixed cases, sized to cross the kernels' tiles in every direction (32 x 4 x 4
+    voxels in tau mode; the cells' 64 x 4 x 2 for 6, 64 x 8 x 2 for 18, 64 x 8 x 4 for 26)."""
     rng = np.random.default_rng(3)
     checker = np.indices((13, 19, 71)).sum(axis=0) % 2 == 0
     return {
@@ -592,9 +592,8 @@ def test_a_volume_past_2_31_voxels() -> None:
 def test_a_batch_past_2_31_voxels_in_one_set_of_launches() -> None:
     """Two different volumes of 1100 x 1024 x 1024 voxels (each under 2**31, labeled
     together): the second one's voxels, labels and statistics lie past 2**31 voxels of the
-    batch, reached only through the 64-bit volume offsets of every kernel (the 2x2x2 blocks
-    of 26, the voxel kernels of 6, borders, relabel, statistics, remap); the CPU engine's
-    bytes."""
+    batch, reached only through the 64-bit volume offsets of every kernel (the cells of 26
+    and of 6, their borders, roots and labels, statistics, remap); the CPU engine's bytes."""
     import cupy
 
     skip_unless_free_gib(48)
