@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ...contract.params import LabelParams
+from ...contract.params import VOLUME_CONNECTIVITIES, LabelParams
 from ...contract.stats import StatsTable
 from .arrays import elementwise, rule_args
 from .labels import Kept, kept_ranks, label_offsets, table_kernel, tau_args
@@ -43,7 +43,8 @@ from .loader import (
 _VOXEL_TILE = (GEOMETRY["GCCL_VX_TILE_W"], GEOMETRY["GCCL_VX_TILE_H"], GEOMETRY["GCCL_VX_TILE_D"])
 #: Binary volumes' cells (volume_cells.cu) per connectivity: voxels deep and high (2 wide).
 _CELLS = {
-    conn: (GEOMETRY[f"GCCL_CELL_D_{conn}"], GEOMETRY[f"GCCL_CELL_H_{conn}"]) for conn in (6, 18, 26)
+    conn: (GEOMETRY[f"GCCL_CELL_D_{conn}"], GEOMETRY[f"GCCL_CELL_H_{conn}"])
+    for conn in VOLUME_CONNECTIVITIES
 }
 _CELL_THREADS = (GEOMETRY["GCCL_CELL_TBW"], GEOMETRY["GCCL_CELL_TBH"], GEOMETRY["GCCL_CELL_TBD"])
 _ROW_WARPS = GEOMETRY["GCCL_CELL_ROW_WARPS"]
