@@ -218,9 +218,16 @@ def kept_ranks(params: LabelParams, label_base: Any, area: Any) -> tuple[Any, An
         starts = label_base.get().astype(np.int64)
         chosen = kept_components(area.get().astype(np.int64), starts, params)
         keep = cupy.asarray(chosen.astype(np.uint32))
-    rank, counts = cupy.empty(total, cupy.uint32), cupy.empty(n, cupy.uint32)
-    scan_args = (keep, rank, label_base, np.uint64(0), counts)
-    device_kernels(area.device.id).launch("gccl_segmented_scan", n, (_SCAN_THREADS,), scan_args)
+    # One scan over the whole batch (CuPy's, spread across the device: an image may hold
+    # millions of labels), less the kept labels of the images before each label's own.
+    before = cupy.zeros(total + 1, cupy.uint32)  # kept labels before label i, then in all
+    before[1:] = cupy.cumsum(keep, dtype=cupy.uint32)
+    at_starts = before[label_base]
+    counts = at_starts[1:] - at_starts[:-1]
+    rank = before[:-1]
+    if n > 1:
+        labels = cupy.arange(total, dtype=cupy.uint32)
+        rank = rank - at_starts[cupy.searchsorted(label_base[1:], labels, side="right")]
     return keep, rank, counts
 
 
