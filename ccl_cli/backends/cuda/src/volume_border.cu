@@ -1,14 +1,14 @@
 // Volumes in tau mode, global phase: join the edges that leave the tiles of the local phase.
 //
-// After gccl_volume_local_* (volume_local.cu) every foreground voxel of L points at its tile component's first voxel. An edge is the backward offset
-// of its later voxel p (volume.cuh); it leaves p's tile only where p lies on one of the
-// faces the offset points through: the tile's first plane (dz = -1), its first or last
-// row (dy = -1 or +1) or its first or last column (dx = -1 or +1). So one CUDA block per
-// tile walks the tile's shell (its first plane, then the ring of first and last rows and
-// columns of every later plane) and joins, in global memory, each backward edge of a shell
-// voxel that leaves the tile where the two values join. Unlike binary mode
-// (volume_cells.cu), no edge can be skipped for a path around it: a neighbour's neighbour
-// may be out of reach.
+// After gccl_volume_local_* (volume_local.cu) every foreground voxel of L points at its tile
+// component's first voxel. An edge is the backward offset of its later voxel p (volume.cuh);
+// it leaves p's tile only where p lies on one of the faces the offset points through: the
+// tile's first plane (dz = -1), its first or last row (dy = -1 or +1) or its first or last
+// column (dx = -1 or +1). So one CUDA block per tile walks the tile's shell (its first
+// plane, then the ring of first and last rows and columns of every later plane) and joins,
+// in global memory, each backward edge of a shell voxel that leaves the tile where the two
+// values join. Unlike binary mode (volume_cells.cu), no edge can be skipped for a path
+// around it: a neighbour's neighbour may be out of reach.
 #include "common.cuh"
 #include "dtypes.cuh"
 #include "foreground.cuh"

@@ -11,15 +11,15 @@
 //   relabel.cu's gccl_segmented_scan: the groups' label offsets;
 //   gccl_volume_cells_resolve_<conn>: every voxel's label.
 //
-// Cells are numbered in raster order over the cell grid of a volume (D / CELL_D, H / CELL_H,
-// W / 2, rounded up; a cell past the volume's end holds its voxels inside it). masks[c] bit
-// (vz CELL_H + vy) 2 + vx is voxel (vx, vy, vz) of cell c (bit order = raster order; bit >> 1
-// is the voxel row). The forest F[c]: GCCL_BACKGROUND for an empty cell, GCCL_ROOT_FLAG |
-// key for a root, key = the raster index in the volume of its component's first voxel
-// (below 2^31), and otherwise the cell index of a parent whose key is smaller. A union hangs
-// the root with the larger key under the other, so each component's root holds its first
-// voxel whatever the order of cell indexes, and dense labels in raster order of first voxels
-// follow from ranking the roots by voxel row.
+// Cells are numbered in raster order over the cell grid of a volume (D / CELL_D, H /
+// CELL_H, W / 2, rounded up; a cell past the volume's end holds its voxels inside it). Bit
+// (vz * CELL_H + vy) * 2 + vx of masks[c] is voxel (vx, vy, vz) of cell c (bit order =
+// raster order; bit >> 1 is the voxel row). The forest F[c]: GCCL_BACKGROUND for an empty
+// cell, GCCL_ROOT_FLAG | key for a root, key = the raster index in the volume of its
+// component's first voxel (below 2^31), and otherwise the cell index of a parent whose key
+// is smaller. A union hangs the root with the larger key under the other, so each
+// component's root holds its first voxel whatever the order of cell indexes, and dense
+// labels in raster order of first voxels follow from ranking the roots by voxel row.
 #include "common.cuh"
 #include "dtypes.cuh"
 #include "foreground.cuh"
@@ -29,8 +29,10 @@
 // The cell of a connectivity: D x H x 2 voxels, VOXELS mask bits, ROWS voxel rows.
 template <int CONN>
 struct Cell {
-  static constexpr u32 D = CONN == 26 ? GCCL_CELL_D_26 : CONN == 18 ? GCCL_CELL_D_18 : GCCL_CELL_D_6;
-  static constexpr u32 H = CONN == 26 ? GCCL_CELL_H_26 : CONN == 18 ? GCCL_CELL_H_18 : GCCL_CELL_H_6;
+  static constexpr u32 D =
+      CONN == 26 ? GCCL_CELL_D_26 : CONN == 18 ? GCCL_CELL_D_18 : GCCL_CELL_D_6;
+  static constexpr u32 H =
+      CONN == 26 ? GCCL_CELL_H_26 : CONN == 18 ? GCCL_CELL_H_18 : GCCL_CELL_H_6;
   static constexpr u32 ROWS = D * H;
   static constexpr u32 VOXELS = 2 * ROWS;
 };
@@ -179,7 +181,8 @@ __device__ __forceinline__ void cells_local(const T* values, u32* forest, unsign
     u32 vx, vy, vz;
     cell_voxel<CONN>(b, vx, vy, vz);
     const u32 x = 2 * gx + vx, y = C::H * gy + vy, z = C::D * gz + vz;
-    if (x < width && y < height && z < depth && is_foreground(V[(z * height + y) * width + x], rule))
+    if (x < width && y < height && z < depth &&
+        is_foreground(V[(z * height + y) * width + x], rule))
       m |= 1u << b;
   }
   tile_masks[slot] = (unsigned char)m;
@@ -361,11 +364,11 @@ __device__ __forceinline__ CellRow cell_row(const CellGrid& g, u32 groups_per_pl
   return r;
 }
 
-// Which of the cell's voxel rows (vz CELL_H + vy) holds its first voxel.
+// Which of the cell's voxel rows (vz * CELL_H + vy) holds its first voxel.
 __device__ __forceinline__ u32 first_row(u32 mask) { return (__ffs(mask) - 1) >> 1; }
 
-// The voxel rows (z, y) of a volume's cell grid (z < CELL_D g.d, y < CELL_H g.h), in raster
-// order.
+// The voxel rows (z, y) of a volume's cell grid (z < CELL_D * g.d, y < CELL_H * g.h), in
+// raster order.
 template <int CONN>
 __device__ __forceinline__ u32 voxel_row(const CellGrid& g, u32 bz, u32 by, u32 sub_row) {
   using C = Cell<CONN>;
@@ -373,8 +376,8 @@ __device__ __forceinline__ u32 voxel_row(const CellGrid& g, u32 bz, u32 by, u32 
 }
 
 // A group's voxel rows of one plane (vz) follow each other in raster order: their roots
-// form one run of the ranking, whose count is run_counts[(CELL_D bz + vz) groups_per_plane
-// + group] (in raster order too).
+// form one run of the ranking, whose count is run_counts[(CELL_D * bz + vz) *
+// groups_per_plane + group] (in raster order too).
 template <int CONN>
 __device__ __forceinline__ u32 group_run(u32 bz, u32 vz, u32 group, u32 groups_per_plane) {
   return (Cell<CONN>::D * bz + vz) * groups_per_plane + group;
@@ -383,7 +386,7 @@ __device__ __forceinline__ u32 group_run(u32 bz, u32 vz, u32 group, u32 groups_p
 // Ranks the roots: each root's rank among the roots whose first voxel lies in its voxel row
 // (in x order, that is cell order) is stored as GCCL_ROOT_FLAG | rank; row_starts gets each
 // voxel row's count of roots before it in its group's run, run_counts each run's count
-// (CELL_D g.d groups_per_plane per volume), whose scan gives the runs' label offsets.
+// (CELL_D * g.d * groups_per_plane per volume), whose scan gives the runs' label offsets.
 template <int CONN>
 __device__ __forceinline__ void cells_roots(u32* forest, const unsigned char* masks, u32 depth,
                                             u32 height, u32 width, u32 groups_per_plane,
