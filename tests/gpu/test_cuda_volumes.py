@@ -183,6 +183,21 @@ def test_random_binary_volumes_match_scipy(connectivity: int, density: float) ->
 
 
 @pytest.mark.parametrize("connectivity", CONNECTIVITIES)
+@pytest.mark.parametrize("dtype", [np.bool_, np.uint8, np.uint16])
+def test_inverted_volumes_label_the_voxels_below_the_dtype_max(connectivity: int, dtype) -> None:
+    """--invert subtracts each value from its dtype's largest (1 for booleans, which the
+    kernels read as bytes), so the foreground is every voxel below it; scipy on the
+    complement, and the CPU engine's bytes."""
+    mask = np.random.default_rng(connectivity).random((13, 19, 71)) < 0.6
+    values = mask.astype(dtype) * (1 if dtype == np.bool_ else np.iinfo(dtype).max)
+    values = values.astype(dtype)
+    want, _ = scipy_volume(~mask, connectivity)
+    labels, _ = on_device(values, connectivity=connectivity, invert=True)
+    np.testing.assert_array_equal(labels, want)
+    assert_same(values, connectivity=connectivity, invert=True)
+
+
+@pytest.mark.parametrize("connectivity", CONNECTIVITIES)
 def test_tau_volumes_match_the_bfs(connectivity: int) -> None:
     rng = np.random.default_rng(connectivity)
     values = (rng.integers(0, 7, (9, 11, 70)) * (rng.random((9, 11, 70)) < 0.8)).astype(np.int16)

@@ -96,8 +96,9 @@ def dense_labels(values: Any, params: LabelParams, out: Any, components: Any = N
     check_volumes(values)
     dtype = np.dtype(values.dtype)
     storage = values.view(import_cupy().uint8) if dtype == np.bool_ else values
+    rule = rule_args(params, dtype)  # the values' own dtype: --invert subtracts from its max
     if params.tau is None:
-        return _cell_labels(storage, params, out, components)
+        return _cell_labels(storage, rule, params.connectivity, out, components)
     cupy = import_cupy()
     kernels = device_kernels(values.device.id)
     n, depth, height, width = values.shape
@@ -108,7 +109,7 @@ def dense_labels(values: Any, params: LabelParams, out: Any, components: Any = N
     tiles = (np.uint32(across), np.uint32(down), np.uint32(per_volume))
     grid = n * per_volume
     local = f"gccl_volume_local_{params.connectivity}_{suffix}"
-    local_args = (storage, labels, *geometry, *tiles, *rule_args(params, dtype), *tau_args(params))
+    local_args = (storage, labels, *geometry, *tiles, *rule, *tau_args(params))
     kernels.launch(local, grid, _VOXEL_TILE, local_args)  # one thread per voxel
     if per_volume > 1:
         tile_args = tuple(np.uint32(side) for side in _VOXEL_TILE)
@@ -118,11 +119,12 @@ def dense_labels(values: Any, params: LabelParams, out: Any, components: Any = N
     return resolve(labels, out, components)
 
 
-def _cell_labels(values: Any, params: LabelParams, out: Any, components: Any) -> Any:
-    """dense_labels of binary volumes, on cells (src/volume_cells.cu)."""
+def _cell_labels(values: Any, rule: tuple[Any, ...], conn: int, out: Any, components: Any) -> Any:
+    """dense_labels of binary volumes, on cells (src/volume_cells.cu): `values` as the
+    kernels read them (booleans as uint8), `rule` the foreground rule of the values'
+    dtype."""
     cupy = import_cupy()
     kernels = device_kernels(values.device.id)
-    conn = params.connectivity
     n, depth, height, width = values.shape
     cell_d, cell_h = _CELLS[conn]
     grid_d, grid_h = -(-depth // cell_d), -(-height // cell_h)
@@ -134,7 +136,6 @@ def _cell_labels(values: Any, params: LabelParams, out: Any, components: Any) ->
     across, down, _, per_volume = _tiles(values.shape, tile)
     tiles = (np.uint32(across), np.uint32(down), np.uint32(per_volume))
     suffix = KERNEL_SUFFIX[np.dtype(values.dtype)]
-    rule = rule_args(params, np.dtype(values.dtype))
     local_args = (values, forest, masks, *geometry, *tiles, *rule)
     local = f"gccl_volume_cells_local_{conn}_{suffix}"
     kernels.launch(local, n * per_volume, _CELL_THREADS, local_args)
