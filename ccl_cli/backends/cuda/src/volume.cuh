@@ -51,6 +51,37 @@ __device__ __forceinline__ TilePlace tile_place(u32 index, u32 tiles_x, u32 tile
   return t;
 }
 
+// The shell of a tile of w x h x d elements (w, h >= 2), where every edge that leaves the
+// tile starts (the backward offsets point through its first plane, its first or last row
+// or its first or last column): the first plane's w h elements, then per later plane a
+// ring of the first and last rows (w each) and the two end columns of the rows between.
+// shell_size counts them; shell_place gives the tile-local place of the j-th.
+__host__ __device__ constexpr u32 shell_size(u32 w, u32 h, u32 d) {
+  return w * h + (d - 1) * (2 * w + 2 * (h - 2));
+}
+
+__device__ __forceinline__ void shell_place(u32 j, u32 w, u32 h, u32& x, u32& y, u32& z) {
+  const u32 face = w * h, ring = 2 * w + 2 * (h - 2);
+  if (j < face) {
+    z = 0;
+    y = j / w;
+    x = j - y * w;
+    return;
+  }
+  const u32 s = j - face;
+  z = 1 + s / ring;
+  const u32 r = s - (z - 1) * ring;
+  if (r < w) {
+    y = 0, x = r;
+  } else if (r < 2 * w) {
+    y = h - 1, x = r - w;
+  } else {
+    const u32 side = r - 2 * w;
+    y = 1 + side / 2;
+    x = (side & 1u) ? w - 1 : 0;
+  }
+}
+
 // Voxels of one volume, as the 64-bit stride between the volumes of a batch.
 __device__ __forceinline__ u64 volume_voxels(u32 depth, u32 height, u32 width) {
   return (u64)depth * height * width;

@@ -25,31 +25,10 @@ __device__ __forceinline__ void volume_border(const T* values, u32* labels, u32 
   const u64 base = (u64)place.image * volume_voxels(depth, height, width);
   u32* L = labels + base;
   const T* V = values + base;
-  // The shell: the first plane's tile_w x tile_h voxels, then per later plane a ring of
-  // the first and last rows (tile_w each) and the two end columns of the rows between
-  // (tile_h >= 2 and tile_w >= 2: geometry.cuh's tiles).
-  const u32 face = tile_w * tile_h, ring = 2 * tile_w + 2 * (tile_h - 2);
-  const u32 shell = face + (tile_d - 1) * ring;
+  const u32 shell = shell_size(tile_w, tile_h, tile_d);  // volume.cuh
   for (u32 j = threadIdx.x; j < shell; j += blockDim.x) {
     u32 lx, ly, lz;
-    if (j < face) {
-      lz = 0;
-      ly = j / tile_w;
-      lx = j - ly * tile_w;
-    } else {
-      const u32 s = j - face;
-      lz = 1 + s / ring;
-      const u32 r = s - (lz - 1) * ring;
-      if (r < tile_w) {
-        ly = 0, lx = r;
-      } else if (r < 2 * tile_w) {
-        ly = tile_h - 1, lx = r - tile_w;
-      } else {
-        const u32 side = r - 2 * tile_w;
-        ly = 1 + side / 2;
-        lx = (side & 1u) ? tile_w - 1 : 0;
-      }
-    }
+    shell_place(j, tile_w, tile_h, lx, ly, lz);
     const u32 x = t.x * tile_w + lx, y = t.y * tile_h + ly, z = t.z * tile_d + lz;
     if (x >= width || y >= height || z >= depth) continue;
     const u32 p = (z * height + y) * width + x;

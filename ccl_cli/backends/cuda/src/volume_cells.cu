@@ -265,11 +265,10 @@ GCCL_FOR_EACH_DTYPE(GCCL_CELLS_LOCAL_KERNEL_6)
 GCCL_FOR_EACH_DTYPE(GCCL_CELLS_LOCAL_KERNEL_18)
 GCCL_FOR_EACH_DTYPE(GCCL_CELLS_LOCAL_KERNEL_26)
 
-// The joins between tiles: one CUDA block per tile walks the tile's shell of cells (its
-// first plane, then the ring of first and last rows and columns of every later plane; an
-// edge leaves the tile only there, as in volume_border.cu) and joins each backward cell
-// offset that leaves the tile where the two cells p and q touch, less the edges another
-// path settles through a cell r that touches both:
+// The joins between tiles: one CUDA block per tile walks the tile's shell of cells
+// (volume.cuh's shell_place) and joins each backward cell offset that leaves the tile where
+// the two cells p and q touch, less the edges another path settles through a cell r that
+// touches both:
 //   (a) r = p - 1, the cell to the left (same run: joined by the local phase), when the
 //       edge (r, q) is a backward offset of r; it leaves r's tile too (through the first
 //       plane or the first or last row, which r shares with p);
@@ -291,26 +290,10 @@ __device__ __forceinline__ void cells_border(const unsigned char* masks, u32* fo
   const u64 base = (u64)place.image * grid_cells(g);
   const unsigned char* M = masks + base;
   u32* F = forest + base;
-  constexpr u32 face = BW * BH, ring = 2 * BW + 2 * (BH - 2);
-  constexpr u32 shell = face + (BD - 1) * ring;
+  constexpr u32 shell = shell_size(BW, BH, BD);
   for (u32 j = threadIdx.x; j < shell; j += blockDim.x) {
     u32 bx, by, bz;
-    if (j < face) {
-      bz = 0, by = j / BW, bx = j % BW;
-    } else {
-      const u32 s = j - face;
-      bz = 1 + s / ring;
-      const u32 r = s % ring;
-      if (r < BW) {
-        by = 0, bx = r;
-      } else if (r < 2 * BW) {
-        by = BH - 1, bx = r - BW;
-      } else {
-        const u32 side = r - 2 * BW;
-        by = 1 + side / 2;
-        bx = (side & 1u) ? BW - 1 : 0;
-      }
-    }
+    shell_place(j, BW, BH, bx, by, bz);
     const u32 gx = t.x * BW + bx, gy = t.y * BH + by, gz = t.z * BD + bz;
     if (gx >= g.w || gy >= g.h || gz >= g.d) continue;
     const u32 c = (gz * g.h + gy) * g.w + gx;
