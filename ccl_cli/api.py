@@ -320,9 +320,9 @@ def label(
         number kept.
     counts: K' per image, an array of the labels' kind (0-d for one image); on the
         device it stays there and the call does not wait (unless min_area is set:
-        then it waits once, for the number of labels; a volume of 2**31 voxels or more,
-        or one the device's free memory cannot label at once, is labeled in slabs,
-        which waits for each slab's count).
+        then it waits once, for the number of labels; a binary volume of 2**32 voxels
+        or more (2**31 in tau mode), or one the device's free memory cannot label at
+        once, is labeled in slabs, which waits for each slab's count).
 
     A bad value raises ValueError, a wrong type TypeError (ccl_cli.errors.BadValue
     and BadType); CUDA asked for but not usable raises BackendUnavailable; a volume

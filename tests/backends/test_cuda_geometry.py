@@ -35,6 +35,7 @@ HOST_ONLY = {
     "_THREADS",  # arrays.cu's grid-stride kernels take any block and grid size
     "_MAX_BLOCKS",
     "MAX_VOLUME_VOXELS",  # labels and ranks share a u32 with a flag bit
+    "_MAX_CELL_KEYS",  # cell indexes and keys share a u32 with a flag bit
     "_INIT_BLOCKS",  # grid-stride kernels' grids
     "_TABLE_BLOCKS",
     "_MAX_ROW_BLOCKS",

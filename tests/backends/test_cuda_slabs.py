@@ -21,7 +21,7 @@ from volume_oracles import NEIGHBOURS_3D, bfs_volume, scipy_volume
 
 from ccl_cli.backends.cpu.stages import NumpyStages
 from ccl_cli.backends.cuda import slabs
-from ccl_cli.backends.cuda.volumes import MAX_VOLUME_VOXELS
+from ccl_cli.backends.cuda.volumes import MAX_VOLUME_VOXELS, fits_one_piece
 from ccl_cli.contract.params import LabelParams
 from ccl_cli.contract.stages import label_input
 
@@ -53,6 +53,18 @@ def test_slabs_cover_every_plane_once_under_the_limits(depth, plane, per_voxel, 
 def test_a_volume_past_2_31_voxels_goes_in_two_slabs_of_31_bit_indexes():
     plan = slabs.plan_slabs(2048, 1024 * 1024, 9, 2**60, 0)
     assert plan == [(0, 1024), (1024, 2048)]  # 1024 planes are 2**30 voxels
+
+
+def test_binary_volumes_fit_one_piece_below_2_32_voxels_and_tau_below_2_31():
+    binary, tau = LabelParams(connectivity=26), LabelParams(connectivity=6, tau=1)
+    assert fits_one_piece((2048, 1024, 1024), binary)  # 2**31 voxels
+    assert fits_one_piece((4095, 1024, 1024), binary)
+    assert not fits_one_piece((4096, 1024, 1024), binary)  # 2**32 voxels
+    assert fits_one_piece((1, 1, 2**32 - 2), binary)  # cells two voxels wide: 2**31 - 1
+    assert not fits_one_piece((1, 1, 2**32 - 1), binary)
+    assert not fits_one_piece((1, 2, 2**31 - 1), binary)  # an odd width's last cell counts
+    assert fits_one_piece((1, 1, 2**31 - 1), tau)
+    assert not fits_one_piece((2048, 1024, 1024), tau)
 
 
 def test_a_plane_past_the_limit_is_one_clear_error():

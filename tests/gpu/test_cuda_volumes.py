@@ -586,22 +586,69 @@ def test_strided_and_boolean_device_volumes() -> None:
     np.testing.assert_array_equal(labels.get(), cpu(big.astype(bool), connectivity=26)[0])
 
 
-def test_a_volume_past_2_31_voxels() -> None:
-    """2048 x 1024 x 1024 voxels: labeled in slabs of 31-bit indexes, the same bytes as the
-    CPU engine's (both 64-bit indexed)."""
+def slab_calls(monkeypatch) -> list[int]:
+    """Count the volumes the device path labels in slabs (one entry per call)."""
+    calls: list[int] = []
+    label_in_slabs = slabs.label_in_slabs
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return label_in_slabs(*args, **kwargs)
+
+    monkeypatch.setattr(slabs, "label_in_slabs", counted)
+    return calls
+
+
+def test_a_binary_volume_past_2_31_voxels_in_one_piece(monkeypatch) -> None:
+    """2100 x 1024 x 1024 voxels, binary: one piece (its cells' keys count voxel rows and
+    cell columns, not voxels), with components whose first voxels lie past 2**31 voxels
+    (random planes from plane 2040 on; plane 2048 starts at 2**31) and one through every
+    plane; the CPU engine's bytes under 26 (statistics, min_area), 18 and 6."""
     import cupy
 
     skip_unless_free_gib(40)
-    shape = (2048, 1024, 1024)
-    rng = np.random.default_rng(31)
+    shape = (2100, 1024, 1024)
     volume = np.zeros(shape, np.uint8)
-    volume[:, ::2, ::3] = 1  # pillars through all 2048 planes
-    volume[::7] = rng.random((len(range(0, 2048, 7)), 1024, 1024)) < 0.3
+    volume[:, 0, 0] = 1  # a pillar through every plane: component 1
+    planes = range(2040, shape[0], 3)
+    volume[2040::3] = np.random.default_rng(31).random((len(planes), 1024, 1024)) < 0.3
     assert volume.size > volumes.MAX_VOLUME_VOXELS
+    calls = slab_calls(monkeypatch)
+    values = cupy.asarray(volume)
     want_labels, want_tables = cpu(volume, connectivity=26, min_area=2)
-    labels, table = ccl_cli.label(cupy.asarray(volume), connectivity=26, min_area=2)
+    assert want_tables[0].z[-1] >= 2048  # kept components start past 2**31 voxels
+    labels, table = ccl_cli.label(values, connectivity=26, min_area=2)
     assert bool((labels == cupy.asarray(want_labels)).all())
     assert_tables_equal(table.to_numpy(), want_tables)
+    del labels, table, want_labels, want_tables
+    for connectivity in (18, 6):
+        want_labels, want_counts = cpu(volume, connectivity=connectivity, stats=False)
+        labels, counts = ccl_cli.label(values, connectivity=connectivity, stats=False)
+        assert bool((labels == cupy.asarray(want_labels)).all())
+        assert counts.get().tolist() == want_counts.tolist()
+        del labels, want_labels
+    assert calls == []
+
+
+def test_a_tau_volume_past_2_31_voxels_goes_in_slabs(monkeypatch) -> None:
+    """The same size in tau mode, whose voxel kernels index voxels in 31 bits: labeled in
+    slabs, the CPU engine's bytes (values 1..3 in random planes near the end, tau 1 joins
+    1 with 2 and 2 with 3 only)."""
+    import cupy
+
+    skip_unless_free_gib(40)
+    shape = (2100, 1024, 1024)
+    volume = np.zeros(shape, np.uint8)
+    volume[:, 0, 0] = 3
+    planes = range(2040, shape[0], 3)
+    rng = np.random.default_rng(33)
+    volume[2040::3] = rng.integers(0, 4, (len(planes), 1024, 1024), dtype=np.uint8)
+    calls = slab_calls(monkeypatch)
+    want_labels, want_tables = cpu(volume, connectivity=26, tau=1)
+    labels, table = ccl_cli.label(cupy.asarray(volume), connectivity=26, tau=1)
+    assert bool((labels == cupy.asarray(want_labels)).all())
+    assert_tables_equal(table.to_numpy(), want_tables)
+    assert calls == [1]
 
 
 def test_a_batch_past_2_31_voxels_in_one_set_of_launches() -> None:

@@ -8,8 +8,9 @@ table), and with min-area filtering once more, for the number of kept labels
 (it sizes the columns); the table itself stays on the device.
 
 Batches of volumes (volume_counts, volume_table) go the same way in one set of launches;
-a volume of 2**31 voxels or more, or one whose labeling does not fit the device's free
-memory, is labeled in slabs of planes (slabs.py), which waits for each slab's count.
+a volume too large for one piece (volumes.fits_one_piece), or one whose labeling does not
+fit the device's free memory, is labeled in slabs of planes (slabs.py), which waits for
+each slab's count.
 
 Outputs are written into arrays the caller allocates (`empty`), so that they can
 belong to another framework (ccl_cli/backends/cuda/frameworks.py); temporaries
@@ -324,14 +325,14 @@ def _volume_part_table(
 
 def _volume_parts(values: Any, params: LabelParams) -> list[tuple[int, int, bool]]:
     """[lo, hi) runs of whole volumes labeled together, and whether the run is one volume
-    labeled in slabs: each volume of 2**31 voxels or more, or whose labeling does not fit
-    the device budget (slabs.device_budget), alone in slabs; the others in runs of at most
-    MAX_PART_PIXELS voxels that fit the budget."""
+    labeled in slabs: each volume too large for one piece (volumes.fits_one_piece), or
+    whose labeling does not fit the device budget (slabs.device_budget), alone in slabs;
+    the others in runs of at most MAX_PART_PIXELS voxels that fit the budget."""
     n, depth, height, width = values.shape
     voxels = depth * height * width
     need = voxels * slabs.voxel_bytes(np.dtype(values.dtype), params, uploaded=False)
     budget = slabs.device_budget(values.device.id)
-    if voxels > volumes.MAX_VOLUME_VOXELS or need > budget:
+    if not volumes.fits_one_piece(values.shape, params) or need > budget:
         return [(i, i + 1, True) for i in range(n)]
     per_part = max(1, min(MAX_PART_PIXELS // voxels, budget // max(need, 1)))
     bounds = [*range(0, n, per_part), n]

@@ -32,7 +32,7 @@ def label_host_volumes(
     per_voxel = slabs.voxel_bytes(batch.dtype, params, uploaded=True)
     with cupy.cuda.Device(index):
         budget = slabs.device_budget(index)
-        fits = voxels <= volumes.MAX_VOLUME_VOXELS and voxels * per_voxel <= budget
+        fits = volumes.fits_one_piece(batch.shape, params) and voxels * per_voxel <= budget
         if fits and n * voxels * per_voxel <= budget:
             return _in_one_piece(batch, params, labels, statistics)
         tables: list[StatsTable] = []

@@ -1,5 +1,6 @@
-"""Volumes labeled in slabs of planes along z: one volume of 2**31 voxels or more, or one
-whose labeling does not fit the device's memory, gives the same bytes as one pass.
+"""Volumes labeled in slabs of planes along z: one volume too large for one piece
+(volumes.fits_one_piece), or one whose labeling does not fit the device's memory, gives the
+same bytes as one pass.
 
 A volume is cut into slabs of whole planes (plan_slabs), each under 2**31 voxels and small
 enough for the device budget. Two passes over the slabs (label_in_slabs):

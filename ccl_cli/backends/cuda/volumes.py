@@ -13,10 +13,11 @@ volume_stats.cu, volume_slabs.cu).
 3. Statistics (gccl_volume_stats_*, exact 128-bit sums of values), area filtering
    (labels.kept_ranks and gccl_volume_remap) and the volume table (gccl_volume_stats_table).
 
-Each volume here has fewer than 2**31 voxels (labels and ranks share a u32 with a flag
-bit); a larger one is labeled in slabs of planes (slabs.py), whose steps use the 64-bit
-statistics and remap kernels here on each slab. These functions queue work on the current
-stream and never wait, except where they say so.
+Each volume here fits one piece (fits_one_piece: fewer than 2**31 voxels in tau mode, whose
+voxel indexes, labels and ranks share a u32 with a flag bit; up to about 2**32 binary, whose
+cells are two voxels wide); a larger one is labeled in slabs of planes (slabs.py), whose steps
+use the 64-bit statistics and remap kernels here on each slab. These functions queue work on
+the current stream and never wait, except where they say so.
 """
 
 from __future__ import annotations
@@ -50,8 +51,13 @@ _CELL_THREADS = (GEOMETRY["GCCL_CELL_TBW"], GEOMETRY["GCCL_CELL_TBH"], GEOMETRY[
 _ROW_WARPS = GEOMETRY["GCCL_CELL_ROW_WARPS"]
 _BORDER_THREADS = GEOMETRY["GCCL_VOLUME_BORDER_THREADS"]
 _SCAN_THREADS = GEOMETRY["GCCL_SCAN_THREADS"]
-#: Voxels of a volume labeled in one piece: labels and ranks share a u32 with a flag bit.
+#: Voxels of a slab, and of a tau-mode volume labeled in one piece: voxel indexes, labels and
+#: ranks share a u32 with a flag bit.
 MAX_VOLUME_VOXELS = 2**31 - 1
+#: Voxel rows times cells across of a binary volume labeled in one piece: its cells are two
+#: voxels wide, and their forest's indexes and first-voxel keys share a u32 with a flag bit
+#: (volume_cells.cu), which takes volumes of up to 2**32 voxels.
+_MAX_CELL_KEYS = 2**31 - 1
 _MAX_GRID = 2**31 - 1
 _INIT_BLOCKS = 4096  # gccl_volume_stats_init loops: enough blocks to fill any device
 
@@ -65,7 +71,16 @@ TABLE_COLUMNS = LAYOUT["GCCL_VOLUME_TABLE_COLUMNS"]
 INT_COLUMNS = LAYOUT["GCCL_VOLUME_TABLE_INTS"]
 
 
-def check_volumes(values: Any) -> None:
+def fits_one_piece(shape: tuple[int, ...], params: LabelParams) -> bool:
+    """Whether a volume of `shape` (.., D, H, W) can be labeled in one piece with `params`
+    (else it goes in slabs): under 2**31 voxels in tau mode, about 2**32 binary."""
+    depth, height, width = shape[-3:]
+    if params.tau is None:
+        return depth * height * -(-width // 2) <= _MAX_CELL_KEYS
+    return depth * height * width <= MAX_VOLUME_VOXELS
+
+
+def check_volumes(values: Any, params: LabelParams) -> None:
     """Reject what the kernels of this module cannot take, with a one-line reason."""
     if values.ndim != 4:
         raise ValueError(f"a batch of volumes is (N, D, H, W), got shape {values.shape}")
@@ -73,9 +88,10 @@ def check_volumes(values: Any) -> None:
         raise ValueError(f"unsupported dtype {values.dtype}")
     n, depth, height, width = values.shape
     voxels = depth * height * width
-    if voxels > MAX_VOLUME_VOXELS:
+    if not fits_one_piece(values.shape, params):
+        limit = "2**31 - 1 voxels" if params.tau is not None else "about 2**32 voxels"
         raise ValueError(
-            f"a volume labeled in one piece holds at most 2**31 - 1 voxels, got "
+            f"a volume labeled in one piece holds at most {limit}, got "
             f"{depth}x{height}x{width} (larger ones go in slabs)"
         )
     if n * max(_tiles(values.shape, _VOXEL_TILE)[3], -(-voxels // CHUNK)) > _MAX_GRID:
@@ -93,7 +109,7 @@ def dense_labels(values: Any, params: LabelParams, out: Any, components: Any = N
     """Dense raster-order labels of a contiguous CuPy batch of volumes (N, D, H, W) into
     `out` (contiguous u32, same shape): steps 1-2 of the module docstring. Returns K per
     volume, a device u32 (N,) array (`components` where given)."""
-    check_volumes(values)
+    check_volumes(values, params)
     dtype = np.dtype(values.dtype)
     storage = values.view(import_cupy().uint8) if dtype == np.bool_ else values
     rule = rule_args(params, dtype)  # the values' own dtype: --invert subtracts from its max

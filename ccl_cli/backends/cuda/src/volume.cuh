@@ -2,10 +2,11 @@
 // places of the labeling kernels' tiles, shared by every volume kernel.
 //
 // A volume's voxels are indexed in raster order (z, then y, then x) as u32 inside the
-// volume, which the host keeps below 2^31 (a larger volume is labeled in slabs of fewer
-// voxels: backends/cuda/volumes.py); a volume's base offset in its batch is 64-bit. The
-// union-find of common.cuh then works on volumes unchanged: every parent is <= its child,
-// so a root is its component's first voxel in raster order.
+// volume, which the host keeps below 2^31 for tau mode's voxel kernels and below 2^32 for
+// the cells of binary volumes (volume_cells.cu), whose forest indexes cells (a larger
+// volume is labeled in slabs: backends/cuda/volumes.py); a volume's base offset in its
+// batch is 64-bit. The union-find of common.cuh then works on volumes unchanged: every
+// parent is <= its child, so a root is its component's first voxel in raster order.
 #pragma once
 
 #include "common.cuh"

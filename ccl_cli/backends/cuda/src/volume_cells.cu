@@ -15,10 +15,13 @@
 // CELL_H, W / 2, rounded up; a cell past the volume's end holds its voxels inside it). Bit
 // (vz * CELL_H + vy) * 2 + vx of masks[c] is voxel (vx, vy, vz) of cell c (bit order =
 // raster order; bit >> 1 is the voxel row). The forest F[c]: GCCL_BACKGROUND for an empty
-// cell, GCCL_ROOT_FLAG | key for a root, key = the raster index in the volume of its
-// component's first voxel (below 2^31), and otherwise the cell index of a parent whose key
-// is smaller. A union hangs the root with the larger key under the other, so each
-// component's root holds its first voxel whatever the order of cell indexes, and dense
+// cell, GCCL_ROOT_FLAG | key for a root, and otherwise the cell index of a parent whose key
+// is smaller. A root's key places its component's first voxel: its voxel row (z * H + y)
+// times the cells across plus its cell's column, which orders first voxels as raster order
+// does (two roots' first voxels in one voxel row lie in different cells of it) and stays
+// below 2^31 for volumes of up to 2^32 voxels (the host's limit of a volume in one piece:
+// backends/cuda/volumes.py). A union hangs the root with the larger key under the other, so
+// each component's root holds its first voxel whatever the order of cell indexes, and dense
 // labels in raster order of first voxels follow from ranking the roots by voxel row.
 #include "common.cuh"
 #include "dtypes.cuh"
@@ -241,9 +244,8 @@ __device__ __forceinline__ void cells_local(const T* values, u32* forest, unsign
     const u32 fz = first_key / (TW * TH), fy = first_key / TW % TH, fx = first_key % TW;
     const u32 root_cell =
         ((t.z * BD + fz / C::D) * g.h + t.y * BH + fy / C::H) * g.w + t.x * BW + fx / 2;
-    word = root_cell != c ? root_cell
-                          : GCCL_ROOT_FLAG | (((t.z * TD + fz) * height + t.y * TH + fy) * width +
-                                              t.x * TW + fx);
+    const u32 key = ((t.z * TD + fz) * height + t.y * TH + fy) * g.w + t.x * BW + fx / 2;
+    word = root_cell != c ? root_cell : GCCL_ROOT_FLAG | key;
   }
   forest[base + c] = word;
   masks[base + c] = (unsigned char)m;
