@@ -7,7 +7,7 @@ cupyx.scipy.ndimage.label, medians of CUDA-event timings in milliseconds.
 Cases: bench_volumes.py's (the same volumes, made on the host and copied to the device
 once), each binary case with 26-, 18- and 6-connectivity, the CT-like uint16 volume in tau
 mode (tau 20, 26 and 6); with --large, blobs 2048x1024x1024 (26), made on the device (the
-same formula in float32 on the GPU), which is labeled in slabs of 31-bit indexes. gccl is a
+same formula in float32 on the GPU), 2**31 voxels labeled in one piece. gccl is a
 Labeler called on the CuPy volume with labels and counts left on the device ("labels"),
 with the device statistics table ("+stats") and with the table and min_area=2
 ("+stats,min2"); cupyx runs ndimage.label with generate_binary_structure(3, 1|2|3) into an
