@@ -49,7 +49,7 @@ from .backends.cuda.frameworks import (
 from .backends.cuda.host_volumes import label_host_volumes
 from .backends.cuda.loader import import_cupy
 from .config import resolve
-from .contract.params import SUPPORTED_DTYPES, LabelParams, background_problem
+from .contract.params import SUPPORTED_DTYPES, LabelParams, foreground_problem
 from .contract.stages import smooth_problem
 from .contract.stats import StatsTable
 from .errors import BadType, BadValue
@@ -174,13 +174,14 @@ class Labeler:
         return self._on_host(host, _shape(host, batch, rank), out)
 
     def _checked_dtype(self, dtype: np.dtype) -> None:
-        """BadType for a dtype labeling does not take, BadValue for a background it cannot hold."""
+        """BadType for a dtype labeling does not take, BadValue for a foreground test that cannot
+        work on it (contract.params.foreground_problem)."""
         if dtype not in SUPPORTED_DTYPES:
             raise BadType(
                 f"{_SOURCE}: {dtype} arrays are not labeled (take {_SUPPORTED_NAMES}); "
                 "convert it with astype"
             )
-        problem = background_problem(dtype, self.params, python=True)
+        problem = foreground_problem(dtype, self.params, python=True)
         if problem:
             raise BadValue(f"{_SOURCE}: {problem}")
 
@@ -430,7 +431,7 @@ def _host_array(array: Any) -> np.ndarray:
 @functools.lru_cache(maxsize=16)
 def _host_backend(device: str) -> Backend:
     """The backend that labels host arrays for `device`, made once per process."""
-    return make_backend(device, None, _no_notice)
+    return make_backend(device, None, _no_notice, named=f"{_SOURCE}: device={device!r}")
 
 
 def _no_notice(message: str) -> None:

@@ -94,10 +94,13 @@ def label_image(values: np.ndarray, params: Params) -> tuple[np.ndarray, Statist
 
 def foreground_mask(values: np.ndarray, params: Params) -> np.ndarray:
     """The README's foreground: v != background after --invert (max - v for integers, 1 - v
-    for 1-bit, -v for floats), or the threshold test on the original values; NaN never.
+    for 1-bit, -v for floats), or the threshold test on the original values (a 1-bit pixel
+    0 or 255); NaN never.
     Every comparison in float64, exact for every supported dtype."""
     v = values.astype(np.float64)
     if params.threshold is not None:
+        if values.dtype == np.bool_:  # a threshold sees a 1-bit pixel as 0 or 255
+            v = v * 255
         with np.errstate(invalid="ignore"):
             mask = v < params.threshold if params.invert else v > params.threshold
     elif params.background is None:

@@ -38,6 +38,8 @@ def is_foreground(value: object, dtype: np.dtype, params: Params) -> bool:
     if math.isnan(v):
         return False
     if params.threshold is not None:
+        if dtype.kind == "b":  # a threshold sees a 1-bit pixel as 0 (black) or 255 (white)
+            v *= 255
         return v < params.threshold if params.invert else v > params.threshold
     if params.background is None:
         return True

@@ -20,6 +20,7 @@ def make_backend(
     notice: Callable[[str], None],
     devices: str | None = None,
     cpu_first: LabelParams | None = None,
+    named: str = "",
 ) -> Backend:
     """The backend for --device auto|cpu|cuda|cuda:N, or for --devices all|0,1,...
 
@@ -31,7 +32,8 @@ def make_backend(
 
     cpu_first (the run's parameters): auto labels on the CPU at once while
     CUDA starts, and warms up, in a thread (hybrid.py); without it auto waits
-    for CUDA's start.
+    for CUDA's start. named: how messages name the device asked for (the Python API's
+    words), else as `--device X`.
     """
     if cpu_only(device, devices):
         return _cpu(threads)  # without CuPy auto says nothing (the docstring says why)
@@ -53,11 +55,12 @@ def make_backend(
             notice(f"no usable CUDA device ({status.reason}); labeling on the CPU")
         return _cpu(threads)
     index = int(device.partition(":")[2] or 0)
+    named = named or f"--device {device}"
     if not status.usable:
-        raise BackendUnavailable(f"--device {device}: {status.reason}")
+        raise BackendUnavailable(f"{named}: {status.reason}")
     if index >= len(status.devices):
         raise BackendUnavailable(
-            f"--device {device}: there are {len(status.devices)} CUDA device(s), "
+            f"{named}: there are {len(status.devices)} CUDA device(s), "
             f"numbered 0 to {len(status.devices) - 1}"
         )
     return CudaBackend(index)

@@ -30,6 +30,9 @@ IMAGE_CONNECTIVITIES = (4, 8)
 #: Connectivities of 3-D volumes: 6 (faces), 18 (and edges), 26 (and corners), the
 #: neighbourhoods of scipy.ndimage.generate_binary_structure(3, 1 | 2 | 3).
 VOLUME_CONNECTIVITIES = (6, 18, 26)
+#: What a threshold sees a 1-bit pixel's 1 (white) as: 0 and 255, as an 8-bit image of the
+#: same page holds them, so that one --threshold serves a folder of G4 TIFFs and JPEGs.
+ONE_BIT_WHITE = 255
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,8 @@ class LabelParams:
     invert: flip intensities first (dtype max - v for integers, not v for
         1-bit, -v for floats); tau differences are unchanged by it.
     threshold: binarize on the original values instead of the background test:
-        foreground is v > threshold (v < threshold with invert).
+        foreground is v > threshold (v < threshold with invert); a 1-bit pixel
+        is 0 or ONE_BIT_WHITE to it (`stored_threshold`).
     tau: None for binary labeling; else neighbours p, q join when
         v(p) == v(q) or |v(p) - v(q)| <= the tolerance (computed in float64), chaining.
     tau_relative, tau_quadratic: the tolerance grows with the values: it is
@@ -107,18 +111,22 @@ def dtype_max(dtype: np.dtype) -> int:
     return int(np.iinfo(dtype).max)
 
 
-def background_problem(dtype: np.dtype, params: LabelParams, python: bool = False) -> str | None:
-    """Why the background test cannot work on images of `dtype`, or None.
+def foreground_problem(dtype: np.dtype, params: LabelParams, python: bool = False) -> str | None:
+    """Why the foreground test cannot work on images of `dtype`, or None.
 
     A background that no value of an integer dtype can take (70000 for
-    uint16, 0.5 for any integer type) would make every pixel foreground.
+    uint16, 0.5 for any integer type) would make every pixel foreground, and so
+    would a threshold past the end of an integer dtype's range (-1 for uint8;
+    1-bit: 0 and ONE_BIT_WHITE) that every value passes.
     python: the options are named as the Python API's keywords, not as flags.
     """
     dtype = np.dtype(dtype)
+    if params.threshold is not None:
+        return _threshold_problem(dtype, params.threshold, params.invert, python)
     background = params.background
-    if background is None or params.threshold is not None or dtype.kind == "f":
+    if background is None or dtype.kind == "f":
         return None
-    low, high = (0, 1) if dtype.kind == "b" else (np.iinfo(dtype).min, np.iinfo(dtype).max)
+    low, high = _value_range(dtype)
     if params.invert:  # the test sees max - v
         low, high = dtype_max(dtype) - high, dtype_max(dtype) - low
     if float(background).is_integer() and low <= background <= high:
@@ -131,18 +139,76 @@ def background_problem(dtype: np.dtype, params: LabelParams, python: bool = Fals
     )
 
 
+def _value_range(dtype: np.dtype) -> tuple[int, int]:
+    """The smallest and largest value of an integer or 1-bit dtype."""
+    if dtype.kind == "b":
+        return 0, 1
+    return int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)
+
+
+def _threshold_problem(dtype: np.dtype, threshold: float, invert: bool, python: bool) -> str | None:
+    """foreground_problem of a threshold: one that every value of `dtype` passes."""
+    if dtype.kind == "f":
+        return None
+    low, high = (0, ONE_BIT_WHITE) if dtype.kind == "b" else _value_range(dtype)
+    if not (threshold > high if invert else threshold < low):
+        return None
+    given = f"threshold={threshold}" if python else f"--threshold {threshold}"
+    given += (" with invert=True" if python else " with --invert") if invert else ""
+    side = "above" if invert else "below"
+    what = "a 1-bit image's 0 and 255" if dtype.kind == "b" else f"every {dtype.name} value"
+    return f"{given} is {side} {what}: every pixel would be foreground"
+
+
+def stored_threshold(dtype: np.dtype, params: LabelParams) -> float | None:
+    """The threshold that the stored values of `dtype` are compared with: `params.threshold`,
+    except for 1-bit images, whose pixels it sees as 0 and ONE_BIT_WHITE: there the one of
+    -0.5, 0.5, 1.5 that gives the same test on 0 and 1."""
+    threshold = params.threshold
+    if threshold is None or np.dtype(dtype).kind != "b":
+        return threshold
+    below_black = threshold <= 0 if params.invert else threshold < 0
+    above_white = threshold > ONE_BIT_WHITE if params.invert else threshold >= ONE_BIT_WHITE
+    return -0.5 if below_black else 1.5 if above_white else 0.5
+
+
+def threshold_side(values: Any, params: LabelParams) -> str:
+    """What to say of an image whose every value falls on one side of the threshold, so
+    that every pixel is foreground or none is (a threshold meant for images of another
+    kind, most likely), else ""."""
+    threshold = stored_threshold(values.dtype, params)
+    if threshold is None or values.size == 0:
+        return ""
+    low, high = np.fmin.reduce(values, axis=None), np.fmax.reduce(values, axis=None)
+    if low != low:  # every value NaN: no pixel is foreground, whatever the threshold
+        return ""
+    if params.invert:
+        every, none, side = high < threshold, low >= threshold, "below"
+    else:
+        every, none, side = low > threshold, high <= threshold, "above"
+    if not (every or none):
+        return ""
+    kind = " (1-bit: 0 and 255 to a threshold)" if values.dtype.kind == "b" else ""
+    values_said = "every value is" if every else "no value is"
+    outcome = "every pixel" if every else "no pixel"
+    given = f"--threshold {params.threshold}{' with --invert' if params.invert else ''}"
+    return f"{values_said} {side} {given}{kind}: {outcome} is foreground"
+
+
 def foreground_mask(values: Any, params: LabelParams, xp: Any = np) -> Any:
     """Boolean mask of the pixels that take part in labeling. NaN never does.
 
     Equal to `v != background`, where v is the value inverted when asked
     (dtype max - v for integers and 1-bit, -v for floats, in a wide type that
-    cannot wrap), or to the threshold test on the original values; computed
+    cannot wrap), or to the threshold test on the original values (a 1-bit
+    pixel being 0 or ONE_BIT_WHITE to it: stored_threshold); computed
     without widening: the inversion moves to
     the scalar side (max - v != b  <=>  v != max - b; -v != b  <=>  v != -b).
     """
     dtype = np.dtype(values.dtype)
-    if params.threshold is not None:
-        threshold = _exact_scalar(dtype, params.threshold)
+    stored = stored_threshold(dtype, params)
+    if stored is not None:
+        threshold = _exact_scalar(dtype, stored)
         mask = values < threshold if params.invert else values > threshold
     elif params.background is None:
         mask = xp.ones(values.shape, dtype=bool)
@@ -165,7 +231,7 @@ def _exact_scalar(dtype: np.dtype, value: float) -> Any:
         if native == value:  # NaN and values float32 cannot hold fail this
             return native
     elif float(value).is_integer():
-        low, high = (0, 1) if dtype.kind == "b" else (np.iinfo(dtype).min, np.iinfo(dtype).max)
+        low, high = _value_range(dtype)
         if low <= value <= high:
             return dtype.type(int(value))
     return np.float64(value)

@@ -46,7 +46,7 @@ from ..backends.base import Backend, BatchResult, usable_cores
 from ..backends.cpu.backend import CpuBackend
 from ..config import Settings
 from ..contract.outlines import Outlines, geojson
-from ..contract.params import LabelParams, background_problem
+from ..contract.params import LabelParams, foreground_problem, threshold_side
 from ..contract.stats import StatsTable
 from ..errors import (
     GcclError,
@@ -250,10 +250,11 @@ class LocalRun:
         self.small = self._in_this_thread(values)
         height, width = values.shape
         record.width, record.height, record.dtype = width, height, str(values.dtype)
-        problem = background_problem(values.dtype, self.params)
+        problem = foreground_problem(values.dtype, self.params)
         if problem:
             self.outcomes.fail(record, problem)
             return
+        record.message = threshold_side(values, self.params)  # said, and labeled all the same
         key = (values.shape, str(values.dtype))
         group = self.groups.setdefault(key, [])
         group.append(_Decoded(record, paths, values, seconds, modified_ns))

@@ -51,7 +51,9 @@ def cases(draw: st.DrawFn) -> tuple[np.ndarray, LabelParams, int]:
     params = LabelParams(
         background=None if foreground == "none" else draw(st.sampled_from([0, 1, -1, 255])),
         invert=draw(st.booleans()),
-        threshold=draw(st.sampled_from([0, 0.5, 2])) if foreground == "threshold" else None,
+        threshold=(
+            draw(st.sampled_from([0, 0.5, 2, 127, 255])) if foreground == "threshold" else None
+        ),
         tau=draw(st.sampled_from([None, 0, 0.5, 1, 2, 3.5, 255, 2**32])),
         connectivity=draw(st.sampled_from([4, 8])),
         min_area=draw(st.sampled_from([0, 0, 2, 5])),
@@ -59,6 +61,7 @@ def cases(draw: st.DrawFn) -> tuple[np.ndarray, LabelParams, int]:
     return values, params, draw(st.integers(1, 9))
 
 
+@pytest.mark.slow
 @settings(max_examples=400)
 @given(case=cases())
 def test_matches_cc3d_on_generated_images(case: tuple[np.ndarray, LabelParams, int]) -> None:

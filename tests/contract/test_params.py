@@ -15,7 +15,9 @@ from ccl_cli.contract.params import (
     LabelParams,
     dtype_max,
     foreground_mask,
+    foreground_problem,
     tau_joins,
+    threshold_side,
 )
 
 INTEGER_DTYPES = [d for d in SUPPORTED_DTYPES if d.kind in "iu"]
@@ -70,10 +72,11 @@ def images_and_params(draw: st.DrawFn) -> tuple[np.ndarray, LabelParams]:
     invert = draw(st.booleans())
     extreme = -7.0 if dtype.kind == "f" else float(dtype_max(dtype))
     background = draw(st.sampled_from([0, None, 1, 7, -1, 2.5, -2.5, extreme]))
-    threshold = draw(st.sampled_from([None, None, 0, 1.5, -1, 6.5]))
+    threshold = draw(st.sampled_from([None, None, 0, 1.5, -1, 6.5, 127, 254.5, 255, 255.5]))
     return values, LabelParams(background=background, invert=invert, threshold=threshold)
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(images_and_params())
 def test_foreground_mask_matches_the_contract(case: tuple[np.ndarray, LabelParams]) -> None:
@@ -84,6 +87,7 @@ def test_foreground_mask_matches_the_contract(case: tuple[np.ndarray, LabelParam
     assert mask.tolist() == expected
 
 
+@pytest.mark.slow
 @settings(max_examples=200)
 @given(images_and_params())
 def test_foreground_mask_is_the_display_value_test(case: tuple[np.ndarray, LabelParams]) -> None:
@@ -163,6 +167,7 @@ def test_equal_values_always_join_and_nan_never() -> None:
     assert tau_joins(ints, ints, -1).tolist() == [True, True]
 
 
+@pytest.mark.slow
 @settings(max_examples=200)
 @given(st.data())
 def test_tau_joins_matches_the_contract(data: st.DataObject) -> None:
@@ -183,3 +188,71 @@ def test_the_tolerance_is_rounded_in_the_contracts_order() -> None:
     for x, tau, relative, quadratic, expected in rounding_pairs():
         pair = np.array([0.0]), np.array([x])
         assert tau_joins(*pair, tau, np, relative, quadratic).tolist() == [expected]
+
+
+def test_a_threshold_sees_a_1_bit_pixel_as_0_or_255() -> None:
+    """So that --threshold 127 --invert finds the ink of a G4 TIFF as of a JPEG scan,
+    instead of every pixel (0 and 1 are both below 127)."""
+    ink_on_paper = np.array([[False, True]])  # black ink, white paper
+    cases = {
+        (127, True): [True, False],
+        (127, False): [False, True],
+        (0, False): [False, True],
+        (0, True): [False, False],
+        (-1, False): [True, True],
+        (254.5, False): [False, True],
+        (255, False): [False, False],
+        (255, True): [True, False],
+        (255.5, True): [True, True],
+    }
+    for (threshold, invert), expected in cases.items():
+        params = LabelParams(threshold=threshold, invert=invert)
+        assert foreground_mask(ink_on_paper, params).tolist() == [expected], (threshold, invert)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "threshold", "invert", "problem"),
+    [
+        (np.uint8, -1, False, "--threshold -1 is below every uint8 value"),
+        (np.uint8, 256, True, "--threshold 256 with --invert is above every uint8 value"),
+        (np.bool_, 300, True, "--threshold 300 with --invert is above a 1-bit image's 0 and 255"),
+        (np.int16, -40000, False, "--threshold -40000 is below every int16 value"),
+        (np.uint8, 0, False, None),  # 0 is not foreground: the test can tell
+        (np.uint8, 255, True, None),
+        (np.uint8, 300, False, None),  # no pixel foreground: said of each image, not refused
+        (np.bool_, 127, True, None),
+        (np.float32, -1e30, False, None),  # floats have no range to be outside of
+    ],
+)
+def test_a_threshold_every_value_passes_is_refused_as_a_flood(dtype, threshold, invert, problem):
+    params = LabelParams(threshold=threshold, invert=invert)
+    said = foreground_problem(np.dtype(dtype), params)
+    if problem is None:
+        assert said is None
+    else:
+        assert said is not None and said.startswith(problem)
+        assert said.endswith("every pixel would be foreground")
+        python = foreground_problem(np.dtype(dtype), params, python=True)
+        assert python is not None and "--" not in python and f"threshold={threshold}" in python
+
+
+def test_an_image_on_one_side_of_the_threshold_is_named_with_what_that_means() -> None:
+    white = np.full((2, 3), 250, np.uint8)
+    assert threshold_side(white, LabelParams(threshold=127)) == (
+        "every value is above --threshold 127: every pixel is foreground"
+    )
+    assert threshold_side(white, LabelParams(threshold=127, invert=True)) == (
+        "no value is below --threshold 127 with --invert: no pixel is foreground"
+    )
+    blank_page = np.ones((2, 3), bool)
+    assert threshold_side(blank_page, LabelParams(threshold=127, invert=True)).startswith(
+        "no value is below --threshold 127 with --invert (1-bit: 0 and 255 to a threshold)"
+    )
+    mixed = np.array([[0, 200]], np.uint8)
+    assert threshold_side(mixed, LabelParams(threshold=127)) == ""
+    assert threshold_side(mixed, LabelParams()) == ""  # no threshold, nothing to say
+    at_the_threshold = np.array([[127, 127]], np.uint16)  # v > 127 nowhere
+    assert threshold_side(at_the_threshold, LabelParams(threshold=127)).startswith("no value")
+    floats = np.array([[np.nan, 3.0]], np.float32)
+    assert threshold_side(floats, LabelParams(threshold=1)).startswith("every value")
+    assert threshold_side(np.full((1, 2), np.nan), LabelParams(threshold=1)) == ""

@@ -25,7 +25,13 @@ from itertools import pairwise
 import numpy as np
 
 from ...contract.cleaning import fill_holes, kept_components, selects
-from ...contract.params import LabelParams, canonical_bools, dtype_max, tau_tolerance
+from ...contract.params import (
+    LabelParams,
+    canonical_bools,
+    dtype_max,
+    stored_threshold,
+    tau_tolerance,
+)
 from ...contract.stages import has_stages, label_input
 from ...contract.stats import StatsTable, float_mean, float_sum_shift, nan_extremes
 from ...native import gccl_cpu
@@ -190,9 +196,10 @@ def foreground_rule(dtype: np.dtype, params: LabelParams) -> tuple[int, float]:
     float64 holds every value of a supported dtype exactly, so the comparison
     there is the one foreground_mask makes natively or in float64.
     """
-    if params.threshold is not None:
+    threshold = stored_threshold(dtype, params)
+    if threshold is not None:
         rule = RULES["below"] if params.invert else RULES["above"]
-        return rule, float(params.threshold)
+        return rule, float(threshold)
     if params.background is None:
         return RULES["all"], 0.0
     target = params.background

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ...contract.params import LabelParams, dtype_max
+from ...contract.params import LabelParams, dtype_max, stored_threshold
 from .loader import KERNEL_SUFFIX, LAYOUT, device_kernels, import_cupy
 
 _THREADS = 256
@@ -155,8 +155,9 @@ def rule_args(params: LabelParams, dtype: np.dtype) -> tuple[Any, ...]:
     """foreground.cuh's ForegroundRule as kernel arguments (made once per rule and dtype:
     a call on a small image is launch-bound)."""
     value = 0.0
-    if params.threshold is not None:
-        kind, value = (_FG_BELOW if params.invert else _FG_ABOVE), float(params.threshold)
+    threshold = stored_threshold(dtype, params)
+    if threshold is not None:
+        kind, value = (_FG_BELOW if params.invert else _FG_ABOVE), float(threshold)
     elif params.background is None:
         kind = _FG_ALL
     else:
