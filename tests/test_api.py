@@ -324,3 +324,22 @@ def props_centroid(labels: np.ndarray, axis: int) -> np.ndarray:
     from skimage.measure import regionprops_table
 
     return regionprops_table(labels.astype(np.int64), properties=("centroid",))[f"centroid-{axis}"]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"smooth": "box:1"},  # needs tau
+        {"device": "cuda:99"},  # no such device here (or no CUDA at all)
+        {"threshold": -1},  # every uint8 value passes: a flood
+        {"background": 300},
+        {"max_area": 1, "min_area": 5},
+        {"connectivity": 26},  # a 2-D array
+    ],
+)
+def test_api_errors_begin_with_the_function_and_name_no_command_line_option(options):
+    with pytest.raises(Exception) as raised:
+        ccl_cli.label(np.eye(4, dtype=np.uint8), **options)
+    message = str(raised.value)
+    assert message.startswith("ccl_cli.label: "), message
+    assert "--" not in message, message

@@ -62,6 +62,8 @@ VOLUME_CSV_COLUMNS = (
     "max",
 )
 
+#: How many rows a StatsTable's repr shows at most: half from the start, half from the end.
+REPR_ROWS = 10
 #: Bits of headroom in the int64 accumulator of float means (see module doc).
 FLOAT_SUM_BITS = 62
 
@@ -101,20 +103,24 @@ class VolumeStatsRow(NamedTuple):
     max: float
 
 
-@dataclass
+@dataclass(repr=False)
 class StatsTable:
-    """Statistics of the kept components of one image or volume, row i = label i + 1.
+    """Statistics of the kept components of one image or volume, one row per component.
 
     Integer columns are int64; centroid_x/centroid_y/mean/min/max are float64
     (min/max hold the original values, exactly representable for every
-    supported dtype). `integer_values` says whether min/max print as integers.
-    A volume's table also has z, depth (int64) and centroid_z (float64), and its
-    area counts voxels; an image's has None there.
+    supported dtype). `integer_values` says whether min/max are integers (as the
+    CSV, the rows, to_dict() and to_pandas() give them). A volume's table also has
+    z, depth (int64) and centroid_z (float64), and its area counts voxels; an
+    image's has None there. `label_column`: each row's label, None for 1..K' in
+    order (a table as labeling makes it).
 
-    As a table: len(table) rows; row i describes label i + 1 (the `label`
-    column); table[i] is row i as a StatsRow (a VolumeStatsRow for a volume;
-    negative i from the end), table["area"] a column; iterating gives the
-    rows; to_dict() and to_pandas() give the columns in the CSV's order.
+    As a table: len(table) rows; `columns` the column names in the CSV's order;
+    table[i] is row i as a StatsRow (a VolumeStatsRow for a volume; negative i
+    from the end), table["area"] a column; table[1:3], table[mask] (a boolean
+    array, one per row) and table[rows] (row numbers) a StatsTable of those rows,
+    their labels kept (table[table["area"] > 50]); iterating gives the rows;
+    to_dict() and to_pandas() give the columns.
     """
 
     area: np.ndarray
@@ -131,6 +137,7 @@ class StatsTable:
     z: np.ndarray | None = None
     depth: np.ndarray | None = None
     centroid_z: np.ndarray | None = None
+    label_column: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.area.shape[0])
@@ -140,78 +147,161 @@ class StatsTable:
         """Whether this is a volume's table (with z, depth and centroid_z)."""
         return self.z is not None
 
-    def columns(self) -> dict[str, np.ndarray]:
-        """The columns present, by name, in CSV order (without the label)."""
-        return {name: getattr(self, name) for name in self.column_names()[1:]}
-
-    def column_names(self) -> tuple[str, ...]:
-        """The CSV's columns of this table: an image's or a volume's."""
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The column names, in the CSV's order: an image's or a volume's."""
         return VOLUME_CSV_COLUMNS if self.is_volume else CSV_COLUMNS
+
+    def measured(self) -> dict[str, np.ndarray]:
+        """The columns but the label, by name, in CSV order, as stored."""
+        return {name: getattr(self, name) for name in self.columns[1:]}
 
     @property
     def label(self) -> np.ndarray:
-        """Each row's label: 1..K' (int64)."""
+        """Each row's label (int64): 1..K' unless the rows were picked (class docstring)."""
+        if self.label_column is not None:
+            return self.label_column
         return np.arange(1, len(self) + 1, dtype=np.int64)
 
     @overload
     def __getitem__(self, key: str) -> np.ndarray: ...
+    @overload  # (a numpy array has __index__ too: picked rows come first)
+    def __getitem__(  # type: ignore[overload-overlap]
+        self, key: slice | np.ndarray | list[Any]
+    ) -> StatsTable: ...
     @overload
     def __getitem__(self, key: SupportsIndex) -> StatsRow | VolumeStatsRow: ...
 
-    def __getitem__(self, key: str | SupportsIndex) -> np.ndarray | StatsRow | VolumeStatsRow:
-        """A column by name, or one row (class docstring)."""
-        names = self.column_names()
+    def __getitem__(
+        self, key: str | SupportsIndex | slice | np.ndarray | list[Any]
+    ) -> np.ndarray | StatsRow | VolumeStatsRow | StatsTable:
+        """A column by name, one row, or a table of some rows (class docstring)."""
         if isinstance(key, str):
-            if key not in names:
-                raise KeyError(f"no column {key!r}; the columns are {', '.join(names)}")
-            column: np.ndarray = getattr(self, key)
+            if key not in self.columns:
+                raise KeyError(
+                    f"StatsTable: no column {key!r}; the columns are {', '.join(self.columns)}"
+                )
+            column: np.ndarray = self.label if key == "label" else getattr(self, key)
             return column
-        if isinstance(key, slice):
-            raise TypeError("a StatsTable is indexed by a row number or a column name")
-        row = range(len(self))[operator.index(key)]  # IndexError past the end
-        values = [getattr(self, name)[row].item() for name in names]
-        if self.integer_values:  # min and max as the CSV writes them
-            values[-2:] = [int(value) for value in values[-2:]]
+        if isinstance(key, (slice, np.ndarray, list)):
+            return self._rows(key)
+        try:
+            row = range(len(self))[operator.index(key)]
+        except IndexError:
+            raise IndexError(f"StatsTable: row {key} of {len(self)}") from None
+        except TypeError:
+            raise TypeError(
+                "StatsTable: index it by a column name, a row number, a slice, a boolean "
+                f"mask or an array of row numbers, not {type(key).__name__}"
+            ) from None
+        values = [column[row].item() for column in self.to_dict().values()]
         return VolumeStatsRow(*values) if self.is_volume else StatsRow(*values)
+
+    def _rows(self, key: slice | np.ndarray | list[Any]) -> StatsTable:
+        """The table of the rows `key` picks, their labels kept."""
+        picker = np.asarray(key) if isinstance(key, list) else key
+        if isinstance(picker, np.ndarray):
+            if picker.ndim != 1 or not (picker.dtype.kind in "biu" or picker.size == 0):
+                raise IndexError(
+                    "StatsTable: rows are picked by a 1-D boolean mask or row numbers, "
+                    f"got a {picker.ndim}-D {picker.dtype} array"
+                )
+            if picker.dtype == np.bool_ and picker.shape[0] != len(self):
+                raise IndexError(
+                    f"StatsTable: a boolean mask needs one value per row ({len(self)}), "
+                    f"got {picker.shape[0]}"
+                )
+            if picker.size == 0:
+                picker = picker.astype(np.int64)
+        try:
+            labels = self.label[picker]
+        except IndexError as error:
+            raise IndexError(f"StatsTable: {error}") from None
+        picked = self.take(picker)
+        picked.label_column = labels
+        return picked
 
     def __iter__(self) -> Iterator[StatsRow | VolumeStatsRow]:
         return (self[row] for row in range(len(self)))
 
     def to_dict(self) -> dict[str, np.ndarray]:
-        """The columns by name, in the CSV's order (as skimage's regionprops_table gives them)."""
-        return {name: getattr(self, name) for name in self.column_names()}
+        """The columns by name, in the CSV's order (as skimage's regionprops_table gives
+        them); min and max as int64 for integer images."""
+        columns = {"label": self.label, **self.measured()}
+        if self.integer_values:
+            columns["min"] = columns["min"].astype(np.int64)
+            columns["max"] = columns["max"].astype(np.int64)
+        return columns
 
     def to_pandas(self) -> Any:
-        """A pandas DataFrame of the columns, in the CSV's order (pandas must be installed)."""
+        """A pandas DataFrame of to_dict()'s columns (pandas must be installed)."""
         try:
             import pandas
         except ImportError:
-            raise ImportError("StatsTable.to_pandas() needs pandas: pip install pandas") from None
+            raise ImportError("StatsTable.to_pandas: needs pandas: pip install pandas") from None
         return pandas.DataFrame(self.to_dict())
+
+    def __repr__(self) -> str:
+        """The size, then the first and last rows (all of a short table), as pandas shows a
+        DataFrame."""
+        kind = "a volume" if self.is_volume else "an image"
+        head = f"StatsTable of {kind}: {len(self)} rows x {len(self.columns)} columns"
+        if len(self) == 0:
+            return f"{head} ({', '.join(self.columns)})"
+        shown = (
+            range(len(self))
+            if len(self) <= REPR_ROWS
+            else [*range(REPR_ROWS // 2), -1, *range(len(self) - REPR_ROWS // 2, len(self))]
+        )
+        columns = self.to_dict()
+        cells = [list(self.columns)]
+        for row in shown:
+            cells.append(
+                ["..."] * len(columns)
+                if row < 0
+                else [_cell(column[row].item()) for column in columns.values()]
+            )
+        widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+        lines = [
+            "  ".join(text.rjust(w) for text, w in zip(line, widths, strict=True)) for line in cells
+        ]
+        return "\n".join([head, *lines])
 
     def take(self, rows: np.ndarray | slice) -> StatsTable:
         """The table restricted to / reordered by `rows` (indices into this table,
-        or a slice, which gives views of this table's columns)."""
-        columns = {name: column[rows] for name, column in self.columns().items()}
+        or a slice, which gives views of this table's columns), numbered 1..len again:
+        what labeling hands on (a batch's table split per image, the components an
+        area filter keeps). table[rows] keeps the labels instead."""
+        columns = {name: column[rows] for name, column in self.measured().items()}
         return StatsTable(**columns, integer_values=self.integer_values)
 
     def copy(self) -> StatsTable:
         """The table with columns of its own (the CUDA backend's are views of
         page-locked memory, which a caller that keeps tables should not hold)."""
-        return self.take(np.arange(len(self)))
+        copied = self.take(np.arange(len(self)))
+        if self.label_column is not None:
+            copied.label_column = self.label_column.copy()
+        return copied
 
     def equals(self, other: StatsTable) -> bool:
         """Equality as the CPU/GPU contract demands: every value and the sign of every zero
         (-0.0 prints differently from 0.0); NaN equals NaN."""
         if self.integer_values != other.integer_values or self.is_volume != other.is_volume:
             return False
-        for name, a in self.columns().items():
+        if not np.array_equal(self.label, other.label):
+            return False
+        for name, a in self.measured().items():
             b = getattr(other, name)
             if a.shape != b.shape or not np.array_equal(a, b, equal_nan=a.dtype.kind == "f"):
                 return False
             if a.dtype.kind == "f" and not np.array_equal(np.signbit(a), np.signbit(b)):
                 return False
         return True
+
+
+def _cell(value: int | float) -> str:
+    """A value as repr shows it: integers whole, floats to 6 significant digits."""
+    return str(value) if isinstance(value, int) else f"{value:.6g}"
 
 
 def empty_table(integer_values: bool, rank: int = 2) -> StatsTable:

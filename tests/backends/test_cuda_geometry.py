@@ -66,7 +66,7 @@ def test_read_defines_of_given_names_skips_the_other_macros_and_needs_each() -> 
 
 
 def test_the_table_layout_matches_the_statistics_table() -> None:
-    assert len(empty_table(True).columns()) == LAYOUT["GCCL_TABLE_COLUMNS"]
+    assert len(empty_table(True).measured()) == LAYOUT["GCCL_TABLE_COLUMNS"]
     assert LAYOUT["GCCL_F_AREA"] < LAYOUT["GCCL_STATS_FIELDS"]
     kinds = [LAYOUT[f"GCCL_FG_{kind}"] for kind in ("BACKGROUND", "ALL", "ABOVE", "BELOW")]
     assert len(set(kinds)) == 4
@@ -75,7 +75,7 @@ def test_the_table_layout_matches_the_statistics_table() -> None:
 def test_the_volume_table_layout_matches_the_volume_statistics_table() -> None:
     """volume_stats.cu's table rows are contract/stats.py's volume columns in CSV order, the
     int64 ones first, and volumes.table_view reads each row as its column."""
-    columns = empty_table(True, rank=3).columns()
+    columns = empty_table(True, rank=3).measured()
     assert len(columns) == LAYOUT["GCCL_VOLUME_TABLE_COLUMNS"]
     ints = [name for name, column in columns.items() if column.dtype == np.int64]
     assert list(columns)[: len(ints)] == ints and len(ints) == LAYOUT["GCCL_VOLUME_TABLE_INTS"]
@@ -86,7 +86,7 @@ def test_the_volume_table_layout_matches_the_volume_statistics_table() -> None:
         words[row] = value.view(np.uint64)
     table = volumes.table_view(words, 2, True)
     assert table.is_volume
-    for row, (name, column) in enumerate(table.columns().items()):
+    for row, (name, column) in enumerate(table.measured().items()):
         assert column.tolist() == [row + 1, row + 2], name
 
 
