@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import inspect
-import json
 import os
 import signal
 import sys
@@ -28,15 +26,13 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import typer
 
 from . import __version__
+from .console import ConsoleReporter, closing_line, say
 from .errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, GcclError
 from .options import BY_NAME, NOT_FOR_A_WATCH, OPTIONS, Option, close_names
 
 if TYPE_CHECKING:  # the pipeline (numpy, codecs) loads only when a command runs
-    from rich.console import Console
-    from rich.progress import Progress
-
     from .config import Settings
-    from .run.records import Record, RunReport
+    from .run.records import RunReport
 
 app = typer.Typer(
     help="Label connected components in batches of images, on an NVIDIA GPU or the CPU.",
@@ -48,6 +44,16 @@ app = typer.Typer(
 )
 config_app = typer.Typer(help="Inspect configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
+
+
+def _as_typed(name: str, args: list[str]) -> str:
+    """The unknown option `name` as the user typed it: click reads `-threshold` as the
+    short options -t -h -r ..., and names -t; the word it came from says more."""
+    if len(name) == 2 and not name.startswith("--"):
+        for arg in args:
+            if arg.startswith(name) and len(arg) > 2 and arg[1] != "-":
+                return arg.split("=", 1)[0]
+    return name
 
 
 class GcclCommand(typer.core.TyperCommand):
@@ -71,36 +77,19 @@ class GcclCommand(typer.core.TyperCommand):
         return pieces
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        typed = list(args)  # (click's parser takes the words off `args` as it reads them)
         try:
             return super().parse_args(ctx, args)
         except Exception as error:
             # Typer raises the exceptions of the click it bundles: recognized by name.
             if type(error).__name__ == "NoSuchOption":
-                name = error.option_name  # type: ignore[attr-defined]
+                name = _as_typed(error.option_name, typed)  # type: ignore[attr-defined]
                 flags = [flag for param in self.get_params(ctx) for flag in param.opts]
                 close = close_names(name, flags)
                 hint = f" (did you mean {' or '.join(close)}?)" if close else ""
                 error.message = f"No such option: {name}{hint}"  # type: ignore[attr-defined]
                 error.possibilities = None  # type: ignore[attr-defined]
             raise
-
-
-@functools.cache
-def _stderr() -> Console:
-    """rich's console on stderr, made at the first message: a quiet run that goes well
-    never imports rich."""
-    from rich.console import Console
-
-    return Console(stderr=True, highlight=False, soft_wrap=True)  # one line per message
-
-
-def _say(message: str, style: str = "") -> None:
-    """One line on stderr (above the progress display, which shares the console); a closed
-    stderr loses it and nothing else."""
-    from rich.text import Text
-
-    with contextlib.suppress(OSError, ValueError):
-        _stderr().print(Text(message, style=style))
 
 
 ConfigOption = Annotated[
@@ -116,124 +105,8 @@ ConfigOption = Annotated[
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
-    _say(f"gccl: error: {message}", "red")
+    say(f"gccl: error: {message}", "red")
     return typer.Exit(code)
-
-
-def _progress() -> Progress:
-    """The progress display: a bar, images done of all, images per second, times."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        ProgressColumn,
-        Task,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-    from rich.text import Text
-
-    class ImagesPerSecond(ProgressColumn):
-        """Images labeled per second over the whole run so far (rich's own speed is too
-        jumpy); inputs skipped or failed are not images labeled."""
-
-        def render(self, task: Task) -> Text:
-            elapsed = task.finished_time or task.elapsed
-            labeled = task.fields.get("labeled", 0)
-            if not elapsed or not labeled:
-                return Text("")
-            return Text(f"{labeled / elapsed:.1f} img/s")
-
-    return Progress(
-        TextColumn("labeling"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        ImagesPerSecond(),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-        console=_stderr(),
-        transient=False,
-    )
-
-
-class ConsoleReporter:
-    """Progress and messages on stderr; with --json one object per input on stdout.
-
-    --quiet leaves only the errors: no progress, no notices (the closing line is
-    the caller's to leave out).
-    """
-
-    def __init__(self, quiet: bool, as_json: bool) -> None:
-        self.as_json = as_json
-        self.quiet = quiet
-        self.progress = None if quiet else _progress()
-        self.task: Any = None
-        self.labeled = 0
-        #: How many --json lines went out before stdout was closed (None while it is open).
-        self.stdout_closed_after: int | None = None
-        self._lines = 0
-
-    def start(self, total: int | None) -> None:
-        if self.progress is not None:
-            self.progress.start()
-            self.task = self.progress.add_task("label", total=total)
-
-    def finished(self, record: Record) -> None:
-        if record.status == "failed":
-            _say(f"gccl: {record.item.display}: {record.message}", "red")
-        if self.as_json and self.stdout_closed_after is None:
-            self._json_line(record)
-        if self.progress is not None and self.task is not None:
-            self.labeled += record.status == "ok"
-            self.progress.update(self.task, advance=1, labeled=self.labeled)
-
-    def _json_line(self, record: Record) -> None:
-        """Print the record's --json line; a closed stdout (`--json | head`) stops the lines
-        and nothing else: the run finishes its outputs and summary.csv."""
-        from .run.interrupts import interruptible
-
-        try:
-            with interruptible():  # a reader that stalls does not hold up a stop request
-                sys.stdout.write(json.dumps(record.as_json()) + "\n")
-                sys.stdout.flush()
-        except (OSError, ValueError):  # EPIPE, or stdout closed in this process
-            self.stdout_closed_after = self._lines
-            self.notice(f"stdout was closed after {self._lines} --json line(s); the run goes on")
-            return
-        self._lines += 1
-
-    def notice(self, message: str) -> None:
-        if not self.quiet:
-            _say(f"gccl: {message}", "yellow")
-
-    def stop(self, abandoned: bool = False) -> None:
-        """End the progress display; an abandoned run (exit 2) leaves no bar behind."""
-        if self.progress is None:
-            return
-        if abandoned and self.task is not None:
-            self.progress.remove_task(self.task)
-        self.progress.stop()
-
-
-def _closing_line(report: RunReport) -> str:
-    done, failed, skipped = report.count("ok"), report.count("failed"), report.count("skipped")
-    ending = f"in {report.seconds:.2f} s; summary: {report.summary}"
-    if skipped and skipped == report.total:
-        return f"nothing new: {skipped} skipped {ending}"
-    parts = [f"labeled {done} of {report.total} input(s)"]
-    if skipped:
-        parts.append(f"{skipped} skipped")
-    if failed:
-        parts.append(f"{failed} failed")
-    not_run = report.count("not-run")
-    if not_run:
-        parts.append(f"{not_run} not run")
-    empty = report.count("no-images")
-    if empty:
-        parts.append(f"{empty} without images (folders or patterns)")
-    return f"{', '.join(parts)} {ending}"
 
 
 LABEL_EXAMPLES = """Examples:
@@ -352,7 +225,7 @@ def _dry_run(inputs: list[str], config: list[Path] | None, flags: dict[str, Any]
 
         def notice(message: str) -> None:
             if not settings.quiet:
-                _say(f"gccl: {message}")
+                say(f"gccl: {message}")
 
         code = dry_run(inputs, settings, write, notice)
     except GcclError as error:
@@ -392,7 +265,7 @@ def _run_command(
         if reporter is not None:
             reporter.stop()
     if not settings.quiet:
-        _say(f"gccl: {_closing_line(report)}")
+        say(f"gccl: {closing_line(report)}")
     raise typer.Exit(exit_code(report))
 
 
@@ -506,6 +379,15 @@ BENCH_SHARED: dict[str, tuple[str, str | None]] = {
         "images (else 8); without it INPUT images run in binary mode.",
         None,
     ),
+    "tau_relative": (
+        "Tau mode's tolerance grows by R * max(|a|, |b|), as gccl label's does (engines "
+        "without a growing tolerance are not run on those cases).",
+        None,
+    ),
+    "tau_quadratic": (
+        "Tau mode's tolerance grows by Q * max(|a|, |b|)^2 (depth cameras), as gccl label's does.",
+        None,
+    ),
     "connectivity": ("Neighbours: 4 (edges) or 8 (and corners).", "both, 8 first"),
     "invert": ("Flip the INPUT images' intensities first, as gccl label does.", None),
     "threshold": (
@@ -555,25 +437,36 @@ def bench_command(
         ),
     ] = "kernel",
     batch: Annotated[
-        str,
+        str | None,
         typer.Option(
             metavar="N,N,..",
             help=with_default(
                 "Comma-separated batch sizes (images per call); 1 always runs, as the "
                 "cross-check and the estimate that skips calls over 1 s.",
-                "1,8,32,64",
+                "1,8,32,64; --quick 1",
             ),
             show_default=False,
         ),
-    ] = "1,8,32,64",
+    ] = None,
     repeat: Annotated[
-        int,
+        int | None,
         typer.Option(
             metavar="N",
-            help=with_default("Timed calls per measurement (fewer once they take 0.5 s).", "10"),
+            help=with_default(
+                "Timed calls per measurement (fewer once they take 0.5 s).", "10; --quick 3"
+            ),
             show_default=False,
         ),
-    ] = 10,
+    ] = None,
+    quick: Annotated[
+        bool,
+        typer.Option(
+            "--quick",
+            help="A short suite (half a minute on 2 cores): 640x480 images, batch 1, 3 "
+            "timed calls, unless --sizes, --batch or --repeat say otherwise.",
+            show_default=False,
+        ),
+    ] = False,
     sizes: Annotated[
         str | None,
         typer.Option(
@@ -646,7 +539,8 @@ def bench_command(
         options = parse_options(
             engines, level, batch, repeat, shared.get("tau"), shared.get("connectivity"),
             sizes, cases, bool(shared.get("invert")), shared.get("threshold"),
-            shared.get("background"),
+            shared.get("background"), shared.get("tau_relative"), shared.get("tau_quadratic"),
+            quick,
         )  # fmt: skip
         code = run_bench_command(
             inputs or [], options, json_path, csv_path, plot_path, quiet, wide=wide
@@ -701,7 +595,7 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)
     except typer.Abort:
-        _say("gccl: error: interrupted", "red")
+        say("gccl: error: interrupted", "red")
         sys.exit(EXIT_INTERRUPTED)
     except Exception as error:
         if not hasattr(error, "format_message") or not hasattr(error, "exit_code"):
@@ -711,7 +605,7 @@ def main() -> None:
             sys.exit(error.exit_code)
         context = getattr(error, "ctx", None)
         hint = f" (see {context.command_path} --help)" if context is not None else ""
-        _say(f"gccl: error: {error.format_message()}{hint}", "red")
+        say(f"gccl: error: {error.format_message()}{hint}", "red")
         _exit(EXIT_USAGE)
     code = code if isinstance(code, int) else 0
     if code == EXIT_TERMINATED:

@@ -29,6 +29,7 @@ class Settings:
     out: Path | None = None
     recursive: bool = False
     relative_to: Path | None = None
+    keep_extension: bool = False
     null_separated: bool = False
     background: int | float | None = 0
     invert: bool = False
@@ -183,7 +184,10 @@ def resolve(
     given = flags if python else {key: value for key, value in flags.items() if value is not None}
     settings = apply(settings, given, source, python) if given else settings
     if settings.smooth is not None and settings.label_params().tau is None:
-        raise BadValue("'smooth' needs 'tau': smoothing changes values, which only tau mode reads")
+        where = f"{source}: " if python else ""  # (the API's errors name the function)
+        raise BadValue(
+            f"{where}'smooth' needs 'tau': smoothing changes values, which only tau mode reads"
+        )
     if settings.max_area is not None and settings.max_area < settings.min_area:
         raise BadValue(
             f"{source}: '{spelled('max_area', python)}' ({settings.max_area}) is below "

@@ -299,6 +299,14 @@ OPTIONS: tuple[Option, ...] = (
         _optional(_path),
     ),
     Option(
+        "keep_extension",
+        False,
+        "",
+        "Output names keep the input's extension (x.jpg gives x.jpg.labels.png), so that "
+        "x.jpg and x.bmp in one folder do not collide.",
+        _flag,
+    ),
+    Option(
         "null_separated",
         False,
         "",
@@ -559,8 +567,9 @@ _API_TYPES: dict[Any, tuple[Callable[[Any], bool], str]] = {
 def close_names(name: str, names: Iterable[str]) -> list[str]:
     """The names among `names` that `name` is likely a typo of (at most two, closest first):
     within one edit per four characters (a letter added, dropped, changed, or two swapped),
-    leading dashes and the - / _ spelling aside, so that --min-aera finds --min-area and
-    --verbose finds nothing."""
+    or begun by it (four characters at least), leading dashes and the - / _ spelling aside,
+    so that --min-aera finds --min-area, --thresh and -threshold --threshold, and --verbose
+    finds nothing."""
 
     def bare(text: str) -> str:
         return text.lstrip("-").replace("_", "-").lower()
@@ -568,9 +577,10 @@ def close_names(name: str, names: Iterable[str]) -> list[str]:
     typed = bare(name)
     limit = max(1, len(typed) // 4)
     scored = sorted(
-        (distance, candidate)
+        (0 if bare(candidate).startswith(typed) and len(typed) >= 4 else distance, candidate)
         for candidate in dict.fromkeys(names)
         if (distance := _edits(typed, bare(candidate))) <= limit
+        or (len(typed) >= 4 and bare(candidate).startswith(typed))
     )
     return [candidate for _, candidate in scored[:2]]
 

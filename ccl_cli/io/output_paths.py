@@ -3,7 +3,8 @@
 An input mirrored at `relative` below --out (io/inputs.py decides the
 mirror) writes `relative`'s folder / its stem + one suffix per kind of
 output: only the input's last suffix is replaced, so `frame.depth.png`
-gives `frame.depth.labels.png`.
+gives `frame.depth.labels.png` (with --keep-extension none is:
+`frame.depth.png.labels.png`).
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ def stale_name(path: Path) -> str:
     return path.stem + STALE_MARK + path.suffix
 
 
-def output_paths(out: Path, relative: Path) -> OutputPaths:
-    """Outputs of the input at `relative`: only its last suffix is replaced."""
-    return OutputPaths(out / relative.parent, relative.stem)
+def output_paths(out: Path, relative: Path, keep_extension: bool = False) -> OutputPaths:
+    """Outputs of the input at `relative`: only its last suffix is replaced, or with
+    `keep_extension` none is (x.jpg gives x.jpg.labels.png)."""
+    return OutputPaths(out / relative.parent, relative.name if keep_extension else relative.stem)

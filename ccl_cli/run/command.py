@@ -401,7 +401,7 @@ def admission(
     if item.empty or item.duplicate:
         message = item.empty or f"listed again (labeled once, as {item.duplicate})"
         return Admission("no-images" if item.empty else "skipped", message)
-    paths = output_paths(settings.out, item.relative)
+    paths = output_paths(settings.out, item.relative, settings.keep_extension)
     reserved = _reserved(item.relative)
     if reserved:
         return Admission("failed", reserved)
@@ -431,7 +431,8 @@ def admission(
             and run_record is not None
             and _current(paths, settings, out, made, run_record, source)
         ):
-            message = "outputs are current (--skip-existing)"
+            why = "--skip-existing" if settings.skip_existing else "made before this watch began"
+            message = f"outputs are current ({why})"
             return Admission("skipped", message, paths, clears=True, current=True)
     return Admission("label", "", paths, clears=True)
 
@@ -511,8 +512,8 @@ def _collision(item: InputItem, claim: str) -> str:
     folder, _, first = claim.partition("\0")
     if folder == os.path.dirname(os.path.abspath(item.path)):
         hint = (
-            "outputs are named after the file without its last suffix: rename one, or label "
-            "it into another --out"
+            "outputs are named after the file without its last suffix: --keep-extension "
+            "keeps it in their names"
         )
     else:  # named files from two folders, each at the top of --out
         hint = "--relative-to keeps their folders apart"

@@ -61,8 +61,8 @@ class ListSource:
 
     @property
     def total(self) -> int:
-        """How many inputs were found."""
-        return len(self.found)
+        """How many inputs were found (a folder or pattern without images is none)."""
+        return sum(not item.empty for item in self.found)
 
     def items(self, tick: Callable[[], None]) -> Generator[Arrival, None, None]:
         """The inputs found."""

@@ -191,7 +191,9 @@ def _absolute(record: Record, task_settings: Settings) -> Admitted:
     the page of a multi-page TIFF kept."""
     assert task_settings.out is not None
     item = replace(record.item, path=record.item.path.absolute())
-    return Record(item), output_paths(task_settings.out, item.relative)
+    return Record(item), output_paths(
+        task_settings.out, item.relative, task_settings.keep_extension
+    )
 
 
 def _next_done(done: queue.SimpleQueue[Any], check_stop: Callable[[], None]) -> Any:
