@@ -30,9 +30,15 @@ from .suite import FAMILIES, SIZES, Case, generated_cases, input_cases, parse_si
 
 #: The generated sizes on a machine without a usable GPU (the full suite takes many
 #: minutes on a small CPU machine).
-QUICK_SIZES = SIZES[:2]
+CPU_SIZES = SIZES[:2]
+#: --quick: the smallest size, batch 1, a few timed calls (half a minute on 2 cores).
+QUICK_SIZES = SIZES[:1]
+QUICK_BATCHES = (1,)
+QUICK_REPEAT = 3
 
 LEVEL_CHOICES = ("kernel", "end-to-end", "both")
+DEFAULT_BATCHES = (1, 8, 32, 64)
+DEFAULT_REPEAT = 10
 
 
 @dataclass(frozen=True)
@@ -51,13 +57,16 @@ class Options:
     #: How INPUT images are labeled besides tau and connectivity (gccl label's options).
     base: LabelParams = field(default_factory=LabelParams)
     explicit_sizes: bool = False
+    #: The tolerance's growth with the values (--tau-relative, --tau-quadratic): 0 for none.
+    tau_relative: float = 0.0
+    tau_quadratic: float = 0.0
 
 
 def parse_options(
     engines: str | None,
     level: str,
-    batches: str,
-    repeat: int,
+    batches: str | None,
+    repeat: int | None,
     tau: str | None,
     connectivity: str | int | None,
     sizes: str | None,
@@ -65,18 +74,28 @@ def parse_options(
     invert: bool = False,
     threshold: str | None = None,
     background: str | None = None,
+    tau_relative: str | None = None,
+    tau_quadratic: str | None = None,
+    quick: bool = False,
 ) -> Options:
     """Options from the command line's text; UsageError names the bad one. The options
-    gccl label has too (tau, connectivity, invert, threshold, background) are checked
-    as it checks them (options.py)."""
+    gccl label has too (tau, tau_relative, tau_quadratic, connectivity, invert,
+    threshold, background) are checked as it checks them (options.py). quick: the
+    QUICK_ suite, where --sizes, --batch and --repeat do not say otherwise (their
+    defaults are given as None)."""
     base = LabelParams(
         background=_checked("background", background, 0),
         invert=invert,
         threshold=_checked("threshold", threshold, None),
     )
+    relative = float(_checked("tau_relative", tau_relative, 0))
+    quadratic = float(_checked("tau_quadratic", tau_quadratic, 0))
     engine_names = _names("--engines", engines, ENGINE_NAMES)
     if level not in LEVEL_CHOICES:
         raise UsageError(f"--level must be one of {', '.join(LEVEL_CHOICES)}, got {level!r}")
+    if batches is None:
+        batches = ",".join(map(str, QUICK_BATCHES if quick else DEFAULT_BATCHES))
+    repeat = (QUICK_REPEAT if quick else DEFAULT_REPEAT) if repeat is None else repeat
     try:
         batch_sizes = {int(b) for b in _split(batches)}
     except ValueError:
@@ -87,6 +106,7 @@ def parse_options(
         raise UsageError(f"--repeat must be at least 1, got {repeat}")
     try:
         size_list = tuple(parse_size(s) for s in _split(sizes)) if sizes else SIZES
+        size_list = QUICK_SIZES if quick and not sizes else size_list
     except ValueError as error:
         raise UsageError(f"--sizes: {error}") from None
     chosen = _checked("connectivity", connectivity, None)
@@ -98,12 +118,14 @@ def parse_options(
         levels=("kernel", "end-to-end") if level == "both" else (level,),
         batches=tuple(sorted(batch_sizes | {1})),
         repeat=repeat,
-        tau=_checked("tau", tau, None),
+        tau=_checked("tau", tau, 0 if relative or quadratic else None),
         connectivities=(8, 4) if chosen is None else (chosen,),
         sizes=size_list,
         families=_names("--cases", cases, FAMILIES) or FAMILIES,
         base=base,
-        explicit_sizes=sizes is not None,
+        explicit_sizes=sizes is not None or quick,
+        tau_relative=relative,
+        tau_quadratic=quadratic,
     )
 
 
@@ -150,11 +172,12 @@ def run_bench_command(
     err = err or Console(stderr=True, highlight=False)
     engines, descriptions = _engines(options)
     if not inputs and not options.explicit_sizes and not _gpu_usable():
-        options = replace(options, sizes=QUICK_SIZES)
+        options = replace(options, sizes=CPU_SIZES)
         if not quiet:
             err.print(
                 Text(
-                    "gccl: no usable GPU: the quick suite (640x480, 1920x1080); "
+                    "gccl: no usable GPU: the suite at 640x480 and 1920x1080 (--quick: 640x480 "
+                    "alone, batch 1); "
                     "--sizes 640x480,1920x1080,4000x3000 runs the full one",
                     style="yellow",
                 ),
@@ -175,7 +198,10 @@ def run_bench_command(
         records += run_end_to_end(cases, engines, options.batches, limits, progress)
     add_speedups(records)
     machine = describe_machine()
-    print_report(out, records, machine, descriptions, wide or out.width >= WIDE_REPORT_COLUMNS)
+    work = {engine.name: engine.work for engine in engines}
+    print_report(
+        out, records, machine, descriptions, wide or out.width >= WIDE_REPORT_COLUMNS, work
+    )
     if json_path:
         write_json(json_path, records)
     if csv_path:
@@ -277,7 +303,9 @@ def _cases(inputs: Sequence[str], options: Options) -> list[Case]:
     if not inputs:
         if options.base != LabelParams():
             raise UsageError("--invert, --threshold and --background apply to INPUT images")
-        return generated_cases(options.families, options.sizes, options.connectivities, options.tau)
+        return generated_cases(
+            options.families, options.sizes, options.connectivities, options.tau, growth(options)
+        )
     if options.sizes != SIZES or options.families != FAMILIES:
         raise UsageError("--sizes and --cases choose generated cases; drop them with INPUT files")
     from ..io.decode import read_image
@@ -302,7 +330,16 @@ def _cases(inputs: Sequence[str], options: Options) -> list[Case]:
         zip(names, images, sources, strict=True),
         options.connectivities,
         options.tau,
-        options.base,
+        growth(options, options.base),
+    )
+
+
+def growth(options: Options, base: LabelParams | None = None) -> LabelParams:
+    """`base` (else the defaults) with the tolerance's growth of tau mode cases."""
+    return replace(
+        base or LabelParams(),
+        tau_relative=options.tau_relative,
+        tau_quadratic=options.tau_quadratic,
     )
 
 

@@ -29,6 +29,14 @@ from ..contract.params import LabelParams, foreground_mask
 from .floodfill import flood_fill_labels
 from .suite import Case
 
+#: What an engine's call computes (BenchEngine.work), in parts the summary compares: the
+#: labels, per component its area, bounding box and centroid, its intensity mean, min and
+#: max, and outlines (gccl's polygons, OpenCV's contours).
+LABELS = ("labels",)
+BOXES = ("labels", "box+centroid")
+STATISTICS = ("labels", "box+centroid", "mean/min/max")
+OUTLINES = ("outlines",)
+
 #: Per-image pixel caps of the slow methods (their time would swamp the run).
 VGA_PIXELS = 640 * 480
 FULL_HD_PIXELS = 1920 * 1080
@@ -65,6 +73,10 @@ class BenchEngine:
     """
 
     name = ""
+    #: What one call computes, for the summary's comparisons: labels only, or more.
+    work: tuple[str, ...] = LABELS
+    #: Whether tau mode's tolerance may grow with the values (--tau-quadratic ...).
+    growing_tolerance = False
     on_device = False
     raster_order = False
     end_to_end_modes: tuple[str, ...] = ()
@@ -91,6 +103,11 @@ class BenchEngine:
         mode = case.params.mode
         if mode not in self.modes:
             return f"has no {mode} mode"
+        growing = case.params.tau_relative > 0 or case.params.tau_quadratic > 0
+        if mode == "tau" and growing and not self.growing_tolerance:
+            return (
+                "has no tolerance growing with the values, as --tau-relative or --tau-quadratic ask"
+            )
         cap = self.max_pixels.get(mode)
         if cap is not None and case.pixels > cap:
             return f"too slow: {mode} mode runs on images up to {cap / 1e6:.1f} Mpixel only"
@@ -146,6 +163,8 @@ class _Gccl(BenchEngine):
     """What both gccl backends share: raster-order labels, and `gccl label` end to end."""
 
     raster_order = True
+    work: tuple[str, ...] = STATISTICS
+    growing_tolerance = True
     modes: tuple[str, ...] = ("binary", "tau")
     end_to_end_modes: tuple[str, ...] = ("binary", "tau")
     end_to_end_batched = True
@@ -207,6 +226,7 @@ class GcclCudaLabels(GcclCuda):
     """gccl's CUDA labeling kernels alone (what cupyx and the GPU papers' numbers time)."""
 
     name = "gccl-cuda-labels"
+    work: tuple[str, ...] = LABELS
     end_to_end_modes = ()
     no_end_to_end = "end to end it is gccl-cuda"
     statistics = False
@@ -219,6 +239,7 @@ class GcclCudaPolygons(GcclCuda):
     """gccl's CUDA kernels with --polygons: labels, statistics and outlines on the host."""
 
     name = "gccl-cuda-polygons"
+    work = STATISTICS + OUTLINES
     end_to_end_modes = ()
     no_end_to_end = "end to end it is gccl label --polygons (benchmarks/bench_polygons.py)"
 
@@ -279,6 +300,7 @@ class OpenCv(BenchEngine):
     """OpenCV: connectedComponentsWithStats for binary, floodFill region growing for tau."""
 
     name = "opencv"
+    work: tuple[str, ...] = BOXES
     modes: tuple[str, ...] = ("binary", "tau")
     end_to_end_modes: tuple[str, ...] = ("binary",)
     max_pixels: ClassVar[dict[str, int]] = {"tau": VGA_PIXELS}
@@ -326,6 +348,7 @@ class OpenCvContours(OpenCv):
     """OpenCV's labels plus cv2.findContours: the reference point of --polygons."""
 
     name = "opencv-contours"
+    work = BOXES + OUTLINES
     modes = ("binary",)
     end_to_end_modes = ()
     no_end_to_end = "no file pipeline"

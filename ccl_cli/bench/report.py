@@ -55,13 +55,15 @@ def print_report(
     machine: Mapping[str, str],
     engines: Mapping[str, str],
     wide: bool = False,
+    work: Mapping[str, tuple[str, ...]] | None = None,
 ) -> None:
     """Machine, engines, one table per level, what was not measured and why, then a
-    summary line per engine.
+    summary line per engine, and gccl against each peer it ran (peer_rows).
 
     engines: name -> what was timed (or why the engine is unavailable). wide: every
     column (about WIDE_REPORT_COLUMNS); else the table fits REPORT_COLUMNS, each case
-    on a line of its own above its rows.
+    on a line of its own above its rows. work: name -> what one call computes
+    (engines.BenchEngine.work).
     """
     for key, value in machine.items():
         _wrapped(console, f"{key}: {value}", "    ")
@@ -100,6 +102,88 @@ def print_report(
         for row in summary:
             table.add_row(*row, style="bold red" if row[-1] != "0" else "")
         console.print(table)
+    _print_peers(console, records, work or {})
+
+
+def _print_peers(
+    console: Console, records: Sequence[Record], work: Mapping[str, tuple[str, ...]]
+) -> None:
+    """The table of peer_rows, and in words where one side computes more than the other."""
+    rows = peer_rows(records)
+    if not rows:
+        return
+    table = Table(
+        title="gccl against each peer: the peer's time / gccl's, same case, level and batch",
+        title_justify="left",
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+    )
+    for name, justify in (
+        ("gccl", "left"),
+        ("peer", "left"),
+        ("level", "left"),
+        ("gccl faster", "right"),
+        ("median", "right"),
+        ("range", "right"),
+        ("gccl also computes", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    ours_more: dict[tuple[str, str], list[str]] = {}  # (gccl, its extra work) -> peers
+    theirs_more: dict[tuple[str, str], list[str]] = {}  # (peer, its extra work) -> gccl
+    for gccl, peer, level, faster, median, spread in rows:
+        ours, theirs = work.get(gccl, ()), work.get(peer.rstrip(EMULATED), ())
+        more = ", ".join(part for part in ours if part not in theirs)
+        less = ", ".join(part for part in theirs if part not in ours)
+        table.add_row(gccl, peer, level, faster, median, spread, more or "-")
+        if more and peer not in ours_more.setdefault((gccl, more), []):
+            ours_more[(gccl, more)].append(peer)
+        if less and gccl not in theirs_more.setdefault((peer, less), []):
+            theirs_more[(peer, less)].append(gccl)
+    console.print(table)
+    for (gccl, more), peers in ours_more.items():
+        _wrapped(
+            console,
+            f"{gccl} also computes {more} per component, which {' and '.join(peers)} "
+            f"{'do' if len(peers) > 1 else 'does'} not: its times include that work",
+            "  ",
+        )
+    for (peer, less), ours_list in theirs_more.items():
+        verb = "do" if len(ours_list) > 1 else "does"
+        _wrapped(
+            console,
+            f"{peer} also computes {less}, which {' and '.join(ours_list)} {verb} not",
+            "  ",
+        )
+
+
+def peer_rows(records: Sequence[Record]) -> list[tuple[str, str, str, str, str, str]]:
+    """Per gccl engine, peer and level: in how many measurements of both on the same case
+    and batch gccl was faster, and the median, lowest and highest of the peer's time over
+    gccl's (above 1: gccl faster)."""
+    rows = []
+    for level in LEVELS:
+        timed = {
+            (r.engine, r.case, r.batch if level == "kernel" else None): r
+            for r in records
+            if r.level == level and r.status == "ok" and r.median_ms
+        }
+        engines = list(dict.fromkeys(engine for engine, _, _ in timed))
+        ours = [engine for engine in engines if engine.startswith("gccl")]
+        for gccl in ours:
+            for peer in (engine for engine in engines if not engine.startswith("gccl")):
+                ratios = [
+                    r.median_ms / timed[(gccl, case, batch)].median_ms  # type: ignore[operator]
+                    for (engine, case, batch), r in timed.items()
+                    if engine == peer and (gccl, case, batch) in timed
+                ]
+                if not ratios:
+                    continue
+                faster = f"{sum(ratio > 1 for ratio in ratios)} of {len(ratios)}"
+                name = _engine_name(next(r for r in timed.values() if r.engine == peer))
+                spread = f"{_number(min(ratios))}-{_number(max(ratios))}x"
+                median = f"{statistics.median(ratios):.2f}x"
+                rows.append((gccl, name, level, faster, median, spread))
+    return rows
 
 
 def _wrapped(console: Console, line: str, indent: str) -> None:

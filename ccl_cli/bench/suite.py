@@ -86,20 +86,22 @@ def generated_cases(
     sizes: Sequence[tuple[int, int]],
     connectivities: Sequence[int],
     tau: float | None,
+    growth: LabelParams | None = None,
 ) -> list[Case]:
     """The generated suite: every family at every size and connectivity.
 
-    The depth family runs in tau mode (tau, or SUITE_TAU when None); the
-    others are binary images and run in binary mode.
+    The depth family runs in tau mode (tau, or SUITE_TAU when None; `growth` holds the
+    tolerance's tau_relative and tau_quadratic); the others are binary images and run
+    in binary mode.
     """
     cases = []
     for width, height in sizes:
         for family in families:
             image = generate(family, width, height)
             family_tau = (SUITE_TAU if tau is None else tau) if family == "depth" else None
-            cases.extend(
-                _cases_of(f"{family} {width}x{height}", family, image, family_tau, connectivities)
-            )
+            base = growth if family == "depth" else None
+            stem = f"{family} {width}x{height}"
+            cases.extend(_cases_of(stem, family, image, family_tau, connectivities, base=base))
     return cases
 
 

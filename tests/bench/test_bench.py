@@ -29,6 +29,7 @@ from ccl_cli.bench.suite import (
     parse_size,
 )
 from ccl_cli.cli import app
+from ccl_cli.contract.params import LabelParams
 from ccl_cli.errors import UsageError
 
 CPU_ENGINES = "gccl-cpu,opencv,opencv-contours,cc3d,skimage"
@@ -210,6 +211,7 @@ def test_a_wrong_engine_is_reported_loudly_with_exit_code_1(
 # --- reports -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_json_csv_and_plot(tmp_path: Path) -> None:
     paths = {
         "json_path": tmp_path / "bench.json",
@@ -252,6 +254,7 @@ def test_speedups_compare_with_opencv_at_the_same_batch() -> None:
 # --- levels, inputs and the command line ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_end_to_end_level_on_a_tiny_suite(tmp_path: Path) -> None:
     json_path = tmp_path / "e2e.json"
     code, printed = run(
@@ -398,5 +401,43 @@ def test_without_a_gpu_the_default_suite_is_the_quick_one_with_progress(
     assert code == 0
     assert {r["size"] for r in json.loads(json_path.read_text())} == {"640x480", "1920x1080"}
     text = err.getvalue()
-    assert "no usable GPU: the quick suite (640x480, 1920x1080)" in text
+    assert "no usable GPU: the suite at 640x480 and 1920x1080" in text
     assert "(1/2) kernel" in text and "(2/2, about" in text and "s left) kernel" in text
+
+
+def test_a_growing_tolerance_reaches_every_gccl_level_and_no_peer_runs_without_it(
+    tmp_path: Path,
+) -> None:
+    opts = options(
+        engines="gccl-cpu,cc3d,opencv", level="both", batches="1", cases="depth",
+        connectivity=4, tau_quadratic="2e-4",
+    )  # fmt: skip
+    (depth,) = [c for c in generated_cases(("depth",), ((48, 32),), (4,), opts.tau, None)]
+    code, _ = run(opts, json_path=tmp_path / "r.json")
+    assert code == 0
+    records = json.loads((tmp_path / "r.json").read_text())
+    by = {(r["engine"], r["level"]): r for r in records}
+    for peer in ("cc3d", "opencv"):
+        assert by[(peer, "kernel")]["status"] == "skipped"
+        assert "growing with the values" in by[(peer, "kernel")]["note"]
+    from oracles import bfs_labels
+
+    params = LabelParams(tau=0, tau_quadratic=2e-4, connectivity=4)
+    want = int(bfs_labels(depth.image, params).max())
+    assert want != int(bfs_labels(depth.image, LabelParams(tau=0, connectivity=4)).max())
+    assert by[("gccl-cpu", "kernel")]["components"] == want
+    assert by[("gccl-cpu", "end-to-end")]["components"] == want  # gccl label got it too
+
+
+def test_quick_is_a_short_suite_unless_told_otherwise() -> None:
+    quick = options(sizes=None, batches=None, repeat=None, quick=True)
+    assert quick.sizes == ((640, 480),) and quick.batches == (1,) and quick.repeat == 3
+    told = options(sizes="48x32", batches="1,4", repeat=2, quick=True)
+    assert told.sizes == ((48, 32),) and told.batches == (1, 4) and told.repeat == 2
+    default = options(sizes=None, batches=None, repeat=None)
+    assert default.batches == (1, 8, 32, 64) and default.repeat == 10 and len(default.sizes) == 3
+    result = CliRunner().invoke(
+        app, ["bench", "--quick", "--engines", "gccl-cpu", "--cases", "random-0.1", "--quiet"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "random-0.1 640x480 8c" in result.output and "1920x1080" not in result.output

@@ -64,6 +64,7 @@ def seconds(text: str) -> float:
     return float(value)
 
 
+@pytest.mark.slow
 def test_every_estimate_is_within_2x_of_the_time_left_from_the_first_case_on(monkeypatch):
     # Small cases first, 16 times larger ones later, batches of 1 and 4: an estimate that
     # assumes every measurement costs the average so far is 5-20 times too short.
@@ -91,6 +92,7 @@ def test_every_estimate_is_within_2x_of_the_time_left_from_the_first_case_on(mon
         assert left / 2 <= estimate <= left * 2, (at, estimate, left, err.getvalue())
 
 
+@pytest.mark.slow
 def test_the_table_fits_100_columns_unless_wide_and_a_log_gets_whole_lines():
     options = parse_options(
         "gccl-cpu,opencv,opencv-contours,cc3d,skimage", "both", "1,2", 1, None, None,
@@ -161,7 +163,8 @@ def test_a_summary_line_per_engine_and_level(monkeypatch):
         [], options, quiet=True, out=Console(file=out, width=100), err=Console(file=io.StringIO())
     )
     text = out.getvalue()
-    summary = text[text.index("summary: speed-up over OpenCV") :].splitlines()
+    summary = text[text.index("summary: speed-up over OpenCV") : text.index("gccl against")]
+    summary = summary.splitlines()
     rows = {line.split()[0]: line.split()[1:] for line in summary[3:] if line.strip()}
     assert rows["gccl-cpu"][0] == "kernel" and rows["gccl-cpu"][-2:] == ["2", "0"]
     assert re.fullmatch(r"[\d.]+x", rows["gccl-cpu"][1]) and re.fullmatch(
@@ -171,6 +174,7 @@ def test_a_summary_line_per_engine_and_level(monkeypatch):
     assert rows["cc3d"][-2:] == ["2", "2"]  # both cases disagreed
 
 
+@pytest.mark.slow
 def test_no_gpu_is_said_in_the_report_and_emulation_is_marked(monkeypatch, tmp_path: Path):
     import matplotlib.figure
 
@@ -225,3 +229,44 @@ def test_sleepy_engine_is_what_the_estimate_test_assumes():
     started = time.perf_counter()
     engine.run(batch, LabelParams())
     assert time.perf_counter() - started >= 0.02
+
+
+def test_the_summary_compares_gccl_with_every_peer_and_says_who_computes_more():
+    from ccl_cli.bench.records import Record
+    from ccl_cli.bench.report import peer_rows, print_report
+
+    def timed(engine: str, case: str, median: float, level: str = "kernel") -> Record:
+        record = Record(engine, case, "random-0.5", "48x32", "binary", None, 8, level, 1)
+        record.median_ms = median
+        return record
+
+    records = [
+        timed("gccl-cpu", "a", 2.0),
+        timed("cc3d", "a", 1.0),  # cc3d faster here
+        timed("gccl-cpu", "b", 1.0),
+        timed("cc3d", "b", 4.0),
+        timed("gccl-cpu", "c", 1.0),
+        timed("cc3d", "c", 3.0),
+        timed("opencv", "a", 6.0),
+        timed("opencv", "c", 3.0),
+        timed("gccl-cpu", "a", 10.0, "end-to-end"),
+        timed("opencv", "a", 20.0, "end-to-end"),
+    ]
+    rows = peer_rows(records)
+    assert rows == [
+        ("gccl-cpu", "cc3d", "kernel", "2 of 3", "3.00x", "0.5-4x"),
+        ("gccl-cpu", "opencv", "kernel", "2 of 2", "3.00x", "3-3x"),
+        ("gccl-cpu", "opencv", "end-to-end", "1 of 1", "2.00x", "2-2x"),
+    ]
+    out = io.StringIO()
+    work = {"gccl-cpu": ("labels", "box+centroid", "mean/min/max"), "cc3d": ("labels",)}
+    work["opencv"] = ("labels", "box+centroid")
+    print_report(Console(file=out, width=100), records, {}, {}, work=work)
+    text = " ".join(out.getvalue().split())
+    assert "gccl against each peer" in text
+    assert "gccl-cpu cc3d kernel 2 of 3 3.00x 0.5-4x box+centroid, mean/min/max" in text
+    assert (
+        "gccl-cpu also computes box+centroid, mean/min/max per component, which cc3d does not: "
+        "its times include that work"
+    ) in text
+    assert "gccl-cpu also computes mean/min/max per component, which opencv does not" in text
