@@ -122,6 +122,7 @@ def summary_rows(out: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", [(), ("--poll", "--poll-interval", "1.5")])
 def test_existing_slow_renamed_deleted_and_bad_files(folder: Path, tmp_path: Path, options):
     out = tmp_path / "out"
@@ -167,6 +168,7 @@ def test_existing_slow_renamed_deleted_and_bad_files(folder: Path, tmp_path: Pat
     assert (out / GCCL_DIR / LOCK_NAME).exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", [(), POLL], ids=["events", "poll"])
 def test_restart_redoes_nothing_and_summary_is_kept_true(
     folder: Path, tmp_path: Path, options: tuple[str, ...]
@@ -199,6 +201,10 @@ def test_restart_redoes_nothing_and_summary_is_kept_true(
     try:
         records = again.wait_for("old0.png", "old1.png", "old2.png", "new.png")
         assert {r["status"] for r in records.values()} == {"skipped"}
+        # (a watch refuses --skip-existing: its rows do not name it)
+        assert {r["message"] for r in records.values()} == {
+            "outputs are current (made before this watch began)"
+        }
         (folder / "newer.png").write_bytes(png_bytes(21))
         assert again.wait_for("newer.png")["newer.png"]["status"] == "ok"
         again.stop()
@@ -217,6 +223,7 @@ def test_restart_redoes_nothing_and_summary_is_kept_true(
     }
 
 
+@pytest.mark.slow
 def test_a_flood_of_files_is_labeled_once_each(folder: Path, tmp_path: Path):
     out = tmp_path / "out"
     watch = Watch(folder, out)
@@ -236,6 +243,7 @@ def test_a_flood_of_files_is_labeled_once_each(folder: Path, tmp_path: Path):
     assert len(summary_rows(out)) == len(names) + 3
 
 
+@pytest.mark.slow
 def test_watch_refuses_a_missing_folder_and_out_in_the_folder(folder: Path, tmp_path: Path):
     for args, needle in (
         ([str(tmp_path / "nope"), "--out", str(tmp_path / "o")], "is not a folder"),
@@ -261,6 +269,7 @@ def write_in_two(path: Path, data: bytes, pause: float) -> None:
         handle.write(data[len(data) // 2 :])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", [(), POLL], ids=["events", "poll"])
 def test_a_file_changed_after_it_was_labeled_is_labeled_again(
     folder: Path, tmp_path: Path, options: tuple[str, ...]
@@ -286,6 +295,7 @@ def test_a_file_changed_after_it_was_labeled_is_labeled_again(
     assert len(watch.records["old0.png"]) == 1  # unchanged files are not labeled again
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", [(), POLL], ids=["events", "poll"])
 def test_a_file_that_failed_while_being_written_is_tried_again_once_it_changes(
     folder: Path, tmp_path: Path, options: tuple[str, ...]
@@ -309,6 +319,7 @@ def test_a_file_that_failed_while_being_written_is_tried_again_once_it_changes(
     assert not list(out.glob("slow.*.stale.*"))  # the stale copies went with the new outputs
 
 
+@pytest.mark.slow
 def test_polling_waits_until_a_files_size_and_mtime_hold(folder: Path, tmp_path: Path) -> None:
     """A file there at the start, looking long finished (an old mtime), that still grows:
     polled, it is taken only once two looks a poll interval apart agree."""
@@ -332,6 +343,7 @@ def test_polling_waits_until_a_files_size_and_mtime_hold(folder: Path, tmp_path:
     assert len(watch.records["growing.png"]) == 1
 
 
+@pytest.mark.slow
 def test_sigterm_ends_a_watch_by_the_signal_and_it_says_what_it_watches(
     folder: Path, tmp_path: Path
 ) -> None:
@@ -354,6 +366,7 @@ def test_sigterm_ends_a_watch_by_the_signal_and_it_says_what_it_watches(
     assert "watching" not in stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("options", "config", "needle"),
     [
@@ -380,6 +393,7 @@ def test_options_that_mean_nothing_to_a_watch_are_refused(
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 def test_a_file_whose_output_names_are_too_long_fails_alone_and_the_watch_goes_on(
     folder: Path, tmp_path: Path
 ) -> None:
@@ -415,6 +429,7 @@ def tiff_pages(path: Path, pages: int, seed: int) -> list[np.ndarray]:
     return masks
 
 
+@pytest.mark.slow
 def test_a_file_overwritten_with_fewer_pages_keeps_no_outputs_of_the_pages_it_lost(
     folder: Path, tmp_path: Path
 ) -> None:
@@ -448,6 +463,7 @@ def test_a_file_overwritten_with_fewer_pages_keeps_no_outputs_of_the_pages_it_lo
     assert "fax.tif changed its pages" in stderr and "fax.p0003.labels.stale.png" in stderr
 
 
+@pytest.mark.slow
 def test_a_restarted_watch_moves_aside_the_outputs_of_pages_lost_while_it_was_stopped(
     folder: Path, tmp_path: Path
 ) -> None:
@@ -482,6 +498,7 @@ def test_a_restarted_watch_moves_aside_the_outputs_of_pages_lost_while_it_was_st
 # --- a watch resolves its folders once -----------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", [(), POLL], ids=["events", "poll"])
 def test_a_recursive_watch_never_enters_linked_folders(
     folder: Path, tmp_path: Path, options: tuple[str, ...]
@@ -505,6 +522,7 @@ def test_a_recursive_watch_never_enters_linked_folders(
     assert not list(out.glob("*.labels.labels.*"))
 
 
+@pytest.mark.slow
 def test_a_bind_mount_of_the_watched_folder_as_out_is_refused(folder: Path, tmp_path: Path) -> None:
     mount = tmp_path / "mount"
     mount.mkdir()
@@ -523,6 +541,7 @@ def test_a_bind_mount_of_the_watched_folder_as_out_is_refused(folder: Path, tmp_
     assert sorted(p.name for p in folder.iterdir()) == ["old0.png", "old1.png", "old2.png"]
 
 
+@pytest.mark.slow
 def test_an_out_deleted_during_a_watch_stops_it_with_one_line(folder: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     watch = Watch(folder, out)
@@ -540,6 +559,7 @@ def test_an_out_deleted_during_a_watch_stops_it_with_one_line(folder: Path, tmp_
     assert not out.exists()  # nothing written there by path afterwards
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", ["replaced", "moved", "deleted"])
 def test_a_watched_folder_moved_stops_the_watch_with_one_line(
     folder: Path, tmp_path: Path, change: str
