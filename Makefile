@@ -1,4 +1,4 @@
-# gccl: the two set-up commands are `make demo` and `make test`.
+# gccl: the two set-up commands are `make demo` and `make test` (`make check`: the fast subset).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -7,7 +7,7 @@ NVCC ?= nvcc
 
 ENGINE_SOURCES := setup.py $(wildcard ccl_cli/native/src/*.c ccl_cli/native/src/*.h)
 
-.PHONY: demo test lint pytest cubins cubins-check cpu-engine-check venv clean
+.PHONY: demo test check lint pytest cubins cubins-check cpu-engine-check venv clean
 
 # A venv with pip and the setuptools that builds the package (setup.py runs in it).
 $(VENV)/.made:
@@ -55,6 +55,11 @@ pytest: $(VENV)/.installed-dev $(VENV)/.engine-built
 	$(VENV)/bin/pytest -q
 
 test: lint cubins-check cpu-engine-check pytest
+
+# The inner loop: lint and the tests not marked slow (pyproject's markers), under a minute
+# on 2 cores. `make test` stays the full gate (CI).
+check: lint $(VENV)/.installed-dev $(VENV)/.engine-built
+	$(VENV)/bin/pytest -q -m "not slow"
 
 # One fatbin for every supported GPU generation, plus a manifest of the sources' hash.
 cubins:

@@ -1,6 +1,10 @@
-"""Shared test settings and the pixel-value generator the property tests draw from."""
+"""Shared test settings, the pixel-value generator the property tests draw from, and the
+one line that says what a run skipped and why."""
 
 from __future__ import annotations
+
+from collections import Counter
+from typing import Any
 
 import numpy as np
 from hypothesis import settings
@@ -29,3 +33,21 @@ def pixel_values(draw: st.DrawFn, dtype: np.dtype, shape: tuple[int, ...]) -> np
     values = low + rng.integers(0, span + 1, shape)
     values[odd] = rng.choice([int(info.min), int(info.max)], int(odd.sum()))
     return values.astype(dtype)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line for every skipped test, grouped by reason ("-rs" still lists each): a run
+    without a GPU skips hundreds, which would otherwise bury the failures."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    reasons = Counter(_skip_reason(report) for report in skipped)
+    said = "; ".join(f"{count} {reason}" for reason, count in reasons.most_common())
+    terminalreporter.write_line(f"skipped {len(skipped)}: {said}")
+
+
+def _skip_reason(report: Any) -> str:
+    """Why a test was skipped, without its place."""
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")

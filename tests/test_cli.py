@@ -335,6 +335,7 @@ def wait_for_outputs(process: subprocess.Popen, count: int) -> None:
         assert json.loads(process.stdout.readline())["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_subprocess_run_and_version(folder: Path, tmp_path: Path):
     version = subprocess.run(
         [sys.executable, "-m", "ccl_cli", "--version"], capture_output=True, text=True
@@ -348,6 +349,7 @@ def test_subprocess_run_and_version(folder: Path, tmp_path: Path):
     assert "labeled 2 of 2 input(s)" in stderr
 
 
+@pytest.mark.slow
 def test_killed_run_leaves_no_partial_file_and_resumes(many: Path, tmp_path: Path):
     out = tmp_path / "out"
     process = run_gccl(
@@ -385,6 +387,7 @@ def test_killed_run_leaves_no_partial_file_and_resumes(many: Path, tmp_path: Pat
         assert np.array_equal(read_label_image(out / f"img{i:02d}.labels.png"), expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_writes_summary_and_ends_by_its_signal(many: Path, tmp_path: Path, signum: int):
     """Ctrl-C exits 130; SIGTERM ends the process by SIGTERM itself (a shell reports 143)."""

@@ -44,6 +44,7 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> int:
     return peak_rss(folder / "tiny.png", folder / "out")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "options"),
     [

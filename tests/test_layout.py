@@ -8,6 +8,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "ccl_cli"
 #: What ships or measures: the package, the scripts and the benchmarks.
@@ -101,10 +103,12 @@ def test_cycle_finder_finds_a_circle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+@pytest.mark.slow
 def test_no_import_circles():
     assert _cycles(_graph()) == []
 
 
+@pytest.mark.slow
 def test_no_private_names_imported_across_modules():
     offenders = [
         f"{_module_name(path)} imports {name} from {target}"
@@ -168,6 +172,7 @@ def test_the_private_name_finder_finds_each_kind():
     ]
 
 
+@pytest.mark.slow
 def test_no_private_name_of_the_standard_library_or_a_dependency():
     """Any Python release may change them: the package, scripts and benchmarks use public API."""
     offenders = [
@@ -182,6 +187,7 @@ def test_no_private_name_of_the_standard_library_or_a_dependency():
     assert used == []
 
 
+@pytest.mark.slow
 def test_contract_imports_no_backend_reader_or_run():
     contract = [name for name in _graph() if name.startswith("ccl_cli.contract")]
     assert contract
@@ -287,6 +293,7 @@ def test_the_reference_and_test_import_finders_find_each_kind():
     ]
 
 
+@pytest.mark.slow
 def test_references_import_nothing_from_the_package():
     """A reference checks the product only if it does not share its code: the oracles, the
     cc3d reference, the shapes and the label-file readers are written from the README."""
@@ -297,6 +304,7 @@ def test_references_import_nothing_from_the_package():
     assert {name: sorted(reach[name]) for name in references if reach[name]} == {}
 
 
+@pytest.mark.slow
 def test_test_modules_do_not_import_each_other():
     """Shared test code lives in helper modules of tests/, never in another test file."""
     assert _test_module_imports(_test_sources()) == []

@@ -82,6 +82,7 @@ RERUNS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", list(RERUNS))
 def test_a_rerun_after_the_file_lost_pages_moves_their_outputs_aside(
     tmp_path: Path, how: str
@@ -116,6 +117,7 @@ def test_a_rerun_after_the_file_lost_pages_moves_their_outputs_aside(
     assert (out / "other.labels.png").exists()
 
 
+@pytest.mark.slow
 def test_pages_kept_as_they_were_are_skipped_and_the_lost_one_still_moved_aside(
     tmp_path: Path,
 ) -> None:
@@ -141,6 +143,7 @@ def test_pages_kept_as_they_were_are_skipped_and_the_lost_one_still_moved_aside(
     )
 
 
+@pytest.mark.slow
 def test_a_file_that_became_one_page_and_then_two_keeps_the_outputs_of_its_pages_now(
     tmp_path: Path,
 ) -> None:
@@ -181,6 +184,7 @@ def test_a_file_that_became_one_page_and_then_two_keeps_the_outputs_of_its_pages
     assert "fax.labels.stale.png" in twice.stderr
 
 
+@pytest.mark.slow
 def test_files_gccl_did_not_make_are_never_moved_nor_replaced(tmp_path: Path) -> None:
     out = labeled_three_pages(tmp_path, seed=7)
     (out / "fax.p0003.stats.csv").write_text("my own notes\n")  # edited: no longer gccl's
@@ -205,6 +209,7 @@ def test_files_gccl_did_not_make_are_never_moved_nor_replaced(tmp_path: Path) ->
     assert not (out / "fax.p0003.stats.stale.csv").exists()
 
 
+@pytest.mark.slow
 def test_outputs_made_for_another_input_since_are_not_the_lost_pages(tmp_path: Path) -> None:
     """fax.p0003.png's outputs have page 3's names: once they took those names, the page's
     outputs are gone and nothing of fax.p0003.png's is moved for it."""
@@ -222,6 +227,7 @@ def test_outputs_made_for_another_input_since_are_not_the_lost_pages(tmp_path: P
     assert "changed its pages" not in again.stderr
 
 
+@pytest.mark.slow
 def test_a_dry_run_says_which_outputs_of_lost_pages_it_would_move_and_moves_none(
     tmp_path: Path,
 ) -> None:

@@ -26,6 +26,7 @@ def outputs(out: Path) -> dict[str, bytes]:
     }
 
 
+@pytest.mark.slow
 def test_a_multi_page_tiff_keeps_its_outputs_with_worker_processes(tmp_path: Path) -> None:
     make_fax(tmp_path / "fax16.tif", 16)
     first = gccl_process("fax16.tif", "-o", "o", "--processes", "1", cwd=tmp_path)
@@ -38,6 +39,7 @@ def test_a_multi_page_tiff_keeps_its_outputs_with_worker_processes(tmp_path: Pat
     assert {row["status"] for row in summary(tmp_path / "o").values()} == {"ok"}
 
 
+@pytest.mark.slow
 def test_files_of_the_users_named_like_outputs_stay_when_an_input_fails(tmp_path: Path) -> None:
     mask(tmp_path / "in" / "photo.png")
     assert gccl_process("in", "-o", "o", cwd=tmp_path).returncode == 0
@@ -52,6 +54,7 @@ def test_files_of_the_users_named_like_outputs_stay_when_an_input_fails(tmp_path
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("named", ["glob", "files"])
 def test_a_file_of_the_users_in_an_outputs_place_is_never_replaced(
     tmp_path: Path, named: str
@@ -93,6 +96,7 @@ def wait_until(condition, process: subprocess.Popen[str] | None = None) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("while_a_runs", [True, False])
 def test_a_run_never_touches_the_outputs_of_a_run_into_a_folder_below(
     tmp_path: Path, while_a_runs: bool
@@ -123,6 +127,7 @@ def test_a_run_never_touches_the_outputs_of_a_run_into_a_folder_below(
     assert summary(tmp_path / "P" / "sub")["dA/x.png"]["status"] == "ok"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("output_first", [True, False])
 def test_a_stream_never_takes_a_file_gccl_made_as_an_input_nor_deletes_it(
     tmp_path: Path, output_first: bool
@@ -165,6 +170,7 @@ main()
 """
 
 
+@pytest.mark.slow
 def test_an_out_swapped_for_a_link_mid_run_is_noticed_and_nothing_lands_there(
     tmp_path: Path,
 ) -> None:
@@ -197,6 +203,7 @@ def test_an_out_swapped_for_a_link_mid_run_is_noticed_and_nothing_lands_there(
     assert any("moved or replaced" in row["message"] for row in rows.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero", "user's file"])
 def test_a_run_record_gccl_did_not_make_is_refused_at_once(tmp_path: Path, kind: str) -> None:
     mask(tmp_path / "in" / "a.png")
@@ -218,6 +225,7 @@ def test_a_run_record_gccl_did_not_make_is_refused_at_once(tmp_path: Path, kind:
         assert record.read_text() == '{"mine": true}'
 
 
+@pytest.mark.slow
 def test_the_record_lists_what_gccl_made_with_its_identity(tmp_path: Path) -> None:
     mask(tmp_path / "a.png")
     assert gccl_process("a.png", "-o", "o", "--preview", cwd=tmp_path).returncode == 0
@@ -238,6 +246,7 @@ def test_the_record_lists_what_gccl_made_with_its_identity(tmp_path: Path) -> No
     assert sorted(os.listdir(tmp_path / "o" / ".gccl")) == ["lock", "made"]
 
 
+@pytest.mark.slow
 def test_a_changed_output_is_no_longer_gccls(tmp_path: Path) -> None:
     mask(tmp_path / "in" / "a.png")
     assert gccl_process("in", "-o", "o", cwd=tmp_path).returncode == 0
@@ -248,6 +257,7 @@ def test_a_changed_output_is_no_longer_gccls(tmp_path: Path) -> None:
     assert "was not made by gccl" in summary(tmp_path / "o")["in/a.png"]["message"]
 
 
+@pytest.mark.slow
 def test_a_file_that_appears_at_an_outputs_name_during_the_run_is_not_replaced(
     tmp_path: Path,
 ) -> None:
@@ -274,6 +284,7 @@ def test_a_file_that_appears_at_an_outputs_name_during_the_run_is_not_replaced(
     assert "o/a.labels.png" in message and "not replaced" in message
 
 
+@pytest.mark.slow
 def test_a_killed_run_leaves_what_it_made_replaceable(tmp_path: Path) -> None:
     """A run killed (SIGKILL) after some outputs landed: its lines are in its segment, so the
     next run replaces those files and merges the segment into the record."""
@@ -295,6 +306,7 @@ def test_a_killed_run_leaves_what_it_made_replaceable(tmp_path: Path) -> None:
     assert [name for name in os.listdir(out / ".gccl") if name.startswith("made-")] == []
 
 
+@pytest.mark.slow
 def test_nothing_is_read_through_the_gccl_folder_of_a_concurrent_run(tmp_path: Path) -> None:
     """Two runs into one --out: the second is refused (exit 4) and changes nothing."""
     mask(tmp_path / "in" / "a.png", size=300)

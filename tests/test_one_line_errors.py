@@ -19,6 +19,7 @@ def no_traceback(result) -> None:
     assert "Traceback" not in result.stderr, result.stderr
 
 
+@pytest.mark.slow
 def test_a_named_path_with_a_component_over_name_max_fails_alone(tmp_path: Path) -> None:
     mask(tmp_path / "a.png")
     result = gccl_process(f"{LONG}/a.png", "a.png", "--out", "out", cwd=tmp_path)
@@ -30,6 +31,7 @@ def test_a_named_path_with_a_component_over_name_max_fails_alone(tmp_path: Path)
     assert rows["a.png"]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_a_stdin_line_with_a_component_over_name_max_does_not_end_the_stream(
     tmp_path: Path,
 ) -> None:
@@ -65,6 +67,7 @@ def test_a_file_under_a_folder_it_may_not_read_is_one_failed_input(
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("watch_like", [False, True])
 def test_an_image_whose_output_names_are_too_long_fails_alone(
     tmp_path: Path, watch_like: bool
@@ -82,6 +85,7 @@ def test_an_image_whose_output_names_are_too_long_fails_alone(
     assert rows["in/b.png"]["status"] == "ok"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("out", ["long", "loop"])
 def test_an_out_that_cannot_be_reached_is_one_line_exit_2(tmp_path: Path, out: str) -> None:
     mask(tmp_path / "a.png")
@@ -96,6 +100,7 @@ def test_an_out_that_cannot_be_reached_is_one_line_exit_2(tmp_path: Path, out: s
     assert reason in one_line_error(result)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("option", "value", "bound"),
     [
@@ -114,6 +119,7 @@ def test_options_out_of_range_are_usage_errors_naming_the_bound(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_nul_in_a_config_path_is_a_usage_error(tmp_path: Path) -> None:
     mask(tmp_path / "a.png")
     (tmp_path / "c.yaml").write_text('out: "a\\0b"\n')

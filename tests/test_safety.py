@@ -27,6 +27,7 @@ from cli_helpers import TIMEOUT, gccl_process, mask, one_line_error, summary, tr
 # --- nothing written outside --out -------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("from_stdin", [True, False])
 def test_dotdot_after_a_wildcard_stays_inside_out(tmp_path: Path, from_stdin: bool) -> None:
     mask(tmp_path / "in3" / "a" / "x.png")
@@ -44,6 +45,7 @@ def test_dotdot_after_a_wildcard_stays_inside_out(tmp_path: Path, from_stdin: bo
     assert (tmp_path / "o16" / "v.stats.csv").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("linked", [".gccl", ".gccl/lock"])
 def test_a_linked_gccl_folder_or_lock_is_refused_and_its_target_kept(
     tmp_path: Path, linked: str
@@ -65,6 +67,7 @@ def test_a_linked_gccl_folder_or_lock_is_refused_and_its_target_kept(
     assert not (tmp_path / "lockout" / "summary.csv").exists()
 
 
+@pytest.mark.slow
 def test_a_gccl_name_that_is_a_file_of_the_users_is_left_alone(tmp_path: Path) -> None:
     mask(tmp_path / "in1" / "a.png")
     (tmp_path / "out").mkdir()
@@ -96,6 +99,7 @@ def tiff_chain(path: Path, next_offsets: list[int | None]) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "links", [[0], [1, 0], [1, 1], [1, 2, 1]], ids=["self", "pair", "second-self", "back"]
 )
@@ -111,6 +115,7 @@ def test_tiff_page_loops_fail_quickly(tmp_path: Path, links: list[int | None]) -
     assert rows["in/good.png"]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_a_tiff_of_thousands_of_pages_is_refused_without_walking_them(tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()
     pages = 5000
@@ -146,6 +151,7 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path, fifo: Path, given: s
     assert rows["in/good.png"]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_double_star_does_not_follow_link_loops(tmp_path: Path) -> None:
     mask(tmp_path / "d" / "a.png")
     mask(tmp_path / "d" / "sub" / "b.png", seed=1)
@@ -156,6 +162,7 @@ def test_double_star_does_not_follow_link_loops(tmp_path: Path) -> None:
     assert set(summary(tmp_path / "out")) == {"d/a.png", "d/sub/b.png"}
 
 
+@pytest.mark.slow
 def test_a_recursive_scan_never_enters_linked_folders(tmp_path: Path) -> None:
     mask(tmp_path / "d" / "a.png")
     mask(tmp_path / "d" / "sub" / "b.png", seed=1)
@@ -183,6 +190,7 @@ def config_error(tmp_path: Path, content: bytes) -> str:
     return one_line_error(result)
 
 
+@pytest.mark.slow
 def test_config_aliases_are_refused(tmp_path: Path) -> None:
     levels = ["a: &a [x, x, x, x, x, x, x, x, x]"]
     for a, b in zip("abcde", "bcdef", strict=True):
@@ -191,15 +199,18 @@ def test_config_aliases_are_refused(tmp_path: Path) -> None:
     assert "aliases (*name) are not allowed" in config_error(tmp_path, content.encode())
 
 
+@pytest.mark.slow
 def test_an_oversized_config_is_refused(tmp_path: Path) -> None:
     content = b"# " + b"x" * (1 << 20) + b"\nmin-area: 2\n"
     assert "at most 1048576 bytes" in config_error(tmp_path, content)
 
 
+@pytest.mark.slow
 def test_a_config_that_is_not_utf8_is_exit_2(tmp_path: Path) -> None:
     assert "not UTF-8" in config_error(tmp_path, b"min-area: 2\n# caf\xe9\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("second", ["min-area", "min_area"])
 def test_a_key_given_twice_is_exit_2(tmp_path: Path, second: str) -> None:
     content = f"min-area: 1\ntau: 3\n{second}: 2\n".encode()
@@ -235,6 +246,7 @@ def peer() -> Iterator[tuple[socket.socket, list[bytes]]]:
         conn.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "greeting, reason",
     [
@@ -260,6 +272,7 @@ def test_a_peer_that_is_not_a_scheduler_is_one_line_exit_2(
 # --- smaller -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_names_up_to_name_max_are_labeled(tmp_path: Path) -> None:
     name = "n" * (255 - len(".polygons.geojson")) + ".png"  # its longest output fits exactly
     mask(tmp_path / "in" / name)
@@ -282,6 +295,7 @@ def png_header_only(path: Path, width: int, height: int, color_type: int, depth:
     return path
 
 
+@pytest.mark.slow
 def test_links_inside_out_are_refused(tmp_path: Path) -> None:
     mask(tmp_path / "in" / "sub" / "a.png")
     mask(tmp_path / "in" / "b.png", seed=1)
@@ -300,6 +314,7 @@ def test_links_inside_out_are_refused(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "b.labels.png").is_symlink()
 
 
+@pytest.mark.slow
 def test_out_among_the_inputs_never_replaces_or_removes_one(tmp_path: Path) -> None:
     folder = tmp_path / "in4"
     mask(folder / "x.png")
@@ -316,6 +331,7 @@ def test_out_among_the_inputs_never_replaces_or_removes_one(tmp_path: Path) -> N
     assert "x.stats.csv was not made by gccl in this --out; not replaced" in message
 
 
+@pytest.mark.slow
 def test_a_glob_into_its_own_folder_never_replaces_an_input(tmp_path: Path) -> None:
     mask(tmp_path / "in2" / "a.png")
     mask(tmp_path / "in2" / "a.labels.png", seed=1)  # listed by the glob: an input
@@ -328,6 +344,7 @@ def test_a_glob_into_its_own_folder_never_replaces_an_input(tmp_path: Path) -> N
     assert rows["in2/a.labels.png"]["status"] == "ok"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spelling", ["dat[a]", "dat?", "./data/../data", "alias"])
 def test_out_inside_an_input_is_refused_whatever_the_spelling(tmp_path: Path, spelling: str):
     mask(tmp_path / "data" / "a.png")
@@ -338,6 +355,7 @@ def test_out_inside_an_input_is_refused_whatever_the_spelling(tmp_path: Path, sp
     assert sorted(os.listdir(tmp_path / "data")) == ["a.png"]
 
 
+@pytest.mark.slow
 def test_a_stale_label_image_is_removed_only_if_gccl_wrote_it(tmp_path: Path) -> None:
     mask(tmp_path / "in" / "x.png")
     (tmp_path / "out").mkdir()
@@ -379,6 +397,7 @@ def wait_for(path: Path, process: subprocess.Popen[str]) -> None:
     assert path.exists(), process.communicate(timeout=TIMEOUT)
 
 
+@pytest.mark.slow
 def test_a_run_into_a_parent_folder_leaves_a_live_runs_temporaries(tmp_path: Path) -> None:
     mask(tmp_path / "in_a" / "a.png")
     mask(tmp_path / "in_b" / "b.png", seed=1)
@@ -448,6 +467,7 @@ def terminated_when_stuck(script: str, folder: Path, args: list[str]) -> tuple[i
     return run.returncode, stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("side", SIDES)
 def test_sigterm_stops_a_run_whose_decode_never_returns(tmp_path: Path, side: int) -> None:
     for i in range(3):
@@ -481,6 +501,7 @@ main()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("side", SIDES)
 def test_sigterm_stops_a_run_whose_write_never_returns(tmp_path: Path, side: int) -> None:
     mask(tmp_path / "in" / "a.png", side)
@@ -510,6 +531,7 @@ main()
 """
 
 
+@pytest.mark.slow
 def test_a_batch_without_memory_is_labeled_one_image_at_a_time(tmp_path: Path) -> None:
     for i in range(4):
         mask(tmp_path / "in" / f"a{i}.png", seed=i)
@@ -525,6 +547,7 @@ def test_a_batch_without_memory_is_labeled_one_image_at_a_time(tmp_path: Path) -
     assert {row["status"] for row in summary(tmp_path / "out").values()} == {"ok"}
 
 
+@pytest.mark.slow
 def test_an_input_folder_named_summary_csv_fails_alone(tmp_path: Path) -> None:
     mask(tmp_path / "in" / "summary.csv" / "a.png")
     mask(tmp_path / "in" / "b.png", seed=1)
@@ -535,6 +558,7 @@ def test_an_input_folder_named_summary_csv_fails_alone(tmp_path: Path) -> None:
     assert rows["in/b.png"]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_a_summary_path_that_is_a_folder_is_refused_before_writing(tmp_path: Path) -> None:
     mask(tmp_path / "in" / "b.png")
     (tmp_path / "out" / "summary.csv").mkdir(parents=True)
@@ -563,6 +587,7 @@ def npy_header(path: Path, shape: tuple[int, int], dtype: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_decompression_bombs_are_refused_from_their_header(tmp_path: Path) -> None:
     png_header_only(tmp_path / "in" / "rgb.png", 30000, 30000, 2, 8)  # 2.7 GB decoded
     big_tiff_header(tmp_path / "in" / "float.tif", 16384)  # 2.1 GB decoded
@@ -576,6 +601,7 @@ def test_decompression_bombs_are_refused_from_their_header(tmp_path: Path) -> No
     assert rows["in/small.png"]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_the_default_byte_limit_refuses_a_bomb_below_the_pixel_limit(tmp_path: Path) -> None:
     png_header_only(tmp_path / "in" / "rgba.png", 46340, 46340, 6, 8)  # 8.6 GB decoded
     result = gccl_process("in", "--out", "out", cwd=tmp_path)
@@ -630,6 +656,7 @@ def finished_outputs(out: Path) -> dict[str, bytes]:
     return {name: data for name, data in tree(out).items() if ".gccl-tmp-" not in name}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 def test_workers_die_with_a_killed_client_and_write_nothing_after(tmp_path: Path) -> None:
     for i in range(80):
@@ -671,6 +698,7 @@ def parent_of(pid: int) -> int:
         return 0
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 def test_killing_the_fork_server_and_a_worker_neither_hangs_nor_leaves_processes(
     tmp_path: Path,

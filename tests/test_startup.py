@@ -58,6 +58,7 @@ def loaded(names: set[str], package: str) -> bool:
     return any(name == package or name.startswith(package + ".") for name in names)
 
 
+@pytest.mark.slow
 def test_a_quiet_cpu_run_of_one_png_imports_only_what_it_uses(tmp_path: Path) -> None:
     values = np.zeros((24, 32), np.uint8)
     values[2:6, 3:9] = 255
@@ -74,6 +75,7 @@ def test_a_quiet_cpu_run_of_one_png_imports_only_what_it_uses(tmp_path: Path) ->
     assert [package for package in NOT_FOR_A_QUIET_PNG_RUN if loaded(names, package)] == []
 
 
+@pytest.mark.slow
 def test_a_run_with_progress_and_a_tiff_loads_rich_and_tifffile(tmp_path: Path) -> None:
     """The other side of the test above: the same check sees the modules a run uses."""
     import tifffile
@@ -104,6 +106,7 @@ def test_settings_without_a_config_file_do_not_load_yaml(tmp_path: Path) -> None
     assert done.stdout.split() == ["False", "3", "True"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("given", "expected"), [(None, "1"), ("3", "3")])
 def test_a_command_imports_numpy_with_openblas_on_one_thread_unless_told(
     tmp_path: Path, given: str | None, expected: str
@@ -137,6 +140,7 @@ def test_a_command_imports_numpy_with_openblas_on_one_thread_unless_told(
     assert done.stdout.split() == ["True", expected]
 
 
+@pytest.mark.slow
 def test_a_command_ends_with_its_code_its_output_whole_and_no_process_left(
     tmp_path: Path,
 ) -> None:
@@ -177,6 +181,7 @@ cli.main()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("traced", [False, True])
 def test_the_command_ends_after_the_exit_handlers_without_the_teardown(
     tmp_path: Path, traced: bool
@@ -212,6 +217,7 @@ def _processes_in(folder: Path, seconds: float = 10.0) -> list[int]:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_under_a_profiler_the_command_exits_normally_so_it_writes_its_results(
     tmp_path: Path,
 ) -> None:

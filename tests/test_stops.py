@@ -89,6 +89,7 @@ def noise(path: Path, side: int = 300) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_sigterm_during_the_first_inputs_decode_stops_at_once(tmp_path: Path) -> None:
     noise(tmp_path / "in" / "a_spin.png")
     noise(tmp_path / "in" / "b.png")
@@ -100,6 +101,7 @@ def test_sigterm_during_the_first_inputs_decode_stops_at_once(tmp_path: Path) ->
     assert {row["status"] for row in rows.values()} == {"not-run"}
 
 
+@pytest.mark.slow
 def test_sigterm_while_a_stdin_line_is_being_found_stops_at_once(tmp_path: Path) -> None:
     mask(tmp_path / "a.png")
     (tmp_path / "spin.tif").write_bytes(b"II*\x00")
@@ -110,6 +112,7 @@ def test_sigterm_while_a_stdin_line_is_being_found_stops_at_once(tmp_path: Path)
     assert summary(tmp_path / "out")["a.png"]["status"] == "ok"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stdin_ends", [False, True], ids=["stdin-open", "stdin-closed"])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
 def test_a_stop_while_a_stream_waits_for_its_next_line_ends_the_run_by_it(
@@ -153,6 +156,7 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, done.return
 """
 
 
+@pytest.mark.slow
 def test_a_stdin_line_without_end_is_one_row_read_in_linear_time(tmp_path: Path) -> None:
     mask(tmp_path / "a.png")
     mask(tmp_path / "b.png", seed=1)
@@ -179,6 +183,7 @@ def test_a_stdin_line_without_end_is_one_row_read_in_linear_time(tmp_path: Path)
     assert peak < size  # the line is never held
 
 
+@pytest.mark.slow
 def test_a_closed_stdout_under_json_lets_the_run_finish_its_outputs_and_summary(
     tmp_path: Path,
 ) -> None:

@@ -141,6 +141,7 @@ def assert_labeled(tree: Path, name: str) -> None:
 FOLDER = "cannot read the folder (Permission denied)"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "how",
     ["found by a recursive scan", "named", "named on stdin"],
@@ -164,6 +165,7 @@ def test_a_folder_the_user_may_not_read_is_one_line_and_the_rest_is_labeled(
         assert_labeled(tree, "sub/c.png")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["named", "named on stdin"])
 def test_a_file_below_a_folder_the_user_may_not_enter_is_one_line(tree: Path, how: str) -> None:
     refused = Refused(tree)
@@ -181,6 +183,7 @@ def test_a_file_below_a_folder_the_user_may_not_enter_is_one_line(tree: Path, ho
     assert_labeled(tree, "a.png")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["found by a scan", "named", "named on stdin"])
 def test_an_image_the_user_may_not_read_is_one_line_and_the_rest_is_labeled(
     tree: Path, how: str
@@ -200,6 +203,7 @@ def test_an_image_the_user_may_not_read_is_one_line_and_the_rest_is_labeled(
     assert_labeled(tree, "a.png")
 
 
+@pytest.mark.slow
 def test_a_watch_says_what_it_may_not_read_once_and_goes_on(tree: Path) -> None:
     refused = Refused(tree)
     watch = refused.popen(

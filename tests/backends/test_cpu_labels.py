@@ -41,6 +41,7 @@ def masks(draw: st.DrawFn, max_side: int = 40) -> np.ndarray:
     return rng.random((height, width)) < density
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("connectivity", [4, 8])
 @settings(max_examples=150)
 @given(mask=masks())
@@ -137,6 +138,7 @@ def assert_matches_oracle(values: np.ndarray, params: LabelParams) -> None:
     assert len(table) == int(kept.max(initial=0))
 
 
+@pytest.mark.slow
 @settings(max_examples=400)
 @given(labeling_cases(tau=True))
 def test_tau_mode_matches_oracle(case: tuple[np.ndarray, LabelParams]) -> None:
@@ -168,12 +170,14 @@ def test_a_growing_tolerance_is_rounded_as_the_contract_orders_it(
         assert (labels[0, 0] == labels[0, 1]) == expected, (x, tau, relative, quadratic)
 
 
+@pytest.mark.slow
 @settings(max_examples=400)
 @given(labeling_cases(tau=True, growing=True))
 def test_a_growing_tolerance_matches_oracle(case: tuple[np.ndarray, LabelParams]) -> None:
     assert_matches_oracle(*case)
 
 
+@pytest.mark.slow
 @settings(max_examples=60)
 @given(
     labeling_cases(
@@ -189,6 +193,7 @@ def test_a_growing_tolerance_on_larger_images_matches_oracle(
     assert_matches_oracle(*case)
 
 
+@pytest.mark.slow
 @settings(max_examples=200)
 @given(labeling_cases(tau=False))
 def test_binary_foreground_rules_match_oracle(case: tuple[np.ndarray, LabelParams]) -> None:

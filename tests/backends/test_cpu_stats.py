@@ -86,6 +86,7 @@ def stats_cases(draw: st.DrawFn) -> tuple[np.ndarray, LabelParams]:
     return values, params
 
 
+@pytest.mark.slow
 @settings(max_examples=200)
 @given(stats_cases())
 def test_stats_match_exact_arithmetic(case: tuple[np.ndarray, LabelParams]) -> None:

@@ -115,6 +115,7 @@ def volume_masks(draw: st.DrawFn, max_side: int = 12) -> np.ndarray:
     return rng.random(shape) < density
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("connectivity", CONNECTIVITIES)
 @settings(max_examples=80)
 @given(mask=volume_masks())
@@ -138,6 +139,7 @@ def wide_masks(draw: st.DrawFn) -> np.ndarray:
     return ((runs + starts[:, None]) % 2 == 1).reshape(shape)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("connectivity", CONNECTIVITIES)
 @settings(max_examples=60)
 @given(mask=wide_masks())
@@ -145,6 +147,7 @@ def test_wide_rows_of_runs_match_scipy(mask: np.ndarray, connectivity: int) -> N
     assert_matches_scipy(mask, connectivity)
 
 
+@pytest.mark.slow
 def test_runs_beside_runs_of_a_set_joined_before_match_scipy() -> None:
     # 26-conn joins a run to its neighbours' sets once where the rows were joined already:
     # runs that touch a run of the plane before only past their first voxel, combs whose
@@ -161,6 +164,7 @@ def test_runs_beside_runs_of_a_set_joined_before_match_scipy() -> None:
                 assert_matches_scipy(volume, connectivity)
 
 
+@pytest.mark.slow
 @settings(max_examples=120)
 @given(st.data())
 def test_tau_volumes_match_the_bfs_oracle(data: st.DataObject) -> None:

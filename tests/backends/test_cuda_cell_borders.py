@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import ndimage
@@ -128,6 +129,7 @@ def assert_components(volume: np.ndarray, conn: int, tile: tuple[int, int, int])
     assert len(set(root_of.values())) == count  # and one component per set
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(
     data=st.data(),

@@ -26,6 +26,7 @@ from ccl_cli.contract.params import LabelParams
 from ccl_cli.contract.stages import label_input
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(
     depth=st.integers(1, 5000),

@@ -222,6 +222,7 @@ def test_the_gpu_starts_once_cpu_labeling_is_what_the_run_waits_for(
     assert backend.label(BATCH, LabelParams()).backend == "fake-gpu"
 
 
+@pytest.mark.slow
 def test_a_stream_the_cpu_keeps_up_with_never_starts_the_gpu(monkeypatch: pytest.MonkeyPatch):
     backend, cpu, started = timed_hybrid(monkeypatch)
     cpu.seconds = 0.004  # an image every 10 ms, labeled in 4
@@ -244,6 +245,7 @@ def test_inputs_waiting_for_the_labeling_start_the_gpu(monkeypatch: pytest.Monke
     assert backend.wait_started(30) and started == [1]
 
 
+@pytest.mark.slow
 def test_a_flood_after_a_quiet_hour_starts_the_gpu(monkeypatch: pytest.MonkeyPatch):
     backend, cpu, started = timed_hybrid(monkeypatch)
     cpu.seconds = 0.004
@@ -258,6 +260,7 @@ def test_a_flood_after_a_quiet_hour_starts_the_gpu(monkeypatch: pytest.MonkeyPat
     assert backend.wait_started(30) and started == [1]
 
 
+@pytest.mark.slow
 def test_auto_run_does_not_wait_for_a_hung_cuda_start(tmp_path: Path):
     """A whole process: CUDA's start never ends, the run ends and the process exits."""
     make_inputs(tmp_path / "in", 3, 16)

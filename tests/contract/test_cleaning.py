@@ -93,6 +93,7 @@ def assert_statistics_of(labels: np.ndarray, values: np.ndarray, table: ccl_cli.
 # --- --fill-holes ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @given(st.data(), st.sampled_from([4, 8]), st.tuples(st.integers(1, 24), st.integers(1, 24)))
 def test_binary_fill_holes_is_scipys_per_component(data, connectivity, shape):
     values = pixel_values(data.draw, np.dtype(np.uint8), shape)
@@ -102,6 +103,7 @@ def test_binary_fill_holes_is_scipys_per_component(data, connectivity, shape):
     assert_statistics_of(filled, values, table)
 
 
+@pytest.mark.slow
 @given(st.data(), st.sampled_from([4, 8]), st.tuples(st.integers(1, 20), st.integers(1, 20)))
 def test_tau_fill_holes_joins_the_touching_component_that_encloses(data, connectivity, shape):
     values = pixel_values(data.draw, np.dtype(np.int16), shape)
@@ -201,6 +203,7 @@ def test_fill_holes_after_morphology_fills_the_final_mask():
 # --- --max-area and --largest ---------------------------------------------------------
 
 
+@pytest.mark.slow
 @given(
     st.data(),
     st.sampled_from([4, 8]),

@@ -142,6 +142,7 @@ def label_images(draw: st.DrawFn) -> tuple[np.ndarray, LabelParams]:
     return values, params
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(label_images())
 def test_random_images(case: tuple[np.ndarray, LabelParams]) -> None:

@@ -94,6 +94,7 @@ def test_closing_keeps_the_image_border() -> None:
     assert not np.isnan(image[0]).any() and (image[0] == 1500).all()
 
 
+@pytest.mark.slow
 @settings(max_examples=150)
 @given(
     st.integers(1, 24),
@@ -166,6 +167,7 @@ def assert_smooth_matches_oracle(values: np.ndarray, params: LabelParams) -> Non
     assert got == want
 
 
+@pytest.mark.slow
 @settings(max_examples=150)
 @given(st.data())
 def test_smoothing_matches_the_oracle(data: st.DataObject) -> None:
@@ -322,6 +324,7 @@ def staged_cases(draw: st.DrawFn) -> tuple[np.ndarray, LabelParams]:
     return values, params
 
 
+@pytest.mark.slow
 @settings(max_examples=200)
 @given(staged_cases())
 def test_staged_labeling_matches_the_oracles(case: tuple[np.ndarray, LabelParams]) -> None:

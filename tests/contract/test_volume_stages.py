@@ -125,6 +125,7 @@ def without_nan(nested: list) -> list:
     return None if isinstance(nested, float) and math.isnan(nested) else nested
 
 
+@pytest.mark.slow
 @settings(max_examples=60)
 @given(st.data())
 def test_volume_smoothing_matches_the_oracle(data: st.DataObject) -> None:

@@ -163,6 +163,7 @@ def test_format_comes_from_content(tmp_path: Path) -> None:
 # --- folders -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_folder_of_camera_images_is_labeled_and_other_files_named(tmp_path: Path) -> None:
     folder = tmp_path / "in"
     folder.mkdir()
@@ -194,6 +195,7 @@ def test_a_folder_of_camera_images_is_labeled_and_other_files_named(tmp_path: Pa
     assert len(want) == 1  # the same mask, whatever the format (JPEG thresholded)
 
 
+@pytest.mark.slow
 def test_a_folder_holding_only_a_jpeg_is_not_empty(tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()
     save(tmp_path / "in" / "scan.jpg", GRAY)

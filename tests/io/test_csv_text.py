@@ -53,6 +53,7 @@ def test_floats_at_the_edges():
     assert texts(float_texts(np.array(FLOAT_EDGES))) == expected
 
 
+@pytest.mark.slow
 @given(hnp.arrays(np.float64, st.integers(0, 40), elements=st.floats(width=64)))
 def test_floats_print_as_repr(values: np.ndarray):
     assert texts(float_texts(values)) == [repr(value) for value in values.tolist()]

@@ -181,6 +181,7 @@ def tiled(
 # --- memory bounded by --max-image-bytes ------------------------------------------
 
 
+@pytest.mark.slow
 def test_tiff_tile_larger_than_its_image_is_refused_before_decoding(tmp_path: Path) -> None:
     """A 1x1 deflate TIFF whose one tile is 8192^2 32-bit samples (256 MB decoded)."""
     stream = zlib.compress(bytes(8192 * 8192 * 4), 1)
@@ -190,6 +191,7 @@ def test_tiff_tile_larger_than_its_image_is_refused_before_decoding(tmp_path: Pa
     assert result["added_mb"] < BOUND_MB
 
 
+@pytest.mark.slow
 def test_jpeg_in_tiff_larger_than_its_tile_is_refused_before_decoding(tmp_path: Path) -> None:
     """A 1024x1024 TIFF whose one JPEG tile declares 12000x12000 pixels (144 MB decoded,
     1.7 MB compressed)."""
@@ -233,6 +235,7 @@ def shared_tables(path: Path, pages: int, entries: int) -> Path:
     return tiff.save(path)
 
 
+@pytest.mark.slow
 def test_tiff_pages_sharing_huge_tables_are_counted_without_loading_them(tmp_path: Path) -> None:
     """8 pages, each listing 2**20 tiles in tables they share (8 MB on disk, about 72 MB
     each once loaded): counting the pages loads none, a small budget refuses a page
@@ -258,6 +261,7 @@ def png_chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
 
+@pytest.mark.slow
 def test_png_padded_after_its_end_reads_without_reading_the_padding(tmp_path: Path) -> None:
     path = padded(tmp_path / "tail.png", one_pixel_png(), PADDING)
     result = measured(path, tmp_path, max_bytes=TINY)
@@ -361,6 +365,7 @@ def noise_files(folder: Path) -> dict[str, tuple[Path, int, str | None]]:
     return files
 
 
+@pytest.mark.slow
 def test_decodes_at_the_limit_stay_within_the_working_factor(tmp_path: Path) -> None:
     """Every decoder path, on noise, at --max-image-bytes equal to the image's size (a
     WebP decodes to RGBA): the memory a decode adds is at most WORKING_FACTOR times it."""
@@ -376,6 +381,7 @@ def jpeg_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
+@pytest.mark.slow
 def test_jpeg_declaring_a_large_frame_is_refused_before_decoding(tmp_path: Path) -> None:
     data = bytearray(jpeg_bytes(np.zeros((8, 8), np.uint8)))
     sof = data.index(b"\xff\xc0")
@@ -387,6 +393,7 @@ def test_jpeg_declaring_a_large_frame_is_refused_before_decoding(tmp_path: Path)
     assert result["added_mb"] < BOUND_MB
 
 
+@pytest.mark.slow
 def test_jpeg_with_huge_metadata_is_refused_without_reading_it(tmp_path: Path) -> None:
     """600 comment segments of 64 KB (39 MB, holes) before the frame."""
     data = jpeg_bytes(np.zeros((8, 8), np.uint8))
@@ -409,6 +416,7 @@ def webp_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
+@pytest.mark.slow
 def test_webp_padded_after_its_container_reads_without_the_padding(tmp_path: Path) -> None:
     """Pillow reads a WebP file whole: it is handed the RIFF container alone."""
     path = padded(tmp_path / "tail.webp", webp_bytes(np.full((4, 4, 3), 7, np.uint8)), PADDING)
@@ -426,6 +434,7 @@ def test_webp_container_larger_than_its_image_needs_is_refused_unread(tmp_path: 
     assert result["added_mb"] < BOUND_MB and result["read_bytes"] < 2**20
 
 
+@pytest.mark.slow
 def test_bmp_declaring_a_large_image_is_refused_before_decoding(tmp_path: Path) -> None:
     buffer = io.BytesIO()
     Image.fromarray(np.zeros((8, 8), np.uint8)).save(buffer, "BMP")
@@ -440,6 +449,7 @@ def test_bmp_declaring_a_large_image_is_refused_before_decoding(tmp_path: Path) 
 # --- page directories walked once ----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_page_of_a_1000_page_tiff_reads_in_linear_time(tmp_path: Path) -> None:
     """Counting the pages of a 1000-page 8x8 TIFF and reading each one reads a few small
     blocks per page, not the chain of directories again for each (bytes read, from
@@ -477,6 +487,7 @@ def test_reduced_pages_are_walked_not_loaded(tmp_path: Path) -> None:
     assert result["read_bytes"] < 4 * 2**20  # the file is 512 KiB; one walk, one page
 
 
+@pytest.mark.slow
 def test_a_stream_line_naming_a_tiff_of_1000_heavy_pages_is_labeled_at_once(
     tmp_path: Path,
 ) -> None:
@@ -576,6 +587,7 @@ main()
 """
 
 
+@pytest.mark.slow
 def test_sigterm_during_a_long_tiff_decode_stops_the_run(tmp_path: Path) -> None:
     """A 16384^2 TIFF of 2**20 16x16 tiles (all holding one shared deflate stream) takes
     far longer to decode than the run may take to stop: SIGTERM ends the decode between

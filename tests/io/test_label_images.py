@@ -80,6 +80,7 @@ def test_label_tiff_refuses_values_beyond_32_bits() -> None:
         label_images.encode_label_tiff(np.full((2, 2), 2**32, np.int64))
 
 
+@pytest.mark.slow
 @given(hnp.arrays(np.uint16, hnp.array_shapes(min_dims=2, max_dims=2, max_side=40)))
 def test_label_encoders_round_trip_any_uint16(labels: np.ndarray) -> None:
     for encode in (label_images.encode_label_png, label_images.encode_label_tiff):
@@ -87,6 +88,7 @@ def test_label_encoders_round_trip_any_uint16(labels: np.ndarray) -> None:
             np.testing.assert_array_equal(np.asarray(image).astype(np.uint32), labels)
 
 
+@pytest.mark.slow
 @given(
     hnp.arrays(
         st.sampled_from([np.uint8, np.uint16]),

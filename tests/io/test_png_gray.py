@@ -97,6 +97,7 @@ def gray_images(draw: st.DrawFn) -> tuple[np.ndarray, list[int], int, int]:
     return samples, filters, draw(st.integers(1, 4)), draw(st.integers(0, 9))
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(gray_images())
 def test_every_filter_and_chunking_decodes_to_the_samples(case: tuple) -> None:

@@ -44,6 +44,7 @@ def local_cluster() -> Iterator[Any]:
         yield local
 
 
+@pytest.mark.slow
 def test_same_outputs_and_summary_as_a_local_run(
     local_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -67,6 +68,7 @@ def test_same_outputs_and_summary_as_a_local_run(
     assert sum(row["status"] == "ok" for row in rows) == 9
 
 
+@pytest.mark.slow
 def test_the_pages_of_a_multi_page_tiff_keep_their_page_on_the_cluster(
     local_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -87,6 +89,7 @@ def one_task_per_input(folder: Path, out: Path, address: str) -> tuple[int, str,
     return gccl(str(folder), "--out", str(out), *options)
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_job_still_ends_in_a_complete_identical_output_set(
     local_cluster: Any, tmp_path: Path
 ):
@@ -106,6 +109,7 @@ def test_a_worker_killed_mid_job_still_ends_in_a_complete_identical_output_set(
     local_cluster.wait_for_workers(2, timeout=WAIT_SECONDS)
 
 
+@pytest.mark.slow
 def test_sigterm_cancels_the_rest_and_writes_the_summary(local_cluster: Any, tmp_path: Path):
     make_inputs(tmp_path / "in", 48, 320)
     address = local_cluster.scheduler_address

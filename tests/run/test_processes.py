@@ -42,6 +42,7 @@ from ccl_cli.errors import EXIT_TERMINATED, UsageError
 from ccl_cli.run import processes, tasks
 
 
+@pytest.mark.slow
 def test_same_outputs_summary_and_json_as_one_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -62,6 +63,7 @@ def test_same_outputs_summary_and_json_as_one_process(
     assert statuses.count("ok") == 11 and statuses.count("failed") == 2
 
 
+@pytest.mark.slow
 def test_the_pages_of_a_multi_page_tiff_keep_their_page_in_worker_processes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -75,6 +77,7 @@ def test_the_pages_of_a_multi_page_tiff_keep_their_page_in_worker_processes(
     assert len([name for name in files(Path("one")) if name.startswith("fax16.p")]) == 32
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_workers_and_writes_the_summary(tmp_path: Path):
     make_inputs(tmp_path / "in", 40, 320)
     options = ["-r", "--batch-size", "1", "--workers", "1", "--processes", "2"]
@@ -147,6 +150,7 @@ def test_bad_processes_values_name_the_key(value: object):
         apply(Settings(), {"processes": value}, "f.yaml")
 
 
+@pytest.mark.slow
 def test_a_run_on_worker_processes_leaves_nothing_behind(tmp_path: Path):
     """In a process of its own: nothing on stderr (no resource tracker warning of leaked
     semaphores, no thread's traceback), and no process left (subprocess.run waits for the
@@ -158,6 +162,7 @@ def test_a_run_on_worker_processes_leaves_nothing_behind(tmp_path: Path):
     assert len(list((tmp_path / "out").rglob("*.stats.csv"))) == 6
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_job_is_replaced_and_the_output_set_is_complete(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -189,6 +194,7 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_output_set_is_complete(
     assert not [path for path in out.rglob("*") if ".gccl-tmp-" in path.name]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 def test_the_fork_server_and_a_worker_killed_mid_job_neither_hang_nor_lose_images(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -313,6 +319,7 @@ def test_a_temporary_a_killed_worker_left_is_gone_when_the_run_ends(
 _WORKER_MODULES = ("ccl_cli.run.processes", "ccl_cli.run.tasks", "ccl_cli.backends.cpu.labels")
 
 
+@pytest.mark.slow
 def test_the_fork_server_loads_the_workers_modules_without_cuda():
     """The fork server drops a preloaded name that fails to import without a word: each
     imports here, loads what a worker runs and no CUDA package."""
@@ -367,6 +374,7 @@ def _worker_pids() -> tuple[int, int, int]:
     return processes._IMPORTED_BY, os.getppid(), os.getpid()
 
 
+@pytest.mark.slow
 def test_a_worker_knows_its_fork_server_as_the_parent_it_must_die_with():
     """The fork server preloads processes.py, so a worker knows its server's pid even if
     the server died before the worker asked the kernel to kill it with its parent."""

@@ -33,6 +33,7 @@ def _read_line(process: subprocess.Popen, timeout: float = WAIT_SECONDS) -> str:
     return process.stdout.readline()
 
 
+@pytest.mark.slow
 def test_each_json_line_arrives_before_the_next_path_is_sent(tmp_path: Path):
     make_inputs(tmp_path / "in", 6, 20)
     paths = sorted(str(p) for p in (tmp_path / "in").rglob("*") if p.is_file())
@@ -75,6 +76,7 @@ def test_each_json_line_arrives_before_the_next_path_is_sent(tmp_path: Path):
     assert files(out) == files(batch)
 
 
+@pytest.mark.slow
 def test_end_of_input_ends_the_run_with_nothing_read(tmp_path: Path):
     done = subprocess.run(
         [sys.executable, "-m", "ccl_cli", "label", "-", "--out", str(tmp_path / "out"),
@@ -116,6 +118,7 @@ def test_windowed_pauses_when_woken_and_keeps_an_open_window():
     assert asked[2] > 59  # within the window, a take waits for what is left of it
 
 
+@pytest.mark.slow
 def test_stdin_lines_name_files_folders_and_globs(tmp_path: Path):
     make_inputs(tmp_path / "in", 5, 16)
     lines = f"{tmp_path / 'in' / 'sub'}\n\n{tmp_path / 'in'}/img00[12].png\n"

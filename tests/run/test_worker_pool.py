@@ -132,6 +132,7 @@ def test_a_task_no_worker_can_be_started_for_fails_and_nothing_waits(
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_the_fork_server_killed_with_its_workers_loses_no_task(tmp_path: Path, pool: Any):
     """The two running hold on until their workers are killed. Workers without a set-up
     (no PR_SET_PDEATHSIG) outlive their server: the pool kills them, its sentinels told."""
