@@ -21,7 +21,8 @@ from ..config import check_images_only
 from ..contract.params import LabelParams
 from ..errors import EXIT_OK, EXIT_SOME_FAILED, BadValue, InputError, UsageError
 from ..options import BY_NAME
-from .engines import ENGINE_NAMES, BenchEngine, make_engines
+from .adapter import BenchEngine
+from .engines import ENGINE_NAMES, make_engines
 from .eta import Planned, TimeLeft
 from .records import Record
 from .report import REPORT_COLUMNS, WIDE_REPORT_COLUMNS

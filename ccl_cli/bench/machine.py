@@ -12,7 +12,7 @@ import platform
 from importlib import metadata
 
 from .. import __version__
-from .engines import cpu_threads
+from .adapter import cpu_threads
 
 #: Distribution names of the libraries the engines use, in report order.
 _PACKAGES = (

@@ -29,8 +29,8 @@ from typing import Protocol
 
 import numpy as np
 
+from .adapter import BenchEngine
 from .crosscheck import compare
-from .engines import BenchEngine
 from .eta import Planned
 from .records import Record
 from .suite import Case

@@ -15,9 +15,10 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from ccl_cli.bench import engines as engines_module
+from ccl_cli.bench.adapter import BenchEngine
 from ccl_cli.bench.command import Options, parse_options, run_bench_command
 from ccl_cli.bench.crosscheck import compare, same_components
-from ccl_cli.bench.engines import BenchEngine, Cc3d, GcclCpu, OpenCv, Skimage
+from ccl_cli.bench.engines import Cc3d, GcclCpu, OpenCv, Skimage
 from ccl_cli.bench.records import COLUMNS, Record
 from ccl_cli.bench.report import add_speedups
 from ccl_cli.bench.suite import (
