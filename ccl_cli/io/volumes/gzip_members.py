@@ -31,7 +31,7 @@ def gzip_members(
     """The gzip members of `pieces` (each piece split at _MEMBER_BYTES), one at a time."""
     for piece in pieces:
         view = (
-            memoryview(np.ascontiguousarray(piece).reshape(-1).view(np.uint8))
+            np.ascontiguousarray(piece).reshape(-1).view(np.uint8).data
             if isinstance(piece, np.ndarray)
             else memoryview(piece).cast("B")
         )
