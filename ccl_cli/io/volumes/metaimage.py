@@ -141,9 +141,8 @@ def encode_metaimage(labels: np.ndarray, geometry: Geometry, same_format: bool) 
     depth, height, width = labels.shape
     spacing = geometry.spacing or (1.0, 1.0, 1.0)
     matrix = np.asarray(geometry.direction, dtype=np.float64)
-    stream = imagecodecs.zlibng_encode(  # type: ignore[arg-type]
-        np.ascontiguousarray(labels).reshape(-1).view(np.uint8), level=GZIP_LEVEL
-    )
+    data = np.ascontiguousarray(labels).reshape(-1).view(np.uint8)
+    stream = bytes(imagecodecs.zlibng_encode(data, level=GZIP_LEVEL))  # type: ignore[arg-type]
     lines = [
         ("ObjectType", "Image"),
         ("NDims", "3"),
