@@ -125,7 +125,7 @@ class Labeler:
         if not isinstance(stats, (bool, np.bool_)):
             raise BadType(f"{_SOURCE}: 'stats' must be True or False, not {stats!r}")
         settings = resolve([], options, source=_SOURCE, python=True)
-        self.params: LabelParams = settings.label_params()
+        self.params: LabelParams = settings.params
         if self.params.rank == 3 and self.params.fill_holes:
             raise BadValue(
                 f"{_SOURCE}: fill_holes fills the holes of 2-D images; with connectivity "

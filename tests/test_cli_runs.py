@@ -258,18 +258,43 @@ def test_bad_values_are_one_error_line(tmp_path: Path, option, value, message) -
 
 
 @pytest.mark.parametrize("connectivity", ["6", "18", "26"])
-def test_volume_connectivity_is_refused_for_image_files(tmp_path: Path, connectivity) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [["label"], ["label", "--dry-run"], ["watch"], ["config", "show"], ["bench"]],
+    ids=" ".join,
+)
+def test_volume_connectivity_is_refused_for_image_files_by_every_command(
+    tmp_path: Path, connectivity, command
+) -> None:
+    """The rules between options are checked where settings are resolved, so that a dry run,
+    a watch, `config show` and the bench refuse what the run refuses."""
     mask_png(tmp_path / "a.png", 1)
     config = tmp_path / "c.yaml"
     config.write_text(f"connectivity: {connectivity}\n")
+    where = {"config": [], "watch": [str(tmp_path)]}.get(command[0], [str(tmp_path / "a.png")])
     for args in (["--connectivity", connectivity], ["--config", str(config)]):
-        result = label(str(tmp_path / "a.png"), "--out", str(tmp_path / "o"), *args)
-        assert result.exit_code == 2
+        if command == ["bench"] and args[0] == "--config":
+            continue  # the bench takes no config file
+        result = CliRunner().invoke(
+            app,
+            [
+                *command,
+                *where,
+                *args,
+                *(
+                    []
+                    if command[0] in ("config", "bench")
+                    else ["--out", str(tmp_path / "o"), "--device", "cpu", "--quiet"]
+                ),
+            ],
+        )
+        assert result.exit_code == 2, result.output
         assert result.stderr == (
             f"gccl: error: 'connectivity' {connectivity} labels 3-D volumes, which only the "
             f"Python API reads (ccl_cli.label(volume, connectivity={connectivity})); images "
             "take 4 or 8\n"
         )
+        assert result.stdout == ""
         assert not (tmp_path / "o").exists()
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from ..config import check_images_only
+from ..config import Settings, check_settings
 from ..contract.params import LabelParams
 from ..errors import EXIT_OK, EXIT_SOME_FAILED, BadValue, InputError, UsageError
 from ..options import BY_NAME
@@ -90,15 +90,21 @@ def parse_options(
     except ValueError as error:
         raise UsageError(f"--sizes: {error}") from None
     chosen = _checked("connectivity", connectivity, None)
-    if chosen is not None:
-        check_images_only(chosen)
+    shared = Settings(
+        tau=_checked("tau", tau, None),
+        connectivity=chosen or 8,
+        invert=invert,
+        threshold=base.threshold,
+        background=base.background,
+    )
+    check_settings(shared)  # the rules between options every command checks
     return Options(
         engines=engine_names or ENGINE_NAMES,
         explicit_engines=bool(engine_names),
         levels=("kernel", "end-to-end") if level == "both" else (level,),
         batches=tuple(sorted(batch_sizes | {1})),
         repeat=repeat,
-        tau=_checked("tau", tau, None),
+        tau=shared.tau,
         connectivities=(8, 4) if chosen is None else (chosen,),
         sizes=size_list,
         families=_names("--cases", cases, FAMILIES) or FAMILIES,

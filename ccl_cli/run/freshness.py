@@ -29,7 +29,7 @@ MAX_RUN_RECORD_BYTES = 1 << 20
 def output_options(settings: Settings) -> dict[str, Any]:
     """The settings that decide the outputs' content, as JSON values."""
     options = {
-        **asdict(settings.label_params()),
+        **asdict(settings.params),
         "color_to_gray": settings.color_to_gray,
         "label_format": settings.label_format,
         "tiff_compression": settings.tiff_compression,

@@ -46,7 +46,7 @@ from ..backends.base import Backend, BatchResult, usable_cores
 from ..backends.cpu.backend import CpuBackend
 from ..config import Settings
 from ..contract.outlines import Outlines, geojson
-from ..contract.params import LabelParams, background_problem
+from ..contract.params import background_problem
 from ..contract.stats import StatsTable
 from ..errors import (
     GcclError,
@@ -172,7 +172,6 @@ class LocalRun:
         self.owner = owner
         self.check_stop = check_stop
         self.wake = wake
-        self.params: LabelParams = settings.label_params()
         self.backend = backend
         self.outcomes = outcomes
         self.workers = workers
@@ -250,7 +249,7 @@ class LocalRun:
         self.small = self._in_this_thread(values)
         height, width = values.shape
         record.width, record.height, record.dtype = width, height, str(values.dtype)
-        problem = background_problem(values.dtype, self.params)
+        problem = background_problem(values.dtype, self.settings.params)
         if problem:
             self.outcomes.fail(record, problem)
             return
@@ -365,7 +364,7 @@ class LocalRun:
         # uint16 labels, ready for the 16-bit PNG (an image with more
         # components than that holds comes back as uint32; backends.base).
         narrow = self.settings.label_format != "tiff"  # (npy: uint16 too, as the PNG)
-        return self.backend.label(batch, self.params, narrow=narrow)
+        return self.backend.label(batch, self.settings.params, narrow=narrow)
 
     def _drain_writes(self, keep: int) -> None:
         """Finish queued writes until at most `keep` remain in flight."""
