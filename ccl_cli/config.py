@@ -19,7 +19,7 @@ from dataclasses import Field, field, make_dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .contract.params import VOLUME_CONNECTIVITIES, LabelParams
+from .contract.params import LabelParams
 from .contract.stages import MORPHOLOGY_ORDER
 from .errors import BadType, BadValue, UsageError
 from .options import BY_NAME, OPTIONS, api_type_problem, close_names
@@ -177,22 +177,14 @@ def resolve(
 
 
 def check_settings(settings: Settings, source: str = "command line", python: bool = False) -> None:
-    """The rules between options, which no option's own check sees; with `python` False also
-    the rules of the commands that read files (every command that takes options of `gccl
-    label`: label, --dry-run, watch, config show, bench), which the Python API's arrays do
-    not follow. UsageError names the rule."""
+    """The rules between options, which no option's own check sees (every command that
+    resolves settings checks them: label, --dry-run, watch, config show, bench, the Python
+    API). A connectivity of the other rank than an input's is no error: each input takes
+    its own rank's (LabelParams.at_rank)."""
     if settings.smooth is not None and settings.params.tau is None:
         raise BadValue("'smooth' needs 'tau': smoothing changes values, which only tau mode reads")
     if settings.max_area is not None and settings.max_area < settings.min_area:
         raise BadValue(
             f"{source}: '{spelled('max_area', python)}' ({settings.max_area}) is below "
             f"'{spelled('min_area', python)}' ({settings.min_area}): no component could be kept"
-        )
-    if python:
-        return
-    if settings.connectivity in VOLUME_CONNECTIVITIES:
-        raise UsageError(
-            f"'connectivity' {settings.connectivity} labels 3-D volumes, which only the Python "
-            f"API reads (ccl_cli.label(volume, connectivity={settings.connectivity})); images "
-            "take 4 or 8"
         )

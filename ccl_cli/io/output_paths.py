@@ -3,13 +3,15 @@
 An input mirrored at `relative` below --out (io/inputs.py decides the
 mirror) writes `relative`'s folder / its stem + one suffix per kind of
 output: only the input's last suffix is replaced, so `frame.depth.png`
-gives `frame.depth.labels.png`.
+gives `frame.depth.labels.png` (and `ct.nii.gz`, `ct.labels.nii.gz`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+from .volumes.detect import LABEL_VOLUME_FORMATS, volume_stem
 
 #: The run's summary, a row per input, at the top of --out.
 SUMMARY_NAME = "summary.csv"
@@ -25,8 +27,12 @@ LOCK_NAME = "lock"
 RECORD_NAME = "made"
 #: What an output's name gets when a failure moves it aside: x.labels.png -> x.labels.stale.png.
 STALE_MARK = ".stale"
-#: The label image formats (--label-format, past auto's choice) and their files' endings.
-LABEL_ENDINGS = {"png": ".labels.png", "tiff": ".labels.tif", "npy": ".labels.npy"}
+#: The label image and label volume formats (--label-format, past auto's choice) and their
+#: files' endings (tiff and npy hold either; the volume formats' are io/volumes').
+LABEL_ENDINGS = {
+    "png": ".labels.png",
+    **{name: ".labels" + ending for name, ending in LABEL_VOLUME_FORMATS.items()},
+}
 #: How the images gccl writes beside an input's stem end (label images, previews).
 OUTPUT_IMAGE_ENDINGS = (*LABEL_ENDINGS.values(), ".preview.png")
 
@@ -86,5 +92,6 @@ def stale_name(path: Path) -> str:
 
 
 def output_paths(out: Path, relative: Path) -> OutputPaths:
-    """Outputs of the input at `relative`: only its last suffix is replaced."""
-    return OutputPaths(out / relative.parent, relative.stem)
+    """Outputs of the input at `relative`: only its last suffix is replaced (a volume
+    format's ending counts as one: `ct.nii.gz` gives `ct.labels.nii.gz`)."""
+    return OutputPaths(out / relative.parent, volume_stem(relative))

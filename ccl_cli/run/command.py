@@ -55,6 +55,7 @@ from .records import Admitted, FailFast, Moved, Outcomes, Record, Reporter, RunR
 from .sources import Arrival, ListSource, Source
 from .stream import StdinSource
 from .summary import Summary
+from .volume_files import kind_problem
 
 #: How often a run makes sure --out is still where it found it, in seconds.
 OUT_CHECK_SECONDS = 0.25
@@ -136,6 +137,7 @@ def run_label(
             settings.relative_to,
             place,
             passed_over,
+            settings.volume,
         )
         if passed_over:
             reporter.notice(passed_over_notice(passed_over))
@@ -421,8 +423,11 @@ def admission(
     first = claimed.first(paths.labels_png, _claim(item))
     if first is not None and first != _claim(item):
         return Admission("failed", _collision(item, first))
+    kind = kind_problem(item.volume, settings.params, settings.label_format)
+    if kind:
+        return Admission("failed", kind, paths, clears=True)
     if out is not None and made is not None:
-        problem = in_the_way(out, made, _written(paths, settings))
+        problem = in_the_way(out, made, _written(paths, settings, item.volume))
         if problem:
             return Admission("failed", problem, paths, clears=True)
         if (
@@ -539,11 +544,12 @@ def _current(
     return all(_made_here(out, made, path) for path in extras)
 
 
-def _written(paths: OutputPaths, settings: Settings) -> list[Path]:
+def _written(paths: OutputPaths, settings: Settings, volume: str | None) -> list[Path]:
     """The files an input writes, as admission checks them: its label image (a 16-bit PNG
     unless --label-format says otherwise: auto's TIFF for more labels is checked as it is
-    written), its statistics, and with the options its preview and outlines."""
-    labels = paths.labels(label_file_format(settings.label_format, 0))
+    written; a volume's in its kind), its statistics, and with the options its preview and
+    outlines."""
+    labels = paths.labels(label_file_format(settings.label_format, 0, volume))
     return [
         labels,
         paths.stats,
