@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..config import Settings, check_settings
-from ..contract.params import LabelParams
+from ..contract.params import VOLUME_CONNECTIVITIES, LabelParams
 from ..errors import EXIT_OK, EXIT_SOME_FAILED, BadValue, InputError, UsageError
 from ..options import BY_NAME
 from .engines import ENGINE_NAMES, BenchEngine, make_engines
@@ -90,6 +90,11 @@ def parse_options(
     except ValueError as error:
         raise UsageError(f"--sizes: {error}") from None
     chosen = _checked("connectivity", connectivity, None)
+    if chosen in VOLUME_CONNECTIVITIES:
+        raise UsageError(
+            f"'connectivity' {chosen} labels 3-D volumes; gccl bench measures 2-D images: "
+            "take 4 or 8"
+        )
     shared = Settings(
         tau=_checked("tau", tau, None),
         connectivity=chosen or 8,

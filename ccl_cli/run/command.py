@@ -331,7 +331,7 @@ def _executor(
     count = process_count(settings.processes, 1 if inputs is None else inputs, cores, gpu)
     if count > 1 and inputs is not None:
         return LocalProcesses(count, settings, fork_server(), inputs)
-    params = settings.params  # auto labels on the CPU while CUDA starts
+    params = settings.params.at_rank(2)  # auto labels images on the CPU while CUDA starts
     backend = make_backend(settings.device, workers, reporter.notice, settings.devices, params)
     return _Local(backend, workers, wake)
 

@@ -34,6 +34,11 @@ def output_options(settings: Settings) -> dict[str, Any]:
         "label_format": settings.label_format,
         "tiff_compression": settings.tiff_compression,
     }
+    # (volumes' options only where given: a run without them records what runs did before)
+    if settings.volume:
+        options["volume"] = True
+    if settings.spacing is not None:
+        options["spacing"] = list(settings.spacing)
     loaded: dict[str, Any] = json.loads(json.dumps(options))
     return loaded
 

@@ -377,7 +377,7 @@ class LocalRun:
         # uint16 labels, ready for the 16-bit PNG (an image with more
         # components than that holds comes back as uint32; backends.base).
         narrow = self.settings.label_format != "tiff"  # (npy: uint16 too, as the PNG)
-        return self.backend.label(batch, self.settings.params, narrow=narrow)
+        return self.backend.label(batch, self.settings.params.at_rank(2), narrow=narrow)
 
     def _drain_writes(self, keep: int) -> None:
         """Finish queued writes until at most `keep` remain in flight."""
