@@ -353,3 +353,46 @@ def test_preview_keeps_the_physical_aspect_and_colours_components() -> None:
     # Component 1 spans x 10..29 of 40 in the top view: half its width.
     row = top[round(6.5 * scale)]
     assert (row != 0).any(axis=1).sum() == pytest.approx(20 * scale, abs=2)
+
+
+@pytest.mark.parametrize("fmt", ["nifti", "nrrd"])
+def test_large_gzipped_label_volumes_read_whole_in_every_library(tmp_path: Path, fmt: str) -> None:
+    """Past 4 MiB of labels a .nii.gz holds several gzip members: nibabel and SimpleITK (zlib's
+    gzread) read them all, gccl's own reader too; a .nrrd stays one member, which pynrrd needs."""
+    rng = np.random.default_rng(5)
+    labels = rng.integers(0, 3000, (40, 256, 256)).astype(np.uint32)  # 5 MiB as uint16
+    source_path = tmp_path / "zeros.npy"
+    np.save(source_path, np.zeros(labels.shape, np.uint8))
+    source = read_volume(source_path, 1 << 30)
+    out = _written(
+        tmp_path, encode_label_volume(labels, 2999, source, fmt), label_volume_suffix("npy", fmt)
+    )
+    np.testing.assert_array_equal(read_volume(out, 1 << 30).values, labels)
+    np.testing.assert_array_equal(sitk.GetArrayFromImage(sitk.ReadImage(str(out))), labels)
+    if fmt == "nifti":
+        np.testing.assert_array_equal(np.asarray(nibabel.load(out).dataobj).T, labels)
+    else:
+        np.testing.assert_array_equal(nrrd.read(str(out), index_order="C")[0], labels)
+
+
+def test_importing_the_package_imports_no_format_library() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ccl_cli.io.volumes; "
+        "print(sorted(m for m in ('nibabel', 'nrrd', 'SimpleITK', 'tifffile') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_nrrd_of_several_gzip_members_reads_whole(tmp_path: Path) -> None:
+    import gzip
+
+    values = _values()
+    data = values.astype("<i2").tobytes()
+    path = tmp_path / "members.nrrd"
+    header = b"NRRD0004\ntype: int16\ndimension: 3\nsizes: 7 6 5\nendian: little\nencoding: gzip\n\n"
+    path.write_bytes(header + gzip.compress(data[:100]) + gzip.compress(data[100:]))
+    np.testing.assert_array_equal(read_volume(path, MAX).values, values)

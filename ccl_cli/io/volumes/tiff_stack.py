@@ -143,6 +143,8 @@ def encode_tiff_stack(labels: np.ndarray, geometry: Geometry) -> bytes:
         "compressionargs": {"level": 1},
         "software": LABEL_MARK.decode(),
         "bigtiff": labels.nbytes > _BIGTIFF_BYTES,
+        # Pages deflated on several threads at once (the codec releases the GIL).
+        "maxworkers": max(1, min(8, os.cpu_count() or 1)),
     }
     spacing = geometry.spacing
     if labels.dtype == np.uint16:
