@@ -1,5 +1,5 @@
 """gzip data for label volumes, compressed straight from the label array by zlib-ng
-(imagecodecs: about twice zlib's speed at a better ratio).
+(imagecodecs), which docs/performance.md measured against Python's zlib.
 
 gzip_members: a gzip file is a series of members, each a deflate stream with its own CRC
 (RFC 1952, section 2.2), which gzip readers built on zlib's gzread (ITK and SimpleITK, FSL,
@@ -8,9 +8,8 @@ are compressed on several threads at once (the codec releases the GIL) and hande
 in order as they are done: .nii.gz label volumes. gzip_single: one member, for readers that
 stop after the first (pynrrd): .nrrd label volumes.
 
-Level 2 of zlib-ng: its level 1 is a much weaker method (half the ratio on label volumes at
-the same speed); higher levels cost twice the time and more for a few percent
-(docs/performance.md, benchmarks/bench_volume_files.py).
+Level 2 of zlib-ng: the level whose time and ratio on label volumes docs/performance.md
+compares with the others (benchmarks/bench_volume_files.py).
 """
 
 from __future__ import annotations

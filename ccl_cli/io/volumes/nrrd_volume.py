@@ -167,9 +167,8 @@ def _read_data(
     encoding = str(header["encoding"]).strip().lower()
     remaining = os.fstat(handle.fileno()).st_size - handle.tell()
     if encoding == "raw":
-        if skip == -1:
-            handle.seek(-needed, os.SEEK_END) if remaining >= needed else None
-            skip = 0
+        if skip == -1:  # the data is the file's last bytes
+            skip = max(remaining - needed, 0)
         if remaining - skip < needed:
             raise InputError(f"truncated NRRD data: {max(remaining - skip, 0)} of {needed} bytes")
         handle.seek(skip, os.SEEK_CUR)
