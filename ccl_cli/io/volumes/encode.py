@@ -27,14 +27,20 @@ def encode_label_volume(
     labels: (D, H, W) labels 0..kept, any unsigned or signed integer dtype.
     kept: the number of labels (their maximum): uint16 up to 65535, else uint32.
     source: the volume as read; its format (unless `label_format` forces one, see
-        label_volume_suffix for the name) and its geometry go into the header.
+        label_volume_suffix for the name) and its geometry go into the header: a NIfTI or
+        NRRD written for an input of its own format keeps the input's header (the labels
+        overlay the input wherever it is opened); other formats write source.geometry, which
+        may carry a --spacing (Geometry.with_spacing).
     Raises ValueError for labels of another shape than the source's values, or beyond `kept`.
     """
     if labels.shape != source.values.shape:
         raise ValueError(f"labels {labels.shape} and values {source.values.shape} differ in shape")
     dtype = label_dtype(kept)
+    if labels.dtype.kind not in "iu":
+        raise ValueError(f"labels must be integers, got {labels.dtype}")
     if labels.size and labels.dtype != dtype:
-        low, high = int(labels.min()), int(labels.max())
+        low = 0 if labels.dtype.kind == "u" else int(labels.min())
+        high = int(labels.max())
         if low < 0 or high > kept:
             raise ValueError(f"labels must lie in 0..{kept}, got {low}..{high}")
     written = labels.astype(dtype, copy=False)
@@ -47,7 +53,7 @@ def encode_label_volume(
     if fmt == "nifti":
         from .nifti import encode_nifti
 
-        return encode_nifti(written, geometry, same_format=source.format == "nifti")
+        return encode_nifti(written, kept, geometry, same_format=source.format == "nifti")
     if fmt == "nrrd":
         from .nrrd_volume import encode_nrrd
 

@@ -114,25 +114,31 @@ def check_data_size(path: Path, offset: int, needed: int) -> None:
 
 
 def inflate(compressed: bytes | memoryview, expected: int, wbits: int = 47) -> bytearray:
-    """Decompress a zlib or gzip stream (wbits 47 accepts both) into a buffer of exactly
-    `expected` bytes, never more: a stream that would decode past them (a bomb) or stops short
-    fails. The output grows by at most _CHUNK bytes at a time."""
-    decoder = zlib.decompressobj(wbits)
+    """Decompress a zlib stream or gzip members (wbits 47 takes both; gzip members one after
+    another, as a gzip file may hold) into a buffer of exactly `expected` bytes, never more: data
+    that would decode past them (a bomb) or stops short fails. The output grows by at most
+    _CHUNK bytes at a time."""
     result = bytearray(expected)
     produced = 0
-    view = memoryview(compressed)
-    for start in range(0, len(view), _CHUNK):
-        piece = view[start : start + _CHUNK]
-        while piece:
-            out = decoder.decompress(piece, min(_CHUNK, expected + 1 - produced))
-            if produced + len(out) > expected:
-                raise InputError(
-                    f"compressed data decodes past the {expected} bytes its header declares"
-                )
-            result[produced : produced + len(out)] = out
-            produced += len(out)
-            piece = memoryview(decoder.unconsumed_tail)
-        if decoder.eof:
+    rest = memoryview(compressed)
+    while rest:
+        decoder = zlib.decompressobj(wbits)
+        for start in range(0, len(rest), _CHUNK):
+            chunk = rest[start : start + _CHUNK]
+            piece = chunk
+            while piece:
+                out = decoder.decompress(piece, min(_CHUNK, expected + 1 - produced))
+                if produced + len(out) > expected:
+                    raise InputError(
+                        f"compressed data decodes past the {expected} bytes its header declares"
+                    )
+                result[produced : produced + len(out)] = out
+                produced += len(out)
+                piece = memoryview(decoder.unconsumed_tail)
+            if decoder.eof:  # the next gzip member, if any, starts after this stream
+                rest = rest[start + len(chunk) - len(decoder.unused_data) :]
+                break
+        else:
             break
     if produced != expected:
         raise InputError(f"truncated compressed data: {produced} of {expected} bytes")

@@ -62,6 +62,8 @@ def read_header(path: Path) -> dict[str, str]:
         text = handle.read(_MAX_HEADER)
     fields: dict[str, str] = {}
     for line in text.split(b"\n"):
+        if not line.strip():
+            continue
         key, sep, value = line.decode("latin-1").partition("=")
         if not sep:
             raise InputError("corrupt MetaImage header: a line without '='")

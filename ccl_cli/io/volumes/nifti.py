@@ -59,7 +59,9 @@ def read_nifti(path: Path, max_bytes: int) -> VolumeFile:
     return VolumeFile(values, geometry, "nifti")
 
 
-def encode_nifti(labels: np.ndarray, geometry: Geometry, same_format: bool) -> Iterator[bytes]:
+def encode_nifti(
+    labels: np.ndarray, kept: int, geometry: Geometry, same_format: bool
+) -> Iterator[bytes]:
     """A (D, H, W) label volume as a .nii.gz with the input's header when it was a NIfTI, else
     a header from the geometry (spacing, origin, direction; units)."""
     import nibabel
@@ -77,7 +79,7 @@ def encode_nifti(labels: np.ndarray, geometry: Geometry, same_format: bool) -> I
     header.set_data_dtype(labels.dtype)
     header.set_slope_inter(1.0, 0.0)
     header.set_intent("label")
-    header["cal_min"], header["cal_max"] = 0, int(labels.max(initial=0))
+    header["cal_min"], header["cal_max"] = 0, kept
     image.update_header()
     block = io.BytesIO()
     header.write_to(block)

@@ -10,7 +10,8 @@ and decompresses gzip or bzip2 data without a bound. Here the header's size is c
 detached data file must lie in the header's folder (limits.data_file), and compressed data never
 decodes past the bytes the header declares.
 
-Label volumes are written as one attached .nrrd (gzip, gzip_members.py) with the input's space,
+Label volumes are written as one attached .nrrd (one gzip member: pynrrd reads no more;
+gzip_members.py) with the input's space,
 space directions, origin, units and kinds: the header text is written here with pynrrd's
 formatters, because pynrrd's writer copies the data whole and compresses it with zlib.
 """
@@ -28,7 +29,7 @@ import numpy as np
 
 from ...errors import InputError
 from .geometry import Geometry, VolumeFile, from_matrix, unit_name
-from .gzip_members import gzip_members
+from .gzip_members import gzip_single
 from .limits import check_volume, data_file, inflate, not_3d
 from .npy_volume import native_contiguous
 
@@ -166,9 +167,8 @@ def _read_data(
     encoding = str(header["encoding"]).strip().lower()
     remaining = os.fstat(handle.fileno()).st_size - handle.tell()
     if encoding == "raw":
-        if skip == -1:
-            handle.seek(-needed, os.SEEK_END) if remaining >= needed else None
-            skip = 0
+        if skip == -1:  # the data is the file's last bytes
+            skip = max(remaining - needed, 0)
         if remaining - skip < needed:
             raise InputError(f"truncated NRRD data: {max(remaining - skip, 0)} of {needed} bytes")
         handle.seek(skip, os.SEEK_CUR)
@@ -300,7 +300,7 @@ def encode_nrrd(labels: np.ndarray, geometry: Geometry, same_format: bool) -> It
     fields["encoding"] = "gzip"
     text = "NRRD0004\n" + "".join(f"{name}: {value}\n" for name, value in _ordered(fields)) + "\n"
     yield text.encode("ascii")
-    yield from gzip_members([np.ascontiguousarray(labels).reshape(-1).view(np.uint8)])
+    yield gzip_single(labels)
 
 
 def _ordered(fields: dict[str, str]) -> list[tuple[str, str]]:

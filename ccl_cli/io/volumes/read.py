@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...contract.params import SUPPORTED_DTYPES
 from ...errors import InputError
 from ..decode import read_image
 from ..decode.checks import decoding
@@ -42,23 +43,23 @@ def read_volume(path: Path, max_bytes: int) -> VolumeFile:
         if fmt == "npy":
             from .npy_volume import read_npy_volume
 
-            return read_npy_volume(path, max_bytes)
+            return _checked(read_npy_volume(path, max_bytes))
         if fmt == "nifti":
             from .nifti import read_nifti
 
-            return read_nifti(path, max_bytes)
+            return _checked(read_nifti(path, max_bytes))
         if fmt == "nrrd":
             from .nrrd_volume import read_nrrd
 
-            return read_nrrd(path, max_bytes)
+            return _checked(read_nrrd(path, max_bytes))
         if fmt == "metaimage":
             from .metaimage import read_metaimage
 
-            return read_metaimage(path, max_bytes)
+            return _checked(read_metaimage(path, max_bytes))
         if fmt == "tiff":
             from .tiff_stack import read_tiff_stack
 
-            return read_tiff_stack(path, max_bytes)
+            return _checked(read_tiff_stack(path, max_bytes))
     raise InputError(f"not a volume file gccl reads: {path.name}")
 
 
@@ -84,6 +85,17 @@ def read_slices(paths: Sequence[Path], max_bytes: int) -> VolumeFile:
             )
         values[z] = plane
     return VolumeFile(values, Geometry(), "slices")
+
+
+def _checked(volume: VolumeFile) -> VolumeFile:
+    """`volume` as the interface promises it: 3-D, C-contiguous, native, a dtype labeling takes
+    (a library may give another than its header declared: refused, not passed on)."""
+    values = volume.values
+    if values.ndim != 3 or values.dtype not in SUPPORTED_DTYPES:
+        raise InputError(f"unsupported volume: {values.ndim}-D {values.dtype}")
+    if not values.flags.c_contiguous:
+        volume.values = np.ascontiguousarray(values)
+    return volume
 
 
 def _read_slice(path: Path, max_bytes: int) -> np.ndarray:

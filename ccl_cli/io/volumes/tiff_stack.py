@@ -9,7 +9,7 @@ or directions: origin 0, identity axes.
 
 Label stacks are written as ImageJ hyperstacks (uint16, ImageJ reads no 32-bit integers), or past
 65535 labels as an OME-TIFF of uint32 (Fiji reads it through Bio-Formats), each page deflated at
-level 1 (label_images.py: the fastest level already shrinks label runs well), BigTIFF past 4 GiB.
+level 1 as label images are (label_images.py), BigTIFF past 4 GiB.
 """
 
 from __future__ import annotations
@@ -143,6 +143,8 @@ def encode_tiff_stack(labels: np.ndarray, geometry: Geometry) -> bytes:
         "compressionargs": {"level": 1},
         "software": LABEL_MARK.decode(),
         "bigtiff": labels.nbytes > _BIGTIFF_BYTES,
+        # Pages deflated on several threads at once (the codec releases the GIL).
+        "maxworkers": max(1, min(8, os.cpu_count() or 1)),
     }
     spacing = geometry.spacing
     if labels.dtype == np.uint16:
