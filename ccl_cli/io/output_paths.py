@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .volumes.detect import LABEL_VOLUME_FORMATS, volume_stem
+from .volumes.detect import LABEL_VOLUME_FORMATS, label_format_for, volume_stem
 
 #: The run's summary, a row per input, at the top of --out.
 SUMMARY_NAME = "summary.csv"
@@ -33,6 +33,11 @@ LABEL_ENDINGS = {
     "png": ".labels.png",
     **{name: ".labels" + ending for name, ending in LABEL_VOLUME_FORMATS.items()},
 }
+#: --label-format's formats that hold 2-D images only, and those that hold volumes only.
+IMAGE_ONLY_FORMATS = ("png",)
+VOLUME_ONLY_FORMATS = ("nifti", "nrrd", "metaimage")
+#: The most labels a 16-bit PNG label image holds (auto writes a TIFF past it).
+PNG_LABEL_LIMIT = 65535
 #: How the images gccl writes beside an input's stem end (label images, previews).
 OUTPUT_IMAGE_ENDINGS = (*LABEL_ENDINGS.values(), ".preview.png")
 
@@ -95,3 +100,16 @@ def output_paths(out: Path, relative: Path) -> OutputPaths:
     """Outputs of the input at `relative`: only its last suffix is replaced (a volume
     format's ending counts as one: `ct.nii.gz` gives `ct.labels.nii.gz`)."""
     return OutputPaths(out / relative.parent, volume_stem(relative))
+
+
+def label_file_format(label_format: str, kept: int, volume: str | None = None) -> str:
+    """The format of an input's label file (a key of LABEL_ENDINGS). An image's: --label-format's,
+    auto being a PNG up to PNG_LABEL_LIMIT labels and a TIFF past it. A volume's (`volume`, its
+    format: InputItem.volume): --label-format's, auto (or an image-only format, which admission
+    refuses first) the input's own (io/volumes)."""
+    if volume is not None:
+        forced = label_format not in ("auto", *IMAGE_ONLY_FORMATS)
+        return label_format_for(volume, label_format if forced else None)
+    if label_format != "auto":
+        return label_format
+    return "tiff" if kept > PNG_LABEL_LIMIT else "png"

@@ -45,12 +45,13 @@ from ..io.output_paths import (
     RUN_RECORD_NAME,
     SUMMARY_NAME,
     OutputPaths,
+    label_file_format,
     output_paths,
 )
 from ..io.seen import Seen
 from .freshness import RunRecord
 from .interrupts import cut_short_here
-from .local import LocalRun, label_file_format
+from .local import LocalRun
 from .records import Admitted, FailFast, Moved, Outcomes, Record, Reporter, RunReport, Stop
 from .sources import Arrival, ListSource, Source
 from .stream import StdinSource

@@ -25,9 +25,9 @@ from ..errors import EXIT_NO_INPUTS, EXIT_OK, EXIT_SOME_FAILED, UsageError
 from ..io.inputs import OutPlace, expand, passed_over_notice
 from ..io.made import MadeFiles
 from ..io.out_dir import OutDir
-from ..io.output_paths import OutputPaths
+from ..io.output_paths import OutputPaths, label_file_format
 from ..io.seen import Seen
-from .command import NO_IMAGES, admission, checked_out, label_file_format, lost_page_outputs
+from .command import NO_IMAGES, admission, checked_out, lost_page_outputs
 from .freshness import RunRecord
 
 #: The action each admission status means, as the listing names it.

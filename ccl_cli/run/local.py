@@ -58,14 +58,13 @@ from ..io.inputs import InputItem
 from ..io.label_images import encode_label_npy, encode_label_png, encode_label_tiff
 from ..io.made import remove_stale
 from ..io.out_dir import OutDir, Owner
-from ..io.output_paths import LABEL_ENDINGS, OutputPaths
+from ..io.output_paths import LABEL_ENDINGS, PNG_LABEL_LIMIT, OutputPaths, label_file_format
 from ..io.previews import encode_preview_png
 from ..io.volumes import VolumeFile
 from .interrupts import interruptible
 from .records import Admitted, Outcomes, Record, Reporter, Stop
-from .volume_files import label_volume_format, read_volume_input, volume_outputs
+from .volume_files import read_volume_input, volume_outputs
 
-PNG_LABEL_LIMIT = 65535
 #: Images of at most this many bytes (decoded) are read and written in this thread; the
 #: first input is read here, the next ones as the size of the one before says.
 INLINE_BYTES = 1 << 16
@@ -429,17 +428,6 @@ def _read(item: InputItem, settings: Settings, check_stop: Callable[[], None]) -
         check_stop=check_stop,
     )
     return values, time.perf_counter() - started, modified_ns, None
-
-
-def label_file_format(label_format: str, kept: int, volume: str | None = None) -> str:
-    """The format of an image's label file (a key of LABEL_ENDINGS): --label-format's, auto
-    being a PNG up to PNG_LABEL_LIMIT labels and a TIFF past it; a volume's (`volume`, its
-    InputItem.volume) in its kind (volume_files.label_volume_format)."""
-    if volume is not None:
-        return label_volume_format(label_format, volume)
-    if label_format != "auto":
-        return label_format
-    return "tiff" if kept > PNG_LABEL_LIMIT else "png"
 
 
 def _write(

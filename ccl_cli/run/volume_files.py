@@ -21,6 +21,7 @@ from ..errors import InputError
 from ..io.csv_text import volume_stats_csv
 from ..io.decode import is_image_path
 from ..io.inputs import InputItem
+from ..io.output_paths import IMAGE_ONLY_FORMATS, VOLUME_ONLY_FORMATS, label_file_format
 from ..io.volumes import (
     VolumeFile,
     encode_label_volume,
@@ -30,24 +31,19 @@ from ..io.volumes import (
     read_volume,
     volume_preview,
 )
-from ..io.volumes.detect import label_format_for
-
-#: --label-format's formats that hold 2-D images only, and those that hold volumes only.
-_IMAGE_ONLY_FORMATS = ("png",)
-_VOLUME_ONLY_FORMATS = ("nifti", "nrrd", "metaimage")
 
 
 def kind_problem(volume: str | None, params: LabelParams, label_format: str) -> str | None:
     """Why an input of this kind (`volume`: InputItem.volume, None for an image) cannot be
     labeled with the run's options, or None (admission asks, so that --dry-run says it too)."""
     if volume is None:
-        if label_format in _VOLUME_ONLY_FORMATS:
+        if label_format in VOLUME_ONLY_FORMATS:
             return (
                 f"--label-format {label_format} writes volumes; an image's labels are written "
                 "as auto, png, tiff or npy"
             )
         return None
-    if label_format in _IMAGE_ONLY_FORMATS:
+    if label_format in IMAGE_ONLY_FORMATS:
         return (
             f"--label-format {label_format} holds 2-D images; a volume's labels are written "
             "as auto (its own format), tiff, npy, nifti, nrrd or metaimage"
@@ -83,22 +79,13 @@ def read_volume_input(item: InputItem, spacing: Any, max_bytes: int) -> VolumeFi
     return volume
 
 
-def label_volume_format(label_format: str, source_format: str) -> str:
-    """The format of a volume's label file (a key of output_paths.LABEL_ENDINGS): the one
-    --label-format names, or with auto the input's own (io/volumes); a format of images
-    alone (kind_problem refuses it first) as auto."""
-    if label_format == "auto" or label_format in _IMAGE_ONLY_FORMATS:
-        return label_format_for(source_format, None)
-    return label_format_for(source_format, label_format)
-
-
 def volume_outputs(
     volume: VolumeFile, labels: np.ndarray, table: StatsTable, label_format: str, preview: bool
 ) -> tuple[str, Any, Any, bytes | None]:
     """(label file format, its bytes, the statistics CSV's pieces, the preview PNG or None)
     of a labeled volume, in the input's kind and geometry."""
     kept = len(table)
-    file_format = label_volume_format(label_format, volume.format)
+    file_format = label_file_format(label_format, kept, volume.format)
     encoded = encode_label_volume(labels, kept, volume, file_format)
     columns = {name: table[name] for name in ("area", "centroid_x", "centroid_y", "centroid_z")}
     csv = volume_stats_csv(table, physical_columns(columns, volume.geometry))
