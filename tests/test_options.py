@@ -89,7 +89,8 @@ def test_help_lists_every_option_within_80_columns():
         (
             "label_format",
             "jpeg",
-            "'label-format' must be one of auto, png, tiff, npy, nifti, nrrd, metaimage, got 'jpeg'",
+            "'label-format' must be one of auto, png, tiff, npy, nifti, nrrd, metaimage, "
+            "got 'jpeg'",
         ),
     ],
 )
