@@ -393,8 +393,6 @@ def test_nrrd_of_several_gzip_members_reads_whole(tmp_path: Path) -> None:
     values = _values()
     data = values.astype("<i2").tobytes()
     path = tmp_path / "members.nrrd"
-    header = (
-        b"NRRD0004\ntype: int16\ndimension: 3\nsizes: 7 6 5\nendian: little\nencoding: gzip\n\n"
-    )
+    header = b"NRRD0004\ntype: int16\ndimension: 3\nsizes: 7 6 5\nendian: little\nencoding: gzip\n\n"
     path.write_bytes(header + gzip.compress(data[:100]) + gzip.compress(data[100:]))
     np.testing.assert_array_equal(read_volume(path, MAX).values, values)
