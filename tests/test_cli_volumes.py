@@ -260,7 +260,8 @@ def test_a_folder_of_slices_with_volume_is_one_volume_in_natural_order(tmp_path)
     assert code == 0, stderr
     labels = tifffile.imread(out / "scan.labels.tif")
     assert np.array_equal(labels, scipy_labels(values, 26))
-    (folder / "slice_12.png").write_bytes(b"")
+    code, _, stderr = gccl(str(folder), "--volume", "--out", str(folder))
+    assert code == 2 and "is the input folder" in stderr  # outputs would be read as slices
     Image.fromarray(np.zeros((8, 11), np.uint8)).save(folder / "slice_12.png")
     code, _, _ = gccl(str(folder), "--volume", "--out", str(tmp_path / "odd"))
     assert code == 1

@@ -225,6 +225,8 @@ def _expand_one(
 ) -> Iterator[InputItem]:
     passed = [] if passed_over is None else passed_over
     if volume and _is_folder(spec):  # (--volume) its 2-D images are one volume's slices
+        if out is not None:
+            out.check_root(Path(spec), False)  # --out there: its outputs would be slices
         yield InputItem(Path(spec), Path(Path(spec).name), volume="slices")
         return
     for item in _expand_spec(spec, recursive, out, passed):
