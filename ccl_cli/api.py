@@ -136,6 +136,9 @@ class Labeler:
             raise BadValue(f"{_SOURCE}: {problem}")
         self.stats = bool(stats)
         self.device = settings.device
+        #: The backend of host arrays: auto labels host volumes on the CPU (`label`'s docstring).
+        volumes_on_cpu = self.device == "auto" and self.params.rank == 3
+        self._host_device = "cpu" if volumes_on_cpu else self.device
         index = self.device.partition(":")[2]
         self._cuda_index = int(index) if index else None
 
@@ -193,7 +196,9 @@ class Labeler:
             labels = labels if batched else labels[None]
         elif self.params.rank == 2:  # (volumes: the backend's zeroed plain memory)
             labels = np.empty(batch.shape, np.uint32)
-        result = _backend(self.device).label(batch, self.params, labels, statistics=self.stats)
+        result = _backend(self._host_device).label(
+            batch, self.params, labels, statistics=self.stats
+        )
         labels = result.labels
         image = out if out is not None else labels if batched else labels[0]
         if self.stats:
