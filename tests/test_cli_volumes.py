@@ -93,9 +93,15 @@ def test_a_volume_file_is_labeled_in_kind_as_scipy_and_regionprops_say(tmp_path,
     write_file(kind, tmp_path / name, values)
     image = tmp_path / "flat.png"
     Image.fromarray(values[4] * 20).save(image)
-    code, _, stderr = gccl(str(tmp_path / name), str(image), "--out", str(tmp_path / "out"))
-    assert code == 0, stderr
     out = tmp_path / "out"
+    code, stdout, _ = gccl(str(tmp_path / name), str(image), "--out", str(out), "--dry-run")
+    assert code == 0 and f"{out / label_name}" in stdout  # the label volume's name, in kind
+    code, stdout, stderr = gccl(str(tmp_path / name), str(image), "--out", str(out), "--json")
+    assert code == 0, stderr
+    lines = {obj["path"]: obj for obj in map(json.loads, stdout.splitlines())}
+    assert lines[str(tmp_path / name)]["depth"] == SHAPE[0]
+    assert lines[str(tmp_path / name)]["outputs"]["labels"] == str(out / label_name)
+    assert lines[str(image)]["depth"] is None
     labels = read_labels(kind, out / label_name)
     assert labels.shape == values.shape
     assert np.array_equal(labels, scipy_labels(values, 26))  # 26 by default for volumes
