@@ -244,7 +244,7 @@ def labeling_seconds(kind: str, paths: list[Path]) -> tuple[float, float]:
     from ccl_cli.io.decode import read_image
 
     flags = {"depth": {"tau": 20, "min_area": 50}, "docs": {"invert": True}}.get(kind, {})
-    params = resolve([], flags).label_params()
+    params = resolve([], flags).params
     decoded = [read_image(path) for path in paths]
     backend = CudaBackend()
     groups: dict[tuple, list[np.ndarray]] = {}

@@ -1,7 +1,8 @@
 """gccl: connected-components labeling of image batches on NVIDIA GPUs, with a CPU reference.
 
 The Python API is `ccl_cli.label(array, ...)`, `ccl_cli.Labeler(...)` and the tables they
-return, `ccl_cli.StatsTable` and `ccl_cli.DeviceTable` (see ccl_cli.api); the command line
+return, `ccl_cli.StatsTable` and `ccl_cli.DeviceTable` (a device array's statistics, made by
+the CUDA backend: ccl_cli.backends.cuda.device); the command line
 is `gccl` (see ccl_cli.cli). They are imported on first use, so that the command line
 starts without them.
 """
@@ -14,12 +15,18 @@ from typing import Any
 #: (importlib.metadata would slow every start-up: it scans the installed distributions).
 __version__ = "0.1.0"
 
-#: The Python API's names, all in ccl_cli.api.
+#: The Python API's names, in ccl_cli.api but DeviceTable.
 __all__ = ["DeviceTable", "Labeler", "StatsTable", "label"]
 
 
 def __getattr__(name: str) -> Any:
     """The API's names (ccl_cli.label is api.label itself: its signature, its docstring)."""
+    if name == "DeviceTable":
+        from .backends.cuda import device
+
+        value: Any = device.DeviceTable
+        globals()[name] = value
+        return value
     if name in __all__:
         from . import api
 

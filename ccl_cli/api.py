@@ -25,29 +25,13 @@ from typing import Any
 import numpy as np
 
 from .backends import make_backend
-from .backends.base import Backend
-from .backends.cpu.labels import pool_size
-from .backends.cpu.volumes import check_labels_fit, label_volumes
-from .backends.cuda.backend import is_device_array
-from .backends.cuda.device import (
-    DeviceTable,
-    cupy_empty,
-    label_counts,
-    label_table,
-    volume_counts,
-    volume_table,
-)
-from .backends.cuda.frameworks import (
-    TorchSide,
-    as_cupy,
-    cupy_view,
-    is_cupy_array,
+from .backends.base import (
+    Backend,
+    array_device,
+    checked_out,
+    is_device_array,
     is_torch_tensor,
-    no_stream,
-    torch_dtype_to_numpy,
 )
-from .backends.cuda.host_volumes import label_host_volumes
-from .backends.cuda.loader import import_cupy
 from .config import resolve
 from .contract.params import SUPPORTED_DTYPES, LabelParams, foreground_problem
 from .contract.stages import smooth_problem
@@ -55,7 +39,7 @@ from .contract.stats import StatsTable
 from .errors import BadType, BadValue
 from .options import API_OPTIONS, close_names
 
-__all__ = ["DeviceTable", "Labeler", "StatsTable", "label"]
+__all__ = ["Labeler", "StatsTable", "label"]
 
 #: Where API errors say they come from.
 _SOURCE = "ccl_cli.label"
@@ -141,7 +125,7 @@ class Labeler:
         if not isinstance(stats, (bool, np.bool_)):
             raise BadType(f"{_SOURCE}: 'stats' must be True or False, not {stats!r}")
         settings = resolve([], options, source=_SOURCE, python=True)
-        self.params: LabelParams = settings.label_params()
+        self.params: LabelParams = settings.params
         if self.params.rank == 3 and self.params.fill_holes:
             raise BadValue(
                 f"{_SOURCE}: fill_holes fills the holes of 2-D images; with connectivity "
@@ -152,6 +136,9 @@ class Labeler:
             raise BadValue(f"{_SOURCE}: {problem}")
         self.stats = bool(stats)
         self.device = settings.device
+        #: The backend of host arrays: auto labels host volumes on the CPU (`label`'s docstring).
+        volumes_on_cpu = self.device == "auto" and self.params.rank == 3
+        self._host_device = "cpu" if volumes_on_cpu else self.device
         index = self.device.partition(":")[2]
         self._cuda_index = int(index) if index else None
 
@@ -160,16 +147,10 @@ class Labeler:
     ) -> tuple[Any, Any]:
         """Label `array` (see `ccl_cli.label`)."""
         rank = self.params.rank
-        on_device = is_cupy_array(array) or is_device_array(array)
+        if is_device_array(array):
+            return self._on_device(array, _shape(array, batch, rank), out)
         if is_torch_tensor(array):
-            on_device = array.device.type == "cuda"
-        if is_torch_tensor(array):
-            shape = _shape(array, batch, rank)
-            if on_device:
-                return self._on_device(array, shape, out, torch_side=TorchSide(array))
-            return self._on_host_torch(array, shape, out)
-        if on_device:
-            return self._on_device(array, _shape(array, batch, rank), out, torch_side=None)
+            return self._on_host_torch(array, _shape(array, batch, rank), out)
         host = _host_array(array)
         return self._on_host(host, _shape(host, batch, rank), out)
 
@@ -185,73 +166,45 @@ class Labeler:
         if problem:
             raise BadValue(f"{_SOURCE}: {problem}")
 
-    def _on_device(
-        self, array: Any, shape: tuple[int, ...], out: Any, torch_side: TorchSide | None
-    ) -> tuple[Any, Any]:
-        """Label a device array on its device and the caller's current stream."""
+    def _on_device(self, array: Any, shape: tuple[int, ...], out: Any) -> tuple[Any, Any]:
+        """Label a device array on its device and the caller's current stream, by the
+        backend of the device asked for (or of the array's own)."""
         if self.device == "cpu":
             raise BadValue(f"{_SOURCE}: device='cpu' needs a host (numpy) array")
-        if torch_side is not None:
-            try:
-                torch_dtype_to_numpy(array.dtype)
-            except ValueError:
-                raise BadType(
-                    f"{_SOURCE}: {array.dtype} tensors are not labeled (take "
-                    f"{_SUPPORTED_NAMES}); convert it with .to()"
-                ) from None
-        values = cupy_view(array) if torch_side is not None else as_cupy(array)
-        self._checked_dtype(np.dtype(values.dtype))
-        device = values.device
-        if self._cuda_index is not None and self._cuda_index != device.id:
-            raise BadValue(f"{_SOURCE}: the array is on cuda:{device.id}, not {self.device}")
+        index = self._cuda_index if self._cuda_index is not None else array_device(array)
+        backend = _backend("cuda" if index is None else f"cuda:{index}")
         batched = len(shape) == self.params.rank + 1
-        batch = values if batched else values[None]
-        empty = torch_side.empty if torch_side is not None else cupy_empty
-        stream = torch_side.context() if torch_side is not None else no_stream()
-        volumes = self.params.rank == 3
-        with device, stream:
-            labels_native, labels = _device_out(out, shape, empty, torch_side)
-            labels = labels if batched else labels[None]
-            if self.stats:
-                labeled = volume_table if volumes else label_table
-                table, _ = labeled(batch, self.params, labels, empty)
-                return labels_native, table
-            counts_native, counts = empty((batch.shape[0],), np.uint32)
-            (volume_counts if volumes else label_counts)(batch, self.params, labels, counts)
-        return labels_native, counts_native if batched else counts_native[0]
+        try:
+            return backend.label_device(
+                array, batched, self.params, out, self.stats, self._checked_dtype, self._cuda_index
+            )
+        except (BadType, BadValue) as error:
+            text = str(error)
+            raise type(error)(text if text.startswith(_SOURCE) else f"{_SOURCE}: {text}") from None
 
     def _on_host(self, host: np.ndarray, shape: tuple[int, ...], out: Any) -> tuple[Any, Any]:
-        """Label a numpy array with the backend `device` names (volumes: the CPU engine,
-        or with device='cuda' the GPU: host_volumes.py)."""
+        """Label a numpy array with the backend `device` names; the labels in ordinary memory
+        (the CUDA backend's own for images would be page-locked: backends.base.new_labels)."""
         self._checked_dtype(host.dtype)
-        rank = self.params.rank
-        batched = len(shape) == rank + 1
-        if rank == 3:
-            check_labels_fit(shape)
+        batched = len(shape) == self.params.rank + 1
         batch = host if batched else host[None]
-        # Host results in ordinary memory: the CUDA backend's own would be page-locked.
-        # Volumes' in zeroed memory, which the engine writes only where there is foreground.
-        if out is None:
-            labels = (np.zeros if rank == 3 else np.empty)(batch.shape, np.uint32)
-        else:
-            labels = _checked_out(out, shape, np.ndarray)
+        labels = None
+        if out is not None:
+            try:
+                labels = checked_out(out, shape, np.ndarray)
+            except (BadType, BadValue) as error:
+                raise type(error)(f"{_SOURCE}: {error}") from None
             labels = labels if batched else labels[None]
-        if rank == 3 and self.device.startswith("cuda"):
-            _host_backend(self.device)  # CUDA usable and the device there, or BackendUnavailable
-            index = self._cuda_index or 0
-            tables, kept = label_host_volumes(batch, self.params, labels, self.stats, index)
-        elif rank == 3:
-            labeled = label_volumes(
-                batch, self.params, pool_size(), labels, self.stats, zeroed=out is None
-            )
-            tables, kept = labeled.tables, labeled.kept
-        else:
-            result = _host_backend(self.device).label(batch, self.params, labels)
-            tables, kept = [table.copy() for table in result.tables], result.kept
+        elif self.params.rank == 2:  # (volumes: the backend's zeroed plain memory)
+            labels = np.empty(batch.shape, np.uint32)
+        result = _backend(self._host_device).label(
+            batch, self.params, labels, statistics=self.stats
+        )
+        labels = result.labels
         image = out if out is not None else labels if batched else labels[0]
         if self.stats:
-            return image, tables
-        counts = np.array(kept, np.uint32)
+            return image, [table.copy() for table in result.tables]
+        counts = np.array(result.kept, np.uint32)
         return image, counts if batched else counts.reshape(())
 
     def _on_host_torch(self, tensor: Any, shape: tuple[int, ...], out: Any) -> tuple[Any, Any]:
@@ -429,42 +382,10 @@ def _host_array(array: Any) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=16)
-def _host_backend(device: str) -> Backend:
-    """The backend that labels host arrays for `device`, made once per process."""
+def _backend(device: str) -> Backend:
+    """The backend of `device` (auto, cpu, cuda, cuda:N), made once per process."""
     return make_backend(device, None, _no_notice, named=f"{_SOURCE}: device={device!r}")
 
 
 def _no_notice(message: str) -> None:
     """auto's fallback to the CPU says nothing here: the caller asked for auto."""
-
-
-def _checked_out(out: Any, shape: tuple[int, ...], kind: Any) -> Any:
-    """`out` if it is a C-contiguous uint32 array of `kind` and `shape`, else BadType/BadValue."""
-    if not isinstance(out, kind):
-        raise BadType(f"{_SOURCE}: out must be a {kind.__module__}.{kind.__name__} like the input")
-    if np.dtype(out.dtype) != np.uint32:
-        raise BadType(f"{_SOURCE}: out must be uint32, got {out.dtype}")
-    if tuple(out.shape) != shape:
-        raise BadValue(f"{_SOURCE}: out must have shape {shape}, got {out.shape}")
-    if not out.flags.c_contiguous:
-        raise BadValue(f"{_SOURCE}: out must be C-contiguous")
-    return out
-
-
-def _device_out(
-    out: Any, shape: tuple[int, ...], empty: Any, torch_side: TorchSide | None
-) -> tuple[Any, Any]:
-    """The labels array (as returned, and as CuPy): `out` checked, or a new one."""
-    if out is None:
-        return empty(shape, np.uint32)
-    if torch_side is not None:
-        if not is_torch_tensor(out) or out.device != torch_side.device:
-            raise BadType(f"{_SOURCE}: out must be a tensor on {torch_side.device} like the input")
-        if tuple(out.shape) != shape or not out.is_contiguous():
-            raise BadValue(f"{_SOURCE}: out must be a contiguous tensor of shape {shape}")
-        view = cupy_view(out) if str(out.dtype) in ("torch.int32", "torch.uint32") else None
-        if view is None:
-            raise BadType(f"{_SOURCE}: out must be int32 or uint32, not {out.dtype}")
-        return out, view.view(np.uint32)
-    cupy = import_cupy()
-    return out, _checked_out(out, shape, cupy.ndarray)

@@ -241,13 +241,12 @@ def _run_command(
     flags: dict[str, Any],
 ) -> None:
     """Resolve the settings, run, print the closing line and exit with the run's code."""
-    from .config import check_images_only, resolve
+    from .config import resolve
     from .run.records import exit_code
 
     reporter: ConsoleReporter | None = None
     try:
         settings = resolve(config or [], flags)
-        check_images_only(settings.connectivity)
         reporter = ConsoleReporter(settings.quiet, settings.json)
         report = run(settings, reporter)
     except GcclError as error:

@@ -3,72 +3,39 @@
 Every option of `gccl label` (options.py) has a key of the same name in the
 YAML file (`min-area` or `min_area`). Values are checked here, once, with the
 option's check, so that an unknown key or a wrong type stops the run with
-exit 2 naming the key and where it came from. A config file is small plain
+exit 2 naming the key and where it came from; then the rules between options
+(check_settings). Settings is made from the OPTIONS table: a field per option.
+A config file is small plain
 YAML: at most config_files.MAX_CONFIG_BYTES of UTF-8, each key once, no anchors' aliases
 (a few lines of aliases can expand to gigabytes).
 """
 
 from __future__ import annotations
 
+import functools
 import textwrap
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import Field, field, make_dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from .contract.params import VOLUME_CONNECTIVITIES, LabelParams
+from .contract.params import LabelParams
 from .contract.stages import MORPHOLOGY_ORDER
 from .errors import BadType, BadValue, UsageError
-from .options import BY_NAME, MAX_IMAGE_BYTES, api_type_problem, close_names
+from .options import BY_NAME, OPTIONS, api_type_problem, close_names
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Everything `gccl label` needs besides the inputs; see the README for each option."""
+class _SettingsMethods:
+    """What every Settings can say besides its fields (one field per option of OPTIONS)."""
 
-    out: Path | None = None
-    recursive: bool = False
-    relative_to: Path | None = None
-    keep_extension: bool = False
-    null_separated: bool = False
-    background: int | float | None = 0
-    invert: bool = False
-    threshold: int | float | None = None
-    tau: int | float | None = None
-    tau_relative: int | float | None = None
-    tau_quadratic: int | float | None = None
-    connectivity: int = 8
-    min_area: int = 0
-    max_area: int | None = None
-    largest: int | None = None
-    fill_holes: bool = False
-    erode: int = 0
-    dilate: int = 0
-    open: int = 0
-    close: int = 0
-    smooth: str | None = None
-    color_to_gray: str | None = None
-    label_format: str = "auto"
-    tiff_compression: str = "deflate"
-    preview: bool = False
-    polygons: bool = False
-    skip_existing: bool = False
-    fail_fast: bool = False
-    fsync: bool = True
-    batch_size: int | str = "auto"
-    batch_window: int | float = 0.0
-    device: str = "auto"
-    devices: str | None = None
-    workers: int | None = None
-    processes: int | str = "auto"
-    scheduler: str | None = None
-    max_image_bytes: int = MAX_IMAGE_BYTES
-    json: bool = False
-    quiet: bool = False
-    sources: tuple[str, ...] = field(default=(), compare=False)
+    if TYPE_CHECKING:
 
-    def label_params(self) -> LabelParams:
-        """The part of the settings that decides the labels and statistics."""
+        def __getattr__(self, name: str) -> Any: ...  # the fields, made from OPTIONS below
+
+    @functools.cached_property
+    def params(self) -> LabelParams:
+        """The part of the settings that decides the labels and statistics, made once per
+        Settings (a frozen dataclass: what it is built from never changes)."""
         growing = self.tau_relative is not None or self.tau_quadratic is not None
         return LabelParams(
             background=self.background,
@@ -98,10 +65,8 @@ class Settings:
             "# The settings of a gccl label command line: the defaults, then each --config",
             "# file, then the flags. Every key is an option of gccl label (gccl label --help).",
         ]
-        for name, value in asdict(self).items():
-            if name == "sources":
-                continue
-            option = BY_NAME[name]
+        for option in OPTIONS:
+            name, value = option.name, getattr(self, option.name)
             if value is None and name == "background":
                 shown: Any = "none"
             elif isinstance(value, Path):
@@ -114,6 +79,30 @@ class Settings:
             lines += textwrap.wrap(option.help, 88, initial_indent="# ", subsequent_indent="# ")
             lines.append(dump({name.replace("_", "-"): shown}).rstrip("\n"))
         return "\n".join(lines) + "\n"
+
+
+if TYPE_CHECKING:
+
+    class Settings(_SettingsMethods):
+        """Everything `gccl label` needs besides the inputs: a field per option of OPTIONS
+        (each Any to the type checker), then `sources`, the config files and the command
+        line that gave them."""
+
+        __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+        sources: tuple[str, ...]
+
+        def __init__(self, **values: Any) -> None: ...
+
+else:
+    Settings = make_dataclass(
+        "Settings",
+        [(option.name, Any, field(default=option.default)) for option in OPTIONS]
+        + [("sources", tuple[str, ...], field(default=(), compare=False))],
+        bases=(_SettingsMethods,),
+        frozen=True,
+    )
+    Settings.__module__ = __name__  # pickled by name into worker processes
+    Settings.__doc__ = "Everything `gccl label` needs besides the inputs; see the README."
 
 
 def _smooth_pair(text: str) -> tuple[str, int]:
@@ -183,7 +172,16 @@ def resolve(
         settings = apply(settings, load_file(path), str(path))
     given = flags if python else {key: value for key, value in flags.items() if value is not None}
     settings = apply(settings, given, source, python) if given else settings
-    if settings.smooth is not None and settings.label_params().tau is None:
+    check_settings(settings, source, python)
+    return settings
+
+
+def check_settings(settings: Settings, source: str = "command line", python: bool = False) -> None:
+    """The rules between options, which no option's own check sees (every command that
+    resolves settings checks them: label, --dry-run, watch, config show, bench, the Python
+    API). A connectivity of the other rank than an input's is no error: each input takes
+    its own rank's (LabelParams.at_rank)."""
+    if settings.smooth is not None and settings.params.tau is None:
         where = f"{source}: " if python else ""  # (the API's errors name the function)
         raise BadValue(
             f"{where}'smooth' needs 'tau': smoothing changes values, which only tau mode reads"
@@ -192,15 +190,4 @@ def resolve(
         raise BadValue(
             f"{source}: '{spelled('max_area', python)}' ({settings.max_area}) is below "
             f"'{spelled('min_area', python)}' ({settings.min_area}): no component could be kept"
-        )
-    return settings
-
-
-def check_images_only(connectivity: int) -> None:
-    """Refuse the volume connectivities in the commands that read image files: they label
-    3-D volumes, which only the Python API takes."""
-    if connectivity in VOLUME_CONNECTIVITIES:
-        raise UsageError(
-            f"'connectivity' {connectivity} labels 3-D volumes, which only the Python API "
-            f"reads (ccl_cli.label(volume, connectivity={connectivity})); images take 4 or 8"
         )

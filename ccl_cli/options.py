@@ -30,7 +30,9 @@ from .contract.stages import MAX_MORPHOLOGY_STEPS, MAX_SMOOTH_RADIUS, SMOOTH_KIN
 COLOR_TO_GRAY_CHOICES: tuple[str, ...] = ("luma", "red", "green", "blue")
 #: Codecs of label TIFFs (--tiff-compression); io/label_images.py implements them.
 TIFF_COMPRESSIONS: tuple[str, ...] = ("deflate", "zstd")
-LABEL_FORMATS: tuple[str, ...] = ("auto", "png", "tiff", "npy")
+#: Label file formats (--label-format): png for images; tiff and npy hold images or volumes;
+#: nifti, nrrd and metaimage volumes (io/volumes writes them).
+LABEL_FORMATS: tuple[str, ...] = ("auto", "png", "tiff", "npy", "nifti", "nrrd", "metaimage")
 #: What --device names: the CPU, CUDA's first device, or device N.
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 #: A Dask scheduler's TCP address: tcp://host:port or host:port (IPv6 hosts in brackets).
@@ -94,6 +96,18 @@ def _milliseconds(value: Any) -> int | float:
     if number > MAX_BATCH_WINDOW_MS:
         raise ValueError(f"at most {MAX_BATCH_WINDOW_MS} (a minute), got {value!r}")
     return number
+
+
+def _spacing(value: Any) -> tuple[float, float, float]:
+    """A --spacing: three finite numbers > 0, "SX,SY,SZ" (or a list of three)."""
+    parts = value.split(",") if isinstance(value, str) else value
+    try:
+        numbers = tuple(float(part) for part in parts)
+    except (TypeError, ValueError):
+        numbers = ()
+    if len(numbers) != 3 or not all(0 < n < float("inf") for n in numbers):
+        raise ValueError(f"three numbers > 0, SX,SY,SZ, got {value!r}")
+    return numbers
 
 
 def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -369,8 +383,11 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "connectivity",
         8,
-        "4|8",
-        "Neighbours: 4 (edges) or 8 (and corners).",
+        "4|8|6|18|26",
+        "Neighbours: 4 (edges) or 8 (and corners) in images; 6 (faces), 18 (and edges) or 26 "
+        "(and corners) in volumes. Each input takes its own kind's: 4 and 6 mean faces (4 in "
+        "an image, 6 in a volume), 8 and 26 every neighbour, 18 is 8 in an image; the default "
+        "8 labels volumes at 26.",
         _connectivity,
         api=int,
     ),
@@ -441,7 +458,8 @@ OPTIONS: tuple[Option, ...] = (
         "auto",
         "|".join(LABEL_FORMATS),
         "Label images: auto (16-bit PNG up to 65535 labels, else 32-bit TIFF), png, tiff, or "
-        "npy (NumPy's .npy, uint16 up to 65535 labels, else uint32).",
+        "npy (NumPy's .npy, uint16 up to 65535 labels, else uint32). Label volumes: auto "
+        "(the input's format; slices: a TIFF stack), tiff, npy, nifti, nrrd or metaimage.",
         _choice(*LABEL_FORMATS),
     ),
     Option(
@@ -451,7 +469,30 @@ OPTIONS: tuple[Option, ...] = (
         "Codec of label TIFFs: deflate (reads everywhere) or zstd (faster, smaller).",
         _choice(*TIFF_COMPRESSIONS),
     ),
-    Option("preview", False, "", "Also write a colored overlay PNG.", _flag),
+    Option(
+        "volume",
+        False,
+        "",
+        "A multi-page TIFF is a z-stack (one volume, not pages); a folder argument's 2-D "
+        "images, in natural name order, are the slices of one volume.",
+        _flag,
+    ),
+    Option(
+        "spacing",
+        None,
+        "SX,SY,SZ",
+        "Voxel size of volumes along x, y, z (overrides the file's): adds physical columns "
+        "to the statistics.",
+        _optional(_spacing),
+        show=lambda spacing: ",".join(f"{n:g}" for n in spacing),
+    ),
+    Option(
+        "preview",
+        False,
+        "",
+        "Also write a colored overlay PNG (a volume: three orthogonal projections).",
+        _flag,
+    ),
     Option(
         "polygons",
         False,

@@ -11,6 +11,7 @@ options suit each one.
 from __future__ import annotations
 
 import argparse
+import io
 from pathlib import Path
 
 import numpy as np
@@ -112,6 +113,110 @@ def text_scan() -> np.ndarray:
     return np.asarray(page)
 
 
+def balls(
+    shape: tuple[int, int, int], centres: list[tuple[float, float, float, float]]
+) -> np.ndarray:
+    """Boolean (z, y, x) volume of the voxels inside any ball (cz, cy, cx, radius in voxels)."""
+    zz, yy, xx = np.ogrid[: shape[0], : shape[1], : shape[2]]
+    mask = np.zeros(shape, dtype=bool)
+    for cz, cy, cx, radius in centres:
+        mask |= (zz - cz) ** 2 + (yy - cy) ** 2 + (xx - cx) ** 2 <= radius**2
+    return mask
+
+
+def casting(rng: np.random.Generator) -> np.ndarray:
+    """(24, 32, 40) uint8 CT of a cast part: metal (about 180) with five dark pores (about 40),
+    one of them two overlapping bubbles, and a single-voxel speck for --min-area."""
+    shape = (24, 32, 40)
+    pores = balls(
+        shape,
+        [
+            (6, 8, 8, 3),
+            (12, 20, 28, 4),
+            (18, 8, 30, 2.5),
+            (16, 24, 10, 3),
+            (6, 24, 20, 2),
+            (7, 25, 22, 2),
+        ],
+    )
+    pores[20, 28, 34] = True
+    values = 180 + rng.integers(-1, 2, shape)
+    values[pores] = 40 + rng.integers(-1, 2, int(pores.sum()))
+    return values.astype(np.uint8)
+
+
+def organ_mask() -> np.ndarray:
+    """(20, 32, 40) uint8 segmentation mask, (z, y, x): three organs as balls, one of them two
+    overlapping lobes."""
+    shape = (20, 32, 40)
+    mask = balls(shape, [(5, 10, 9, 4), (12, 22, 28, 5), (14, 6, 30, 3), (14, 11, 30, 3)])
+    return mask.astype(np.uint8)
+
+
+def write_volumes(out: Path) -> None:
+    """sample_data/volumes/: one small volume of each format gccl reads (README there)."""
+    import nibabel
+    import nrrd
+    import SimpleITK as sitk
+    from PIL import Image as PILImage
+
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(SEED + 3)
+    part = casting(rng)
+    # An ImageJ hyperstack with the voxel size: 0.05 mm in x and y, 0.1 mm between slices.
+    tifffile.imwrite(
+        out / "part_ct.tif",
+        part,
+        imagej=True,
+        resolution=(20.0, 20.0),
+        metadata={"axes": "ZYX", "spacing": 0.1, "unit": "mm"},
+        compression="zlib",
+    )
+    # The same part as MetaImage (LPS, mm), as industrial CT software exports it.
+    image = sitk.GetImageFromArray(part)
+    image.SetSpacing((0.05, 0.05, 0.1))
+    image.SetOrigin((-1.0, -0.8, 0.0))
+    sitk.WriteImage(image, str(out / "part_ct.mha"), True)
+    # A medical mask: NIfTI with a 0.8 x 0.8 x 2.5 mm voxel and a scanner origin (RAS).
+    mask = organ_mask()
+    affine = np.diag([0.8, 0.8, 2.5, 1.0])
+    affine[:3, 3] = (-16.0, -12.8, -25.0)
+    nifti = nibabel.Nifti1Image(mask.transpose(2, 1, 0), affine)  # nibabel: (x, y, z)
+    nifti.header.set_xyzt_units("mm")
+    nifti.header.set_sform(affine, code=2)
+    nibabel.save(nifti, out / "organs.nii.gz")
+    # The same mask as 3D Slicer's segmentation NRRD, a label value per organ, in LPS: the
+    # same voxels at the same place as the NIfTI's RAS (x and y flipped).
+    labelmap = mask.copy()
+    labelmap[:, :, 20:] *= 2
+    header = {
+        "space": "left-posterior-superior",
+        "space directions": np.diag([-0.8, -0.8, 2.5]),
+        "space origin": np.array([16.0, 12.8, -25.0]),
+        "space units": ["mm", "mm", "mm"],
+        "kinds": ["domain"] * 3,
+        "encoding": "gzip",
+    }
+    buffer = io.BytesIO()
+    nrrd.write(buffer, labelmap, header, index_order="C")
+    # pynrrd stamps the time in a comment: without it the file is the same at every run.
+    text = b"".join(
+        line for line in buffer.getvalue().splitlines(True) if not line.startswith(b"# on ")
+    )
+    (out / "organs.seg.nrrd").write_bytes(text)
+    # A Python pipeline's volume: two touching cells, each a smooth ramp, 30 levels apart:
+    # one component in binary mode, two with --tau.
+    _, yy, xx = np.mgrid[:12, :24, :32]
+    cells = np.where(balls((12, 24, 32), [(6, 12, 10, 5)]), 10 + xx // 2, 0)
+    cells = np.where(balls((12, 24, 32), [(6, 12, 19, 5)]), 40 + yy // 2, cells)
+    np.save(out / "cells.npy", cells.astype(np.uint8))
+    # A folder of 2-D slices, one PNG per plane, numbered without leading zeros.
+    slices = out / "slices"
+    slices.mkdir(exist_ok=True)
+    for z, plane in enumerate(part[::2]):
+        PILImage.fromarray(plane).save(slices / f"slice_{z + 1}.png", optimize=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "sample_data")
@@ -139,8 +244,10 @@ def main() -> None:
     # Tag 262 = 0 stores it MinIsWhite (a stored 1 is ink), as scanners do.
     Image.fromarray(text_scan()).save(out / "scan_g4.tif", compression="group4", tiffinfo={262: 0})
 
-    for path in sorted(out.iterdir()):
-        print(f"{path.stat().st_size:>8}  {path.name}")
+    write_volumes(out / "volumes")
+
+    for path in sorted(p for p in out.rglob("*") if p.is_file()):
+        print(f"{path.stat().st_size:>8}  {path.relative_to(out)}")
 
 
 if __name__ == "__main__":

@@ -139,7 +139,7 @@ def test_bad_inputs_fail_alone(runner: CliRunner, folder: Path, tmp_path: Path):
     for name, data in bad.items():
         (folder / name).write_bytes(data)
     save_png(folder / "rgb.png", np.zeros((4, 4, 3), np.uint8))
-    np.save(folder / "cube.npy", np.zeros((2, 3, 4), np.uint8))
+    np.save(folder / "cube.npy", np.zeros((2, 2, 3, 4), np.uint8))  # 4-D: no volume
     np.save(folder / "wide.npy", np.zeros((3, 4), np.int64))
     before = {p: p.read_bytes() for p in folder.iterdir() if p.is_file()}
     out = tmp_path / "out"
@@ -244,7 +244,6 @@ def test_preview_is_written(runner: CliRunner, folder: Path, tmp_path: Path):
     ("args", "needle"),
     [
         (["--connectivity", "5"], "'connectivity' must be 4 or 8 (images), or 6, 18 or 26"),
-        (["--connectivity", "6"], "'connectivity' 6 labels 3-D volumes, which only the Python API"),
         (["--tau", "abc"], "'tau' must be a number"),
         (["--device", "tpu"], "'device' must be auto, cpu, cuda or cuda:N"),
     ],

@@ -257,20 +257,27 @@ def test_bad_values_are_one_error_line(tmp_path: Path, option, value, message) -
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("connectivity", ["6", "18", "26"])
-def test_volume_connectivity_is_refused_for_image_files(tmp_path: Path, connectivity) -> None:
-    mask_png(tmp_path / "a.png", 1)
-    config = tmp_path / "c.yaml"
-    config.write_text(f"connectivity: {connectivity}\n")
-    for args in (["--connectivity", connectivity], ["--config", str(config)]):
-        result = label(str(tmp_path / "a.png"), "--out", str(tmp_path / "o"), *args)
-        assert result.exit_code == 2
-        assert result.stderr == (
-            f"gccl: error: 'connectivity' {connectivity} labels 3-D volumes, which only the "
-            f"Python API reads (ccl_cli.label(volume, connectivity={connectivity})); images "
-            "take 4 or 8\n"
+@pytest.mark.parametrize(("connectivity", "in_images"), [("6", 4), ("18", 8), ("26", 8)])
+def test_a_volume_connectivity_is_taken_in_an_images_rank(
+    tmp_path: Path, connectivity, in_images
+) -> None:
+    """A connectivity names a neighbourhood each input takes in its own rank (faces: 6 -> 4;
+    18 and 26 -> 8): a run, a dry run and `config show` accept it; the bench, whose suite is
+    of 2-D images, refuses it."""
+    values = mask_png(tmp_path / "a.png", 1)
+    common = ["--connectivity", connectivity, "--device", "cpu", "--quiet"]
+    for extra in (["--dry-run"], []):
+        result = CliRunner().invoke(
+            app, ["label", str(tmp_path / "a.png"), "--out", str(tmp_path / "o"), *common, *extra]
         )
-        assert not (tmp_path / "o").exists()
+        assert result.exit_code == 0, result.output
+    expected, _ = ndi.label(values != 0, ndi.generate_binary_structure(2, {4: 1, 8: 2}[in_images]))
+    assert np.array_equal(np.asarray(Image.open(tmp_path / "o" / "a.labels.png")), expected)
+    result = CliRunner().invoke(app, ["config", "show", "--connectivity", connectivity])
+    assert result.exit_code == 0 and f"connectivity: {connectivity}" in result.stdout
+    result = CliRunner().invoke(app, ["bench", "--connectivity", connectivity])
+    assert result.exit_code == 2
+    assert f"'connectivity' {connectivity} labels 3-D volumes" in result.stderr
 
 
 def test_background_no_pixel_can_hold_fails_that_image_with_the_reason(tmp_path: Path) -> None:

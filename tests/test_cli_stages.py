@@ -126,11 +126,11 @@ def test_bad_stage_keys_in_a_config_file(tmp_path: Path) -> None:
 def test_settings_fill_the_label_params() -> None:
     settings = resolve([], {"dilate": 1, "erode": 2, "close": 0, "open": 4, "smooth": "Box:3",
                             "tau": "2"})  # fmt: skip
-    params = settings.label_params()
+    params = settings.params
     assert params.morphology == (("open", 4), ("erode", 2), ("dilate", 1))
     assert params.smooth == ("box", 3)
-    assert resolve([], {}).label_params().morphology == ()
-    assert resolve([], {"smooth": "none"}).label_params().smooth is None
+    assert resolve([], {}).params.morphology == ()
+    assert resolve([], {"smooth": "none"}).params.smooth is None
 
 
 def test_show_round_trips_the_stage_keys(tmp_path: Path) -> None:

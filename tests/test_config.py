@@ -24,7 +24,7 @@ def test_defaults() -> None:
     assert settings.connectivity == 8
     assert settings.background == 0
     assert settings.tau is None
-    assert settings.label_params().mode == "binary"
+    assert settings.params.mode == "binary"
 
 
 def test_file_then_flags_win(tmp_path: Path) -> None:
@@ -34,21 +34,35 @@ def test_file_then_flags_win(tmp_path: Path) -> None:
     assert settings.tau == 5
     assert settings.min_area == 20
     assert settings.connectivity == 8
-    assert settings.label_params().mode == "tau"
+    assert settings.params.mode == "tau"
 
 
 def test_a_coefficient_of_the_tolerance_turns_tau_mode_on(tmp_path: Path) -> None:
     path = write(tmp_path / "depth.yaml", "tau-quadratic: 3.5e-6\nsmooth: binomial:1\n")
-    params = resolve([path], {}).label_params()
+    params = resolve([path], {}).params
     assert (params.mode, params.tau, params.tau_relative, params.tau_quadratic) == (
         "tau",
         0,
         0.0,
         3.5e-6,
     )
-    params = resolve([path], {"tau": "5", "tau_relative": "0.01"}).label_params()
+    params = resolve([path], {"tau": "5", "tau_relative": "0.01"}).params
     assert (params.tau, params.tau_relative, params.tau_quadratic) == (5, 0.01, 3.5e-6)
-    assert resolve([], {}).label_params().tau_quadratic == 0.0  # binary mode: no tolerance
+    assert resolve([], {}).params.tau_quadratic == 0.0  # binary mode: no tolerance
+
+
+def test_label_params_are_made_once_per_settings_and_follow_a_replace() -> None:
+    """Every module of a run reads the one LabelParams of its settings."""
+    import pickle
+    from dataclasses import replace
+
+    settings = resolve([], {"tau": "3", "erode": "1"})
+    assert settings.params is settings.params
+    assert settings.params.morphology == (("erode", 1),)
+    changed = replace(settings, tau=4)
+    assert (changed.params.tau, settings.params.tau) == (4, 3)
+    copied = pickle.loads(pickle.dumps(settings))  # as worker processes receive them
+    assert copied == settings and copied.params == settings.params
 
 
 def test_numbers_keep_their_kind() -> None:

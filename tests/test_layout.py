@@ -196,6 +196,19 @@ def test_contract_imports_no_backend_reader_or_run():
         assert outside <= {"ccl_cli.errors"}, (name, outside)
 
 
+#: What the Python API may import of the backends: the interface and the factory.
+BACKEND_INTERFACE = {"ccl_cli.backends", "ccl_cli.backends.base"}
+
+
+def test_the_api_reaches_the_backends_through_the_interface_alone():
+    """Host images, host volumes and device arrays all go through Backend (base.py), made by
+    the factory (backends/__init__.py): no implementation module is the API's to call."""
+    imported = _graph()["ccl_cli.api"]
+    backends = {name for name in imported if name.startswith("ccl_cli.backends")}
+    assert "ccl_cli.backends.base" in backends  # the finder sees the API's backend imports
+    assert backends <= BACKEND_INTERFACE, sorted(backends - BACKEND_INTERFACE)
+
+
 TESTS = ROOT / "tests"
 #: Helpers of the tests that drive the product itself (the command line, the CUDA backend); every
 #: other module of tests/ that is not a test is a reference or test data, written from the

@@ -86,7 +86,12 @@ def test_help_lists_every_option_within_80_columns():
         ),
         ("min_area", "1.5", "'min-area' must be a whole number, got '1.5'"),
         ("tau", "-1", "'tau' must be a number >= 0, got '-1'"),
-        ("label_format", "jpeg", "'label-format' must be one of auto, png, tiff, npy, got 'jpeg'"),
+        (
+            "label_format",
+            "jpeg",
+            "'label-format' must be one of auto, png, tiff, npy, nifti, nrrd, metaimage, "
+            "got 'jpeg'",
+        ),
     ],
 )
 def test_a_bad_value_names_the_option_and_what_it_must_be(flag: str, value: str, message: str):

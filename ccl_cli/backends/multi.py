@@ -16,12 +16,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..contract.params import LabelParams
-from .base import Backend, BatchResult, joined, label_dtype, split_bounds
+from .base import Backend, BatchResult, joined, new_labels, split_bounds
 from .steps import interleaved
 
 
 class MultiDeviceBackend(Backend):
-    """Spreads every batch over `backends` (one per device); host (numpy) batches only."""
+    """Spreads every batch over `backends` (one per device); host (numpy) batches only.
+    The statistics are always made (a run writes them)."""
 
     def __init__(self, backends: Sequence[Backend]) -> None:
         if not backends:
@@ -35,10 +36,12 @@ class MultiDeviceBackend(Backend):
         params: LabelParams,
         out: np.ndarray | None = None,
         narrow: bool = False,
+        statistics: bool = True,
     ) -> BatchResult:
-        """Label the (N, H, W) numpy batch, each device into its slice of `out` (backends.base)."""
+        """Label the numpy batch (of images or volumes), each device into its slice of
+        `out` (backends.base)."""
         batch = np.asarray(batch)
-        labels = self.empty_batch(batch.shape, label_dtype(narrow)) if out is None else out
+        labels = new_labels(self, batch.shape, params, narrow) if out is None else out
         bounds = split_bounds(len(batch), len(self.backends))
         parts = [
             backend.label_steps(batch[lo:hi], params, labels[lo:hi], narrow)

@@ -17,8 +17,8 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from ..config import check_images_only
-from ..contract.params import LabelParams
+from ..config import Settings, check_settings
+from ..contract.params import VOLUME_CONNECTIVITIES, LabelParams
 from ..errors import EXIT_OK, EXIT_SOME_FAILED, BadValue, InputError, UsageError
 from ..options import BY_NAME
 from .adapter import BenchEngine
@@ -111,15 +111,26 @@ def parse_options(
     except ValueError as error:
         raise UsageError(f"--sizes: {error}") from None
     chosen = _checked("connectivity", connectivity, None)
-    if chosen is not None:
-        check_images_only(chosen)
+    if chosen in VOLUME_CONNECTIVITIES:
+        raise UsageError(
+            f"'connectivity' {chosen} labels 3-D volumes; gccl bench measures 2-D images: "
+            "take 4 or 8"
+        )
+    shared = Settings(
+        tau=_checked("tau", tau, None),
+        connectivity=chosen or 8,
+        invert=invert,
+        threshold=base.threshold,
+        background=base.background,
+    )
+    check_settings(shared)  # the rules between options every command checks
     return Options(
         engines=engine_names or ENGINE_NAMES,
         explicit_engines=bool(engine_names),
         levels=("kernel", "end-to-end") if level == "both" else (level,),
         batches=tuple(sorted(batch_sizes | {1})),
         repeat=repeat,
-        tau=_checked("tau", tau, 0 if relative or quadratic else None),
+        tau=shared.tau if shared.tau is not None else (0 if relative or quadratic else None),
         connectivities=(8, 4) if chosen is None else (chosen,),
         sizes=size_list,
         families=_names("--cases", cases, FAMILIES) or FAMILIES,

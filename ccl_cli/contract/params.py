@@ -7,7 +7,7 @@ These are the semantics of README.md, "What the labels mean", in one place. Both
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -90,6 +90,20 @@ class LabelParams:
     def rank(self) -> int:
         """2 for images (connectivity 4 or 8), 3 for volumes (6, 18 or 26)."""
         return 3 if self.connectivity in VOLUME_CONNECTIVITIES else 2
+
+    def at_rank(self, rank: int) -> LabelParams:
+        """These parameters for an input of `rank` (2 an image, 3 a volume), as the command
+        line labels files of both kinds with one --connectivity: a connectivity names a
+        neighbourhood, taken in the input's rank (AT_RANK)."""
+        if rank == self.rank:
+            return self
+        return replace(self, connectivity=AT_RANK[rank][self.connectivity])
+
+
+#: The connectivity of each neighbourhood in the other rank (LabelParams.at_rank): faces only
+#: (4, 6) stay faces only; every neighbour (8, 26) stays every neighbour; 18, faces and
+#: edges, is 8 in an image, whose pixels' edges are their faces.
+AT_RANK = {2: {6: 4, 18: 8, 26: 8}, 3: {4: 6, 8: 26}}
 
 
 def canonical_bools(values: Any, xp: Any = np) -> Any:

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import orjson
 
-from ..contract.stats import CSV_COLUMNS, StatsTable
+from ..contract.stats import CSV_COLUMNS, VOLUME_CSV_COLUMNS, StatsTable
 
 #: Tables of at most this many rows are printed row by row (_rows_one_by_one): below it
 #: numpy's fixed cost per call outweighs what the bulk path saves.
@@ -159,3 +159,23 @@ def _all_plain(values: np.ndarray) -> bool:
     magnitude = np.abs(values)
     plain = (magnitude >= _PLAIN_LOW) & (magnitude < _PLAIN_HIGH)  # False for NaN
     return bool(np.count_nonzero(magnitude) == np.count_nonzero(plain))
+
+
+def volume_stats_csv(table: StatsTable, physical: dict[str, np.ndarray]) -> Iterator[bytes]:
+    """A volume's statistics CSV: VOLUME_CSV_COLUMNS (the image columns with z, depth and
+    centroid_z; area counts voxels), then the `physical` columns (io/volumes'
+    physical_columns: the volume and world centroid in the file's units) where the voxel
+    size is known; printed as stats_csv prints, in pieces of CSV_PIECE_ROWS rows."""
+    names = [*VOLUME_CSV_COLUMNS, *physical]
+    yield (",".join(names) + "\n").encode("ascii")
+    values = int_texts if table.integer_values else float_texts
+    ints = {"area", "x", "y", "z", "width", "height", "depth"}
+    for start in range(0, len(table), CSV_PIECE_ROWS):
+        rows = slice(start, start + CSV_PIECE_ROWS)
+        columns = [int_texts(np.arange(start + 1, min(start + CSV_PIECE_ROWS, len(table)) + 1))]
+        for name in VOLUME_CSV_COLUMNS[1:]:
+            column = table[name][rows]
+            texts = int_texts if name in ints else values if name in ("min", "max") else None
+            columns.append((texts or float_texts)(column))
+        columns += [float_texts(physical[name][rows]) for name in physical]
+        yield csv_rows(columns)

@@ -32,6 +32,8 @@ from .decode import IMAGE_SUFFIXES, image_pages, is_image_path, may_hold_pages
 from .out_dir import Identity, Source
 from .output_paths import GCCL_DIR, is_output_image
 from .seen import Seen
+from .volumes import volume_format
+from .volumes.detect import format_of_name
 
 _GLOB_CHARS = set("*?[")
 
@@ -47,6 +49,9 @@ class InputItem:
     how many its file has (the outputs of pages it no longer has are moved
     aside when its first is admitted). resume: skipped where its outputs are
     current, as --skip-existing does (what a watch finds when it starts).
+    volume: the volume format of a file that is one volume (io/volumes: nifti, nrrd,
+    metaimage, tiff, npy), or "slices" for a folder whose 2-D images are one (--volume);
+    None for an image.
     """
 
     path: Path
@@ -57,6 +62,7 @@ class InputItem:
     page: int | None = None
     resume: bool = False
     pages: int = 1
+    volume: str | None = None
 
     @property
     def display(self) -> str:
@@ -70,6 +76,12 @@ class InputItem:
         return "/".join(_file_place(self.relative, self.page).parts), self.page
 
 
+def is_input_name(name: str | Path) -> bool:
+    """Whether a folder scan (or a watch) takes a file of this name: an image's, or a volume
+    file's (io/volumes: .nii, .nii.gz, .nrrd, .nhdr, .mha, .mhd)."""
+    return is_image_path(name) or format_of_name(name) is not None
+
+
 def expand(
     specs: Iterable[str],
     recursive: bool,
@@ -78,6 +90,7 @@ def expand(
     relative_to: Path | None = None,
     out: OutPlace | None = None,
     passed_over: list[Path] | None = None,
+    volume: bool = False,
 ) -> list[InputItem]:
     """The inputs named by the command-line arguments, in a stable order.
 
@@ -87,14 +100,16 @@ def expand(
     `out`: where --out is; an argument that scans it (or, with `recursive`, a
     folder above it) is a UsageError, a path on stdin that does fails alone.
     `passed_over`: receives the files the folder scans pass over (passed_over_notice).
+    `volume` (--volume): a multi-page TIFF is a z-stack, and a folder argument's 2-D images
+    are the slices of one volume (with_pages).
     """
     items: list[InputItem] = []
     for spec in specs:
         if spec == "-":
             for name in read_names(stdin or sys.stdin, null):
-                items.extend(expand_name(name, recursive, out, passed_over))
+                items.extend(expand_name(name, recursive, out, passed_over, volume))
         else:
-            items.extend(_expand_one(spec, recursive, out, passed_over))
+            items.extend(_expand_one(spec, recursive, out, passed_over, volume))
     return Listing(relative_to).add(items)
 
 
@@ -187,6 +202,7 @@ def expand_name(
     recursive: bool,
     out: OutPlace | None = None,
     passed_over: list[Path] | None = None,
+    volume: bool = False,
 ) -> list[InputItem]:
     """The inputs one name from stdin stands for (a file, folder or glob pattern); a
     folder that would scan --out (see expand), or a line too long to name a file, is one
@@ -195,31 +211,60 @@ def expand_name(
         problem = f"a line of {name.size} bytes on stdin: no path is longer than {MAX_NAME_BYTES}"
         return [InputItem(Path(name.start + "..."), Path(), problem)]
     try:
-        return list(_expand_one(name, recursive, out, passed_over))
+        return list(_expand_one(name, recursive, out, passed_over, volume))
     except OutInsideInput as error:
         return [InputItem(error.folder, Path(error.folder.name), str(error))]
 
 
 def _expand_one(
-    spec: str, recursive: bool, out: OutPlace | None, passed_over: list[Path] | None
+    spec: str,
+    recursive: bool,
+    out: OutPlace | None,
+    passed_over: list[Path] | None,
+    volume: bool = False,
 ) -> Iterator[InputItem]:
-    for item in _expand_spec(spec, recursive, out, [] if passed_over is None else passed_over):
-        yield from _pages(item)
+    passed = [] if passed_over is None else passed_over
+    if volume and _is_folder(spec):  # (--volume) its 2-D images are one volume's slices
+        if out is not None:
+            out.check_root(Path(spec), False)  # --out there: its outputs would be slices
+        yield InputItem(Path(spec), Path(Path(spec).name), volume="slices")
+        return
+    for item in _expand_spec(spec, recursive, out, passed):
+        yield from _pages(item, volume)
 
 
-def with_pages(item: InputItem) -> list[InputItem]:
-    """`item`, or one item per page of a multi-page TIFF: page N of a.tif has the outputs
-    of a.pNNNN.tif (a.p0001.labels.png, ...)."""
-    return list(_pages(item))
+def _is_folder(spec: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(spec).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
-def _pages(item: InputItem) -> Iterator[InputItem]:
-    if item.problem or item.empty or not may_hold_pages(item.path):
+def with_pages(item: InputItem, volume: bool = False) -> list[InputItem]:
+    """`item` as the input of one volume (io/volumes.volume_format; `volume`: --volume),
+    or one item per page of a multi-page TIFF: page N of a.tif has the outputs of
+    a.pNNNN.tif (a.p0001.labels.png, ...), or `item` itself."""
+    return list(_pages(item, volume))
+
+
+def _pages(item: InputItem, volume: bool = False) -> Iterator[InputItem]:
+    if item.problem or item.empty:
+        yield item
+        return
+    if format_of_name(item.path) not in (None, "tiff"):  # by name, a .npy by its header
+        found = volume_format(item.path, volume)
+        if found is not None:
+            yield replace(item, volume=found)
+            return
+    if not may_hold_pages(item.path):
         yield item
         return
     count = image_pages(item.path)
-    if count == 1:
+    if count == 1:  # (a one-page TIFF is an image: its metadata is not looked at)
         yield item
+        return
+    if volume_format(item.path, volume) == "tiff":  # a z-stack, or pages with --volume
+        yield replace(item, volume="tiff")
         return
     for page in range(count):
         yield replace(item, page=page, relative=_page_name(item.relative, page), pages=count)
@@ -359,7 +404,7 @@ def _scan_folder(
             else:
                 not_scanned.append(folder / name)
             continue
-        if not is_image_path(name):
+        if not is_input_name(name):
             try:
                 if entry.is_file():
                     passed_over.append(folder / name)

@@ -4,13 +4,16 @@ An input mirrored at `relative` below --out (io/inputs.py decides the
 mirror) writes `relative`'s folder / its stem + one suffix per kind of
 output: only the input's last suffix is replaced, so `frame.depth.png`
 gives `frame.depth.labels.png` (with --keep-extension none is:
-`frame.depth.png.labels.png`).
+`frame.depth.png.labels.png`); a volume format's ending counts as one suffix (`ct.nii.gz`
+gives `ct.labels.nii.gz`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+from .volumes.detect import LABEL_VOLUME_FORMATS, label_format_for, volume_stem
 
 #: The run's summary, a row per input, at the top of --out.
 SUMMARY_NAME = "summary.csv"
@@ -26,8 +29,17 @@ LOCK_NAME = "lock"
 RECORD_NAME = "made"
 #: What an output's name gets when a failure moves it aside: x.labels.png -> x.labels.stale.png.
 STALE_MARK = ".stale"
-#: The label image formats (--label-format, past auto's choice) and their files' endings.
-LABEL_ENDINGS = {"png": ".labels.png", "tiff": ".labels.tif", "npy": ".labels.npy"}
+#: The label image and label volume formats (--label-format, past auto's choice) and their
+#: files' endings (tiff and npy hold either; the volume formats' are io/volumes').
+LABEL_ENDINGS = {
+    "png": ".labels.png",
+    **{name: ".labels" + ending for name, ending in LABEL_VOLUME_FORMATS.items()},
+}
+#: --label-format's formats that hold 2-D images only, and those that hold volumes only.
+IMAGE_ONLY_FORMATS = ("png",)
+VOLUME_ONLY_FORMATS = ("nifti", "nrrd", "metaimage")
+#: The most labels a 16-bit PNG label image holds (auto writes a TIFF past it).
+PNG_LABEL_LIMIT = 65535
 #: How the images gccl writes beside an input's stem end (label images, previews).
 OUTPUT_IMAGE_ENDINGS = (*LABEL_ENDINGS.values(), ".preview.png")
 
@@ -87,6 +99,21 @@ def stale_name(path: Path) -> str:
 
 
 def output_paths(out: Path, relative: Path, keep_extension: bool = False) -> OutputPaths:
-    """Outputs of the input at `relative`: only its last suffix is replaced, or with
+    """Outputs of the input at `relative`: only its last suffix is replaced (a volume
+    format's ending counts as one: `ct.nii.gz` gives `ct.labels.nii.gz`), or with
     `keep_extension` none is (x.jpg gives x.jpg.labels.png)."""
-    return OutputPaths(out / relative.parent, relative.name if keep_extension else relative.stem)
+    stem = relative.name if keep_extension else volume_stem(relative)
+    return OutputPaths(out / relative.parent, stem)
+
+
+def label_file_format(label_format: str, kept: int, volume: str | None = None) -> str:
+    """The format of an input's label file (a key of LABEL_ENDINGS). An image's: --label-format's,
+    auto being a PNG up to PNG_LABEL_LIMIT labels and a TIFF past it. A volume's (`volume`, its
+    format: InputItem.volume): --label-format's, auto (or an image-only format, which admission
+    refuses first) the input's own (io/volumes)."""
+    if volume is not None:
+        forced = label_format not in ("auto", *IMAGE_ONLY_FORMATS)
+        return label_format_for(volume, label_format if forced else None)
+    if label_format != "auto":
+        return label_format
+    return "tiff" if kept > PNG_LABEL_LIMIT else "png"

@@ -20,7 +20,7 @@ def encode_preview_png(values: np.ndarray, labels: np.ndarray) -> bytes:
     if values.shape != labels.shape or values.ndim != 2:
         raise ValueError(f"values {values.shape} and labels {labels.shape} must be equal 2-D")
     gray = _display_gray(values).astype(np.uint16)
-    palette = _label_colors(int(labels.max(initial=0)))
+    palette = label_colors(int(labels.max(initial=0)))
     tinted = (labels != 0).astype(np.uint16)
     # Untinted: (2 g + 0) / 2 = g; tinted: (g + colour) / 2.
     rgb = ((gray * (2 - tinted))[..., None] + palette[labels]) // 2
@@ -62,7 +62,7 @@ def _stretch(values: np.ndarray, low: float, high: float) -> np.ndarray:
     return scaled.astype(np.uint8)
 
 
-def _label_colors(max_label: int) -> np.ndarray:
+def label_colors(max_label: int) -> np.ndarray:
     """(max_label + 1, 3) uint16 colours; row 0 (background) is black.
 
     Hues step by the golden ratio, so labels close in number (neighbours in

@@ -45,16 +45,18 @@ from ..io.output_paths import (
     RUN_RECORD_NAME,
     SUMMARY_NAME,
     OutputPaths,
+    label_file_format,
     output_paths,
 )
 from ..io.seen import Seen
 from .freshness import RunRecord
 from .interrupts import cut_short_here
-from .local import LocalRun, label_file_format
+from .local import LocalRun
 from .records import Admitted, FailFast, Moved, Outcomes, Record, Reporter, RunReport, Stop
 from .sources import Arrival, ListSource, Source
 from .stream import StdinSource
 from .summary import Summary
+from .volume_files import kind_problem
 
 #: How often a run makes sure --out is still where it found it, in seconds.
 OUT_CHECK_SECONDS = 0.25
@@ -136,6 +138,7 @@ def run_label(
             settings.relative_to,
             place,
             passed_over,
+            settings.volume,
         )
         if passed_over:
             reporter.notice(passed_over_notice(passed_over))
@@ -329,7 +332,7 @@ def _executor(
     count = process_count(settings.processes, 1 if inputs is None else inputs, cores, gpu)
     if count > 1 and inputs is not None:
         return LocalProcesses(count, settings, fork_server(), inputs)
-    params = settings.label_params()  # auto labels on the CPU while CUDA starts
+    params = settings.params.at_rank(2)  # auto labels images on the CPU while CUDA starts
     backend = make_backend(settings.device, workers, reporter.notice, settings.devices, params)
     return _Local(backend, workers, wake)
 
@@ -421,8 +424,11 @@ def admission(
     first = claimed.first(paths.labels_png, _claim(item))
     if first is not None and first != _claim(item):
         return Admission("failed", _collision(item, first))
+    kind = kind_problem(item.volume, settings.params, settings.label_format)
+    if kind:
+        return Admission("failed", kind, paths, clears=True)
     if out is not None and made is not None:
-        problem = in_the_way(out, made, _written(paths, settings))
+        problem = in_the_way(out, made, _written(paths, settings, item.volume))
         if problem:
             return Admission("failed", problem, paths, clears=True)
         if (
@@ -540,11 +546,12 @@ def _current(
     return all(_made_here(out, made, path) for path in extras)
 
 
-def _written(paths: OutputPaths, settings: Settings) -> list[Path]:
+def _written(paths: OutputPaths, settings: Settings, volume: str | None) -> list[Path]:
     """The files an input writes, as admission checks them: its label image (a 16-bit PNG
     unless --label-format says otherwise: auto's TIFF for more labels is checked as it is
-    written), its statistics, and with the options its preview and outlines."""
-    labels = paths.labels(label_file_format(settings.label_format, 0))
+    written; a volume's in its kind), its statistics, and with the options its preview and
+    outlines."""
+    labels = paths.labels(label_file_format(settings.label_format, 0, volume))
     return [
         labels,
         paths.stats,

@@ -25,9 +25,9 @@ from ..errors import EXIT_NO_INPUTS, EXIT_OK, EXIT_SOME_FAILED, UsageError
 from ..io.inputs import OutPlace, expand, passed_over_notice
 from ..io.made import MadeFiles
 from ..io.out_dir import OutDir
-from ..io.output_paths import OutputPaths
+from ..io.output_paths import OutputPaths, label_file_format
 from ..io.seen import Seen
-from .command import NO_IMAGES, admission, checked_out, label_file_format, lost_page_outputs
+from .command import NO_IMAGES, admission, checked_out, lost_page_outputs
 from .freshness import RunRecord
 
 #: The action each admission status means, as the listing names it.
@@ -54,6 +54,7 @@ def dry_run(
         settings.relative_to,
         OutPlace(out),
         passed_over,
+        settings.volume,
     )
     if passed_over:
         notice(passed_over_notice(passed_over))
@@ -74,7 +75,7 @@ def dry_run(
             decided = admission(item, settings, folder, made, run_record, claimed)
             action = ACTIONS[decided.status]
             counts[action] += 1
-            outputs = _outputs(decided.paths, settings) if action == "label" else []
+            outputs = _outputs(decided.paths, settings, item.volume) if action == "label" else []
             if settings.json:
                 write(_json_line(item.path, item.page, action, decided.message, outputs))
             else:
@@ -110,12 +111,13 @@ def _out_as_it_is(out: Path) -> Iterator[tuple[OutDir | None, MadeFiles | None]]
         folder.close()
 
 
-def _outputs(paths: OutputPaths | None, settings: Settings) -> list[str]:
+def _outputs(paths: OutputPaths | None, settings: Settings, volume: str | None) -> list[str]:
     """The files an input would write: its label image (auto's PNG; a TIFF past 65535
-    labels), statistics, and with the options its preview and outlines."""
+    labels; a volume's in its kind), statistics, and with the options its preview and
+    outlines."""
     if paths is None:
         return []
-    files = [paths.labels(label_file_format(settings.label_format, 0)), paths.stats]
+    files = [paths.labels(label_file_format(settings.label_format, 0, volume)), paths.stats]
     files += [paths.preview] if settings.preview else []
     files += [paths.polygons] if settings.polygons else []
     return [str(path) for path in files]

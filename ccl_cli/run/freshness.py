@@ -29,11 +29,16 @@ MAX_RUN_RECORD_BYTES = 1 << 20
 def output_options(settings: Settings) -> dict[str, Any]:
     """The settings that decide the outputs' content, as JSON values."""
     options = {
-        **asdict(settings.label_params()),
+        **asdict(settings.params),
         "color_to_gray": settings.color_to_gray,
         "label_format": settings.label_format,
         "tiff_compression": settings.tiff_compression,
     }
+    # (volumes' options only where given: a run without them records what runs did before)
+    if settings.volume:
+        options["volume"] = True
+    if settings.spacing is not None:
+        options["spacing"] = list(settings.spacing)
     loaded: dict[str, Any] = json.loads(json.dumps(options))
     return loaded
 

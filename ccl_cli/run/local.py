@@ -46,7 +46,7 @@ from ..backends.base import Backend, BatchResult, usable_cores
 from ..backends.cpu.backend import CpuBackend
 from ..config import Settings
 from ..contract.outlines import Outlines, geojson
-from ..contract.params import LabelParams, foreground_problem, threshold_side
+from ..contract.params import foreground_problem, threshold_side
 from ..contract.stats import StatsTable
 from ..errors import (
     GcclError,
@@ -58,12 +58,13 @@ from ..io.inputs import InputItem
 from ..io.label_images import encode_label_npy, encode_label_png, encode_label_tiff
 from ..io.made import remove_stale
 from ..io.out_dir import OutDir, Owner
-from ..io.output_paths import LABEL_ENDINGS, OutputPaths
+from ..io.output_paths import LABEL_ENDINGS, PNG_LABEL_LIMIT, OutputPaths, label_file_format
 from ..io.previews import encode_preview_png
+from ..io.volumes import VolumeFile
 from .interrupts import interruptible
 from .records import Admitted, Outcomes, Record, Reporter, Stop
+from .volume_files import read_volume_input, volume_outputs
 
-PNG_LABEL_LIMIT = 65535
 #: Images of at most this many bytes (decoded) are read and written in this thread; the
 #: first input is read here, the next ones as the size of the one before says.
 INLINE_BYTES = 1 << 16
@@ -77,8 +78,9 @@ STOP_GRACE_SECONDS = 2.0
 LONG_LABELING_BYTES = 16 << 20
 
 
-#: A decoded input: the image, the seconds decoding took, the input's modification time.
-_Read = tuple[np.ndarray, float, int | None]
+#: A decoded input: the image (a volume's values), the seconds decoding took, the input's
+#: modification time, and for a volume the file as read (its geometry and format).
+_Read = tuple[np.ndarray, float, int | None, VolumeFile | None]
 
 
 @dataclass
@@ -89,6 +91,8 @@ class _Decoded:
     decode_seconds: float
     #: The input's modification time before it was read (None: unknown).
     modified_ns: int | None
+    #: A volume input's file as read (volume_files.py); None for an image.
+    volume: VolumeFile | None = None
 
 
 def label_admitted(
@@ -172,7 +176,6 @@ class LocalRun:
         self.owner = owner
         self.check_stop = check_stop
         self.wake = wake
-        self.params: LabelParams = settings.label_params()
         self.backend = backend
         self.outcomes = outcomes
         self.workers = workers
@@ -238,7 +241,7 @@ class LocalRun:
 
     def _take_read(self, record: Record, paths: OutputPaths, future: Future[_Read]) -> None:
         try:
-            values, seconds, modified_ns = _result(future, self.check_stop)
+            values, seconds, modified_ns, volume = _result(future, self.check_stop)
         except GcclError as error:
             self.outcomes.fail(record, str(error))
             return
@@ -248,16 +251,21 @@ class LocalRun:
             self.outcomes.fail(record, f"cannot read ({type(error).__name__}: {error})")
             return
         self.small = self._in_this_thread(values)
-        height, width = values.shape
-        record.width, record.height, record.dtype = width, height, str(values.dtype)
-        problem = foreground_problem(values.dtype, self.params)
+        record.width, record.height = values.shape[-1], values.shape[-2]
+        record.depth, record.dtype = values.shape[0] if volume else None, str(values.dtype)
+        problem = foreground_problem(values.dtype, self.settings.params)
         if problem:
             self.outcomes.fail(record, problem)
             return
-        record.message = threshold_side(values, self.params)  # said, and labeled all the same
+        record.message = threshold_side(values, self.settings.params)  # said, labeled all the same
         key = (values.shape, str(values.dtype))
+        decoded = _Decoded(record, paths, values, seconds, modified_ns, volume)
+        if volume is not None:  # a volume is a batch of its own (its values are not copied)
+            self._label([decoded], key)
+            self._drain_writes(2 * self.workers)
+            return
         group = self.groups.setdefault(key, [])
-        group.append(_Decoded(record, paths, values, seconds, modified_ns))
+        group.append(decoded)
         self.pending_bytes += values.nbytes
         if len(group) >= self._batch_size(values):
             self._flush(key)
@@ -360,13 +368,16 @@ class LocalRun:
                 self._drain_writes(0)
 
     def _batch_result(self, group: list[_Decoded], key: tuple[tuple[int, ...], str]) -> BatchResult:
-        """The backend's result for `group` stacked into one batch."""
+        """The backend's result for `group` stacked into one batch (a volume: alone, with
+        the run's parameters at rank 3, LabelParams.at_rank)."""
+        if group[0].volume is not None:
+            return self.backend.label(group[0].values[None], self.settings.params.at_rank(3))
         batch = self.backend.empty_batch((len(group), *key[0]), group[0].values.dtype)
         np.stack([d.values for d in group], out=batch)
         # uint16 labels, ready for the 16-bit PNG (an image with more
         # components than that holds comes back as uint32; backends.base).
         narrow = self.settings.label_format != "tiff"  # (npy: uint16 too, as the PNG)
-        return self.backend.label(batch, self.params, narrow=narrow)
+        return self.backend.label(batch, self.settings.params.at_rank(2), narrow=narrow)
 
     def _drain_writes(self, keep: int) -> None:
         """Finish queued writes until at most `keep` remain in flight."""
@@ -407,6 +418,9 @@ def _read(item: InputItem, settings: Settings, check_stop: Callable[[], None]) -
         modified_ns: int | None = os.stat(item.path).st_mtime_ns
     except (OSError, ValueError):
         modified_ns = None  # reading it fails too, with the reason
+    if item.volume is not None:
+        volume = read_volume_input(item, settings.spacing, settings.max_image_bytes)
+        return volume.values, time.perf_counter() - started, modified_ns, volume
     values = decode.read_image(
         item.path,
         settings.color_to_gray,
@@ -414,15 +428,7 @@ def _read(item: InputItem, settings: Settings, check_stop: Callable[[], None]) -
         page=item.page,
         check_stop=check_stop,
     )
-    return values, time.perf_counter() - started, modified_ns
-
-
-def label_file_format(label_format: str, kept: int) -> str:
-    """The format of an image's label file (a key of LABEL_ENDINGS): --label-format's, auto
-    being a PNG up to PNG_LABEL_LIMIT labels and a TIFF past it."""
-    if label_format != "auto":
-        return label_format
-    return "tiff" if kept > PNG_LABEL_LIMIT else "png"
+    return values, time.perf_counter() - started, modified_ns, None
 
 
 def _write(
@@ -443,25 +449,35 @@ def _write(
     """
     started = time.perf_counter()
     kept = len(table)
-    if settings.label_format == "png" and kept > PNG_LABEL_LIMIT:
-        raise InputError(
-            f"{kept} components do not fit a 16-bit PNG; use --label-format auto, tiff or npy"
-        )
-    file_format = label_file_format(settings.label_format, kept)
     paths = decoded.paths
-    label_path = paths.labels(file_format)
-    if file_format == "npy":
-        encoded = encode_label_npy(labels, kept > PNG_LABEL_LIMIT)
-    elif file_format == "tiff":
-        encoded = encode_label_tiff(labels, settings.tiff_compression)
+    preview: bytes | None = None
+    encoded: Any
+    if decoded.volume is not None:
+        volume_written = volume_outputs(
+            decoded.volume, labels, table, settings.label_format, settings.preview
+        )
+        file_format, encoded, stats, preview = volume_written
     else:
-        encoded = encode_label_png(labels)
+        if settings.label_format == "png" and kept > PNG_LABEL_LIMIT:
+            raise InputError(
+                f"{kept} components do not fit a 16-bit PNG; use --label-format auto, tiff or npy"
+            )
+        file_format = label_file_format(settings.label_format, kept)
+        if file_format == "npy":
+            encoded = encode_label_npy(labels, kept > PNG_LABEL_LIMIT)
+        elif file_format == "tiff":
+            encoded = encode_label_tiff(labels, settings.tiff_compression)
+        else:
+            encoded = encode_label_png(labels)
+        stats = stats_csv(table)
+    label_path = paths.labels(file_format)
     source = decoded.record.item.source
     out.write(label_path, encoded, owner, settings.fsync, source=source)
     written = [label_path]
     outputs = {"labels": str(label_path)}
     if settings.preview:
-        preview = encode_preview_png(decoded.values, labels)
+        if preview is None:
+            preview = encode_preview_png(decoded.values, labels)
         out.write(paths.preview, preview, owner, settings.fsync, source=source)
         outputs["preview"] = str(paths.preview)
         written.append(paths.preview)
@@ -469,7 +485,7 @@ def _write(
         out.write(paths.polygons, geojson(outlines), owner, settings.fsync, source=source)
         outputs["polygons"] = str(paths.polygons)
         written.append(paths.polygons)
-    out.write(paths.stats, stats_csv(table), owner, settings.fsync, decoded.modified_ns, source)
+    out.write(paths.stats, stats, owner, settings.fsync, decoded.modified_ns, source)
     outputs["stats"] = str(paths.stats)
     written.append(paths.stats)
     for other in LABEL_ENDINGS:  # an earlier run's label image of another format

@@ -29,6 +29,8 @@ class Record:
     message: str = ""
     width: int | None = None
     height: int | None = None
+    #: A volume's planes (None for an image).
+    depth: int | None = None
     dtype: str = ""
     components: int | None = None
     kept: int | None = None
@@ -44,6 +46,7 @@ class Record:
             "" if self.item.page is None else self.item.page + 1,
             "" if self.width is None else self.width,
             "" if self.height is None else self.height,
+            "" if self.depth is None else self.depth,
             self.dtype,
             "" if self.components is None else self.components,
             "" if self.kept is None else self.kept,
@@ -61,6 +64,7 @@ class Record:
             "message": self.message,
             "width": self.width,
             "height": self.height,
+            "depth": self.depth,
             "dtype": self.dtype,
             "components": self.components,
             "kept": self.kept,

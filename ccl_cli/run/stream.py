@@ -48,11 +48,14 @@ class StdinSource:
     ) -> None:
         self.specs = list(specs)
         self.recursive = settings.recursive
+        self.volume = settings.volume
         self.null = settings.null_separated
         self.out = out
         # The arguments' inputs, found now: one that would scan --out stops the run here.
         self.found = {
-            spec: expand([spec], self.recursive, out=out) for spec in self.specs if spec != "-"
+            spec: expand([spec], self.recursive, out=out, volume=self.volume)
+            for spec in self.specs
+            if spec != "-"
         }
         # over the arguments and every line, kept on disk: a stream has no end
         self.listing = Listing(settings.relative_to, Seen(on_disk=True))
@@ -76,7 +79,9 @@ class StdinSource:
                 yield from self.listing.add(self.found[spec])
                 continue
             if self.lines is None:  # (wake needs it)
-                expand_line = partial(_expand_line, recursive=self.recursive, out=self.out)
+                expand_line = partial(
+                    _expand_line, recursive=self.recursive, out=self.out, volume=self.volume
+                )
                 self.lines = _Lines(self.stdin, self.null, expand_line)
             yield None  # what came before is labeled without waiting for the stream
             yield from windowed(partial(self._take, self.lines), self.window_seconds, tick)
@@ -88,11 +93,13 @@ class StdinSource:
         return self.listing.add(got)
 
 
-def _expand_line(line: str | LongLine, recursive: bool, out: OutPlace) -> list[InputItem]:
+def _expand_line(
+    line: str | LongLine, recursive: bool, out: OutPlace, volume: bool
+) -> list[InputItem]:
     """The inputs one line names (a line `-` is a file of that name, not stdin again)."""
     if line == "-":
         return [InputItem(Path("-"), Path("-"), "no such file or directory")]
-    return expand_name(line, recursive, out)
+    return expand_name(line, recursive, out, volume=volume)
 
 
 #: What wake() puts among the lines.

@@ -34,6 +34,7 @@ SUMMARY_COLUMNS = (
     "page",
     "width",
     "height",
+    "depth",
     "dtype",
     "components",
     "kept",
@@ -111,6 +112,7 @@ class Summary:
             return
         try:
             record.width, record.height = int(row["width"]), int(row["height"])
+            record.depth = int(row["depth"]) if row.get("depth") else None
             record.components = int(row["components"])
         except (KeyError, ValueError):
             return

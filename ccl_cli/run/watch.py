@@ -41,8 +41,7 @@ from watchdog.observers import Observer
 
 from ..config import Settings
 from ..errors import UsageError
-from ..io.decode import is_image_path
-from ..io.inputs import InputItem, OutPlace, unreadable_folder, with_pages
+from ..io.inputs import InputItem, OutPlace, is_input_name, unreadable_folder, with_pages
 from ..io.seen import Seen
 from ..options import BY_NAME, NOT_FOR_A_WATCH
 from .command import checked_out, run_source
@@ -101,6 +100,7 @@ def run_watch(
         poll_seconds,
         reporter.notice,
         out,
+        settings.volume,
     )
     return run_source(source, settings, reporter)
 
@@ -128,7 +128,10 @@ class WatchSource:
         poll_seconds: float,
         notice: Callable[[str], None],
         out: Path,
+        volume: bool = False,
     ) -> None:
+        """volume: --volume (a multi-page TIFF is one z-stack: inputs.with_pages)."""
+        self.volume = volume
         self.roots = roots
         self.recursive = recursive
         self.window_seconds = window_seconds
@@ -245,7 +248,7 @@ class WatchSource:
         if item is None or not self._changed(path, version):
             return []
         self.taken.set(path, _text_of(version))
-        return with_pages(item)
+        return with_pages(item, self.volume)
 
     def _changed(self, path: Path, version: Version) -> bool:
         """Whether `path` has another version than the one last taken (or none was)."""
@@ -331,7 +334,7 @@ class WatchSource:
                 continue
             if not self.recursive and len(relative.parts) != 1:
                 continue
-            if any(part.startswith(".") for part in relative.parts) or not is_image_path(path):
+            if any(part.startswith(".") for part in relative.parts) or not is_input_name(path):
                 return None
             return InputItem(path, relative, resume=resume)
         return None

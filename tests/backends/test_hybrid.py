@@ -34,11 +34,13 @@ class FakeGpu(CpuBackend):
         self.calls = 0
         self.fail_from = fail_from
 
-    def label(self, batch: Any, params: LabelParams, out: Any = None, narrow: bool = False):
+    def label(
+        self, batch: Any, params: LabelParams, out: Any = None, narrow: bool = False, stats=True
+    ):
         self.calls += 1
         if self.fail_from is not None and self.calls >= self.fail_from:
             raise RuntimeError("device lost")
-        return super().label(batch, params, out, narrow)
+        return super().label(batch, params, out, narrow, stats)
 
 
 class CountingCpu(CpuBackend):
@@ -49,11 +51,13 @@ class CountingCpu(CpuBackend):
         self.calls = 0
         self.on_first = on_first
 
-    def label(self, batch: Any, params: LabelParams, out: Any = None, narrow: bool = False):
+    def label(
+        self, batch: Any, params: LabelParams, out: Any = None, narrow: bool = False, stats=True
+    ):
         self.calls += 1
         if self.calls == 1 and self.on_first is not None:
             self.on_first()
-        return super().label(batch, params, out, narrow)
+        return super().label(batch, params, out, narrow, stats)
 
 
 def _run_with(monkeypatch: pytest.MonkeyPatch, backend: Any, *args: str) -> tuple[int, str, str]:
@@ -184,9 +188,11 @@ class TimedCpu(CpuBackend):
         self.clock = clock
         self.seconds = 0.0
 
-    def label(self, batch: Any, params: LabelParams, out: Any = None, narrow: bool = False):
+    def label(
+        self, batch: Any, params: LabelParams, out: Any = None, narrow: bool = False, stats=True
+    ):
         self.clock.now += self.seconds
-        return super().label(batch, params, out, narrow)
+        return super().label(batch, params, out, narrow, stats)
 
 
 def timed_hybrid(monkeypatch: pytest.MonkeyPatch) -> tuple[HybridBackend, TimedCpu, list[int]]:

@@ -584,3 +584,21 @@ def test_a_watched_folder_moved_stops_the_watch_with_one_line(
     assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr
     assert len(summary_rows(out)) == 3  # nothing of the folder now at that path
     assert sorted(watch.records) == ["old0.png", "old1.png", "old2.png"]
+
+
+def test_a_volume_file_dropped_in_is_one_input_labeled_in_kind(folder: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    values = (np.random.default_rng(7).random((6, 20, 30)) < 0.3).astype(np.uint8)
+    watch = Watch(folder, out)
+    try:
+        watch.wait_for("old0.png", "old1.png", "old2.png")
+        np.save(tmp_path / "v.npy", values)
+        os.rename(tmp_path / "v.npy", folder / "v.npy")  # complete when it appears
+        record = watch.wait_for("v.npy")["v.npy"]
+        code, _ = watch.stop()
+    finally:
+        watch.kill()
+    assert code == -signal.SIGTERM
+    assert (record["status"], record["depth"], record["width"]) == ("ok", 6, 30)
+    expected, _ = ndi.label(values, structure=np.ones((3, 3, 3), bool))
+    assert np.array_equal(np.load(out / "v.labels.npy"), expected)

@@ -10,8 +10,8 @@ import numpy as np
 
 from ...contract.outlines import Outlines
 from ...contract.params import SUPPORTED_DTYPES, LabelParams
-from ..base import Backend, BatchResult, label_dtype
-from .labels import label_batch
+from ..base import Backend, BatchResult, new_labels
+from .labels import engine_threads, label_batch
 from .outlines import outlines
 from .volumes import label_volumes
 
@@ -30,12 +30,13 @@ class CpuBackend(Backend):
         params: LabelParams,
         out: np.ndarray | None = None,
         narrow: bool = False,
+        statistics: bool = True,
     ) -> BatchResult:
         """Label each image of the (N, H, W) numpy batch (into `out`); see backends.base.
         With a volume connectivity (params.rank 3) each volume of an (N, D, H, W) batch,
-        into uint32 labels (volumes.py).
+        into uint32 labels (volumes.py), with statistics where asked for.
 
-        With `narrow`, the labels are uint16 (backends.base): the copy into
+        With `narrow`, image labels are uint16 (backends.base): the copy into
         `out` writes half the bytes, and the PNG writer needs no cast.
         """
         batch = np.asarray(batch)
@@ -44,12 +45,13 @@ class CpuBackend(Backend):
             raise ValueError(f"a batch is {axes}, got shape {batch.shape}")
         if batch.dtype not in SUPPORTED_DTYPES:
             raise ValueError(f"unsupported dtype {batch.dtype}")
+        labels = new_labels(self, batch.shape, params, narrow) if out is None else out
         if params.rank == 3:
-            labels = np.zeros(batch.shape, np.uint32) if out is None else out
-            volumes = label_volumes(batch, params, self.threads, labels, zeroed=out is None)
-            assert volumes.tables is not None
+            threads = engine_threads(self.threads)
+            volumes = label_volumes(batch, params, threads, labels, statistics, out is None)
+            if volumes.tables is None:
+                return BatchResult(labels, [], [], counts=volumes.kept)
             return BatchResult(labels, volumes.tables, volumes.components)
-        labels = np.empty(batch.shape, label_dtype(narrow)) if out is None else out
         labeled = label_batch(batch, params, self.threads, labels)
         result = BatchResult(labels, labeled.tables, labeled.components, wide=labeled.wide)
         if params.polygons:

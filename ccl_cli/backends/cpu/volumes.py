@@ -11,7 +11,6 @@ holds the working arrays and hands ranges of slabs or volumes to the engine's th
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -50,26 +49,6 @@ class VolumesLabeled:
     tables: list[StatsTable] | None
     components: list[int]
     kept: list[int]
-
-
-def check_labels_fit(shape: tuple[int, ...]) -> None:
-    """MemoryError where the uint32 labels of `shape` need more bytes than this machine
-    has memory (checked before anything is allocated)."""
-    need = 4 * int(np.prod(shape, dtype=object))
-    total = _physical_memory()
-    if total is not None and need > total:
-        raise MemoryError(
-            f"the labels of a {'x'.join(map(str, shape))} volume need {need / 2**30:.1f} GiB "
-            f"(4 bytes a voxel), more than this machine's {total / 2**30:.1f} GiB of memory"
-        )
-
-
-def _physical_memory() -> int | None:
-    """Bytes of this machine's memory, where the system says."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return None
 
 
 def plan(count: int, depth: int, height: int, width: int, threads: int) -> np.ndarray:

@@ -47,8 +47,9 @@ from ..base import (
     Backend,
     BatchResult,
     LabelSteps,
+    is_device_array,
     joined,
-    label_dtype,
+    new_labels,
     split_bounds,
 )
 from ..steps import interleaved
@@ -76,16 +77,6 @@ _CHUNK_STEPS = 32
 #: Chunks of a batch whose labeling the device runs at once: chunk k's starts when
 #: chunk k - _CHUNKS_LABELING's is done (label_steps).
 _CHUNKS_LABELING = 2
-
-
-def is_device_array(array: Any) -> bool:
-    """True for CuPy arrays and anything exposing CUDA memory (CAI or DLPack)."""
-    if hasattr(array, "__cuda_array_interface__"):
-        return True
-    device = getattr(array, "__dlpack_device__", None)
-    if device is None or isinstance(array, np.ndarray):
-        return False
-    return int(device()[0]) in (2, 13)  # kDLCUDA, kDLCUDAManaged
 
 
 class CudaBackend(Backend):
@@ -116,16 +107,27 @@ class CudaBackend(Backend):
         params: LabelParams,
         out: np.ndarray | None = None,
         narrow: bool = False,
+        statistics: bool = True,
     ) -> BatchResult:
-        """Label each image of an (N, H, W) batch; see backends.base.
+        """Label each image of an (N, H, W) batch, or each volume of an (N, D, H, W) one
+        (params.rank 3: host_volumes.py); see backends.base.
 
         A device batch (CuPy, __cuda_array_interface__, DLPack) stays on its
         device and its labels are a CuPy uint32 array there. A numpy batch is
         labeled by label_steps; its labels land in `out` (or a new page-locked
         array), as uint16 with `narrow` (backends.base). Out of device memory,
-        a batch is split in halves and retried.
+        a batch of images is split in halves and retried; a volume that does not fit
+        goes in slabs of planes.
         """
         cupy = import_cupy()
+        if params.rank == 3:
+            from .host_volumes import label_device_volumes, label_host_volumes
+
+            if is_device_array(batch):
+                return label_device_volumes(_as_cupy(cupy, batch), params, statistics)
+            host = np.asarray(batch)
+            labels = new_labels(self, host.shape, params, narrow) if out is None else out
+            return label_host_volumes(host, params, labels, statistics, self.device)
         if is_device_array(batch):
             values = _as_cupy(cupy, batch)
             with values.device:
@@ -138,9 +140,24 @@ class CudaBackend(Backend):
                     lambda lo, hi: _label(values[lo:hi], params, labels[lo:hi]),
                 )
         host = np.asarray(batch)
-        labels = self.empty_batch(host.shape, label_dtype(narrow)) if out is None else out
+        labels = new_labels(self, host.shape, params, narrow) if out is None else out
         (result,) = interleaved([self.label_steps(host, params, labels, narrow)])
         return result
+
+    def label_device(
+        self,
+        array: Any,
+        batched: bool,
+        params: LabelParams,
+        out: Any,
+        statistics: bool,
+        check_dtype: Callable[[np.dtype], None],
+        device: int | None = None,
+    ) -> tuple[Any, Any]:
+        """The caller's device array labeled where it is (device_arrays.py; backends.base)."""
+        from .device_arrays import label_device_array
+
+        return label_device_array(array, batched, params, out, statistics, check_dtype, device)
 
     def label_steps(
         self, host: np.ndarray, params: LabelParams, labels: np.ndarray, narrow: bool
@@ -163,6 +180,9 @@ class CudaBackend(Backend):
         of every chunk finishing late at once. Out of device memory, the batch
         is labeled again without overlap (_label_without_overlap).
         """
+        if params.rank == 3:  # volumes go in one step (host_volumes.py)
+            yield from ()
+            return self.label(host, params, labels, narrow)
         cupy = import_cupy()
         jobs: list[_Job] = []
         try:

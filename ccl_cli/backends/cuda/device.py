@@ -90,6 +90,8 @@ class DeviceTable:
     z: Any = None
     depth: Any = None
     centroid_z: Any = None
+    #: K per image (volume) before area filtering, on the host (the host waited for it).
+    components: tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return self.starts[-1]
@@ -123,6 +125,7 @@ class _Part:
 
     words: Any
     starts: np.ndarray
+    components: np.ndarray  # K per image before area filtering
 
 
 def label_counts(values: Any, params: LabelParams, out: Any, counts: Any) -> bool:
@@ -161,11 +164,12 @@ def label_table(
     bounds = _parts(values.shape)
     if len(bounds) == 1:
         native, part = _part_table(values, params, out, floats, empty)
-        starts = part.starts
+        starts, components = part.starts, part.components
     else:  # each part's table on its own, then copied into one
         parts = [_part_table(values[a:b], params, out[a:b], floats)[1] for a, b in bounds]
         native, starts = _joined(parts, TABLE_COLUMNS, empty)
-    return _device_table(native, starts, floats, empty)
+        components = np.concatenate([part.components for part in parts])
+    return _device_table(native, starts, floats, empty, components=components)
 
 
 def _joined(parts: list[_Part], columns: int, empty: Allocator) -> tuple[Any, np.ndarray]:
@@ -183,11 +187,17 @@ def _joined(parts: list[_Part], columns: int, empty: Allocator) -> tuple[Any, np
 
 
 def _device_table(
-    native: Any, starts: np.ndarray, floats: bool, empty: Allocator, volume: bool = False
+    native: Any,
+    starts: np.ndarray,
+    floats: bool,
+    empty: Allocator,
+    volume: bool = False,
+    components: np.ndarray | None = None,
 ) -> tuple[DeviceTable, Any]:
     """The DeviceTable over a batch's table words `native` (stats_table's columns, or
-    volumes.stats_table's), whose image (volume) i has rows starts[i]:starts[i + 1], and
-    K' per image (volume), a device u32 array; both allocated with `empty`."""
+    volumes.stats_table's), whose image (volume) i has rows starts[i]:starts[i + 1] and
+    K `components[i]` before area filtering, and K' per image (volume), a device u32
+    array; both allocated with `empty`."""
     rows = int(starts[-1])
     offsets_native, offsets = empty((len(starts),), np.int64)
     offsets.set(starts)
@@ -198,8 +208,10 @@ def _device_table(
     ints = volumes.INT_COLUMNS if volume else 5  # an image's: area, x, y, width, height
     columns = [native[c, :rows] for c in range(ints)]
     columns += [_as_float64(native[c, :rows]) for c in range(ints, len(native))]
+    known = tuple(int(k) for k in components) if components is not None else ()
     if not volume:
         table = DeviceTable(*columns, offsets_native, starts_tuple, not floats, words)  # type: ignore[call-arg]
+        table.components = known
         return table, counts_native
     area, x, y, z, width, height, depth, centroid_x, centroid_y, centroid_z, *values = columns
     mean, low, high = values
@@ -221,6 +233,7 @@ def _device_table(
         z,
         depth,
         centroid_z,
+        known,
     )
     return table, counts_native
 
@@ -233,7 +246,7 @@ def _part_table(
     n = values.shape[0]
     if values.size == 0:
         native, words = empty((TABLE_COLUMNS, 0), np.int64)
-        return native, _Part(words.view(np.uint64), np.zeros(n + 1, np.int64))
+        return native, _Part(words.view(np.uint64), np.zeros(n + 1, np.int64), np.zeros(n, int))
     components, read = _labels(values, params, out)
     label_base = label_offsets(components)
     host_base = label_base.get().astype(np.int64)
@@ -242,7 +255,7 @@ def _part_table(
     words = words.view(np.uint64)
     _, kept = filtered_table(read, out, label_base, total, params, words)
     starts = host_base if kept is None else kept.base.get().astype(np.int64)
-    return native, _Part(words, starts)
+    return native, _Part(words, starts, np.diff(host_base))
 
 
 def volume_counts(values: Any, params: LabelParams, out: Any, counts: Any) -> bool:
@@ -289,18 +302,20 @@ def volume_table(
     plan = _volume_parts(values, params)
     if len(plan) == 1 and not plan[0][2]:
         native, part = _volume_part_table(values, params, out, floats, empty)
-        return _device_table(native, part.starts, floats, empty, volume=True)
+        return _device_table(native, part.starts, floats, empty, True, part.components)
     parts = []
     for lo, hi, slabbed in plan:
         if slabbed:
             result = slabs.label_in_slabs(
                 slabs.DeviceVolume(values[lo], out[lo]), params, True, _slabs_of(values, params)
             )
-            parts.append(_Part(result.table, np.array([0, result.kept], np.int64)))
+            starts = np.array([0, result.kept], np.int64)
+            parts.append(_Part(result.table, starts, np.array([result.components])))
         else:
             parts.append(_volume_part_table(values[lo:hi], params, out[lo:hi], floats)[1])
     native, starts = _joined(parts, volumes.TABLE_COLUMNS, empty)
-    return _device_table(native, starts, floats, empty, volume=True)
+    components = np.concatenate([part.components for part in parts])
+    return _device_table(native, starts, floats, empty, True, components)
 
 
 def _volume_part_table(
@@ -320,7 +335,7 @@ def _volume_part_table(
         kept = volumes.remove_small(out, params, label_base, agg[volumes.AREA])
     volumes.stats_table(agg, label_base, kept, floats, words)
     starts = host_base if kept is None else kept.base.get().astype(np.int64)
-    return native, _Part(words, starts)
+    return native, _Part(words, starts, np.diff(host_base))
 
 
 def _volume_parts(values: Any, params: LabelParams) -> list[tuple[int, int, bool]]:

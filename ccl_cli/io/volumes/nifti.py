@@ -1,0 +1,145 @@
+"""NIfTI volumes (.nii, .nii.gz; NIfTI-1 and NIfTI-2) through nibabel.
+
+nibabel gives voxels as (i, j, k) = (x, y, z), stored with i fastest, and the affine (sform,
+else qform) maps them to RAS+ world coordinates in the header's units. The (D, H, W) array gccl
+labels is the same memory read as (z, y, x). Labels are written with the input's header (its
+sform, qform, codes, units, description, extensions), uint16 or uint32, no scaling, intent
+"label", gzipped (gzip_members.py).
+
+Before nibabel reads a file the header is read here within bounds: the declared data size is
+checked against --max-image-bytes and the memory labeling takes, the header's extensions must
+lie before the data (a declared extension size cannot make nibabel read gigabytes), and an
+uncompressed file must hold the data its header declares. nibabel then reads exactly the
+declared bytes (a gzip bomb decodes no further).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import InputError
+from .geometry import Geometry, VolumeFile, from_matrix, unit_name
+from .gzip_members import gzip_members
+from .limits import check_volume, squeeze_to_3d
+from .npy_volume import native_contiguous
+
+#: The most bytes of header and extensions read before the data (a NIfTI's vox_offset).
+MAX_HEADER_BYTES = 1 << 26
+#: NIfTI-1 and NIfTI-2 header sizes, and where each keeps vox_offset (float32, int64).
+_VOX_OFFSET = {348: (108, "f"), 540: (168, "q")}
+
+
+def read_nifti(path: Path, max_bytes: int) -> VolumeFile:
+    """Read a 3-D NIfTI (a 4-D one whose extra axes hold one element reads as 3-D)."""
+    import nibabel
+
+    header = _checked_header(path, max_bytes)
+    image: Any = nibabel.load(path, mmap=False)
+    raw = np.asanyarray(image.dataobj.get_unscaled())
+    slope, inter = header.get_slope_inter()
+    raw = raw.reshape(squeeze_to_3d(raw.shape), order="A")
+    if slope is not None and (slope, inter) != (1.0, 0.0):
+        scaled = raw.astype(_scaled_dtype(raw.dtype))
+        scaled *= slope
+        scaled += inter or 0.0
+        raw = scaled
+    # (x, y, z) with x fastest is (z, y, x) in C order: the transpose is a view.
+    values = native_contiguous(raw.transpose(2, 1, 0))
+    units = unit_name(header.get_xyzt_units()[0])
+    affine = np.asarray(image.affine, dtype=np.float64)
+    geometry = from_matrix(affine[:3, :3], affine[:3, 3], units, "RAS", header)
+    return VolumeFile(values, geometry, "nifti")
+
+
+def encode_nifti(
+    labels: np.ndarray, kept: int, geometry: Geometry, same_format: bool
+) -> Iterator[bytes]:
+    """A (D, H, W) label volume as a .nii.gz with the input's header when it was a NIfTI, else
+    a header from the geometry (spacing, origin, direction; units)."""
+    import nibabel
+
+    data = labels.transpose(2, 1, 0)  # (x, y, z), x fastest: the same memory
+    if same_format:
+        source = geometry.native
+        image_class = nibabel.Nifti2Image if source.sizeof_hdr == 540 else nibabel.Nifti1Image
+        header = source.copy()
+        image = image_class(data, None, header)
+    else:
+        image = nibabel.Nifti1Image(data, geometry.matrix())
+        image.header.set_xyzt_units(_nifti_unit(geometry.units))
+    header = image.header
+    header.set_data_dtype(labels.dtype)
+    header.set_slope_inter(1.0, 0.0)
+    header.set_intent("label")
+    header["cal_min"], header["cal_max"] = 0, kept
+    image.update_header()
+    block = io.BytesIO()
+    header.write_to(block)
+    offset = int(header["vox_offset"])
+    prefix = block.getvalue().ljust(offset, b"\0")
+    return gzip_members([prefix, np.ascontiguousarray(labels).reshape(-1).view(np.uint8)])
+
+
+def _nifti_unit(units: str) -> str:
+    return {"mm": "mm", "um": "micron", "m": "meter"}.get(units, "unknown")
+
+
+def _scaled_dtype(raw: np.dtype) -> np.dtype:
+    """float32 where it holds every raw value exactly (8- and 16-bit), else float64."""
+    return np.dtype(np.float32 if raw.kind in "biu" and raw.itemsize <= 2 else np.float64)
+
+
+def _checked_header(path: Path, max_bytes: int) -> Any:
+    """The NIfTI header of `path`, read here within bounds (module doc), its data size checked."""
+    import nibabel
+
+    compressed = path.name.lower().endswith(".gz")
+    opener = gzip.open if compressed else open
+    with opener(path, "rb") as handle:
+        start = handle.read(552)
+        sizeof_hdr, order = _header_size(start)
+        where, kind = _VOX_OFFSET[sizeof_hdr]
+        vox_offset = int(struct.unpack_from(order + kind, start, where)[0])
+        if not sizeof_hdr + 4 <= vox_offset <= MAX_HEADER_BYTES:
+            raise InputError(f"corrupt NIfTI header: data offset {vox_offset}")
+        block = start + handle.read(max(vox_offset - len(start), 0))
+    header_class = nibabel.Nifti2Header if sizeof_hdr == 540 else nibabel.Nifti1Header
+    header = header_class.from_fileobj(io.BytesIO(block[:vox_offset]))
+    shape = squeeze_to_3d(header.get_data_shape())
+    check_volume(tuple(reversed(shape)), _value_dtype(header), max_bytes)
+    if not compressed:
+        needed = vox_offset + int(np.prod(shape)) * header.get_data_dtype().itemsize
+        size = os.stat(path).st_size
+        if size < needed:
+            raise InputError(
+                f"truncated NIfTI: the header declares {needed} bytes, the file holds {size}"
+            )
+    return header
+
+
+def _value_dtype(header: Any) -> np.dtype:
+    """The dtype values are labeled in: the stored one, or a float one when scaled."""
+    raw = header.get_data_dtype()
+    slope, inter = header.get_slope_inter()
+    if slope is not None and (slope, inter) != (1.0, 0.0):
+        return _scaled_dtype(raw)
+    return raw
+
+
+def _header_size(start: bytes) -> tuple[int, str]:
+    """(sizeof_hdr, byte order) of a NIfTI header's first bytes."""
+    if len(start) < 348:
+        raise InputError("truncated NIfTI header")
+    for order in "<>":
+        size = struct.unpack_from(order + "i", start)[0]
+        if size in _VOX_OFFSET and len(start) >= size:
+            return size, order
+    raise InputError("not a NIfTI file (its header size is neither 348 nor 540)")

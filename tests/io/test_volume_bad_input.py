@@ -1,0 +1,228 @@
+"""Bad volume files: each fails as one InputError line giving the reason, before memory past
+--max-image-bytes is taken, and no file outside the input's folder is ever read."""
+
+from __future__ import annotations
+
+import gzip
+import sys
+import tracemalloc
+from pathlib import Path
+
+import nibabel
+import nrrd
+import numpy as np
+import pytest
+import SimpleITK as sitk
+import tifffile
+from PIL import Image
+
+from ccl_cli.errors import InputError
+from ccl_cli.io.volumes import read_slices, read_volume
+
+MAX = 1 << 24
+
+
+def _fails(path: Path, words: str, max_bytes: int = MAX) -> str:
+    with pytest.raises(InputError) as caught:
+        read_volume(path, max_bytes)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert words in message, message
+    return message
+
+
+def test_4d_nifti_says_what_to_do(tmp_path: Path) -> None:
+    path = tmp_path / "series.nii.gz"
+    nibabel.save(nibabel.Nifti1Image(np.zeros((4, 5, 6, 3), np.uint8), np.eye(4)), path)
+    assert "time series or channels" in _fails(path, "4-D")
+
+
+def test_4d_nifti_of_one_time_point_is_a_volume(tmp_path: Path) -> None:
+    path = tmp_path / "one.nii"
+    values = np.arange(120, dtype=np.uint8).reshape(4, 5, 6, 1)
+    nibabel.save(nibabel.Nifti1Image(values, np.eye(4)), path)
+    np.testing.assert_array_equal(read_volume(path, MAX).values, values[..., 0].T)
+
+
+def test_nifti_header_that_lies_about_its_size(tmp_path: Path) -> None:
+    path = tmp_path / "short.nii"
+    nibabel.save(nibabel.Nifti1Image(np.zeros((40, 40, 40), np.int16), np.eye(4)), path)
+    path.write_bytes(path.read_bytes()[:20000])
+    _fails(path, "truncated NIfTI")
+
+
+def test_nifti_declaring_more_than_max_bytes_is_refused_unread(tmp_path: Path) -> None:
+    header = nibabel.Nifti1Header()
+    header.set_data_shape((4000, 4000, 4000))
+    header.set_data_dtype(np.int16)
+    header["vox_offset"] = 352
+    path = tmp_path / "huge.nii.gz"
+    with gzip.open(path, "wb") as out:
+        out.write(header.binaryblock + b"\0" * 4 + b"\0" * 1000)
+    _fails(path, "--max-image-bytes")
+
+
+def test_gzip_bomb_in_nii_gz_decodes_no_further_than_its_header(tmp_path: Path) -> None:
+    header = nibabel.Nifti1Header()
+    header.set_data_shape((64, 64, 64))
+    header.set_data_dtype(np.uint8)
+    header["vox_offset"] = 352
+    path = tmp_path / "bomb.nii.gz"
+    with gzip.open(path, "wb", compresslevel=9) as out:
+        out.write(header.binaryblock + b"\0" * 4)
+        block = b"\1" * (1 << 20)
+        for _ in range(256):  # 256 MiB of data behind a 256 KiB volume
+            out.write(block)
+    assert path.stat().st_size < 2 << 20
+    tracemalloc.start()
+    try:
+        volume = read_volume(path, MAX)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert volume.values.shape == (64, 64, 64)
+    assert peak < 16 << 20
+
+
+def test_nifti_extension_past_the_data_offset_is_refused(tmp_path: Path) -> None:
+    header = nibabel.Nifti1Header()
+    header.set_data_shape((2, 2, 2))
+    header.set_data_dtype(np.uint8)
+    header["vox_offset"] = 368
+    extension = np.array([1 << 30, 0], "<i4").tobytes() + b"\0" * 8  # declares 1 GiB
+    path = tmp_path / "ext.nii.gz"
+    with gzip.open(path, "wb") as out:
+        out.write(header.binaryblock + b"\1\0\0\0" + extension + b"\0" * 8)
+    with pytest.raises(InputError):
+        read_volume(path, MAX)
+
+
+def _mhd(tmp_path: Path, data_file: str, shape: str = "4 3 2") -> Path:
+    path = tmp_path / "scan.mhd"
+    path.write_text(
+        "ObjectType = Image\nNDims = 3\nDimSize = " + shape + "\nElementType = MET_UCHAR\n"
+        "ElementSpacing = 1 1 1\nElementDataFile = " + data_file + "\n"
+    )
+    return path
+
+
+def test_mhd_whose_data_file_is_missing(tmp_path: Path) -> None:
+    _fails(_mhd(tmp_path, "scan.raw"), "scan.raw is missing")
+
+
+@pytest.mark.parametrize("name", ["/etc/hostname", "../outside.raw", "sub/../../outside.raw"])
+def test_mhd_pointing_outside_its_folder_is_refused(tmp_path: Path, name: str) -> None:
+    inner = tmp_path / "in"
+    inner.mkdir()
+    (tmp_path / "outside.raw").write_bytes(b"\0" * 24)
+    _fails(_mhd(inner, name), "outside the header's folder")
+
+
+def test_mhd_whose_data_file_is_a_link_out_is_refused(tmp_path: Path) -> None:
+    inner = tmp_path / "in"
+    inner.mkdir()
+    (tmp_path / "outside.raw").write_bytes(b"\0" * 24)
+    (inner / "scan.raw").symlink_to(tmp_path / "outside.raw")
+    _fails(_mhd(inner, "scan.raw"), "outside the header's folder")
+
+
+def test_truncated_raw_behind_an_mhd(tmp_path: Path) -> None:
+    (tmp_path / "scan.raw").write_bytes(b"\0" * 20)
+    _fails(_mhd(tmp_path, "scan.raw"), "truncated data in scan.raw: 20 of 24 bytes")
+
+
+def test_mhd_declaring_more_than_max_bytes(tmp_path: Path) -> None:
+    (tmp_path / "scan.raw").write_bytes(b"\0" * 24)
+    _fails(_mhd(tmp_path, "scan.raw", "5000 5000 5000"), "--max-image-bytes")
+
+
+def test_metaimage_without_simpleitk_says_how_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    image = sitk.GetImageFromArray(np.zeros((2, 3, 4), np.uint8))
+    sitk.WriteImage(image, str(tmp_path / "a.mha"))
+    monkeypatch.setitem(sys.modules, "SimpleITK", None)
+    _fails(tmp_path / "a.mha", "pip install 'gccl[metaimage]'")
+
+
+@pytest.mark.parametrize("name", ["../elsewhere.raw", "/etc/hostname"])
+def test_nhdr_pointing_elsewhere_is_refused(tmp_path: Path, name: str) -> None:
+    inner = tmp_path / "in"
+    inner.mkdir()
+    (tmp_path / "elsewhere.raw").write_bytes(b"\0" * 24)
+    path = inner / "a.nhdr"
+    path.write_text(
+        f"NRRD0004\ntype: uint8\ndimension: 3\nsizes: 4 3 2\nencoding: raw\ndata file: {name}\n\n"
+    )
+    _fails(path, "outside the header's folder")
+
+
+def test_nrrd_gzip_bomb_decodes_no_further_than_its_header(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.nrrd"
+    header = b"NRRD0004\ntype: uint8\ndimension: 3\nsizes: 4 3 2\nencoding: gzip\n\n"
+    path.write_bytes(header + gzip.compress(b"\0" * (64 << 20)))
+    _fails(path, "decodes past the 24 bytes")
+
+
+def test_truncated_raw_nrrd(tmp_path: Path) -> None:
+    path = tmp_path / "short.nrrd"
+    nrrd.write(str(path), np.zeros((20, 20, 20), np.uint16), {"encoding": "raw"})
+    path.write_bytes(path.read_bytes()[:-100])
+    _fails(path, "truncated NRRD data")
+
+
+def test_compressed_tiff_stack_past_max_bytes_is_refused_before_decoding(tmp_path: Path) -> None:
+    path = tmp_path / "stack.tif"
+    tifffile.imwrite(
+        path,
+        np.zeros((64, 256, 256), np.uint16),
+        imagej=True,
+        compression="zlib",
+        metadata={"axes": "ZYX"},
+    )
+    assert path.stat().st_size < 1 << 20
+    tracemalloc.start()
+    try:
+        _fails(path, "--max-image-bytes", max_bytes=4 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 << 20
+
+
+def test_tiff_with_channels_is_4d(tmp_path: Path) -> None:
+    path = tmp_path / "channels.tif"
+    tifffile.imwrite(path, np.zeros((3, 2, 8, 8), np.uint8), imagej=True, metadata={"axes": "ZCYX"})
+    _fails(path, "time series or channels")
+
+
+def test_slices_that_disagree_name_the_odd_slice(tmp_path: Path) -> None:
+    for z in range(3):
+        Image.fromarray(np.zeros((6, 7), np.uint8)).save(tmp_path / f"s{z}.png")
+    Image.fromarray(np.zeros((6, 8), np.uint8)).save(tmp_path / "s3.png")
+    paths = [tmp_path / f"s{z}.png" for z in range(4)]
+    with pytest.raises(InputError, match=r"slice s3\.png is 8x6 uint8 where s0\.png is 7x6 uint8"):
+        read_slices(paths, MAX)
+    Image.fromarray(np.zeros((6, 7), np.uint16)).save(tmp_path / "s3.png")
+    with pytest.raises(InputError, match=r"slice s3\.png is 7x6 uint16"):
+        read_slices(paths, MAX)
+
+
+def test_slices_past_max_bytes_are_refused_at_the_first(tmp_path: Path) -> None:
+    paths = []
+    for z in range(10):
+        paths.append(tmp_path / f"s{z}.png")
+        Image.fromarray(np.zeros((100, 100), np.uint8)).save(paths[-1])
+    paths[5].write_bytes(b"not read")  # never reached
+    with pytest.raises(InputError, match="--max-image-bytes"):
+        read_slices(paths, 50_000)
+
+
+def test_npy_of_objects_and_fifo_are_refused(tmp_path: Path) -> None:
+    np.save(tmp_path / "obj.npy", np.empty((2, 2, 2), dtype=object), allow_pickle=True)
+    _fails(tmp_path / "obj.npy", "pickle")
+    fifo = tmp_path / "pipe.nii"
+    import os
+
+    os.mkfifo(fifo)
+    _fails(fifo, "not a regular file")
