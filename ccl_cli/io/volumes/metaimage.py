@@ -141,6 +141,7 @@ def _geometry(image: object, header: dict[str, str]) -> Geometry:
 def encode_metaimage(labels: np.ndarray, geometry: Geometry, same_format: bool) -> Iterator[bytes]:
     """A (D, H, W) label volume as one .mha: the geometry's keys and one zlib stream."""
     depth, height, width = labels.shape
+    geometry = geometry.in_space("LPS")  # ITK's world
     spacing = geometry.spacing or (1.0, 1.0, 1.0)
     matrix = np.asarray(geometry.direction, dtype=np.float64)
     data = np.ascontiguousarray(labels).reshape(-1).view(np.uint8)

@@ -73,7 +73,7 @@ def encode_nifti(
         header = source.copy()
         image = image_class(data, None, header)
     else:
-        image = nibabel.Nifti1Image(data, geometry.matrix())
+        image = nibabel.Nifti1Image(data, geometry.in_space("RAS").matrix())
         image.header.set_xyzt_units(_nifti_unit(geometry.units))
     header = image.header
     header.set_data_dtype(labels.dtype)
