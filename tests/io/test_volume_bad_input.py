@@ -226,3 +226,21 @@ def test_npy_of_objects_and_fifo_are_refused(tmp_path: Path) -> None:
 
     os.mkfifo(fifo)
     _fails(fifo, "not a regular file")
+
+
+def test_truncated_nii_gz(tmp_path: Path) -> None:
+    path = tmp_path / "short.nii.gz"
+    values = np.random.default_rng(1).integers(0, 255, (30, 30, 30)).astype(np.uint8)
+    nibabel.save(nibabel.Nifti1Image(values, np.eye(4)), path)
+    path.write_bytes(path.read_bytes()[:5000])
+    _fails(path, "NIfTI")
+
+
+def test_a_fifo_named_like_a_volume_is_no_volume_and_does_not_block(tmp_path: Path) -> None:
+    import os
+
+    from ccl_cli.io.volumes import volume_format
+
+    for name in ("pipe.tif", "pipe.npy"):
+        os.mkfifo(tmp_path / name)
+        assert volume_format(tmp_path / name, volume_flag=True) is None
