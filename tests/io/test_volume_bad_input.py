@@ -244,3 +244,11 @@ def test_a_fifo_named_like_a_volume_is_no_volume_and_does_not_block(tmp_path: Pa
     for name in ("pipe.tif", "pipe.npy"):
         os.mkfifo(tmp_path / name)
         assert volume_format(tmp_path / name, volume_flag=True) is None
+
+
+def test_tiff_pages_that_disagree_name_the_odd_page(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.tif"
+    with tifffile.TiffWriter(path) as writer:
+        for width in (7, 7, 8, 7):
+            writer.write(np.zeros((6, width), np.uint8), photometric="minisblack", metadata=None)
+    _fails(path, "page 3 is 8x6 uint8 where page 1 is 7x6 uint8")
