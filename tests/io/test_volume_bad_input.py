@@ -252,3 +252,17 @@ def test_tiff_pages_that_disagree_name_the_odd_page(tmp_path: Path) -> None:
         for width in (7, 7, 8, 7):
             writer.write(np.zeros((6, width), np.uint8), photometric="minisblack", metadata=None)
     _fails(path, "page 3 is 8x6 uint8 where page 1 is 7x6 uint8")
+
+
+def test_values_and_labels_past_available_memory_are_refused_from_the_header(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ccl_cli.io.volumes import limits
+
+    path = tmp_path / "a.npy"
+    np.save(path, np.zeros((10, 20, 30), np.uint8))  # 6000 values + 24000 bytes of labels
+    monkeypatch.setattr(limits, "available_memory", lambda: 29_999)
+    message = _fails(path, "labeling takes 30000 bytes, values and uint32 labels")
+    assert "29999 bytes available" in message
+    monkeypatch.setattr(limits, "available_memory", lambda: 30_000)
+    assert read_volume(path, MAX).values.shape == (10, 20, 30)
