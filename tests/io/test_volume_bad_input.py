@@ -266,3 +266,10 @@ def test_values_and_labels_past_available_memory_are_refused_from_the_header(
     assert "29999 bytes available" in message
     monkeypatch.setattr(limits, "available_memory", lambda: 30_000)
     assert read_volume(path, MAX).values.shape == (10, 20, 30)
+
+
+def test_2d_nifti_is_a_volume_of_one_plane(tmp_path: Path) -> None:
+    path = tmp_path / "plane.nii"
+    values = np.arange(20, dtype=np.uint8).reshape(4, 5)  # (x, y)
+    nibabel.save(nibabel.Nifti1Image(values, np.eye(4)), path)
+    np.testing.assert_array_equal(read_volume(path, MAX).values, values.T[None])
