@@ -6,6 +6,7 @@ format has one: a swapped axis cannot pass."""
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
 
 import nibabel
@@ -451,3 +452,28 @@ def test_forced_formats_put_labels_where_the_input_is(
     np.testing.assert_allclose(back.GetSpacing(), source.GetSpacing(), rtol=1e-6)
     np.testing.assert_allclose(back.GetOrigin(), source.GetOrigin(), atol=1e-5)
     np.testing.assert_allclose(back.GetDirection(), source.GetDirection(), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("name", "foreground", "count", "spacing"),
+    [
+        ("part_ct.tif", lambda v: v < 120, 6, (0.05, 0.05, 0.1)),
+        ("part_ct.mha", lambda v: v < 120, 6, (0.05, 0.05, 0.1)),
+        ("organs.nii.gz", lambda v: v != 0, 3, (0.8, 0.8, 2.5)),
+        ("organs.seg.nrrd", lambda v: v != 0, 3, (0.8, 0.8, 2.5)),
+        ("cells.npy", lambda v: v != 0, 1, None),
+    ],
+)
+def test_sample_volumes_read_as_documented(
+    name: str,
+    foreground: Callable[[np.ndarray], np.ndarray],
+    count: int,
+    spacing: tuple[float, float, float] | None,
+) -> None:
+    """sample_data/README.md's components (scipy, 26-connectivity) and voxel sizes."""
+    volume = read_volume(Path(__file__).parents[2] / "sample_data" / "volumes" / name, MAX)
+    assert ndimage.label(foreground(volume.values), np.ones((3, 3, 3)))[1] == count
+    if spacing is None:
+        assert volume.geometry.spacing is None
+    else:
+        np.testing.assert_allclose(volume.geometry.spacing, spacing, rtol=1e-6)
