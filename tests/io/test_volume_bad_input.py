@@ -273,3 +273,14 @@ def test_2d_nifti_is_a_volume_of_one_plane(tmp_path: Path) -> None:
     values = np.arange(20, dtype=np.uint8).reshape(4, 5)  # (x, y)
     nibabel.save(nibabel.Nifti1Image(values, np.eye(4)), path)
     np.testing.assert_array_equal(read_volume(path, MAX).values, values.T[None])
+
+
+def test_truncated_compressed_mha_is_refused_before_simpleitk_reads_it(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    values = np.random.default_rng(0).integers(0, 255, (20, 30, 40)).astype(np.uint8)
+    sitk.WriteImage(sitk.GetImageFromArray(values), str(tmp_path / "full.mha"), True)
+    data = (tmp_path / "full.mha").read_bytes()
+    (tmp_path / "cut.mha").write_bytes(data[:-3000])
+    _fails(tmp_path / "cut.mha", "truncated data in cut.mha")
+    assert capfd.readouterr().err == ""  # nothing from MetaIO on stderr
