@@ -284,3 +284,23 @@ def test_truncated_compressed_mha_is_refused_before_simpleitk_reads_it(
     (tmp_path / "cut.mha").write_bytes(data[:-3000])
     _fails(tmp_path / "cut.mha", "truncated data in cut.mha")
     assert capfd.readouterr().err == ""  # nothing from MetaIO on stderr
+
+
+def test_nibabel_warnings_stay_off_stderr(tmp_path: Path) -> None:
+    import subprocess
+
+    header = nibabel.Nifti1Header()
+    header.set_data_shape((2, 2, 2))
+    header.set_data_dtype(np.uint8)
+    header["vox_offset"] = 376
+    extension = np.array([24, 0], "<i4").tobytes() + b"\0" * 16  # size not a multiple of 16
+    path = tmp_path / "odd.nii"
+    path.write_bytes(header.binaryblock + b"\1\0\0\0" + extension + b"\1" * 8)
+    code = (
+        "import sys; from pathlib import Path; from ccl_cli.io.volumes import read_volume; "
+        "print(read_volume(Path(sys.argv[1]), 1 << 20).values.shape)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "default", "-c", code, str(path)], capture_output=True, text=True
+    )
+    assert (done.stdout.strip(), done.stderr) == ("(2, 2, 2)", "")

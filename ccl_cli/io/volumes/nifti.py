@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import gzip
 import io
+import logging
 import os
 import struct
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,11 @@ from .geometry import Geometry, VolumeFile, from_matrix, unit_name
 from .gzip_members import gzip_members
 from .limits import check_volume, squeeze_to_3d
 from .npy_volume import native_contiguous
+
+# nibabel logs and warns (on stderr) about oddities it works around; here a file either reads
+# or fails as one InputError line, so neither is shown (as for tifffile: decode/tiff.py).
+logging.getLogger("nibabel").setLevel(logging.CRITICAL)
+warnings.filterwarnings("ignore", module=r"nibabel(\.|$)|ccl_cli\.io\.volumes\.nifti$")
 
 #: The most bytes of header and extensions read before the data (a NIfTI's vox_offset).
 MAX_HEADER_BYTES = 1 << 26
