@@ -3,7 +3,8 @@ decoded by Pillow, WebP by libwebp (imagecodecs), straight into one array.
 
 Each file's header is read here first, so that the decode is sized before the decoder
 reads it: a JPEG's markers up to its first scan (their metadata is bounded, the frame
-sized) and its scans counted (MAX_JPEG_SCANS), a BMP's header (the file must fit the
+sized), its scans counted (MAX_JPEG_SCANS) and its bytes up to the end of the image
+(COMPRESSED_SLACK times its samples, plus its metadata), a BMP's header (the file must fit the
 image: at most 4 bytes a pixel and 4 a row, plus 64 KiB; a run-length code of empty runs
 would otherwise feed Pillow's decoder, written in Python, for minutes), a WebP's RIFF
 header and image size (the decoder is handed the RIFF's bytes alone, which must fit the
@@ -95,13 +96,19 @@ def jpeg_frame(stream: io.BufferedIOBase) -> JpegFrame | None:
         stream.seek(length - 2, io.SEEK_CUR)
 
 
-def check_scans(stream: io.BufferedIOBase) -> None:
-    """Refuse a JPEG stream (from `stream`'s position) of more than MAX_JPEG_SCANS scans,
-    counted as a decoder meets them: marker segments passed over by their lengths, a scan's
-    entropy-coded data and any bytes between segments up to the next marker, to the end of
-    the image or of the data. Reads the stream once, a chunk at a time."""
-    scans = 0
-    while (code := _next_marker(stream)) is not None and code != 0xD9:  # (the end of image)
+def check_scans(stream: io.BufferedIOBase, most: int) -> None:
+    """Refuse a JPEG stream (from `stream`'s position) of more than MAX_JPEG_SCANS scans, or
+    of more than `most` bytes to its end, counted as a decoder meets them: marker segments
+    passed over by their lengths, a scan's entropy-coded data and any bytes between segments
+    up to the next marker, to the end of the image or of the data. Reads the stream once, a
+    chunk at a time, and no further than `most` bytes."""
+    scans, end = 0, stream.tell() + most
+    while True:
+        code = _next_marker(stream, end)
+        if stream.tell() > end:
+            raise InputError(f"JPEG of over {most} bytes for its image")
+        if code is None or code == 0xD9:  # the end of the data, or of the image
+            return
         if code in (0x01, 0xD8):  # markers without a length
             continue
         field = stream.read(2)
@@ -117,10 +124,10 @@ def check_scans(stream: io.BufferedIOBase) -> None:
         stream.seek(int.from_bytes(field, "big") - 2, io.SEEK_CUR)  # (never before the marker)
 
 
-def _next_marker(stream: io.BufferedIOBase) -> int | None:
+def _next_marker(stream: io.BufferedIOBase, end: int) -> int | None:
     """The code of the next marker from `stream`'s position, the stream left after it; None
-    at the end of the data."""
-    while True:
+    at the end of the data, or once the stream is past `end`."""
+    while stream.tell() <= end:
         start = stream.tell()
         chunk = stream.read(_CHUNK)
         match = _MARKER.search(chunk)
@@ -130,6 +137,7 @@ def _next_marker(stream: io.BufferedIOBase) -> int | None:
         if len(chunk) < _CHUNK:
             return None
         stream.seek(start + len(chunk) - 1)  # a 0xFF at the chunk's end may start a marker
+    return None
 
 
 def read_camera(handle: io.BufferedReader, head: bytes, max_bytes: int) -> tuple[np.ndarray, str]:
@@ -163,7 +171,8 @@ def _checked_jpeg(handle: io.BufferedReader, max_bytes: int) -> io.BufferedReade
         raise InputError("JPEG without its height in the frame header is not read")
     check_size(frame.height, frame.width, frame.components, 1, max_bytes)
     handle.seek(0)
-    check_scans(handle)
+    samples = frame.height * frame.width * frame.components
+    check_scans(handle, COMPRESSED_SLACK * samples + MAX_JPEG_METADATA + 2**16)
     handle.seek(0)
     return handle
 
