@@ -7,13 +7,15 @@ here at side x side gray pixels (side a multiple of 256), and a plain file of th
 for comparison:
 
   JPEG, many scans         the last scan of a progressive file repeated up to the limits
-                           (100 scans; twice the samples plus 16 MiB of bytes), of the
+                           (100 scans; twice the samples plus 64 KiB of bytes), of the
                            image and of a flat one (near-empty scans)
   TIFF, 256-sample strips  one-row strips of 256 pixels (the smallest beyond 4096 strips)
   TIFF, 16x16 tiles        the smallest tiles the TIFF specification allows
   PNG, empty data chunks   as many empty IDAT chunks as the pixel-data bound leaves room for
   BMP, one-pixel runs      a run-length code of one pixel per run (Pillow's decoder of run-length
                            BMPs is Python)
+  WebP, lossless           the image as lossless RGB (the plain file: lossy)
+  NPY                      the plain file (its values are read as they are)
 
 Prints the median seconds of ccl_cli.io.decode.read_image and microseconds per pixel.
 """
@@ -29,12 +31,13 @@ import time
 import zlib
 from pathlib import Path
 
+import imagecodecs
 import numpy as np
 import tifffile
 from PIL import Image
 
 from ccl_cli.io.decode import read_image
-from ccl_cli.io.decode.camera import MAX_JPEG_METADATA, MAX_JPEG_SCANS
+from ccl_cli.io.decode.camera import MAX_JPEG_SCANS
 from ccl_cli.io.decode.checks import COMPRESSED_SLACK
 
 _MARKER_END = (0, *range(0xD0, 0xD8))
@@ -61,8 +64,9 @@ def jpeg_files(image: np.ndarray) -> tuple[bytes, bytes]:
     data = buffer.getvalue()
     start, end = _last_scan(data)
     count = data.count(b"\xff\xda")  # (no thumbnail or comment here)
-    most = COMPRESSED_SLACK * image.size + MAX_JPEG_METADATA + 2**16  # camera.py's bound
-    repeats = min(MAX_JPEG_SCANS - count, (most - len(data)) // (end - start))
+    most = COMPRESSED_SLACK * image.size + 2**16  # camera.py's bound on the scans' bytes
+    first = data.index(SOS)
+    repeats = min(MAX_JPEG_SCANS - count, (most - (len(data) - first)) // (end - start))
     return data, data[:end] + data[start:end] * repeats + data[end:]
 
 
@@ -107,11 +111,23 @@ def bmp_files(image: np.ndarray) -> tuple[bytes, bytes]:
     return buffer.getvalue(), head + info + palette + body
 
 
+def webp_files(image: np.ndarray) -> tuple[bytes, bytes]:
+    """Lossy and lossless WebP of the image as RGB (WebP holds colour only)."""
+    rgb = np.repeat(image[..., None], 3, axis=2)
+    return imagecodecs.webp_encode(rgb, level=90), imagecodecs.webp_encode(rgb, lossless=True)
+
+
+def npy_file(image: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, image)
+    return buffer.getvalue()
+
+
 def seconds(path: Path, repeat: int) -> float:
     times = []
     for _ in range(repeat):
         started = time.perf_counter()
-        read_image(path)
+        read_image(path, color_to_gray="luma")
         times.append(time.perf_counter() - started)
     return statistics.median(times)
 
@@ -136,6 +152,8 @@ def main() -> None:
         ("TIFF", "16x16 tiles", _tiff(image), _tiff(image, tile=(16, 16)), image.size),
         ("PNG", "empty data chunks", png_plain, png_worst, image.size),
         ("BMP", "one-pixel runs", bmp_plain, bmp_worst, image.size),
+        ("WebP", "lossless", *webp_files(image), image.size),
+        ("NPY", "(the plain file)", npy_file(image), npy_file(image), image.size),
     ]
     print(f"{side}x{side} gray, median of {args.repeat}")
     print("| format | worst file | plain file s | worst file s | worst us/pixel | worst MB |")

@@ -3,8 +3,8 @@ decoded by Pillow, WebP by libwebp (imagecodecs), straight into one array.
 
 Each file's header is read here first, so that the decode is sized before the decoder
 reads it: a JPEG's markers up to its first scan (their metadata is bounded, the frame
-sized), its scans counted (MAX_JPEG_SCANS) and its bytes up to the end of the image
-(COMPRESSED_SLACK times its samples, plus its metadata), a BMP's header (the file must fit the
+sized), its scans counted (MAX_JPEG_SCANS) and their bytes up to the end of the image
+(COMPRESSED_SLACK times its samples, plus 64 KiB), a BMP's header (the file must fit the
 image: at most 4 bytes a pixel and 4 a row, plus 64 KiB; a run-length code of empty runs
 would otherwise feed Pillow's decoder, written in Python, for minutes), a WebP's RIFF
 header and image size (the decoder is handed the RIFF's bytes alone, which must fit the
@@ -98,15 +98,16 @@ def jpeg_frame(stream: io.BufferedIOBase) -> JpegFrame | None:
 
 def check_scans(stream: io.BufferedIOBase, most: int) -> None:
     """Refuse a JPEG stream (from `stream`'s position) of more than MAX_JPEG_SCANS scans, or
-    of more than `most` bytes to its end, counted as a decoder meets them: marker segments
-    passed over by their lengths, a scan's entropy-coded data and any bytes between segments
-    up to the next marker, to the end of the image or of the data. Reads the stream once, a
-    chunk at a time, and no further than `most` bytes."""
-    scans, end = 0, stream.tell() + most
+    of more than `most` bytes from its first scan to its end (metadata before it may take
+    MAX_JPEG_METADATA more), counted as a decoder meets them: marker segments passed over by
+    their lengths, a scan's entropy-coded data and any bytes between segments up to the next
+    marker, to the end of the image or of the data. Reads the stream once, a chunk at a time,
+    and no further than those bounds."""
+    scans, end = 0, stream.tell() + MAX_JPEG_METADATA + 2**16 + most
     while True:
         code = _next_marker(stream, end)
         if stream.tell() > end:
-            raise InputError(f"JPEG of over {most} bytes for its image")
+            raise InputError(f"JPEG of over {most} bytes of scans for its image")
         if code is None or code == 0xD9:  # the end of the data, or of the image
             return
         if code in (0x01, 0xD8):  # markers without a length
@@ -115,6 +116,8 @@ def check_scans(stream: io.BufferedIOBase, most: int) -> None:
         if len(field) < 2:
             return
         if code == 0xDA:
+            if scans == 0:
+                end = stream.tell() - 4 + most
             scans += 1
             if scans > MAX_JPEG_SCANS:
                 raise InputError(
@@ -171,8 +174,7 @@ def _checked_jpeg(handle: io.BufferedReader, max_bytes: int) -> io.BufferedReade
         raise InputError("JPEG without its height in the frame header is not read")
     check_size(frame.height, frame.width, frame.components, 1, max_bytes)
     handle.seek(0)
-    samples = frame.height * frame.width * frame.components
-    check_scans(handle, COMPRESSED_SLACK * samples + MAX_JPEG_METADATA + 2**16)
+    check_scans(handle, COMPRESSED_SLACK * frame.height * frame.width * frame.components + 2**16)
     handle.seek(0)
     return handle
 
