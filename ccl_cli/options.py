@@ -143,8 +143,8 @@ def _int_at_least(minimum: int, maximum: int = MAX_COUNT) -> Callable[[Any], int
         except ValueError:
             if not text.lstrip("+-").isdigit():
                 raise ValueError(f"a whole number, got {_quoted(value)}") from None
-            number = -MAX_COUNT - 1 if text.startswith("-") else MAX_COUNT + 1  # past int()'s
-            # digits: past any bound
+            # more digits than int() reads: past any bound
+            number = -MAX_COUNT - 1 if text.startswith("-") else MAX_COUNT + 1
         if number < minimum:
             raise ValueError(f"a whole number >= {minimum}, got {_quoted(value)}")
         if number > maximum:
