@@ -38,6 +38,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -57,7 +58,7 @@ from ..io.csv_text import stats_csv
 from ..io.inputs import InputItem
 from ..io.label_images import encode_label_npy, encode_label_png, encode_label_tiff
 from ..io.made import remove_stale
-from ..io.out_dir import OutDir, Owner
+from ..io.out_dir import OutDir, Owner, Source
 from ..io.output_paths import LABEL_ENDINGS, PNG_LABEL_LIMIT, OutputPaths, label_file_format
 from ..io.previews import encode_preview_png
 from ..io.volumes import VolumeFile
@@ -431,6 +432,22 @@ def _read(item: InputItem, settings: Settings, check_stop: Callable[[], None]) -
     return values, time.perf_counter() - started, modified_ns, None
 
 
+def _put(
+    out: OutDir,
+    path: Path,
+    data: bytes | Iterable[bytes],
+    owner: Owner,
+    settings: Settings,
+    after_ns: int | None = None,
+    source: Source | None = None,
+) -> None:
+    """One output written (OutDir.write); an OS error (a full disk, a quota) names the file."""
+    try:
+        out.write(path, data, owner, settings.fsync, after_ns, source)
+    except OSError as error:
+        raise InputError(f"cannot write {path} ({error.strerror or error})") from None
+
+
 def _write(
     decoded: _Decoded,
     labels: np.ndarray,
@@ -472,20 +489,20 @@ def _write(
         stats = stats_csv(table)
     label_path = paths.labels(file_format)
     source = decoded.record.item.source
-    out.write(label_path, encoded, owner, settings.fsync, source=source)
+    _put(out, label_path, encoded, owner, settings, source=source)
     written = [label_path]
     outputs = {"labels": str(label_path)}
     if settings.preview:
         if preview is None:
             preview = encode_preview_png(decoded.values, labels)
-        out.write(paths.preview, preview, owner, settings.fsync, source=source)
+        _put(out, paths.preview, preview, owner, settings, source=source)
         outputs["preview"] = str(paths.preview)
         written.append(paths.preview)
     if outlines is not None:
-        out.write(paths.polygons, geojson(outlines), owner, settings.fsync, source=source)
+        _put(out, paths.polygons, geojson(outlines), owner, settings, source=source)
         outputs["polygons"] = str(paths.polygons)
         written.append(paths.polygons)
-    out.write(paths.stats, stats, owner, settings.fsync, decoded.modified_ns, source)
+    _put(out, paths.stats, stats, owner, settings, decoded.modified_ns, source)
     outputs["stats"] = str(paths.stats)
     written.append(paths.stats)
     for other in LABEL_ENDINGS:  # an earlier run's label image of another format
