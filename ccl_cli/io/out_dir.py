@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import os
 import re
 import secrets
@@ -38,7 +39,7 @@ import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ..errors import InputError, UsageError
 from .output_paths import GCCL_DIR
@@ -66,6 +67,26 @@ FileIdentity = tuple[int, int, int]
 #: What a file gccl made was made for: the input file, as the place below --out its outputs
 #: mirror ("a/b/fax.tif"), and its page (from 0; None for a file of one image).
 Source = tuple[str, int | None]
+#: The content of a file as the record keeps it: a hash of its bytes (content_digest).
+Digest = str
+#: Gives the digest of the file at hand (read when asked), or None where it cannot be read.
+Content = Callable[[], "Digest | None"]
+#: The bytes of a digest's hash kept (as hex): 128 bits.
+_DIGEST_BYTES = 16
+
+
+class Facts(NamedTuple):
+    """What the record of made files keeps of a file beside its identity (None: unknown, or
+    not an input's output)."""
+
+    #: The input file it was made for: its place below --out ("a/b/fax.tif").
+    file: str | None = None
+    #: Its page (from 0; None for a file of one image).
+    page: int | None = None
+    #: The input's identity and the options it was made with (run/freshness.made_by).
+    made_by: str | None = None
+    #: Its content (content_digest): a file edited in place is no longer the one made.
+    digest: Digest | None = None
 
 
 def file_identity(info: os.stat_result) -> FileIdentity:
@@ -73,18 +94,65 @@ def file_identity(info: os.stat_result) -> FileIdentity:
     return (info.st_ino, info.st_size, info.st_mtime_ns)
 
 
+def content_digest() -> Any:
+    """A new hash of file content, as the record keeps it (hexdigest()[: 2 * _DIGEST_BYTES])."""
+    return hashlib.sha256()
+
+
+def digest_text(hashed: Any) -> Digest:
+    """The record's text of a content hash."""
+    return hashed.hexdigest()[: 2 * _DIGEST_BYTES]
+
+
+def digest_of(name: str, folder: int) -> Digest | None:
+    """The digest of the regular file `name` of `folder` (a link is not followed, nothing is
+    waited on), or None when it cannot be read."""
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=folder)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        hashed = content_digest()
+        while chunk := os.read(fd, 1 << 20):
+            hashed.update(chunk)
+        return digest_text(hashed)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def content_at(name: str, folder: int) -> Content:
+    """The digest of `name` in `folder`, read once when first asked for."""
+    found: list[Digest | None] = []
+
+    def digest() -> Digest | None:
+        if not found:
+            found.append(digest_of(name, folder))
+        return found[0]
+
+    return digest
+
+
 class Owner(Protocol):
     """What gccl made (io/made.py): asked before a file is replaced or removed, told of
-    each file before it takes its name."""
+    each file before it takes its name and once that change has ended."""
 
-    def ours(self, key: str, identity: FileIdentity) -> bool:
-        """Whether the file `identity` at `key` (its path below --out) is one gccl made."""
+    def ours(self, key: str, identity: FileIdentity, content: Content | None = None) -> bool:
+        """Whether the file `identity` at `key` (its path below --out) is one gccl made.
+        `content`: the file's digest, asked for before a change (a file listed with one
+        must still hold it); without, its identity decides."""
         ...
 
-    def made(self, key: str, identity: FileIdentity, source: Source | None = None) -> None:
-        """The file `identity` is about to take the name `key`; `source`: the input (and
-        page) it was made for, None for a file that is no input's (summary.csv, a copy a
-        failure moved aside)."""
+    def made(self, key: str, identity: FileIdentity, facts: Facts = Facts()) -> None:
+        """The file `identity` is about to take the name `key`; `facts`: what it was made
+        for and what it holds (none for a file that is no input's, such as summary.csv)."""
+        ...
+
+    def settled(self, key: str, identity: FileIdentity) -> None:
+        """The change `made` announced has ended: the file took its name, or never will."""
         ...
 
     def listed(self, key: str) -> bool:
@@ -216,13 +284,15 @@ class OutDir:
         durable: bool = True,
         after_ns: int | None = None,
         source: Source | None = None,
+        made_by: str | None = None,
     ) -> FileIdentity:
         """Write `data` (bytes, or pieces of them as a producer makes them) to `path` so that
         readers only ever see the whole file; returns the file's identity.
 
-        owner: told of the file (and its `source`, the input it was made for)
-        before it takes its name; asked whether a file that holds the name now
-        may be replaced.
+        owner: told of the file (its `source`, the input and page it was made
+        for, `made_by`, that input's identity with the options, and its content's
+        digest) before it takes its name; asked whether a file that holds the
+        name now may be replaced (its identity and content).
         durable: flush it to disk before it takes its name (--fsync); without, a
         power cut soon after may leave an empty or an older file, never a partial
         one in a running system.
@@ -246,7 +316,9 @@ class OutDir:
             fd = os.open(temp, _NEW_FLAGS, 0o666, dir_fd=folder)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # held while written: clean-up leaves it alone
+                hashed = content_digest()
                 for piece in (data,) if isinstance(data, bytes) else data:
+                    hashed.update(piece)
                     view = memoryview(piece)
                     while view:
                         view = view[os.write(fd, view) :]
@@ -255,9 +327,14 @@ class OutDir:
                 if durable:
                     os.fsync(fd)
                 identity = file_identity(os.fstat(fd))
+                file, page = source or (None, None)
+                facts = Facts(file, page, made_by, digest_text(hashed))
                 _changing()  # (the record's line is a change too, and the write took time)
-                owner.made(key, identity, source)
-                self._place(folder, temp, name, path, key, owner)
+                owner.made(key, identity, facts)
+                try:
+                    self._place(folder, temp, name, path, key, owner)
+                finally:
+                    owner.settled(key, identity)
             except BaseException:
                 _unlink(temp, folder)
                 raise
@@ -289,7 +366,7 @@ class OutDir:
             return
         if not stat.S_ISREG(current.st_mode):
             raise InputError(f"{path} is {kind_of(current.st_mode)}; not replaced")
-        if not owner.ours(key, file_identity(current)):
+        if not owner.ours(key, file_identity(current), content_at(name, folder)):
             raise InputError(not_made_here(path))
         _changing()
         os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
@@ -305,7 +382,7 @@ class OutDir:
             info = os.stat(name, dir_fd=folder, follow_symlinks=False)
             if not stat.S_ISREG(info.st_mode):
                 return False
-            if not owner.ours(self.key(path), file_identity(info)):
+            if not owner.ours(self.key(path), file_identity(info), content_at(name, folder)):
                 return False
             _changing()
             _unlink(name, folder)
@@ -325,8 +402,9 @@ class OutDir:
         new_key = "/".join([*self._parts(path)[:-1], new_name])
         try:
             info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            content = content_at(name, folder)
             if not stat.S_ISREG(info.st_mode) or not owner.ours(
-                self.key(path), file_identity(info)
+                self.key(path), file_identity(info), content
             ):
                 return False
             try:
@@ -334,12 +412,17 @@ class OutDir:
             except FileNotFoundError:
                 there = None
             if there is not None and (
-                not stat.S_ISREG(there.st_mode) or not owner.ours(new_key, file_identity(there))
+                not stat.S_ISREG(there.st_mode)
+                or not owner.ours(new_key, file_identity(there), content_at(new_name, folder))
             ):
                 return False
-            owner.made(new_key, file_identity(info))
-            _changing()
-            os.rename(name, new_name, src_dir_fd=folder, dst_dir_fd=folder)
+            identity = file_identity(info)
+            owner.made(new_key, identity, Facts(digest=content()))
+            try:
+                _changing()
+                os.rename(name, new_name, src_dir_fd=folder, dst_dir_fd=folder)
+            finally:
+                owner.settled(new_key, identity)
             return True
         except FileNotFoundError:
             return False

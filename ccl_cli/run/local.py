@@ -60,6 +60,7 @@ from ..io.made import remove_stale
 from ..io.out_dir import OutDir, Owner
 from ..io.output_paths import LABEL_ENDINGS, OutputPaths
 from ..io.previews import encode_preview_png
+from .freshness import made_by, options_key, output_options
 from .interrupts import interruptible
 from .records import Admitted, Outcomes, Record, Reporter, Stop
 
@@ -77,8 +78,9 @@ STOP_GRACE_SECONDS = 2.0
 LONG_LABELING_BYTES = 16 << 20
 
 
-#: A decoded input: the image, the seconds decoding took, the input's modification time.
-_Read = tuple[np.ndarray, float, int | None]
+#: A decoded input: the image, the seconds decoding took, the input's identity before it
+#: was read (None: unknown).
+_Read = tuple[np.ndarray, float, os.stat_result | None]
 
 
 @dataclass
@@ -89,6 +91,8 @@ class _Decoded:
     decode_seconds: float
     #: The input's modification time before it was read (None: unknown).
     modified_ns: int | None
+    #: What the record keeps of the input and options that made the outputs (freshness.made_by).
+    made_by: str | None = None
 
 
 def label_admitted(
@@ -173,6 +177,7 @@ class LocalRun:
         self.check_stop = check_stop
         self.wake = wake
         self.params: LabelParams = settings.label_params()
+        self.options = options_key(output_options(settings))
         self.backend = backend
         self.outcomes = outcomes
         self.workers = workers
@@ -238,7 +243,7 @@ class LocalRun:
 
     def _take_read(self, record: Record, paths: OutputPaths, future: Future[_Read]) -> None:
         try:
-            values, seconds, modified_ns = _result(future, self.check_stop)
+            values, seconds, info = _result(future, self.check_stop)
         except GcclError as error:
             self.outcomes.fail(record, str(error))
             return
@@ -256,7 +261,13 @@ class LocalRun:
             return
         key = (values.shape, str(values.dtype))
         group = self.groups.setdefault(key, [])
-        group.append(_Decoded(record, paths, values, seconds, modified_ns))
+        modified_ns = None if info is None else info.st_mtime_ns
+        by = (
+            None
+            if info is None
+            else made_by(self.options, record.item.path, info, record.item.page)
+        )
+        group.append(_Decoded(record, paths, values, seconds, modified_ns, by))
         self.pending_bytes += values.nbytes
         if len(group) >= self._batch_size(values):
             self._flush(key)
@@ -403,9 +414,9 @@ def _read(item: InputItem, settings: Settings, check_stop: Callable[[], None]) -
     its steps, so that a stop request ends it."""
     started = time.perf_counter()
     try:
-        modified_ns: int | None = os.stat(item.path).st_mtime_ns
+        info: os.stat_result | None = os.stat(item.path)
     except (OSError, ValueError):
-        modified_ns = None  # reading it fails too, with the reason
+        info = None  # reading it fails too, with the reason
     values = decode.read_image(
         item.path,
         settings.color_to_gray,
@@ -413,7 +424,7 @@ def _read(item: InputItem, settings: Settings, check_stop: Callable[[], None]) -
         page=item.page,
         check_stop=check_stop,
     )
-    return values, time.perf_counter() - started, modified_ns
+    return values, time.perf_counter() - started, info
 
 
 def label_file_format(label_format: str, kept: int) -> str:
@@ -455,20 +466,22 @@ def _write(
         encoded = encode_label_tiff(labels, settings.tiff_compression)
     else:
         encoded = encode_label_png(labels)
-    source = decoded.record.item.source
-    out.write(label_path, encoded, owner, settings.fsync, source=source)
+    source, by = decoded.record.item.source, decoded.made_by
+    out.write(label_path, encoded, owner, settings.fsync, source=source, made_by=by)
     written = [label_path]
     outputs = {"labels": str(label_path)}
     if settings.preview:
         preview = encode_preview_png(decoded.values, labels)
-        out.write(paths.preview, preview, owner, settings.fsync, source=source)
+        out.write(paths.preview, preview, owner, settings.fsync, source=source, made_by=by)
         outputs["preview"] = str(paths.preview)
         written.append(paths.preview)
     if outlines is not None:
-        out.write(paths.polygons, geojson(outlines), owner, settings.fsync, source=source)
+        polygons = geojson(outlines)
+        out.write(paths.polygons, polygons, owner, settings.fsync, source=source, made_by=by)
         outputs["polygons"] = str(paths.polygons)
         written.append(paths.polygons)
-    out.write(paths.stats, stats_csv(table), owner, settings.fsync, decoded.modified_ns, source)
+    table_csv = stats_csv(table)
+    out.write(paths.stats, table_csv, owner, settings.fsync, decoded.modified_ns, source, by)
     outputs["stats"] = str(paths.stats)
     written.append(paths.stats)
     for other in LABEL_ENDINGS:  # an earlier run's label image of another format
