@@ -20,8 +20,8 @@ from .out_dir import Facts, FileIdentity
 if TYPE_CHECKING:
     import sqlite3
 
-#: Entries held in memory before the index moves to disk (a few tens of MB).
-MEMORY_ENTRIES = 1 << 15
+#: Entries held in memory before the index moves to disk (a few MB).
+MEMORY_ENTRIES = 1 << 13
 #: Rows a database read takes at a time.
 _ROWS = 4096
 #: An entry into the database; what a file was made for is never forgotten.
@@ -133,8 +133,8 @@ class _DiskIndex:
         with self.lock:
             self.db.execute("BEGIN")
             try:
-                for key, identity, facts in entries:
-                    self.db.execute(_INSERT, (key, *identity, *facts))
+                rows = [(key, *identity, *facts) for key, identity, facts in entries]
+                self.db.executemany(_INSERT, rows)
             finally:
                 self.db.execute("COMMIT")
 
