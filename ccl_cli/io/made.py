@@ -52,19 +52,9 @@ from .made_lines import (
     remove_hidden,
     writer_gone,
 )
-from .out_dir import (
-    Content,
-    Digest,
-    Facts,
-    FileIdentity,
-    OutDir,
-    Owner,
-    digest_of,
-    file_identity,
-    kind_of,
-    not_made_here,
-)
+from .out_dir import OutDir, kind_of, not_made_here
 from .output_paths import GCCL_DIR, RECORD_NAME, stale_name
+from .owner import Content, Digest, Facts, FileIdentity, Owner, digest_of, file_identity
 
 #: The most bytes of record a run reads (about ten million files).
 MAX_RECORD_BYTES = 1 << 30

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .made_lines import NO_FACTS, Entry
-from .out_dir import Facts, FileIdentity
+from .owner import Facts, FileIdentity
 
 if TYPE_CHECKING:
     import sqlite3

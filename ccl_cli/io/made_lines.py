@@ -28,8 +28,8 @@ import threading
 import time
 from collections.abc import Iterator
 
-from .out_dir import Facts, FileIdentity
 from .output_paths import RECORD_NAME
+from .owner import Facts, FileIdentity
 
 #: The modification time of a file listed by inode, size and content hash (it grows: an
 #: appended summary.csv, whose time is unknown before the append).

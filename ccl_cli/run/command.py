@@ -36,7 +36,7 @@ from ..io.decode import IMAGE_SUFFIXES, unreadable
 from ..io.inputs import InputItem, OutPlace, expand, passed_over_notice
 from ..io.lock import OutputLock
 from ..io.made import MadeFiles, in_the_way, lost_pages, move_aside
-from ..io.out_dir import OutDir, content_at, file_identity, kind_of, not_made_here
+from ..io.out_dir import OutDir, kind_of, not_made_here
 from ..io.output_paths import (
     GCCL_DIR,
     LABEL_ENDINGS,
@@ -47,6 +47,7 @@ from ..io.output_paths import (
     OutputPaths,
     output_paths,
 )
+from ..io.owner import content_at, file_identity
 from ..io.seen import Seen
 from .freshness import RunRecord, made_by
 from .interrupts import cut_short_here

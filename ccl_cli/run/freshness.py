@@ -25,8 +25,9 @@ from typing import Any
 from .. import __version__
 from ..config import Settings
 from ..errors import InputError, UsageError
-from ..io.out_dir import OutDir, Owner
+from ..io.out_dir import OutDir
 from ..io.output_paths import RUN_RECORD_NAME
+from ..io.owner import Owner
 
 #: The most bytes of an earlier run record read (a few hundred are written).
 MAX_RUN_RECORD_BYTES = 1 << 20

@@ -25,8 +25,9 @@ from pathlib import Path
 from ..errors import InputError, UsageError
 from ..io.inputs import InputItem
 from ..io.made import GROWS, MadeFiles, move_aside
-from ..io.out_dir import Facts, OutDir, content_digest, digest_text
+from ..io.out_dir import OutDir
 from ..io.output_paths import SUMMARY_NAME, OutputPaths
+from ..io.owner import Facts, content_digest, digest_text
 from .records import Record, Reporter
 
 SUMMARY_COLUMNS = (

@@ -11,8 +11,9 @@ import pytest
 
 from ccl_cli.errors import InputError, UsageError
 from ccl_cli.io.made import GROWS, MadeFiles, TaskRecord, in_the_way, lost_pages, move_aside
-from ccl_cli.io.out_dir import Facts, OutDir, content_at
+from ccl_cli.io.out_dir import OutDir
 from ccl_cli.io.output_paths import GCCL_DIR, RECORD_NAME, output_paths
+from ccl_cli.io.owner import Facts, content_at
 
 
 def entries(out: Path) -> dict[str, list[list[int]]]:
