@@ -199,8 +199,16 @@ def _run_dying_at(src: Path, out: Path, at: int) -> int:
             gccl(str(src), "-o", str(out), *OPTIONS, "--workers", "1")
         finally:
             os._exit(0)
-    _, status = os.waitpid(child, 0)
-    return os.waitstatus_to_exitcode(status)
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            raise AssertionError(f"the run dying at step {at} hung")
+        time.sleep(0.01)
 
 
 def test_a_crash_between_any_two_steps_of_a_write_resumes_exactly(
