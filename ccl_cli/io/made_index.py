@@ -175,7 +175,8 @@ class _DiskIndex:
             self.db.executemany("INSERT OR IGNORE INTO touched VALUES (?)", [(k,) for k in keys])
 
     def touched_keys(self) -> Iterator[str]:
-        for row in list(self._rows("SELECT key FROM touched ORDER BY key")):
+        # (streamed: pruning changes the table `made` meanwhile, never `touched`)
+        for row in self._rows("SELECT key FROM touched ORDER BY key"):
             yield row[0]
 
     def untouch(self, keep: set[str]) -> None:
