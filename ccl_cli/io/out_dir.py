@@ -11,12 +11,13 @@ folder that is another run's --out (it holds its own GCCL_DIR) refuse that
 file with one line.
 
 Writes are whole: the data goes to a hidden temporary in the file's own
-folder (created new: O_EXCL, O_NOFOLLOW), is flushed, and its identity is
-given to the owner (io/made.py: the record of what gccl made) before the
-temporary takes its name. A free name is taken with a hard link, which
-fails rather than replace a file that appeared meanwhile; a name that holds
-a file is replaced only when the owner says gccl made that very file.
-Removals and renames ask the owner the same. A run killed at any moment
+folder (created new: O_EXCL, O_NOFOLLOW), is flushed, and its identity and
+the hash of its bytes are given to the owner (io/made.py: the record of what
+gccl made; io/owner.py) before the temporary takes its name, and the owner
+is told when that change has ended (settled). A free name is taken with a
+hard link, which fails rather than replace a file that appeared meanwhile; a
+name that holds a file is replaced only when the owner says gccl made that
+very file, its content unchanged. Removals and renames ask the owner the same. A run killed at any moment
 (SIGKILL included) leaves the old file, the new file, or a temporary that a
 later run removes: temporaries are named so (TEMP_PREFIX), locked by their
 writer while it writes, and removed once their writer is gone.
