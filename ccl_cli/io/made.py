@@ -36,6 +36,7 @@ import os
 import secrets
 import stat
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -60,6 +61,9 @@ from .owner import Content, Digest, Facts, FileIdentity, Owner, digest_of, file_
 MAX_RECORD_BYTES = 1 << 30
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _NEW_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+#: How long a run that starts waits for the writers of an earlier run's segments to end
+#: (the workers of a run that was killed end within milliseconds; a Dask task may not).
+HELD_WAIT_SECONDS = 5.0
 #: Entries read before they are added to the index (a disk index takes them at once).
 _BATCH = 4096
 
@@ -111,6 +115,10 @@ class MadeFiles:
         if self.folder < 0:  # (as it is: no record there)
             return
         leftover = self._read_all()
+        deadline = time.monotonic() + HELD_WAIT_SECONDS
+        while self.held and not as_it_is and time.monotonic() < deadline:
+            time.sleep(0.05)  # an earlier run's workers, ending with it
+            self._read_all()
         if as_it_is:
             os.close(self.folder)
             self.folder = -1
