@@ -135,6 +135,8 @@ def test_a_run_stopped_at_any_moment_resumes_exactly(
         stdout, stderr = run.communicate(timeout=TIMEOUT)
     finally:
         run.kill()
+    if signum == signal.SIGKILL:
+        time.sleep(0.5)  # its workers end at their next step (they watch it)
     done = complete(out, stems)
     if signum != signal.SIGKILL and (out / "summary.csv").exists():
         # (by the signal, 130 for Ctrl-C; or 0: it ended first)
