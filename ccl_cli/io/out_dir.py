@@ -17,9 +17,9 @@ gccl made; io/owner.py) before the temporary takes its name, and the owner
 is told when that change has ended (settled). A free name is taken with a
 hard link, which fails rather than replace a file that appeared meanwhile; a
 name that holds a file is replaced only when the owner says gccl made that
-very file, its content unchanged. Removals and renames ask the owner the same. A run killed at any moment
-(SIGKILL included) leaves the old file, the new file, or a temporary that a
-later run removes: temporaries are named so (TEMP_PREFIX), locked by their
+very file, its content unchanged. Removals and renames ask the owner the
+same. A run killed at any moment (SIGKILL included) leaves the old file, the
+new file, or a temporary that a later run removes: temporaries are named so (TEMP_PREFIX), locked by their
 writer while it writes, and removed once their writer is gone.
 
 Reads of gccl's own files (the run record, the record of made files, the
