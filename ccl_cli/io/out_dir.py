@@ -19,8 +19,9 @@ hard link, which fails rather than replace a file that appeared meanwhile; a
 name that holds a file is replaced only when the owner says gccl made that
 very file, its content unchanged. Removals and renames ask the owner the
 same. A run killed at any moment (SIGKILL included) leaves the old file, the
-new file, or a temporary that a later run removes: temporaries are named so (TEMP_PREFIX), locked by their
-writer while it writes, and removed once their writer is gone.
+new file, or a temporary that a later run removes: temporaries are named so
+(TEMP_PREFIX), locked by their writer while it writes, and removed once their
+writer is gone.
 
 Reads of gccl's own files (the run record, the record of made files, the
 lock) take regular files only, do not block (a FIFO is refused, not waited
