@@ -27,7 +27,7 @@ import typer
 
 from . import __version__
 from .console import ConsoleReporter, closing_line, say
-from .errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, GcclError
+from .errors import EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, GcclError
 from .options import BY_NAME, NOT_FOR_A_WATCH, OPTIONS, Option, close_names
 
 if TYPE_CHECKING:  # the pipeline (numpy, codecs) loads only when a command runs
@@ -607,8 +607,8 @@ def main() -> None:
         say(f"gccl: error: {error.format_message()}{hint}", "red")
         _exit(EXIT_USAGE)
     code = code if isinstance(code, int) else 0
-    if code == EXIT_TERMINATED:
-        _end_by(signal.SIGTERM)
+    if code in (EXIT_TERMINATED, EXIT_HANGUP):
+        _end_by(code - 128)
     _exit(code)
 
 

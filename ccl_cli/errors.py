@@ -17,6 +17,9 @@ EXIT_NO_INPUTS = 3
 EXIT_BUSY = 4
 #: Ctrl-C (128 + SIGINT).
 EXIT_INTERRUPTED = 130
+#: SIGHUP (128 + SIGHUP): a closed terminal or ssh session; the process ends by the signal, as
+#: for SIGTERM.
+EXIT_HANGUP = 129
 #: SIGTERM (128 + SIGTERM): a process that ends by it exits by the signal itself (cli.main), so a
 #: service manager sees a clean stop and a shell reports this code.
 EXIT_TERMINATED = 143

@@ -5,6 +5,7 @@ under a timeout (cli_helpers.gccl_process)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -241,8 +242,13 @@ def test_the_record_lists_what_gccl_made_with_its_identity(tmp_path: Path) -> No
     for name, (inode, size, mtime, *made_for) in listed.items():
         info = (tmp_path / "o" / name).stat()
         assert (inode, size, mtime) == (info.st_ino, info.st_size, info.st_mtime_ns)
-        # each output names the input (and page) it was made for; the run's own files none
-        assert made_for == ([] if name in ("summary.csv", "gccl-run.json") else ["a.png", None])
+        # each output names the input (and page) it was made for, and what made it; the
+        # run's own files none; each file its content's hash
+        own = name in ("summary.csv", "gccl-run.json")
+        file, page, made_by, digest = made_for
+        assert [file, page] == ([None, None] if own else ["a.png", None])
+        assert (made_by is None) == own
+        assert digest == hashlib.sha256((tmp_path / "o" / name).read_bytes()).hexdigest()[:32]
     assert sorted(os.listdir(tmp_path / "o" / ".gccl")) == ["lock", "made"]
 
 

@@ -11,15 +11,17 @@ folder that is another run's --out (it holds its own GCCL_DIR) refuse that
 file with one line.
 
 Writes are whole: the data goes to a hidden temporary in the file's own
-folder (created new: O_EXCL, O_NOFOLLOW), is flushed, and its identity is
-given to the owner (io/made.py: the record of what gccl made) before the
-temporary takes its name. A free name is taken with a hard link, which
-fails rather than replace a file that appeared meanwhile; a name that holds
-a file is replaced only when the owner says gccl made that very file.
-Removals and renames ask the owner the same. A run killed at any moment
-(SIGKILL included) leaves the old file, the new file, or a temporary that a
-later run removes: temporaries are named so (TEMP_PREFIX), locked by their
-writer while it writes, and removed once their writer is gone.
+folder (created new: O_EXCL, O_NOFOLLOW), is flushed, and its identity and
+the hash of its bytes are given to the owner (io/made.py: the record of what
+gccl made; io/owner.py) before the temporary takes its name, and the owner
+is told when that change has ended (settled). A free name is taken with a
+hard link, which fails rather than replace a file that appeared meanwhile; a
+name that holds a file is replaced only when the owner says gccl made that
+very file, its content unchanged. Removals and renames ask the owner the
+same. A run killed at any moment (SIGKILL included) leaves the old file, the
+new file, or a temporary that a later run removes: temporaries are named so
+(TEMP_PREFIX), locked by their writer while it writes, and removed once their
+writer is gone.
 
 Reads of gccl's own files (the run record, the record of made files, the
 lock) take regular files only, do not block (a FIFO is refused, not waited
@@ -38,10 +40,19 @@ import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
 
 from ..errors import InputError, UsageError
 from .output_paths import GCCL_DIR
+from .owner import (
+    Facts,
+    FileIdentity,
+    Owner,
+    Source,
+    content_at,
+    content_digest,
+    digest_text,
+    file_identity,
+)
 
 #: Names of temporaries: this prefix, the writer's pid, a random part. Short and of a
 #: fixed length, so that a temporary fits wherever its file's name does (NAME_MAX).
@@ -60,36 +71,6 @@ _before_change: Callable[[], None] | None = None
 
 #: A folder's identity: (st_dev, st_ino); the same folder under any name, link or mount.
 Identity = tuple[int, int]
-#: A file's identity as the record of made files keeps it: (inode, size, mtime in ns). The
-#: device is left out: shared storage shows other device numbers on other hosts.
-FileIdentity = tuple[int, int, int]
-#: What a file gccl made was made for: the input file, as the place below --out its outputs
-#: mirror ("a/b/fax.tif"), and its page (from 0; None for a file of one image).
-Source = tuple[str, int | None]
-
-
-def file_identity(info: os.stat_result) -> FileIdentity:
-    """The identity of the file `info` describes."""
-    return (info.st_ino, info.st_size, info.st_mtime_ns)
-
-
-class Owner(Protocol):
-    """What gccl made (io/made.py): asked before a file is replaced or removed, told of
-    each file before it takes its name."""
-
-    def ours(self, key: str, identity: FileIdentity) -> bool:
-        """Whether the file `identity` at `key` (its path below --out) is one gccl made."""
-        ...
-
-    def made(self, key: str, identity: FileIdentity, source: Source | None = None) -> None:
-        """The file `identity` is about to take the name `key`; `source`: the input (and
-        page) it was made for, None for a file that is no input's (summary.csv, a copy a
-        failure moved aside)."""
-        ...
-
-    def listed(self, key: str) -> bool:
-        """Whether a file gccl made is listed at `key` (a file there now may be another)."""
-        ...
 
 
 def check_before_changes(check: Callable[[], None]) -> None:
@@ -216,13 +197,15 @@ class OutDir:
         durable: bool = True,
         after_ns: int | None = None,
         source: Source | None = None,
+        made_by: str | None = None,
     ) -> FileIdentity:
         """Write `data` (bytes, or pieces of them as a producer makes them) to `path` so that
         readers only ever see the whole file; returns the file's identity.
 
-        owner: told of the file (and its `source`, the input it was made for)
-        before it takes its name; asked whether a file that holds the name now
-        may be replaced.
+        owner: told of the file (its `source`, the input and page it was made
+        for, `made_by`, that input's identity with the options, and its content's
+        digest) before it takes its name; asked whether a file that holds the
+        name now may be replaced (its identity and content).
         durable: flush it to disk before it takes its name (--fsync); without, a
         power cut soon after may leave an empty or an older file, never a partial
         one in a running system.
@@ -246,7 +229,9 @@ class OutDir:
             fd = os.open(temp, _NEW_FLAGS, 0o666, dir_fd=folder)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # held while written: clean-up leaves it alone
+                hashed = content_digest()
                 for piece in (data,) if isinstance(data, bytes) else data:
+                    hashed.update(piece)
                     view = memoryview(piece)
                     while view:
                         view = view[os.write(fd, view) :]
@@ -255,9 +240,14 @@ class OutDir:
                 if durable:
                     os.fsync(fd)
                 identity = file_identity(os.fstat(fd))
+                file, page = source or (None, None)
+                facts = Facts(file, page, made_by, digest_text(hashed))
                 _changing()  # (the record's line is a change too, and the write took time)
-                owner.made(key, identity, source)
-                self._place(folder, temp, name, path, key, owner)
+                owner.made(key, identity, facts)
+                try:
+                    self._place(folder, temp, name, path, key, owner)
+                finally:
+                    owner.settled(key, identity)
             except BaseException:
                 _unlink(temp, folder)
                 raise
@@ -289,7 +279,7 @@ class OutDir:
             return
         if not stat.S_ISREG(current.st_mode):
             raise InputError(f"{path} is {kind_of(current.st_mode)}; not replaced")
-        if not owner.ours(key, file_identity(current)):
+        if not owner.ours(key, file_identity(current), content_at(name, folder)):
             raise InputError(not_made_here(path))
         _changing()
         os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
@@ -305,7 +295,7 @@ class OutDir:
             info = os.stat(name, dir_fd=folder, follow_symlinks=False)
             if not stat.S_ISREG(info.st_mode):
                 return False
-            if not owner.ours(self.key(path), file_identity(info)):
+            if not owner.ours(self.key(path), file_identity(info), content_at(name, folder)):
                 return False
             _changing()
             _unlink(name, folder)
@@ -325,8 +315,9 @@ class OutDir:
         new_key = "/".join([*self._parts(path)[:-1], new_name])
         try:
             info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            content = content_at(name, folder)
             if not stat.S_ISREG(info.st_mode) or not owner.ours(
-                self.key(path), file_identity(info)
+                self.key(path), file_identity(info), content
             ):
                 return False
             try:
@@ -334,12 +325,17 @@ class OutDir:
             except FileNotFoundError:
                 there = None
             if there is not None and (
-                not stat.S_ISREG(there.st_mode) or not owner.ours(new_key, file_identity(there))
+                not stat.S_ISREG(there.st_mode)
+                or not owner.ours(new_key, file_identity(there), content_at(new_name, folder))
             ):
                 return False
-            owner.made(new_key, file_identity(info))
-            _changing()
-            os.rename(name, new_name, src_dir_fd=folder, dst_dir_fd=folder)
+            identity = file_identity(info)
+            owner.made(new_key, identity, Facts(digest=content()))
+            try:
+                _changing()
+                os.rename(name, new_name, src_dir_fd=folder, dst_dir_fd=folder)
+            finally:
+                owner.settled(new_key, identity)
             return True
         except FileNotFoundError:
             return False

@@ -36,7 +36,7 @@ from ..io.decode import IMAGE_SUFFIXES, unreadable
 from ..io.inputs import InputItem, OutPlace, expand, passed_over_notice
 from ..io.lock import OutputLock
 from ..io.made import MadeFiles, in_the_way, lost_pages, move_aside
-from ..io.out_dir import OutDir, file_identity, kind_of, not_made_here
+from ..io.out_dir import OutDir, kind_of, not_made_here
 from ..io.output_paths import (
     GCCL_DIR,
     LABEL_ENDINGS,
@@ -48,8 +48,9 @@ from ..io.output_paths import (
     label_file_format,
     output_paths,
 )
+from ..io.owner import content_at, file_identity
 from ..io.seen import Seen
-from .freshness import RunRecord
+from .freshness import RunRecord, made_by
 from .interrupts import cut_short_here
 from .local import LocalRun
 from .records import Admitted, FailFast, Moved, Outcomes, Record, Reporter, RunReport, Stop
@@ -231,7 +232,7 @@ def _run(
                 report.interrupted = True
                 report.signal = stop.signal or signal.SIGINT
             stop.honour(report)
-            _finish(report, summary, run_record, source, executor, settings, reporter, out, made)
+            _finish(report, summary, run_record, source, executor, settings, outcomes, out, made)
             stop.honour(report)
         finally:
             try:
@@ -249,11 +250,12 @@ def _finish(
     source: Source,
     executor: Executor,
     settings: Settings,
-    reporter: Reporter,
+    outcomes: Outcomes,
     out: OutDir,
     made: MadeFiles,
 ) -> None:
     """The end of a run, however it stopped: summary.csv, the run record."""
+    reporter = outcomes.reporter
     if not isinstance(executor, _Local):  # a worker killed mid-write left its temporary
         removed = out.remove_temporaries()  # (a live writer's stays: its flock)
         if removed:
@@ -261,6 +263,8 @@ def _finish(
         made.refresh()  # the files the workers made, for the failed inputs' outputs
     stopped = report.stopped_by or ("interrupted" if report.interrupted else "")
     stopped = stopped or ("stopped after a failure (--fail-fast)" if report.failed_fast else "")
+    if stopped:
+        _finished_as_it_stopped(summary, settings, outcomes, run_record, out, made)
     try:
         report.records = summary.close(source.untaken(summary.taken_count), stopped)
         report.counts = summary.counts
@@ -271,15 +275,53 @@ def _finish(
     report.summary = summary.path
 
 
+def _finished_as_it_stopped(
+    summary: Summary,
+    settings: Settings,
+    outcomes: Outcomes,
+    run_record: RunRecord,
+    out: OutDir,
+    made: MadeFiles,
+) -> None:
+    """After a stop, finish as ok each record not finished whose outputs this run made whole
+    for its input as it is (a worker ended its task as the run stopped, or its answer never
+    came): the summary and --json tell every input whose outputs are complete."""
+    finishing = Outcomes(outcomes.reporter, False, outcomes.summary)
+    for record, paths in summary.pending():
+        try:
+            source = os.stat(record.item.path)
+        except (OSError, ValueError):
+            continue
+        stats = _made_here(out, made, paths.stats)
+        if stats is None or stats.st_mtime_ns < run_record.now:
+            continue  # (none, or an earlier run's: this one did not finish it)
+        if not _current(paths, settings, out, made, run_record, record.item, source):
+            continue
+        labels = next(
+            paths.labels(kind)
+            for kind in LABEL_ENDINGS
+            if _made_here(out, made, paths.labels(kind))
+        )
+        record.outputs = {"labels": str(labels)}
+        record.outputs.update({"preview": str(paths.preview)} if settings.preview else {})
+        record.outputs.update({"polygons": str(paths.polygons)} if settings.polygons else {})
+        record.outputs["stats"] = str(paths.stats)
+        if record.kept is None:
+            summary.carry_numbers(record, paths)
+        record.status = "ok"
+        finishing.finished(record)
+
+
 def _check_own_files(out: OutDir, made: MadeFiles) -> None:
-    """Refuse a run whose summary.csv or run record would replace what gccl did not make."""
+    """Refuse a run whose summary.csv or run record would replace what gccl did not make
+    (a file gccl made that was edited since, even in place, included)."""
     for name in (SUMMARY_NAME, RUN_RECORD_NAME):
         info = out.lstat(out.root / name)
         if info is None:
             continue
         if not stat.S_ISREG(info.st_mode):
             raise UsageError(f"{out.root / name} is {kind_of(info.st_mode)}; move it")
-        if not made.ours(name, file_identity(info)):
+        if not made.ours(name, file_identity(info), content_at(name, out.fd)):
             raise UsageError(not_made_here(out.root / name))
 
 
@@ -436,7 +478,7 @@ def admission(
             (settings.skip_existing or item.resume)
             and source is not None
             and run_record is not None
-            and _current(paths, settings, out, made, run_record, source)
+            and _current(paths, settings, out, made, run_record, item, source)
         ):
             why = "--skip-existing" if settings.skip_existing else "made before this watch began"
             message = f"outputs are current ({why})"
@@ -533,18 +575,26 @@ def _current(
     out: OutDir,
     made: MadeFiles,
     run_record: RunRecord,
+    item: InputItem,
     source: os.stat_result,
 ) -> bool:
-    """Whether gccl made every output of the input at `paths` (a label image of any format)
-    after the input (`source`) last changed, with these options (--skip-existing)."""
-    stats = _made_here(out, made, paths.stats)
-    if stats is None or not run_record.current(stats.st_mtime_ns, source.st_mtime_ns):
+    """Whether every output of `item` at `paths` (a label image of any format) is in place,
+    the file gccl made there, and made by this input as it is now (`source`: not another
+    input of its name, not an earlier version) with these options (--skip-existing)."""
+    expected = made_by(run_record.options_key, item.path, source, item.page)
+
+    def made_by_it(path: Path) -> bool:
+        info = _made_here(out, made, path)
+        facts = None if info is None else made.facts(out.key(path), file_identity(info))
+        return facts is not None and facts.made_by == expected
+
+    if not made_by_it(paths.stats):
         return False
-    if not any(_made_here(out, made, paths.labels(kind)) for kind in LABEL_ENDINGS):
+    if not any(made_by_it(paths.labels(kind)) for kind in LABEL_ENDINGS):
         return False
     extras = [*([paths.preview] if settings.preview else [])]
     extras += [paths.polygons] if settings.polygons else []
-    return all(_made_here(out, made, path) for path in extras)
+    return all(made_by_it(path) for path in extras)
 
 
 def _written(paths: OutputPaths, settings: Settings, volume: str | None) -> list[Path]:
@@ -578,8 +628,9 @@ def _reserved(relative: Path) -> str:
 
 
 class _StopRequests:
-    """Ctrl-C and SIGTERM (cron's timeout, kill) ask the run to stop at its next safe point,
-    and so does an --out that is no longer where the run found it.
+    """Ctrl-C, SIGTERM (cron's timeout, kill) and SIGHUP (a closed terminal or ssh session)
+    ask the run to stop at its next safe point, and so does an --out that is no longer where
+    the run found it.
 
     The handlers only set a flag, which the run checks between steps, so no
     exception lands inside a half-done step (a lock, a queue, a file write);
@@ -587,7 +638,7 @@ class _StopRequests:
     Ctrl-C stops at once. --out is looked at every OUT_CHECK_SECONDS.
     """
 
-    _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self, out: OutDir) -> None:
         self.out = out

@@ -1,6 +1,6 @@
 """Steps that a stop request may cut short at any point.
 
-A run's Ctrl-C and SIGTERM handlers (command.py) only set a flag that the
+A run's Ctrl-C, SIGTERM and SIGHUP handlers (command.py) only set a flag that the
 run checks between steps, so that no exception lands inside a half-done
 step. A step that its thread may abandon anywhere, and that may block for
 ever (reading an input from a stalled network file system, writing outputs

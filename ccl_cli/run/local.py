@@ -62,6 +62,7 @@ from ..io.out_dir import OutDir, Owner, Source
 from ..io.output_paths import LABEL_ENDINGS, PNG_LABEL_LIMIT, OutputPaths, label_file_format
 from ..io.previews import encode_preview_png
 from ..io.volumes import VolumeFile
+from .freshness import made_by, options_key, output_options
 from .interrupts import interruptible
 from .records import Admitted, Outcomes, Record, Reporter, Stop
 from .volume_files import read_volume_input, volume_outputs
@@ -80,8 +81,9 @@ LONG_LABELING_BYTES = 16 << 20
 
 
 #: A decoded input: the image (a volume's values), the seconds decoding took, the input's
-#: modification time, and for a volume the file as read (its geometry and format).
-_Read = tuple[np.ndarray, float, int | None, VolumeFile | None]
+#: identity before it was read (None: unknown), and for a volume the file as read (its
+#: geometry and format).
+_Read = tuple[np.ndarray, float, os.stat_result | None, VolumeFile | None]
 
 
 @dataclass
@@ -94,6 +96,8 @@ class _Decoded:
     modified_ns: int | None
     #: A volume input's file as read (volume_files.py); None for an image.
     volume: VolumeFile | None = None
+    #: What the record keeps of the input and options that made the outputs (freshness.made_by).
+    made_by: str | None = None
 
 
 def label_admitted(
@@ -177,6 +181,7 @@ class LocalRun:
         self.owner = owner
         self.check_stop = check_stop
         self.wake = wake
+        self.options = options_key(output_options(settings))
         self.backend = backend
         self.outcomes = outcomes
         self.workers = workers
@@ -242,7 +247,7 @@ class LocalRun:
 
     def _take_read(self, record: Record, paths: OutputPaths, future: Future[_Read]) -> None:
         try:
-            values, seconds, modified_ns, volume = _result(future, self.check_stop)
+            values, seconds, info, volume = _result(future, self.check_stop)
         except GcclError as error:
             self.outcomes.fail(record, str(error))
             return
@@ -260,7 +265,13 @@ class LocalRun:
             return
         record.message = threshold_side(values, self.settings.params)  # said, labeled all the same
         key = (values.shape, str(values.dtype))
-        decoded = _Decoded(record, paths, values, seconds, modified_ns, volume)
+        modified_ns = None if info is None else info.st_mtime_ns
+        by = (
+            None
+            if info is None
+            else made_by(self.options, record.item.path, info, record.item.page)
+        )
+        decoded = _Decoded(record, paths, values, seconds, modified_ns, volume, by)
         if volume is not None:  # a volume is a batch of its own (its values are not copied)
             self._label([decoded], key)
             self._drain_writes(2 * self.workers)
@@ -416,12 +427,12 @@ def _read(item: InputItem, settings: Settings, check_stop: Callable[[], None]) -
     its steps, so that a stop request ends it."""
     started = time.perf_counter()
     try:
-        modified_ns: int | None = os.stat(item.path).st_mtime_ns
+        info: os.stat_result | None = os.stat(item.path)
     except (OSError, ValueError):
-        modified_ns = None  # reading it fails too, with the reason
+        info = None  # reading it fails too, with the reason
     if item.volume is not None:
         volume = read_volume_input(item, settings.spacing, settings.max_image_bytes)
-        return volume.values, time.perf_counter() - started, modified_ns, volume
+        return volume.values, time.perf_counter() - started, info, volume
     values = decode.read_image(
         item.path,
         settings.color_to_gray,
@@ -429,7 +440,7 @@ def _read(item: InputItem, settings: Settings, check_stop: Callable[[], None]) -
         page=item.page,
         check_stop=check_stop,
     )
-    return values, time.perf_counter() - started, modified_ns, None
+    return values, time.perf_counter() - started, info, None
 
 
 def _put(
@@ -440,10 +451,11 @@ def _put(
     settings: Settings,
     after_ns: int | None = None,
     source: Source | None = None,
+    made_by: str | None = None,
 ) -> None:
     """One output written (OutDir.write); an OS error (a full disk, a quota) names the file."""
     try:
-        out.write(path, data, owner, settings.fsync, after_ns, source)
+        out.write(path, data, owner, settings.fsync, after_ns, source, made_by)
     except OSError as error:
         raise InputError(f"cannot write {path} ({error.strerror or error})") from None
 
@@ -488,21 +500,21 @@ def _write(
             encoded = encode_label_png(labels)
         stats = stats_csv(table)
     label_path = paths.labels(file_format)
-    source = decoded.record.item.source
-    _put(out, label_path, encoded, owner, settings, source=source)
+    source, by = decoded.record.item.source, decoded.made_by
+    _put(out, label_path, encoded, owner, settings, source=source, made_by=by)
     written = [label_path]
     outputs = {"labels": str(label_path)}
     if settings.preview:
         if preview is None:
             preview = encode_preview_png(decoded.values, labels)
-        _put(out, paths.preview, preview, owner, settings, source=source)
+        _put(out, paths.preview, preview, owner, settings, source=source, made_by=by)
         outputs["preview"] = str(paths.preview)
         written.append(paths.preview)
     if outlines is not None:
-        _put(out, paths.polygons, geojson(outlines), owner, settings, source=source)
+        _put(out, paths.polygons, geojson(outlines), owner, settings, source=source, made_by=by)
         outputs["polygons"] = str(paths.polygons)
         written.append(paths.polygons)
-    _put(out, paths.stats, stats, owner, settings, decoded.modified_ns, source)
+    _put(out, paths.stats, stats, owner, settings, decoded.modified_ns, source, by)
     outputs["stats"] = str(paths.stats)
     written.append(paths.stats)
     for other in LABEL_ENDINGS:  # an earlier run's label image of another format

@@ -9,9 +9,13 @@ this process instead (process_count): labeling is a small share of a
 whole run, and a GPU's context, memory and start are paid once there.
 
 Workers ignore Ctrl-C, which a terminal sends to the whole process group:
-the client asks them to stop (it cancels tasks not yet started and waits for
-the running ones). A worker killed mid-write leaves a temporary that the run
-removes once its tasks are done (command.py).
+the client asks them to stop: it cancels tasks not yet started, waits up to
+CLOSE_SECONDS for the running ones (their results count: an input a worker
+finished is ok in the summary) and kills those still running, all before it
+reads what the workers recorded (tasks.TaskRunner's fence). A terminal's
+hang-up (SIGHUP), sent to the whole group too, is ignored the same way. A
+worker killed mid-write leaves a temporary that the run removes once its
+tasks are done (command.py).
 Workers die with this process and write nothing into --out after it (its
 lock is gone then, and another run may write there). A worker watches the
 pipe multiprocessing keeps from this process to it, which ends when this
@@ -126,7 +130,9 @@ class LocalProcesses:
         """Label `admitted` in tasks on the worker processes (tasks.TaskRunner), each
         on the CPU backend."""
         worker_settings = replace(settings, workers=self.threads, device="cpu", devices=None)
-        runner = TaskRunner(self._submit, _cancel, "a worker process failed", self.task_sizes)
+        runner = TaskRunner(
+            self._submit, _cancel, "a worker process failed", self.task_sizes, self.close
+        )
         runner.label(admitted, worker_settings, outcomes, check_stop, out, made)
         self.pool.let_go()  # no task comes after these: the workers exit while the run ends
 
@@ -141,7 +147,7 @@ def _cancel(futures: list[Any]) -> None:
 
 def _start_worker() -> None:
     """A worker's set-up: die with the client and change nothing in --out after it (module
-    docstring), ignore Ctrl-C (the client stops it)."""
+    docstring), ignore Ctrl-C and SIGHUP (the client stops it)."""
     _die_with_parent()
     client = multiprocessing.parent_process()
     if client is not None:
@@ -150,6 +156,7 @@ def _start_worker() -> None:
             target=_watch, args=(client.sentinel,), daemon=True, name="gccl-watch"
         ).start()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 def _die_with_parent() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import (
+    EXIT_HANGUP,
     EXIT_INTERRUPTED,
     EXIT_NO_INPUTS,
     EXIT_OK,
@@ -96,7 +97,7 @@ class RunReport:
     counts: Counter[str] = field(default_factory=Counter)
     records: list[Record] = field(default_factory=list)
     interrupted: bool = False
-    #: The signal that interrupted the run (SIGINT for Ctrl-C, or SIGTERM).
+    #: The signal that interrupted the run (SIGINT for Ctrl-C, SIGTERM or SIGHUP).
     signal: int = 0
     #: --fail-fast ended the run at a failure.
     failed_fast: bool = False
@@ -116,7 +117,7 @@ class RunReport:
 
 
 class Stop(Exception):
-    """Ends the run early (Ctrl-C, SIGTERM); the summary is still written."""
+    """Ends the run early (Ctrl-C, SIGTERM, SIGHUP); the summary is still written."""
 
 
 class Moved(Stop):
@@ -163,10 +164,11 @@ class Outcomes:
 
 
 def exit_code(report: RunReport) -> int:
-    """0 all done, 1 some failed, 3 nothing to label, 130 Ctrl-C, 143 SIGTERM (README.md,
-    "Exit codes")."""
+    """0 all done, 1 some failed, 3 nothing to label, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP
+    (README.md, "Exit codes")."""
     if report.interrupted:
-        return EXIT_TERMINATED if report.signal == signal.SIGTERM else EXIT_INTERRUPTED
+        by_signal: dict[int, int] = {signal.SIGTERM: EXIT_TERMINATED, signal.SIGHUP: EXIT_HANGUP}
+        return by_signal.get(report.signal, EXIT_INTERRUPTED)
     if report.count("failed"):
         return EXIT_SOME_FAILED
     if report.count("no-images") == report.total:  # none at all, or only empty folders

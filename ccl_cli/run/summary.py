@@ -27,6 +27,7 @@ from ..io.inputs import InputItem
 from ..io.made import GROWS, MadeFiles, move_aside
 from ..io.out_dir import OutDir
 from ..io.output_paths import SUMMARY_NAME, OutputPaths
+from ..io.owner import Facts, content_digest, digest_text
 from .records import Record, Reporter
 
 SUMMARY_COLUMNS = (
@@ -85,10 +86,16 @@ class Summary:
         self._unwritten = bytearray()  # appended rows a write failed to land
         self._failing = False
         self._fd: int | None = None
+        #: The hash and size of every byte appended, written or still to write.
+        self._content = content_digest()
+        self._size = 0
+        self._inode = 0
         if appends:
             try:
-                inode = out.write(self.path, summary_csv([]), made)[0]
-                made.made(SUMMARY_NAME, (inode, GROWS, GROWS))  # it grows as rows come
+                header = summary_csv([])
+                self._inode = out.write(self.path, header, made)[0]
+                self._content.update(header)
+                self._size = len(header)
                 self._fd = out.open_append(SUMMARY_NAME)
             except (OSError, InputError) as error:
                 reason = error.strerror if isinstance(error, OSError) else str(error)
@@ -122,6 +129,14 @@ class Summary:
         """`paths` are the outputs `record` may write: if it fails, those gccl made are moved
         aside."""
         self.outputs[id(record)] = paths
+
+    def pending(self) -> list[tuple[Record, OutputPaths]]:
+        """The records taken and not finished, with the outputs they may have written."""
+        return [
+            (record, self.outputs[key])
+            for key, record in self.records.items()
+            if record.status == "pending" and key in self.outputs
+        ]
 
     def finished(self, record: Record) -> None:
         """A record whose status is final: with appends, its row goes into the file now."""
@@ -188,17 +203,31 @@ class Summary:
             record.message += f" (earlier outputs kept as {', '.join(moved)})"
 
     def _append(self, rows: list[list[object]]) -> None:
-        """Append whole rows after what an earlier failed write left; a failure is said once."""
+        """Append whole rows after what an earlier failed write left; a failure is said once.
+
+        The record of made files lists the file as it will be after the rows (its inode,
+        size and content) before they are written: a run killed between the two leaves the
+        file as the line before listed it.
+        """
         assert self._fd is not None
         text = io.StringIO()
         csv.writer(text, lineterminator="\n").writerows(rows)
-        self._unwritten += text.getvalue().encode("utf-8")
+        data = text.getvalue().encode("utf-8")
+        self._unwritten += data
+        self._content.update(data)
+        self._size += len(data)
+        identity = (self._inode, self._size, GROWS)
         try:
-            while self._unwritten:
-                del self._unwritten[: os.write(self._fd, self._unwritten)]
-        except OSError as error:
+            self.made.made(SUMMARY_NAME, identity, Facts(digest=digest_text(self._content)))
+            try:
+                while self._unwritten:
+                    del self._unwritten[: os.write(self._fd, self._unwritten)]
+            finally:
+                self.made.settled(SUMMARY_NAME, identity)
+        except (OSError, InputError) as error:
             if not self._failing:
-                self.reporter.notice(f"cannot append to {self.path} ({error.strerror or error})")
+                reason = error.strerror if isinstance(error, OSError) else str(error)
+                self.reporter.notice(f"cannot append to {self.path} ({reason or error})")
             self._failing = True
             return
         self._failing = False

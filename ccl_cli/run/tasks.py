@@ -34,7 +34,7 @@ from ..io.made import Known, MadeFiles, TaskRecord
 from ..io.out_dir import OutDir
 from ..io.output_paths import OutputPaths, output_paths, stale_name
 from .local import label_admitted
-from .records import Admitted, Outcomes, Record
+from .records import Admitted, Outcomes, Record, Stop
 
 #: Inputs per task when --batch-size is auto (at most, for local processes).
 AUTO_TASK_SIZE = 16
@@ -73,12 +73,15 @@ class TaskRunner:
     submit: sends one task. cancel: withdraws the futures of unfinished tasks.
     failure: how a failed task is named in its records' messages.
     auto_sizes: the tasks' sizes when --batch-size is auto.
+    fence: after a stop, waits (bounded) until no worker runs a task any more, ending
+    those that do not finish in time; the results of the tasks that ended then count.
     """
 
     submit: Submit
     cancel: Callable[[list[Any]], None]
     failure: str
     auto_sizes: TaskSizes = fixed_task_size
+    fence: Callable[[], None] | None = None
 
     def label(
         self,
@@ -109,6 +112,17 @@ class TaskRunner:
             for _ in range(len(chunks)):
                 future = _next_done(done, check_stop)
                 results.take(future, chunks[future])
+        except Stop:  # (Ctrl-C twice, KeyboardInterrupt, stops at once)
+            self.cancel([future for future in chunks if not future.done()])
+            if self.fence is not None:
+                self.fence()
+            # what the tasks that ended finished is finished: the stop ends no more runs
+            ending = Outcomes(outcomes.reporter, False, outcomes.summary)
+            last = _Results(ending, settings.out, absolute_out, self.failure)
+            for future, records in chunks.items():
+                if future.done() and not future.cancelled():
+                    last.take(future, records)
+            raise
         finally:
             self.cancel([future for future in chunks if not future.done()])
 
@@ -124,20 +138,24 @@ class _Results:
         self.notices: set[str] = set()
 
     def take(self, future: Any, records: list[Record]) -> None:
-        """Finish `records` from their task: its results, or its error for each of them."""
+        """Finish those of `records` not finished yet from their task: its results, or its
+        error for each of them."""
         try:
             results, notices = future.result()
         except Exception as error:
             reason = str(error).strip().splitlines()[:1]
             message = f"{self.failure} ({': '.join([type(error).__name__, *reason])})"
             for record in records:
-                self.outcomes.fail(record, message)
+                if record.status == "pending":
+                    self.outcomes.fail(record, message)
             return
         for notice in notices:
             if notice not in self.notices:
                 self.notices.add(notice)
                 self.outcomes.reporter.notice(f"a worker: {notice}")
         for record, result in zip(records, results, strict=True):
+            if record.status != "pending":
+                continue
             outputs = {
                 kind: str(self.out / Path(path).relative_to(self.absolute_out))
                 for kind, path in result.outputs.items()

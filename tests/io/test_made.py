@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -12,14 +13,15 @@ from ccl_cli.errors import InputError, UsageError
 from ccl_cli.io.made import GROWS, MadeFiles, TaskRecord, in_the_way, lost_pages, move_aside
 from ccl_cli.io.out_dir import OutDir
 from ccl_cli.io.output_paths import GCCL_DIR, RECORD_NAME, output_paths
+from ccl_cli.io.owner import Facts, content_at
 
 
 def entries(out: Path) -> dict[str, list[list[int]]]:
-    """The merged record: identities by path."""
+    """The merged record: identities (inode, size, mtime) by path."""
     found: dict[str, list[list[int]]] = {}
     for line in (out / GCCL_DIR / RECORD_NAME).read_text().splitlines():
         key, *identity = json.loads(line)
-        found.setdefault(key, []).append(identity)
+        found.setdefault(key, []).append(identity[:3])
     return found
 
 
@@ -93,17 +95,26 @@ def test_a_killed_writers_segment_is_merged_and_an_unfinished_line_ignored(tmp_p
         made.close()
 
 
-def test_a_file_that_grows_is_known_by_its_inode(tmp_path: Path) -> None:
+def test_a_file_that_grows_is_known_by_its_inode_size_and_content(tmp_path: Path) -> None:
     with OutDir.open(tmp_path) as out:
         made = MadeFiles(out)
         inode = out.write(tmp_path / "log.csv", b"header\n", made)[0]
-        made.made("log.csv", (inode, GROWS, GROWS))
+        grown = hashlib.sha256(b"header\na row\n").hexdigest()[:32]
+        made.made("log.csv", (inode, 13, GROWS), Facts(digest=grown))
         with open(tmp_path / "log.csv", "ab") as log:
             log.write(b"a row\n")
+        made.settled("log.csv", (inode, 13, GROWS))
         info = (tmp_path / "log.csv").stat()
-        assert made.ours("log.csv", (info.st_ino, info.st_size, info.st_mtime_ns))
+        identity = (info.st_ino, info.st_size, info.st_mtime_ns)
+        content = content_at("log.csv", out.fd)
+        assert made.ours("log.csv", identity, content)
+        with open(tmp_path / "log.csv", "r+b") as log:  # edited in place: same inode and size
+            log.write(b"HEADER")
+        info = (tmp_path / "log.csv").stat()
+        identity = (info.st_ino, info.st_size, info.st_mtime_ns)
+        assert not made.ours("log.csv", identity, content_at("log.csv", out.fd))
         made.close()
-    assert entries(tmp_path) == {"log.csv": [[inode, GROWS, GROWS]]}
+    assert entries(tmp_path) == {}  # (the file there now is no longer gccl's)
 
 
 def test_a_task_sent_again_knows_what_its_earlier_try_made(tmp_path: Path) -> None:
@@ -142,10 +153,10 @@ def test_what_each_output_was_made_for_outlives_the_merge_and_finds_the_lost_pag
         made.close()
     with OutDir.open(tmp_path) as out:
         made = MadeFiles(out, on_disk)
-        assert sorted((key, source) for key, _, source in made.made_for("f.tif")) == [
+        assert sorted((key, facts[:2]) for key, _, facts in made.made_for("f.tif")) == [
             (f"f.p000{page + 1}.stats.csv", ("f.tif", page)) for page in range(3)
         ]
-        assert [source for _, _, source in made.made_for("sub/g.tif")] == [("sub/g.tif", None)]
+        assert [facts[:2] for _, _, facts in made.made_for("sub/g.tif")] == [("sub/g.tif", None)]
         assert made.made_for("summary.csv") == []
         third = tmp_path / "f.p0003.stats.csv"
         assert lost_pages(out, made, "f.tif", 2) == [third]
