@@ -120,11 +120,22 @@ class ConsoleReporter:
         """Print the record's --json line; a closed stdout (`--json | head`) stops the lines
         and nothing else: the run finishes its outputs and summary.csv."""
         from .run.interrupts import interruptible
+        from .run.records import Stop
 
+        line = json.dumps(record.as_json()) + "\n"
+        buffered = False
         try:
             with interruptible():  # a reader that stalls does not hold up a stop request
-                sys.stdout.write(json.dumps(record.as_json()) + "\n")
+                sys.stdout.write(line)
+                buffered = True
                 sys.stdout.flush()
+        except Stop:
+            # A stop that came before the line reached stdout's buffer: it goes there now (the
+            # run's end flushes it), so --json tells every input the summary tells.
+            if not buffered:
+                with contextlib.suppress(OSError, ValueError):
+                    sys.stdout.write(line)
+            raise
         except (OSError, ValueError):  # EPIPE, or stdout closed in this process
             self.stdout_closed_after = self._lines
             self.notice(f"stdout was closed after {self._lines} --json line(s); the run goes on")
