@@ -226,3 +226,81 @@ def test_npy_of_objects_and_fifo_are_refused(tmp_path: Path) -> None:
 
     os.mkfifo(fifo)
     _fails(fifo, "not a regular file")
+
+
+def test_truncated_nii_gz(tmp_path: Path) -> None:
+    path = tmp_path / "short.nii.gz"
+    values = np.random.default_rng(1).integers(0, 255, (30, 30, 30)).astype(np.uint8)
+    nibabel.save(nibabel.Nifti1Image(values, np.eye(4)), path)
+    path.write_bytes(path.read_bytes()[:5000])
+    _fails(path, "NIfTI")
+
+
+def test_a_fifo_named_like_a_volume_is_no_volume_and_does_not_block(tmp_path: Path) -> None:
+    import os
+
+    from ccl_cli.io.volumes import volume_format
+
+    for name in ("pipe.tif", "pipe.npy"):
+        os.mkfifo(tmp_path / name)
+        assert volume_format(tmp_path / name, volume_flag=True) is None
+
+
+def test_tiff_pages_that_disagree_name_the_odd_page(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.tif"
+    with tifffile.TiffWriter(path) as writer:
+        for width in (7, 7, 8, 7):
+            writer.write(np.zeros((6, width), np.uint8), photometric="minisblack", metadata=None)
+    _fails(path, "page 3 is 8x6 uint8 where page 1 is 7x6 uint8")
+
+
+def test_values_and_labels_past_available_memory_are_refused_from_the_header(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ccl_cli.io.volumes import limits
+
+    path = tmp_path / "a.npy"
+    np.save(path, np.zeros((10, 20, 30), np.uint8))  # 6000 values + 24000 bytes of labels
+    monkeypatch.setattr(limits, "available_memory", lambda: 29_999)
+    message = _fails(path, "labeling takes 30000 bytes, values and uint32 labels")
+    assert "29999 bytes available" in message
+    monkeypatch.setattr(limits, "available_memory", lambda: 30_000)
+    assert read_volume(path, MAX).values.shape == (10, 20, 30)
+
+
+def test_2d_nifti_is_a_volume_of_one_plane(tmp_path: Path) -> None:
+    path = tmp_path / "plane.nii"
+    values = np.arange(20, dtype=np.uint8).reshape(4, 5)  # (x, y)
+    nibabel.save(nibabel.Nifti1Image(values, np.eye(4)), path)
+    np.testing.assert_array_equal(read_volume(path, MAX).values, values.T[None])
+
+
+def test_truncated_compressed_mha_is_refused_before_simpleitk_reads_it(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    values = np.random.default_rng(0).integers(0, 255, (20, 30, 40)).astype(np.uint8)
+    sitk.WriteImage(sitk.GetImageFromArray(values), str(tmp_path / "full.mha"), True)
+    data = (tmp_path / "full.mha").read_bytes()
+    (tmp_path / "cut.mha").write_bytes(data[:-3000])
+    _fails(tmp_path / "cut.mha", "truncated data in cut.mha")
+    assert capfd.readouterr().err == ""  # nothing from MetaIO on stderr
+
+
+def test_nibabel_warnings_stay_off_stderr(tmp_path: Path) -> None:
+    import subprocess
+
+    header = nibabel.Nifti1Header()
+    header.set_data_shape((2, 2, 2))
+    header.set_data_dtype(np.uint8)
+    header["vox_offset"] = 376
+    extension = np.array([24, 0], "<i4").tobytes() + b"\0" * 16  # size not a multiple of 16
+    path = tmp_path / "odd.nii"
+    path.write_bytes(header.binaryblock + b"\1\0\0\0" + extension + b"\1" * 8)
+    code = (
+        "import sys; from pathlib import Path; from ccl_cli.io.volumes import read_volume; "
+        "print(read_volume(Path(sys.argv[1]), 1 << 20).values.shape)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "default", "-c", code, str(path)], capture_output=True, text=True
+    )
+    assert (done.stdout.strip(), done.stderr) == ("(2, 2, 2)", "")

@@ -6,6 +6,7 @@ format has one: a swapped axis cannot pass."""
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
 
 import nibabel
@@ -393,6 +394,86 @@ def test_nrrd_of_several_gzip_members_reads_whole(tmp_path: Path) -> None:
     values = _values()
     data = values.astype("<i2").tobytes()
     path = tmp_path / "members.nrrd"
-    header = b"NRRD0004\ntype: int16\ndimension: 3\nsizes: 7 6 5\nendian: little\nencoding: gzip\n\n"
+    header = (
+        b"NRRD0004\ntype: int16\ndimension: 3\nsizes: 7 6 5\nendian: little\nencoding: gzip\n\n"
+    )
     path.write_bytes(header + gzip.compress(data[:100]) + gzip.compress(data[100:]))
     np.testing.assert_array_equal(read_volume(path, MAX).values, values)
+
+
+def _source_file(tmp_path: Path, fmt: str) -> Path:
+    """A volume in `fmt` with the module's rotated geometry, written by the format's library."""
+    values = _values()
+    if fmt == "nifti":
+        path = tmp_path / "in.nii.gz"
+        image = nibabel.Nifti1Image(values.transpose(2, 1, 0), _affine())
+        image.header.set_qform(_affine(), code=1)
+        image.header.set_sform(_affine(), code=1)
+        nibabel.save(image, path)
+    elif fmt == "nrrd":
+        path = tmp_path / "in.nrrd"
+        nrrd.write(
+            str(path),
+            values,
+            {
+                "space": "left-posterior-superior",
+                "space directions": (DIRECTION * np.array(SPACING)).T,
+                "space origin": np.array(ORIGIN),
+            },
+            index_order="C",
+        )
+    else:
+        path = tmp_path / "in.mha"
+        image = sitk.GetImageFromArray(values)
+        image.SetSpacing(SPACING)
+        image.SetOrigin(ORIGIN)
+        image.SetDirection(tuple(DIRECTION.reshape(-1)))
+        sitk.WriteImage(image, str(path))
+    return path
+
+
+@pytest.mark.parametrize("source_format", ["nifti", "nrrd", "metaimage"])
+@pytest.mark.parametrize("label_format", ["nifti", "nrrd", "metaimage"])
+def test_forced_formats_put_labels_where_the_input_is(
+    tmp_path: Path, source_format: str, label_format: str
+) -> None:
+    """SimpleITK reads all three formats into one world (LPS): the label volume of any input,
+    in any of them, lies where the input does, voxel for voxel (NIfTI's RAS converted)."""
+    path = _source_file(tmp_path, source_format)
+    volume = read_volume(path, MAX)
+    labels, count = _labels(volume.values)
+    out = _written(
+        tmp_path,
+        encode_label_volume(labels, count, volume, label_format),
+        label_volume_suffix(source_format, label_format),
+    )
+    source, back = sitk.ReadImage(str(path)), sitk.ReadImage(str(out))
+    np.testing.assert_array_equal(sitk.GetArrayFromImage(back), labels)
+    np.testing.assert_allclose(back.GetSpacing(), source.GetSpacing(), rtol=1e-6)
+    np.testing.assert_allclose(back.GetOrigin(), source.GetOrigin(), atol=1e-5)
+    np.testing.assert_allclose(back.GetDirection(), source.GetDirection(), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("name", "foreground", "count", "spacing"),
+    [
+        ("part_ct.tif", lambda v: v < 120, 6, (0.05, 0.05, 0.1)),
+        ("part_ct.mha", lambda v: v < 120, 6, (0.05, 0.05, 0.1)),
+        ("organs.nii.gz", lambda v: v != 0, 3, (0.8, 0.8, 2.5)),
+        ("organs.seg.nrrd", lambda v: v != 0, 3, (0.8, 0.8, 2.5)),
+        ("cells.npy", lambda v: v != 0, 1, None),
+    ],
+)
+def test_sample_volumes_read_as_documented(
+    name: str,
+    foreground: Callable[[np.ndarray], np.ndarray],
+    count: int,
+    spacing: tuple[float, float, float] | None,
+) -> None:
+    """sample_data/README.md's components (scipy, 26-connectivity) and voxel sizes."""
+    volume = read_volume(Path(__file__).parents[2] / "sample_data" / "volumes" / name, MAX)
+    assert ndimage.label(foreground(volume.values), np.ones((3, 3, 3)))[1] == count
+    if spacing is None:
+        assert volume.geometry.spacing is None
+    else:
+        np.testing.assert_allclose(volume.geometry.spacing, spacing, rtol=1e-6)

@@ -3,7 +3,9 @@ the label volumes written for them, and slices in natural name order."""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -65,11 +67,21 @@ def volume_format(path: Path, volume_flag: bool = False) -> str | None:
     Only headers are read (a few hundred bytes, a TIFF's first directory).
     """
     fmt = format_of_name(path)
+    if fmt in ("npy", "tiff") and not _regular(path):
+        return None  # (a FIFO would block the look inside; reading it says why)
     if fmt == "npy":
         return "npy" if _npy_axes(path) >= 3 else None
     if fmt == "tiff":
         return "tiff" if _tiff_is_stack(path, volume_flag) else None
     return fmt
+
+
+def _regular(path: Path) -> bool:
+    """Whether `path` is a regular file (links followed)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _npy_axes(path: Path) -> int:

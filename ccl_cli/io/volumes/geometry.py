@@ -19,6 +19,8 @@ import numpy as np
 
 #: The identity direction: voxel axes x, y, z along world x, y, z.
 IDENTITY = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+#: The world frames gccl converts between: the direction each world axis points to.
+_FLIPS = {"RAS": ("R", "A", "S"), "LPS": ("L", "P", "S"), "LAS": ("L", "A", "S")}
 #: How files spell units, to the short names gccl writes in column names.
 _UNITS = {
     "mm": "mm",
@@ -68,6 +70,26 @@ class Geometry:
         sx, sy, sz = (float(s) for s in spacing)
         return Geometry(
             (sx, sy, sz), self.origin, self.direction, self.units, self.space, self.native
+        )
+
+    def in_space(self, space: str) -> Geometry:
+        """The same voxels in the world frame `space` ("RAS", "LPS" or "LAS"): axes whose
+        letters differ change sign (x and y from NIfTI's RAS to ITK's LPS). A geometry in no
+        frame of these three is only renamed: it has no frame to convert from."""
+        if self.space not in _FLIPS or space not in _FLIPS or self.space == space:
+            return Geometry(
+                self.spacing, self.origin, self.direction, self.units, space, self.native
+            )
+        signs = np.where(np.asarray(_FLIPS[self.space]) == np.asarray(_FLIPS[space]), 1.0, -1.0)
+        direction = np.asarray(self.direction, dtype=np.float64) * signs[:, None]
+        origin = np.asarray(self.origin, dtype=np.float64) * signs
+        return Geometry(
+            self.spacing,
+            _triple(origin),
+            tuple(_triple(row) for row in direction),
+            self.units,
+            space,
+            self.native,
         )
 
     def matrix(self) -> np.ndarray:

@@ -6,6 +6,9 @@ size its DimSize and ElementType declare is checked before SimpleITK allocates, 
 file must lie in its folder (limits.data_file), raw data must be all there. SimpleITK then
 reads the file; GetArrayFromImage gives (z, y, x), and GetSpacing, GetOrigin, GetDirection give
 the geometry in (x, y, z) order in ITK's LPS world (Offset, ElementSpacing, TransformMatrix).
+SimpleITK's image and the array copied from it are both held for a moment: a MetaImage takes
+twice its values while it is read. Truncated data (raw, or shorter than CompressedDataSize) is
+refused here: MetaIO would print its complaint to stderr besides raising.
 
 Writing is done here, not by SimpleITK, which writes only to a path: the label volume is
 streamed into gccl's atomic writer as a header of the input's geometry keys (spacing, offset,
@@ -103,6 +106,8 @@ def read_metaimage(path: Path, max_bytes: int) -> VolumeFile:
         check_data_size(source, offset, needed)
     elif os.stat(source).st_size - offset > 2 * needed + (1 << 20):
         raise InputError(f"corrupt MetaImage: more compressed data than {needed} bytes need")
+    elif "CompressedDataSize" in header:
+        check_data_size(source, offset, int(header["CompressedDataSize"]))
     sitk = simpleitk()
     image = sitk.ReadImage(str(path))
     values = sitk.GetArrayFromImage(image).reshape(shape)
@@ -141,6 +146,7 @@ def _geometry(image: object, header: dict[str, str]) -> Geometry:
 def encode_metaimage(labels: np.ndarray, geometry: Geometry, same_format: bool) -> Iterator[bytes]:
     """A (D, H, W) label volume as one .mha: the geometry's keys and one zlib stream."""
     depth, height, width = labels.shape
+    geometry = geometry.in_space("LPS")  # ITK's world
     spacing = geometry.spacing or (1.0, 1.0, 1.0)
     matrix = np.asarray(geometry.direction, dtype=np.float64)
     data = np.ascontiguousarray(labels).reshape(-1).view(np.uint8)

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import gzip
 import io
+import logging
 import os
 import struct
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,11 @@ from .gzip_members import gzip_members
 from .limits import check_volume, squeeze_to_3d
 from .npy_volume import native_contiguous
 
+# nibabel logs and warns (on stderr) about oddities it works around; here a file either reads
+# or fails as one InputError line, so neither is shown (as for tifffile: decode/tiff.py).
+logging.getLogger("nibabel").setLevel(logging.CRITICAL)
+warnings.filterwarnings("ignore", module=r"nibabel(\.|$)|ccl_cli\.io\.volumes\.nifti$")
+
 #: The most bytes of header and extensions read before the data (a NIfTI's vox_offset).
 MAX_HEADER_BYTES = 1 << 26
 #: NIfTI-1 and NIfTI-2 header sizes, and where each keeps vox_offset (float32, int64).
@@ -38,14 +45,15 @@ _VOX_OFFSET = {348: (108, "f"), 540: (168, "q")}
 
 
 def read_nifti(path: Path, max_bytes: int) -> VolumeFile:
-    """Read a 3-D NIfTI (a 4-D one whose extra axes hold one element reads as 3-D)."""
+    """Read a 3-D NIfTI (a 4-D one whose extra axes hold one element reads as 3-D, a 2-D one as
+    one plane)."""
     import nibabel
 
     header = _checked_header(path, max_bytes)
     image: Any = nibabel.load(path, mmap=False)
     raw = np.asanyarray(image.dataobj.get_unscaled())
     slope, inter = header.get_slope_inter()
-    raw = raw.reshape(squeeze_to_3d(raw.shape), order="A")
+    raw = raw.reshape(_xyz_shape(raw.shape), order="A")
     if slope is not None and (slope, inter) != (1.0, 0.0):
         scaled = raw.astype(_scaled_dtype(raw.dtype))
         scaled *= slope
@@ -73,7 +81,7 @@ def encode_nifti(
         header = source.copy()
         image = image_class(data, None, header)
     else:
-        image = nibabel.Nifti1Image(data, geometry.matrix())
+        image = nibabel.Nifti1Image(data, geometry.in_space("RAS").matrix())
         image.header.set_xyzt_units(_nifti_unit(geometry.units))
     header = image.header
     header.set_data_dtype(labels.dtype)
@@ -113,7 +121,7 @@ def _checked_header(path: Path, max_bytes: int) -> Any:
         block = start + handle.read(max(vox_offset - len(start), 0))
     header_class = nibabel.Nifti2Header if sizeof_hdr == 540 else nibabel.Nifti1Header
     header = header_class.from_fileobj(io.BytesIO(block[:vox_offset]))
-    shape = squeeze_to_3d(header.get_data_shape())
+    shape = _xyz_shape(header.get_data_shape())
     check_volume(tuple(reversed(shape)), _value_dtype(header), max_bytes)
     if not compressed:
         needed = vox_offset + int(np.prod(shape)) * header.get_data_dtype().itemsize
@@ -123,6 +131,13 @@ def _checked_header(path: Path, max_bytes: int) -> Any:
                 f"truncated NIfTI: the header declares {needed} bytes, the file holds {size}"
             )
     return header
+
+
+def _xyz_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A NIfTI's (x, y, z, ...) shape as 3 axes: extra axes of one element dropped, a 2-D image
+    as one plane (z of 1); 4-D data of more stays 4-D (check_volume refuses it)."""
+    shape = squeeze_to_3d(shape)
+    return shape + (1,) * (3 - len(shape))
 
 
 def _value_dtype(header: Any) -> np.dtype:

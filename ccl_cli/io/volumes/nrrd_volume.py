@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bz2
 import io
+import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,13 +109,11 @@ def read_nrrd(path: Path, max_bytes: int) -> VolumeFile:
             dtype = dtype.newbyteorder("<" if header.get("endian", "little") == "little" else ">")
         shape = tuple(sizes[axis] for axis in reversed(kept))  # (z, y, x)
         check_volume(shape, dtype, max_bytes)
-        needed = int(np.prod(shape)) * dtype.itemsize
+        needed = math.prod(shape) * dtype.itemsize
         name = header.get("data file", header.get("datafile"))
         if name is None:
             flat = _read_data(handle, header, dtype, needed, max_bytes)
         else:
-            if path.suffix.lower() != ".nhdr" and not str(name).strip():
-                raise InputError("empty NRRD data file field")
             if str(name).strip().upper().startswith("LIST") or len(str(name).split()) > 1:
                 raise InputError("NRRD data in several files (LIST or a pattern) is not read")
             with open(data_file(path, str(name)), "rb") as data:

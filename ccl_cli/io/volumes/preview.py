@@ -29,7 +29,7 @@ def volume_preview(labels: np.ndarray, geometry: Geometry) -> bytes:
     A view's pixel shows the largest label along its ray. Raises ValueError for labels that are
     not a 3-D array of non-negative integers.
     """
-    if labels.ndim != 3 or labels.dtype.kind not in "biu":
+    if labels.ndim != 3 or labels.dtype.kind not in "iu":
         raise ValueError(f"labels must be a 3-D integer array, got {labels.dtype} {labels.shape}")
     depth, height, width = labels.shape
     spacing = np.asarray(geometry.spacing or (1.0, 1.0, 1.0), dtype=np.float64)

@@ -70,10 +70,30 @@ def read_tiff_stack(path: Path, max_bytes: int) -> VolumeFile:
             raise not_3d(tuple(series.shape))
         shape = (1,) * (3 - len(shape)) + shape
         check_volume(shape, series.dtype, max_bytes)
+        if series.axes[0] in "IQ":
+            _check_pages_alike(tiff, series)
         _check_contiguous(series, path)
         values = series.asarray(maxworkers=1).reshape(shape)
         geometry = _geometry(tiff)
     return VolumeFile(native_contiguous(values), geometry, "tiff")
+
+
+def _check_pages_alike(tiff: Any, series: Any) -> None:
+    """Refuse a plain multi-page TIFF whose full-resolution pages are not all of the first
+    series (tifffile groups pages of one shape and type): an odd page is named, never skipped."""
+    taken = {page.index for page in series.pages if page is not None}
+    for index, page in enumerate(tiff.pages):
+        if index not in taken and not getattr(page, "is_reduced", False):
+            first = series.pages[0]
+            raise InputError(
+                f"page {index + 1} is {_kind(page)} where page 1 is {_kind(first)}: every page "
+                "of a stack must have the same shape and type"
+            )
+
+
+def _kind(page: Any) -> str:
+    """A page's size and type as messages give them: 8x6 uint8."""
+    return f"{page.imagewidth}x{page.imagelength} {page.dtype}"
 
 
 def _check_contiguous(series: Any, path: Path) -> None:
