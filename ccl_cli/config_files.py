@@ -14,22 +14,41 @@ from .errors import UsageError
 
 #: The largest config file read (a real one is a few hundred bytes).
 MAX_CONFIG_BYTES = 1 << 20
+#: The deepest nesting of lists and mappings read (a config file's values are scalars, at
+#: depth 2; PyYAML composes nodes by recursion, which Python's stack bounds).
+MAX_CONFIG_DEPTH = 32
+
+
+def _refused(problem: str, mark: Any) -> yaml.constructor.ConstructorError:
+    return yaml.constructor.ConstructorError(None, None, problem, mark)
 
 
 class _ConfigLoader(yaml.SafeLoader):
-    """PyYAML's safe loader that refuses aliases and keys given twice."""
+    """PyYAML's safe loader that refuses aliases, keys given twice or that are not scalars,
+    and nesting deeper than MAX_CONFIG_DEPTH; integers past what int() reads stay text."""
+
+    depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             mark = self.peek_event().start_mark
-            raise yaml.constructor.ConstructorError(
-                None, None, "aliases (*name) are not allowed in a config file", mark
-            )
-        return super().compose_node(parent, index)
+            raise _refused("aliases (*name) are not allowed in a config file", mark)
+        if self.depth >= MAX_CONFIG_DEPTH:
+            mark = self.peek_event().start_mark
+            raise _refused(f"nested deeper than {MAX_CONFIG_DEPTH} levels", mark)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
     def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise _refused(
+                    "a key is an option's name, not a list or a mapping", key_node.start_mark
+                )
             key = self.construct_object(key_node)
             if isinstance(key, str) and key in seen:
                 raise yaml.constructor.ConstructorError(
@@ -37,6 +56,15 @@ class _ConfigLoader(yaml.SafeLoader):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep)
+
+    def construct_whole_number(self, node: Any) -> int | str:
+        try:
+            return int(super().construct_yaml_int(node))
+        except ValueError:  # more digits than int() reads: the option's check says its bound
+            return str(node.value)
+
+
+_ConfigLoader.add_constructor("tag:yaml.org,2002:int", _ConfigLoader.construct_whole_number)
 
 
 def load_file(path: Path) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numbers
 import re
+import sys
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -47,25 +48,46 @@ MAX_IMAGE_BYTES = 4 * 2**30
 MAX_WORKERS = 1024
 #: The longest --batch-window, in milliseconds (a minute).
 MAX_BATCH_WINDOW_MS = 60_000
+#: The largest whole number an option takes (areas, counts, bytes): what the engines' 64-bit
+#: signed counts hold. A larger one would fail every input at the first engine call.
+MAX_COUNT = 2**63 - 1
+#: The largest magnitude of a number option (tau, background, threshold): a 64-bit float's.
+MAX_NUMBER = sys.float_info.max
+#: The most characters of a value quoted back in a message.
+_QUOTE_CHARS = 40
 #: Multiples of --max-image-bytes's suffixes (K, M, G, T; with or without "iB", all 1024-based).
 _BYTE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
+def _quoted(value: Any) -> str:
+    """`value` as a message quotes it: its repr, cut short where it is long."""
+    text = repr(value)
+    return text if len(text) <= _QUOTE_CHARS else f"{text[: _QUOTE_CHARS - 5]}...{text[-4:]}"
+
+
 def _number(value: Any) -> int | float:
-    """An int or float from a YAML scalar or a command-line string."""
+    """An int or float from a YAML scalar or a command-line string, within a 64-bit float's
+    range (the engines compare values as float64); infinities only where spelled so."""
     if isinstance(value, bool):
         raise ValueError("a number, not true/false")
     if isinstance(value, (int, float)):
-        return value
-    text = str(value).strip()
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        raise ValueError(f"a number, got {value!r}") from None
+        number: int | float = value
+        spelled_infinite = isinstance(value, float)
+    else:
+        text = str(value).strip()
+        spelled_infinite = "inf" in text.lower()
+        try:
+            number = int(text)
+        except ValueError:
+            try:
+                number = float(text)
+            except ValueError:
+                raise ValueError(f"a number, got {_quoted(value)}") from None
+    if abs(number) > MAX_NUMBER and not spelled_infinite:
+        raise ValueError(
+            f"a number within a 64-bit float's range (+-{MAX_NUMBER:.4g}), got {_quoted(value)}"
+        )
+    return number
 
 
 def _finite_number(value: Any) -> int | float:
@@ -120,18 +142,27 @@ def _background(value: Any) -> int | float | None:
     return _finite_number(value)
 
 
-def _int_at_least(minimum: int, maximum: int | None = None) -> Callable[[Any], int]:
+def _int_at_least(minimum: int, maximum: int = MAX_COUNT) -> Callable[[Any], int]:
+    """A whole number in minimum..maximum; at most MAX_COUNT, which the engines hold."""
+    most = (
+        f"{maximum}" if maximum < MAX_COUNT else "2**63 - 1 (what the engines' 64-bit counts hold)"
+    )
+
     def check(value: Any) -> int:
         if isinstance(value, bool):
             raise ValueError("a whole number, not true/false")
+        text = str(value).strip()
         try:
-            number = int(str(value).strip())
+            number = int(text)
         except ValueError:
-            raise ValueError(f"a whole number, got {value!r}") from None
+            if not text.lstrip("+-").isdigit():
+                raise ValueError(f"a whole number, got {_quoted(value)}") from None
+            # more digits than int() reads: past any bound
+            number = -MAX_COUNT - 1 if text.startswith("-") else MAX_COUNT + 1
         if number < minimum:
-            raise ValueError(f"a whole number >= {minimum}, got {value!r}")
-        if maximum is not None and number > maximum:
-            raise ValueError(f"a whole number <= {maximum}, got {value!r}")
+            raise ValueError(f"a whole number >= {minimum}, got {_quoted(value)}")
+        if number > maximum:
+            raise ValueError(f"a whole number <= {most}, got {_quoted(value)}")
         return number
 
     return check
@@ -222,9 +253,14 @@ def _byte_count(value: Any) -> int:
     match = re.fullmatch(r"(\d+)(([kmgt])(i?b)?|b)?", text)
     if match is None:
         raise ValueError(f"a number of bytes like 4G or 512MiB, got {value!r}")
-    number = int(match.group(1)) * _BYTE_UNITS[match.group(3) or ""]
+    digits = match.group(1).lstrip("0") or "0"
+    if len(digits) > len(str(MAX_COUNT)):  # past int()'s digits, and past any bound
+        raise ValueError(f"at most 2**63 - 1 bytes (8EiB), got {_quoted(value)}")
+    number = int(digits) * _BYTE_UNITS[match.group(3) or ""]
     if number < 1:
         raise ValueError(f"at least 1 byte, got {value!r}")
+    if number > MAX_COUNT:
+        raise ValueError(f"at most 2**63 - 1 bytes (8EiB), got {_quoted(value)}")
     return number
 
 

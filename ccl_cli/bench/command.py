@@ -7,9 +7,11 @@ the exit code: 0, or 1 when an engine disagreed with the reference or failed.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,14 @@ from .engines import ENGINE_NAMES, BenchEngine, make_engines
 from .eta import Planned, TimeLeft
 from .records import Record
 from .report import REPORT_COLUMNS, WIDE_REPORT_COLUMNS
-from .runner import Limits, end_to_end_plan, kernel_plan, run_end_to_end, run_kernel
+from .runner import (
+    MAX_BATCH_PIXELS,
+    Limits,
+    end_to_end_plan,
+    kernel_plan,
+    run_end_to_end,
+    run_kernel,
+)
 from .suite import FAMILIES, SIZES, Case, generated_cases, input_cases, parse_size
 
 #: The generated sizes on a machine without a usable GPU (the full suite takes many
@@ -89,6 +98,12 @@ def parse_options(
         size_list = tuple(parse_size(s) for s in _split(sizes)) if sizes else SIZES
     except ValueError as error:
         raise UsageError(f"--sizes: {error}") from None
+    for width, height in size_list:  # (generated before any batch cap could pass them over)
+        if width * height > MAX_BATCH_PIXELS:
+            raise UsageError(
+                f"--sizes: {width}x{height} is over the {MAX_BATCH_PIXELS} pixels a batch "
+                "of the bench holds"
+            )
     chosen = _checked("connectivity", connectivity, None)
     if chosen in VOLUME_CONNECTIVITIES:
         raise UsageError(
@@ -188,11 +203,11 @@ def run_bench_command(
     machine = describe_machine()
     print_report(out, records, machine, descriptions, wide or out.width >= WIDE_REPORT_COLUMNS)
     if json_path:
-        write_json(json_path, records)
+        _write_report("--json", json_path, lambda path: write_json(path, records))
     if csv_path:
-        write_csv(csv_path, records)
+        _write_report("--csv", csv_path, lambda path: write_csv(path, records))
     if plot_path:
-        write_plot(plot_path, records, machine)
+        _write_report("--plot", plot_path, lambda path: write_plot(path, records, machine))
     progress.done(len(records))
     bad = problems(records)
     if bad:
@@ -208,6 +223,27 @@ def _check_outputs(json_path: Path | None, csv_path: Path | None, plot_path: Pat
     for option, path in (("--json", json_path), ("--csv", csv_path), ("--plot", plot_path)):
         if path is not None and not path.parent.is_dir():
             raise UsageError(f"{option} {path}: the folder {path.parent} does not exist")
+
+
+def _write_report(option: str, path: Path, write: Callable[[Path], None]) -> None:
+    """Write one report file with `write`: a regular file (or a new one) through a temporary
+    beside it renamed into place, so it is whole or as it was; a device or FIFO (/dev/stdout)
+    directly. An OS error (a full disk) is a UsageError naming the option and the path."""
+    try:
+        in_place = path.exists() and not path.is_file()
+    except OSError:
+        in_place = False
+    target = path if in_place else path.with_name(f".gccl-{os.getpid()}-{path.name}")
+    try:
+        write(target)
+        if target != path:
+            os.replace(target, path)
+    except OSError as error:
+        raise UsageError(f"{option} {path}: cannot write ({error.strerror or error})") from None
+    finally:
+        if target != path:
+            with contextlib.suppress(OSError):
+                os.unlink(target)
 
 
 def _report_width(wide: bool) -> int:

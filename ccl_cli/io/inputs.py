@@ -299,11 +299,12 @@ def _expand_spec(
         )
         return
     path = Path(spec)
-    try:
-        is_folder = stat.S_ISDIR(os.stat(path).st_mode)
+    try:  # the name as given: Path drops a trailing slash, which says "a folder"
+        is_folder = stat.S_ISDIR(os.stat(spec).st_mode)
     except FileNotFoundError:
         is_folder = None  # nothing there, or a link to nothing
-    except OSError as error:  # a name too long, a folder on the way unreadable, a link loop
+    except OSError as error:  # a name too long, a folder on the way unreadable, a link loop,
+        # a file named with a trailing slash (ENOTDIR)
         yield InputItem(path, Path(path.name), _unreachable(error))
         return
     if is_folder:
@@ -332,6 +333,8 @@ def _unreachable(error: OSError) -> str:
     entered (the file's own permissions do not matter to it)."""
     if error.errno == errno.EACCES:
         return f"a folder on its path may not be entered ({error.strerror})"
+    if error.errno == errno.ENOTDIR and os.fsdecode(error.filename or "").endswith("/"):
+        return "a file, named as a folder (a trailing /)"
     return error.strerror or str(error)
 
 

@@ -236,9 +236,10 @@ def _run(
         finally:
             try:
                 made.close(settings.fsync)
-            except OSError:
+            except OSError as error:  # a full disk: the record's path named, as every output's
                 if not report.stopped_by:
-                    raise
+                    record = out.root / GCCL_DIR / RECORD_NAME
+                    raise UsageError(f"cannot write {record} ({error.strerror or error})") from None
 
 
 def _finish(

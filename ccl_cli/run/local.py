@@ -38,6 +38,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -55,9 +56,9 @@ from ..errors import (
 from ..io import decode
 from ..io.csv_text import stats_csv
 from ..io.inputs import InputItem
-from ..io.label_images import encode_label_npy, encode_label_png, encode_label_tiff
+from ..io.label_images import encode_label_image
 from ..io.made import remove_stale
-from ..io.out_dir import OutDir, Owner
+from ..io.out_dir import OutDir, Owner, Source
 from ..io.output_paths import LABEL_ENDINGS, PNG_LABEL_LIMIT, OutputPaths, label_file_format
 from ..io.previews import encode_preview_png
 from ..io.volumes import VolumeFile
@@ -78,8 +79,7 @@ STOP_GRACE_SECONDS = 2.0
 LONG_LABELING_BYTES = 16 << 20
 
 
-#: A decoded input: the image (a volume's values), the seconds decoding took, the input's
-#: modification time, and for a volume the file as read (its geometry and format).
+#: A decoded input: values, seconds decoding took, the input's mtime, a volume's file or None.
 _Read = tuple[np.ndarray, float, int | None, VolumeFile | None]
 
 
@@ -367,8 +367,7 @@ class LocalRun:
                 self._drain_writes(0)
 
     def _batch_result(self, group: list[_Decoded], key: tuple[tuple[int, ...], str]) -> BatchResult:
-        """The backend's result for `group` stacked into one batch (a volume: alone, with
-        the run's parameters at rank 3, LabelParams.at_rank)."""
+        """The backend's result for `group` stacked into one batch (a volume alone, at rank 3)."""
         if group[0].volume is not None:
             return self.backend.label(group[0].values[None], self.settings.params.at_rank(3))
         batch = self.backend.empty_batch((len(group), *key[0]), group[0].values.dtype)
@@ -430,6 +429,22 @@ def _read(item: InputItem, settings: Settings, check_stop: Callable[[], None]) -
     return values, time.perf_counter() - started, modified_ns, None
 
 
+def _put(
+    out: OutDir,
+    path: Path,
+    data: bytes | Iterable[bytes],
+    owner: Owner,
+    settings: Settings,
+    after_ns: int | None = None,
+    source: Source | None = None,
+) -> None:
+    """One output written (OutDir.write); an OS error (a full disk, a quota) names the file."""
+    try:
+        out.write(path, data, owner, settings.fsync, after_ns, source)
+    except OSError as error:
+        raise InputError(f"cannot write {path} ({error.strerror or error})") from None
+
+
 def _write(
     decoded: _Decoded,
     labels: np.ndarray,
@@ -451,40 +466,29 @@ def _write(
     paths = decoded.paths
     preview: bytes | None = None
     encoded: Any
-    if decoded.volume is not None:
-        volume_written = volume_outputs(
-            decoded.volume, labels, table, settings.label_format, settings.preview
-        )
-        file_format, encoded, stats, preview = volume_written
+    if (volume := decoded.volume) is not None:  # (volume_files.py: in the input's kind)
+        file_format, encoded, stats, preview = volume_outputs(volume, labels, table, settings)
     else:
-        if settings.label_format == "png" and kept > PNG_LABEL_LIMIT:
-            raise InputError(
-                f"{kept} components do not fit a 16-bit PNG; use --label-format auto, tiff or npy"
-            )
         file_format = label_file_format(settings.label_format, kept)
-        if file_format == "npy":
-            encoded = encode_label_npy(labels, kept > PNG_LABEL_LIMIT)
-        elif file_format == "tiff":
-            encoded = encode_label_tiff(labels, settings.tiff_compression)
-        else:
-            encoded = encode_label_png(labels)
+        wide = kept > PNG_LABEL_LIMIT
+        encoded = encode_label_image(labels, file_format, wide, settings.tiff_compression)
         stats = stats_csv(table)
     label_path = paths.labels(file_format)
     source = decoded.record.item.source
-    out.write(label_path, encoded, owner, settings.fsync, source=source)
+    _put(out, label_path, encoded, owner, settings, source=source)
     written = [label_path]
     outputs = {"labels": str(label_path)}
     if settings.preview:
         if preview is None:
             preview = encode_preview_png(decoded.values, labels)
-        out.write(paths.preview, preview, owner, settings.fsync, source=source)
+        _put(out, paths.preview, preview, owner, settings, source=source)
         outputs["preview"] = str(paths.preview)
         written.append(paths.preview)
     if outlines is not None:
-        out.write(paths.polygons, geojson(outlines), owner, settings.fsync, source=source)
+        _put(out, paths.polygons, geojson(outlines), owner, settings, source=source)
         outputs["polygons"] = str(paths.polygons)
         written.append(paths.polygons)
-    out.write(paths.stats, stats, owner, settings.fsync, decoded.modified_ns, source)
+    _put(out, paths.stats, stats, owner, settings, decoded.modified_ns, source)
     outputs["stats"] = str(paths.stats)
     written.append(paths.stats)
     for other in LABEL_ENDINGS:  # an earlier run's label image of another format

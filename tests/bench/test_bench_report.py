@@ -182,9 +182,12 @@ def test_no_gpu_is_said_in_the_report_and_emulation_is_marked(monkeypatch, tmp_p
         lambda: {"gpu": "none", "no gpu": "no GPU engine (CuPy not installed)"},
     )
     figures: list[Any] = []
-    monkeypatch.setattr(
-        matplotlib.figure.Figure, "savefig", lambda self, *a, **k: figures.append(self)
-    )
+
+    def savefig(self: Any, path: Path, *args: Any, **kwargs: Any) -> None:
+        figures.append(self)
+        Path(path).write_bytes(b"")  # (the report is renamed into place once written)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
     options = parse_options(
         "gccl-cpu,opencv", "kernel", "1", 1, None, 8, "48x32", "random-0.5,depth"
     )

@@ -3,14 +3,20 @@ decoded by Pillow, WebP by libwebp (imagecodecs), straight into one array.
 
 Each file's header is read here first, so that the decode is sized before the decoder
 reads it: a JPEG's markers up to its first scan (their metadata is bounded, the frame
-sized), a BMP's header, a WebP's RIFF header and image size (the decoder is handed the
-RIFF's bytes alone, which must fit the image). Pixels are read as stored: EXIF
-orientation is not applied.
+sized), its scans counted (MAX_JPEG_SCANS) and their bytes up to the end of the image
+(COMPRESSED_SLACK times its samples, plus 64 KiB), a BMP's header (the file must fit the
+image: at most 4 bytes a pixel and 4 a row, plus 64 KiB; a run-length code of empty runs
+would otherwise feed Pillow's decoder, written in Python, for minutes), a WebP's RIFF
+header and image size (the decoder is handed the RIFF's bytes alone, which must fit the
+image).
+Pixels are read as stored: EXIF orientation is not applied.
 """
 
 from __future__ import annotations
 
 import io
+import os
+import re
 import struct
 from typing import NamedTuple
 
@@ -26,6 +32,16 @@ BMP_MAGIC = b"BM"
 
 #: Bytes of metadata (EXIF, ICC profiles, comments) before a JPEG's frame, at most.
 MAX_JPEG_METADATA = 16 * 2**20
+#: The most scans a JPEG stream may hold. The decoder makes a pass over every block of the
+#: image per scan, however few bytes the scan holds: a few hundred KB of near-empty scans
+#: would hold a decode for minutes. Progressive files have about 10 (libjpeg's scripts: 10
+#: for colour, 6 for gray); libjpeg-turbo's TJPARAM_SCANLIMIT is the same guard.
+MAX_JPEG_SCANS = 100
+#: A marker: 0xFF then a byte other than 0x00 (a 0xFF stuffed in entropy-coded data), a
+#: restart marker 0xD0-0xD7 (inside a scan's data) or 0xFF (fill).
+_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
+#: Bytes read at a time while looking for the next marker.
+_CHUNK = 1 << 16
 
 
 def is_webp(head: bytes) -> bool:
@@ -80,6 +96,53 @@ def jpeg_frame(stream: io.BufferedIOBase) -> JpegFrame | None:
         stream.seek(length - 2, io.SEEK_CUR)
 
 
+def check_scans(stream: io.BufferedIOBase, most: int) -> None:
+    """Refuse a JPEG stream (from `stream`'s position) of more than MAX_JPEG_SCANS scans, or
+    of more than `most` bytes from its first scan to its end (metadata before it may take
+    MAX_JPEG_METADATA more), counted as a decoder meets them: marker segments passed over by
+    their lengths, a scan's entropy-coded data and any bytes between segments up to the next
+    marker, to the end of the image or of the data. Reads the stream once, a chunk at a time,
+    and no further than those bounds."""
+    scans, end = 0, stream.tell() + MAX_JPEG_METADATA + 2**16 + most
+    while True:
+        code = _next_marker(stream, end)
+        if stream.tell() > end:
+            raise InputError(f"JPEG of over {most} bytes of scans for its image")
+        if code is None or code == 0xD9:  # the end of the data, or of the image
+            return
+        if code in (0x01, 0xD8):  # markers without a length
+            continue
+        field = stream.read(2)
+        if len(field) < 2:
+            return
+        if code == 0xDA:
+            if scans == 0:
+                end = stream.tell() - 4 + most
+            scans += 1
+            if scans > MAX_JPEG_SCANS:
+                raise InputError(
+                    f"JPEG of over {MAX_JPEG_SCANS} scans (progressive files have about 10; "
+                    "each is a pass over the whole image)"
+                )
+        stream.seek(int.from_bytes(field, "big") - 2, io.SEEK_CUR)  # (never before the marker)
+
+
+def _next_marker(stream: io.BufferedIOBase, end: int) -> int | None:
+    """The code of the next marker from `stream`'s position, the stream left after it; None
+    at the end of the data, or once the stream is past `end`."""
+    while stream.tell() <= end:
+        start = stream.tell()
+        chunk = stream.read(_CHUNK)
+        match = _MARKER.search(chunk)
+        if match is not None:
+            stream.seek(start + match.end())
+            return chunk[match.start() + 1]
+        if len(chunk) < _CHUNK:
+            return None
+        stream.seek(start + len(chunk) - 1)  # a 0xFF at the chunk's end may start a marker
+    return None
+
+
 def read_camera(handle: io.BufferedReader, head: bytes, max_bytes: int) -> tuple[np.ndarray, str]:
     """Decode a JPEG, BMP or WebP file (by its magic bytes); the array and its kind."""
     if is_webp(head):
@@ -91,6 +154,9 @@ def read_camera(handle: io.BufferedReader, head: bytes, max_bytes: int) -> tuple
         fmt, source = "BMP", handle
         width, height, samples = _bmp_size(head)
         check_size(height, width, samples, 1, max_bytes)
+        most = height * (4 * width + 4) + 2**16
+        if os.fstat(handle.fileno()).st_size > most:
+            raise InputError(f"corrupt BMP: over {most} bytes for a {width}x{height} image")
     with decoding(fmt), pillow().open(source, formats=[fmt]) as image:
         width, height = image.size
         check_size(height, width, len(image.getbands()), 1, max_bytes)
@@ -107,6 +173,8 @@ def _checked_jpeg(handle: io.BufferedReader, max_bytes: int) -> io.BufferedReade
     if frame.height == 0:  # the height would come after the pixels (a DNL marker)
         raise InputError("JPEG without its height in the frame header is not read")
     check_size(frame.height, frame.width, frame.components, 1, max_bytes)
+    handle.seek(0)
+    check_scans(handle, COMPRESSED_SLACK * frame.height * frame.width * frame.components + 2**16)
     handle.seek(0)
     return handle
 

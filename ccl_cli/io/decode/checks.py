@@ -10,6 +10,7 @@ times the limit, plus MAX_METADATA_BYTES of TIFF tags (tiff_layout.py).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
@@ -48,8 +49,19 @@ def decoding(fmt: str, check_stop: Callable[[], None] = no_stop) -> Iterator[Non
         raise InputError(f"{fmt} too large to decode in memory") from None
     except Exception as exc:  # every library failure is one reason for one input
         check_stop()
-        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
-        raise InputError(f"corrupt or truncated {fmt}: {detail}") from None
+        raise InputError(f"corrupt or truncated {fmt}: {_library_reason(exc)}") from None
+
+
+#: A Python object's repr in a library's message (Pillow names the file it could not
+#: identify as `<_io.BufferedReader name='...'>`): the input's row names the file already.
+_OBJECT_REPR = re.compile(r"\s*<[A-Za-z_][\w.]*(?: [^<>]*)?>")
+
+
+def _library_reason(error: BaseException) -> str:
+    """A decoder library's exception as a reason a user reads: its first line, without
+    Python object reprs, at most 120 characters (the exception's type where it says nothing)."""
+    lines = _OBJECT_REPR.sub("", str(error)).strip().splitlines()
+    return (lines[0].strip() if lines and lines[0].strip() else type(error).__name__)[:120]
 
 
 def check_size(height: int, width: int, samples: int, sample_bytes: int, max_bytes: int) -> None:

@@ -13,6 +13,9 @@ from .checks import check_size, decoding, not_2d
 from .pixels import supported_dtype
 
 MAGIC = b"\x93NUMPY"
+#: The header versions numpy writes (3.0: a header in UTF-8, which a 2-D array of the
+#: dtypes gccl reads never needs); any other is refused before its header is read.
+_VERSIONS = ((1, 0), (2, 0), (3, 0))
 
 
 def read_npy(handle: io.BufferedReader, max_bytes: int) -> np.ndarray:
@@ -20,8 +23,11 @@ def read_npy(handle: io.BufferedReader, max_bytes: int) -> np.ndarray:
     exactly the values the header declares are read."""
     fmt = np.lib.format
     with decoding("NPY"):
-        major, _ = fmt.read_magic(handle)
-        read_header = fmt.read_array_header_1_0 if major == 1 else fmt.read_array_header_2_0
+        version = fmt.read_magic(handle)
+        if version not in _VERSIONS:
+            major, minor = version
+            raise InputError(f"NPY format version {major}.{minor}: numpy writes 1.0, 2.0, 3.0")
+        read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
         shape, fortran_order, dtype = read_header(handle)
         if len(shape) != 2:
             raise not_2d(shape)

@@ -2,8 +2,9 @@
 palettes, transparency).
 
 The decoders are handed the file's chunks that make its samples (header, palette,
-transparency, pixel data, end), up to the end chunk; pixel data beyond COMPRESSED_SLACK
-times what the image's rows take, plus 64 KiB, is refused. A file within that size is
+transparency, pixel data, end), up to the end chunk; pixel data (its chunks' headers
+counted, so that millions of empty ones are refused too) beyond COMPRESSED_SLACK times
+what the image's rows take, plus 64 KiB, is refused. A file within that size is
 read at once; in a larger one every other chunk is passed over without being read.
 """
 
@@ -86,7 +87,7 @@ def _sample_chunks(
             break  # cut short: the decoders say what is missing
         length, kind = struct.unpack(">I4s", header)
         if kind == b"IDAT":
-            pixel_bytes += length
+            pixel_bytes += 12 + length  # with its header and CRC: empty chunks count too
             if pixel_bytes > most:
                 raise InputError(
                     f"corrupt PNG: over {most} bytes of pixel data for {height} rows of "

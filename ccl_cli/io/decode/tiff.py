@@ -23,7 +23,7 @@ import numpy as np
 
 from ...errors import InputError
 from . import tiff_layout
-from .camera import jpeg_frame
+from .camera import check_scans, jpeg_frame
 from .checks import COMPRESSED_SLACK, check_allocation, check_size, decoding, not_2d
 from .pixels import apply_palette
 
@@ -42,6 +42,12 @@ _COMPRESSIONS = frozenset(
     | {34925, 34926, 50000}  # LZMA, Zstandard (two codes)
 )
 _JPEG_COMPRESSIONS = frozenset({7, 34892})  # JPEG, and JPEG in DNG files
+#: A page of more strips or tiles than this holds at least MIN_CHUNK_SAMPLES samples in each:
+#: each strip or tile costs a call into the decoder (tens of microseconds), so a page of
+#: millions of one-pixel strips would take minutes for a small image. Tiles hold at least
+#: 16x16 pixels (the TIFF specification); writers make strips of some kilobytes.
+MAX_SMALL_CHUNKS = 4096
+MIN_CHUNK_SAMPLES = 256
 
 # tifffile logs the oddities it works around (bad offsets, missing tags) to
 # stderr. Here a file either reads or fails as one InputError line; stray log
@@ -118,6 +124,12 @@ def _pixels(
     chunk_bytes = math.prod(int(n) for n in page.chunks) * page.dtype.itemsize
     check_allocation(f"one {kind} decoded", chunk_bytes, max_bytes)
     count = math.prod(page.chunked)
+    samples = math.prod(int(n) for n in page.chunks)
+    if count > MAX_SMALL_CHUNKS and samples < MIN_CHUNK_SAMPLES:
+        raise InputError(
+            f"TIFF of {count} {kind}s of {samples} samples (beyond {MAX_SMALL_CHUNKS} {kind}s, "
+            f"each holds at least {MIN_CHUNK_SAMPLES}: every {kind} is a call to the decoder)"
+        )
     offsets, bytecounts = page.dataoffsets, page.databytecounts
     if len(offsets) < count or len(bytecounts) < count:
         raise InputError(f"corrupt TIFF: {min(len(offsets), len(bytecounts))} of {count} {kind}s")
@@ -155,7 +167,8 @@ def _pixels(
 
 def _check_jpeg_frame(data: bytes, page: tifffile.TiffPage) -> None:
     """Refuse a JPEG strip or tile whose frame is larger than the strip or tile, or has
-    more than 4 components: the decoder allocates what the frame declares."""
+    more than 4 components (the decoder allocates what the frame declares), or that holds
+    more than camera.MAX_JPEG_SCANS scans."""
     kind, rows, columns = (
         ("tile", page.tilelength, page.tilewidth)
         if page.is_tiled
@@ -170,6 +183,7 @@ def _check_jpeg_frame(data: bytes, page: tifffile.TiffPage) -> None:
             f"corrupt TIFF: a JPEG {kind} of {width}x{height} with {components} components "
             f"in a {kind} of {columns}x{rows}"
         )
+    check_scans(io.BytesIO(data), len(data))  # (its length was checked: _pixels)
 
 
 def _displayed(page: tifffile.TiffPage, array: np.ndarray) -> tuple[np.ndarray, str]:
