@@ -365,6 +365,11 @@ def _cases(inputs: Sequence[str], options: Options) -> list[Case]:
             continue
         if item.problem:
             raise UsageError(f"{item.display}: {item.problem}")
+        if item.volume is not None:
+            raise UsageError(
+                f"{item.display}: a volume; gccl bench measures 2-D images (gccl label "
+                "labels volumes)"
+            )
         try:
             images.append(read_image(item.path, page=item.page))
         except InputError as error:

@@ -16,6 +16,7 @@ import zlib
 import imagecodecs
 import numpy as np
 
+from ..errors import InputError
 from ..options import TIFF_COMPRESSIONS
 
 #: Written into every label image (PNG tEXt and TIFF Software), within its first bytes:
@@ -126,3 +127,21 @@ def _checked_labels(labels: np.ndarray, limit: int) -> np.ndarray:
     if labels.size and not fits and (labels.min() < 0 or labels.max() > limit):
         raise ValueError(f"labels must lie in 0..{limit}, got {labels.min()}..{labels.max()}")
     return labels
+
+
+def encode_label_image(
+    labels: np.ndarray, file_format: str, wide: bool, compression: str = "deflate"
+) -> bytes:
+    """An image's labels in `file_format` ("png", "tiff" or "npy": output_paths'
+    label_file_format); `wide`: the labels exceed uint16 (a .npy is uint32 then; a PNG
+    cannot hold them: InputError, never wrapped)."""
+    if file_format == "png" and wide:
+        raise InputError(
+            f"{int(labels.max())} components do not fit a 16-bit PNG; use --label-format auto, "
+            "tiff or npy"
+        )
+    if file_format == "npy":
+        return encode_label_npy(labels, wide)
+    if file_format == "tiff":
+        return encode_label_tiff(labels, compression)
+    return encode_label_png(labels)

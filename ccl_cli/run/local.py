@@ -56,7 +56,7 @@ from ..errors import (
 from ..io import decode
 from ..io.csv_text import stats_csv
 from ..io.inputs import InputItem
-from ..io.label_images import encode_label_npy, encode_label_png, encode_label_tiff
+from ..io.label_images import encode_label_image
 from ..io.made import remove_stale
 from ..io.out_dir import OutDir, Owner, Source
 from ..io.output_paths import LABEL_ENDINGS, PNG_LABEL_LIMIT, OutputPaths, label_file_format
@@ -380,8 +380,7 @@ class LocalRun:
                 self._drain_writes(0)
 
     def _batch_result(self, group: list[_Decoded], key: tuple[tuple[int, ...], str]) -> BatchResult:
-        """The backend's result for `group` stacked into one batch (a volume: alone, with
-        the run's parameters at rank 3, LabelParams.at_rank)."""
+        """The backend's result for `group` stacked into one batch (a volume alone, at rank 3)."""
         if group[0].volume is not None:
             return self.backend.label(group[0].values[None], self.settings.params.at_rank(3))
         batch = self.backend.empty_batch((len(group), *key[0]), group[0].values.dtype)
@@ -481,23 +480,12 @@ def _write(
     paths = decoded.paths
     preview: bytes | None = None
     encoded: Any
-    if decoded.volume is not None:
-        volume_written = volume_outputs(
-            decoded.volume, labels, table, settings.label_format, settings.preview
-        )
-        file_format, encoded, stats, preview = volume_written
+    if (volume := decoded.volume) is not None:  # (volume_files.py: in the input's kind)
+        file_format, encoded, stats, preview = volume_outputs(volume, labels, table, settings)
     else:
-        if settings.label_format == "png" and kept > PNG_LABEL_LIMIT:
-            raise InputError(
-                f"{kept} components do not fit a 16-bit PNG; use --label-format auto, tiff or npy"
-            )
         file_format = label_file_format(settings.label_format, kept)
-        if file_format == "npy":
-            encoded = encode_label_npy(labels, kept > PNG_LABEL_LIMIT)
-        elif file_format == "tiff":
-            encoded = encode_label_tiff(labels, settings.tiff_compression)
-        else:
-            encoded = encode_label_png(labels)
+        wide = kept > PNG_LABEL_LIMIT
+        encoded = encode_label_image(labels, file_format, wide, settings.tiff_compression)
         stats = stats_csv(table)
     label_path = paths.labels(file_format)
     source, by = decoded.record.item.source, decoded.made_by

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config import Settings
 from ..contract.params import LabelParams
 from ..contract.stages import smooth_problem
 from ..contract.stats import StatsTable
@@ -80,12 +81,13 @@ def read_volume_input(item: InputItem, spacing: Any, max_bytes: int) -> VolumeFi
 
 
 def volume_outputs(
-    volume: VolumeFile, labels: np.ndarray, table: StatsTable, label_format: str, preview: bool
+    volume: VolumeFile, labels: np.ndarray, table: StatsTable, settings: Settings
 ) -> tuple[str, Any, Any, bytes | None]:
-    """(label file format, its bytes, the statistics CSV's pieces, the preview PNG or None)
-    of a labeled volume, in the input's kind and geometry."""
+    """(label file format, its bytes, the statistics CSV's pieces, the preview PNG or None
+    without --preview) of a labeled volume, in the input's kind and geometry."""
     kept = len(table)
-    file_format = label_file_format(label_format, kept, volume.format)
+    file_format = label_file_format(settings.label_format, kept, volume.format)
+    preview = settings.preview
     encoded = encode_label_volume(labels, kept, volume, file_format)
     columns = {name: table[name] for name in ("area", "centroid_x", "centroid_y", "centroid_z")}
     csv = volume_stats_csv(table, physical_columns(columns, volume.geometry))

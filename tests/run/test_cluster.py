@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from cli_helpers import (
     WAIT_SECONDS,
@@ -81,6 +82,29 @@ def test_the_pages_of_a_multi_page_tiff_keep_their_page_on_the_cluster(
     )
     assert code == 0, stderr
     assert files(Path("dask")) == files(Path("local"))
+
+
+def test_volume_files_are_one_input_each_on_the_cluster(
+    local_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(3)
+    Path("in").mkdir()
+    for i in range(3):
+        np.save(f"in/v{i}.npy", (rng.random((7, 12, 15)) < 0.3).astype(np.uint8))
+    mask = np.zeros((10, 10), np.uint8)
+    mask[2:5, 2:5] = 1
+    np.save("in/image.npy", mask)
+    args = ["in", "--preview", "--spacing", "1,1,2", "--json"]
+    code, local_stdout, stderr = gccl(*args, "--out", "local")
+    assert code == 0, stderr
+    code, cluster_stdout, stderr = gccl(
+        *args, "--out", "dask", "--scheduler", local_cluster.scheduler_address
+    )
+    assert code == 0, stderr
+    assert files(Path("dask")) == files(Path("local"))
+    assert json_lines(cluster_stdout) == json_lines(local_stdout, moved=("local", "dask"))
+    assert {record["depth"] for record in json_lines(cluster_stdout).values()} == {7, None}
 
 
 def one_task_per_input(folder: Path, out: Path, address: str) -> tuple[int, str, str]:

@@ -85,7 +85,7 @@ def check_allocation(what: str, size: int, max_bytes: int) -> None:
 def not_2d(shape: tuple[int, ...]) -> InputError:
     """The error for an input that is not one 2-D image."""
     shape = tuple(int(n) for n in shape)
-    volume = "; or ccl_cli.label(volume, connectivity=26) in Python"
+    volume = "; or one volume: a .npy, or slices with --volume"
     return InputError(
         f"{len(shape)}-D image (shape {shape}); only 2-D images are labeled: save each slice "
         "as a 2-D file of its own, or as the pages of a multi-page TIFF"
