@@ -45,7 +45,7 @@ import numpy as np
 from ..backends.base import Backend, BatchResult, usable_cores
 from ..backends.cpu.backend import CpuBackend
 from ..config import Settings
-from ..contract.outlines import Outlines, geojson
+from ..contract.outlines import Outlines
 from ..contract.params import LabelParams, background_problem
 from ..contract.stats import StatsTable
 from ..errors import (
@@ -54,6 +54,7 @@ from ..errors import (
 )
 from ..io import decode
 from ..io.csv_text import stats_csv
+from ..io.geojson import geojson_pieces
 from ..io.inputs import InputItem
 from ..io.label_images import encode_label_npy, encode_label_png, encode_label_tiff
 from ..io.made import remove_stale
@@ -465,7 +466,7 @@ def _write(
         outputs["preview"] = str(paths.preview)
         written.append(paths.preview)
     if outlines is not None:
-        out.write(paths.polygons, geojson(outlines), owner, settings.fsync, source=source)
+        out.write(paths.polygons, geojson_pieces(outlines), owner, settings.fsync, source=source)
         outputs["polygons"] = str(paths.polygons)
         written.append(paths.polygons)
     out.write(paths.stats, stats_csv(table), owner, settings.fsync, decoded.modified_ns, source)
