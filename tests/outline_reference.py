@@ -56,12 +56,12 @@ def reference_outlines(labels: np.ndarray, count: int) -> dict[str, np.ndarray]:
         for r in range(height)
         for c in range(width)
         for d in range(4)
-        if parts[r, c]
-        and part(r + STEPS[(d + 3) % 4][0], c + STEPS[(d + 3) % 4][1]) != parts[r, c]
+        if parts[r, c] and part(r + STEPS[(d + 3) % 4][0], c + STEPS[(d + 3) % 4][1]) != parts[r, c]
     }
     rings = []
-    while edges:
-        first = min(edges)
+    for first in sorted(edges):
+        if first not in edges:  # on a ring traced already
+            continue
         r, c, d = first
         own = part(r, c)
         corners = []

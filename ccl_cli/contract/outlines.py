@@ -29,6 +29,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+
 @dataclass(frozen=True)
 class Outlines:
     """The outlines of components 1..K of one label image, in canonical order.

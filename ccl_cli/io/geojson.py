@@ -21,20 +21,20 @@ def geojson_pieces(outlines: Outlines) -> Iterator[bytes]:
     The text is json.dumps(..., separators=(",", ":")) of the nested structure:
     compact, fixed key order, closed rings, one line ending in a newline.
     """
-    arrays = (
-        np.ascontiguousarray(outlines.vertices, np.int32),
-        *(
-            np.ascontiguousarray(array, np.int64)
-            for array in (
-                outlines.ring_offsets,
-                outlines.part_offsets,
-                outlines.feature_offsets,
-                outlines.areas,
-            )
-        ),
+    vertices = np.ascontiguousarray(outlines.vertices, np.int32)
+    rings, parts, features, areas = (
+        np.ascontiguousarray(array, np.int64)
+        for array in (
+            outlines.ring_offsets,
+            outlines.part_offsets,
+            outlines.feature_offsets,
+            outlines.areas,
+        )
     )
     cursor = np.zeros(5, np.int64)  # native/src/outline.h's gccl_geojson_cursor
-    while piece := gccl_cpu.geojson_piece(*arrays, cursor, PIECE_BYTES):
+    while piece := gccl_cpu.geojson_piece(
+        vertices, rings, parts, features, areas, cursor, PIECE_BYTES
+    ):
         yield piece
 
 
