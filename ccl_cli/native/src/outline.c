@@ -4,8 +4,9 @@
  * the scan and the walks read the label image itself. Only where a walk meets a pixel of
  * its label diagonally, both pixels between being of other labels (a pinch), does it ask
  * the parts' union-find whether that pixel is in its part. `parts` holds each
- * foreground pixel's union-find parent + 1 (0: background) and, once numbered, each
- * part's root (its first pixel) holds ROOT | the part's canonical rank.
+ * foreground pixel's union-find parent + 1 and, once numbered, each part's root (its
+ * first pixel) holds ROOT | the part's canonical rank; background pixels' entries are
+ * never written or read.
  */
 #define _GNU_SOURCE /* madvise's MADV_HUGEPAGE under -std=c11 */
 #include "outline.h"
@@ -45,32 +46,30 @@ static inline uint32_t label_or_0(const gccl_outline *o, int wide, int64_t r, in
     return label_at(o->labels, wide, r * o->width + c);
 }
 
+/* The k-th 8 bytes from p. */
+static inline uint64_t word(const void *p, int k) {
+    uint64_t w;
+    memcpy(&w, (const char *)p + 8 * k, sizeof w);
+    return w;
+}
+
 /* Whether the BLOCK labels from a equal those from b (b NULL: are all 0). */
 static inline int same_block(const void *a, const void *b, int wide) {
-    uint32_t any = 0;
-    if (wide) {
-        const uint32_t *x = a, *y = b;
-        if (y) {
-            for (int k = 0; k < BLOCK; k++) any |= x[k] ^ y[k];
-        } else {
-            for (int k = 0; k < BLOCK; k++) any |= x[k];
-        }
+    const int words = wide ? BLOCK / 2 : BLOCK / 4;
+    uint64_t any = 0;
+    if (b) {
+        for (int k = 0; k < words; k++) any |= word(a, k) ^ word(b, k);
     } else {
-        const uint16_t *x = a, *y = b;
-        if (y) {
-            for (int k = 0; k < BLOCK; k++) any |= (uint32_t)(x[k] ^ y[k]);
-        } else {
-            for (int k = 0; k < BLOCK; k++) any |= x[k];
-        }
+        for (int k = 0; k < words; k++) any |= word(a, k);
     }
     return any == 0;
 }
 
-/* A zeroed array of `count` items of `size` bytes, in huge pages where the system has
- * them (as numpy's large arrays): each 4 KiB page of fresh memory costs a fault, and
- * the parts map and the marks are touched all over. NULL when out of memory. */
-static void *zeroed_pages(size_t count, size_t size) {
-    void *array = calloc(count ? count : 1, size);
+/* An array of `count` items of `size` bytes (zeroed if asked), in huge pages where the
+ * system has them (as numpy's large arrays): each 4 KiB page of fresh memory costs a
+ * fault, and the parts map and the marks are touched all over. NULL when out of memory. */
+static void *pages(size_t count, size_t size, int zeroed) {
+    void *array = zeroed ? calloc(count ? count : 1, size) : malloc(count ? count * size : 1);
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     const uintptr_t huge = (uintptr_t)1 << 21;
     const uintptr_t start = ((uintptr_t)array + huge - 1) & ~(huge - 1);
@@ -271,7 +270,7 @@ static inline int scan(gccl_outline *o, int wide, const void *zeros) {
 /* Passes 0 and 1 for labels of one width. */
 static inline int count_passes(gccl_outline *o, int wide) {
     const size_t pixels = (size_t)(o->height * o->width);
-    o->parts = zeroed_pages(pixels, sizeof *o->parts);
+    o->parts = pages(pixels, sizeof *o->parts, 0); /* read only where written */
     if (!o->parts) return GCCL_OUTLINE_NO_MEMORY;
     int64_t made;
     const int64_t parts = join_parts(o, wide, &made);
@@ -282,7 +281,7 @@ static inline int count_passes(gccl_outline *o, int wide) {
     o->starts = NULL;
     o->ring_next = calloc((size_t)(parts ? parts : 1), sizeof *o->ring_next);
     o->vertex_next = calloc((size_t)(parts ? parts : 1), sizeof *o->vertex_next);
-    o->marks = zeroed_pages(pixels, sizeof *o->marks);
+    o->marks = pages(pixels, sizeof *o->marks, 1);
     void *zeros = calloc((size_t)(o->width ? o->width : 1), 4);
     int code = GCCL_OUTLINE_NO_MEMORY;
     if (o->ring_next && o->vertex_next && o->marks && zeros) code = scan(o, wide, zeros);
