@@ -12,7 +12,8 @@ semantics (ink is foreground), 8-connectivity; default: the scans of
   gpu corners: of that, the parts, corner and ring-ranking kernels (with the
     wait for the corner count; CUDA events);
   gpu parts: of those, the 4-connected parts (dense_labels of the labels, tau 0);
-  geojson: encoding the Outlines as GeoJSON text (CPU, one thread);
+  geojson: encoding the Outlines as GeoJSON text (CPU, one thread; this and the next two
+    columns are the calling thread's CPU time, not wall time);
   cpu outlines: the compiled tracer (ccl_cli.backends.cpu.outlines.outlines);
   cv2 contours: cv2.findContours(mask, RETR_CCOMP, CHAIN_APPROX_SIMPLE) on
     the binary mask (its outlines follow pixel centres, not corners, and do not
@@ -39,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +88,19 @@ def gpu_columns(labels: np.ndarray, count: int, want: Any, repeat: int) -> dict[
     }
 
 
+def thread_median_ms(run: Callable[[], object], repeat: int) -> float:
+    """Median CPU time of this thread over `repeat` calls of run() after one, in ms: the CPU
+    columns run on the calling thread, and its CPU time is what a loaded machine disturbs
+    least."""
+    run()
+    times = []
+    for _ in range(repeat):
+        began = time.thread_time()
+        run()
+        times.append((time.thread_time() - began) * 1e3)
+    return statistics.median(times)
+
+
 def bench(path: Path, repeat: int, gpu_only: bool = False) -> dict[str, Any]:
     """Every column for one scan (only the GPU ones with gpu_only)."""
     import cv2
@@ -105,9 +120,9 @@ def bench(path: Path, repeat: int, gpu_only: bool = False) -> dict[str, Any]:
     row.update(gpu_columns(labels, count, want, repeat))
     if gpu_only:
         return row
-    row["geojson"] = cpu_median_ms(lambda: geojson(want), repeat, warmup=1)
-    row["cpu outlines"] = cpu_median_ms(lambda: outlines(labels, count), repeat, warmup=1)
-    row["cv2 contours"] = cpu_median_ms(
+    row["geojson"] = thread_median_ms(lambda: geojson(want), repeat)
+    row["cpu outlines"] = thread_median_ms(lambda: outlines(labels, count), repeat)
+    row["cv2 contours"] = thread_median_ms(
         lambda: cv2.findContours(mask, cv2.RETR_CCOMP, cv2.CHAIN_APPROX_SIMPLE), repeat
     )
     return row
