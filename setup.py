@@ -26,12 +26,17 @@ setup(
     ext_modules=[
         Extension(
             "ccl_cli.native.gccl_cpu",
-            sources=[SOURCES + name for name in ("binding.c", "engine.c", "volume.c", "pool.c")],
+            sources=[
+                SOURCES + name
+                for name in ("binding.c", "engine.c", "volume.c", "pool.c")
+                + ("outline.c", "geojson.c", "outline_binding.c")
+            ],
             depends=[
                 SOURCES + name
                 for name in (
                     *("engine.h", "rows.h", "foreground.h", "strip.h", "volume.h", "volume_rows.h"),
                     "pool.h",
+                    *("outline.h", "outline_binding.h"),
                 )
             ],
             extra_compile_args=COMPILE_FLAGS,

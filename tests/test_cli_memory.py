@@ -1,6 +1,7 @@
 """Labeling memory is bounded per pixel (README, "Data safety"): a whole `gccl label` of an
 image whose every pixel, or every other one, is a component of its own stays within the
-documented bytes per pixel above what a run of a tiny image takes."""
+documented bytes per pixel above what a run of a tiny image takes; with --polygons, of the
+images with the most outline per pixel, within that plus the outlines' own bound."""
 
 from __future__ import annotations
 
@@ -64,3 +65,31 @@ def test_labeling_memory_stays_within_the_bound_per_pixel(
     assert used - baseline <= BYTES_PER_PIXEL * SIDE * SIDE, (used - baseline) / SIDE**2
     rows = (tmp_path / "out" / f"{name}.stats.csv").read_bytes().count(b"\n") - 1
     assert rows > SIDE * SIDE // 3  # the components were all there, and written
+
+
+#: README, "Data safety": --polygons outlines take at most this many more bytes per pixel.
+OUTLINE_BYTES_PER_PIXEL = 120
+
+
+@pytest.mark.parametrize(
+    ("options", "features"),
+    [
+        (("--tau", "0", "--connectivity", "4"), SIDE * SIDE),  # a square per pixel
+        (("--tau", "0", "--connectivity", "8"), 2),  # two MultiPolygons of a square per pixel
+        (("--connectivity", "4"), SIDE * SIDE // 2),  # every other pixel
+    ],
+)
+def test_outline_memory_stays_within_the_bound_per_pixel(
+    tmp_path: Path, baseline: int, options: tuple[str, ...], features: int
+) -> None:
+    values = (np.add.outer(np.arange(SIDE), np.arange(SIDE)) % 2 + 1).astype(np.uint8)
+    if "--tau" not in options:
+        values = (values - 1) * 255  # background and foreground
+    Image.fromarray(values).save(tmp_path / "board.png")
+    used = peak_rss(tmp_path / "board.png", tmp_path / "out", "--polygons", *options)
+    bound = (BYTES_PER_PIXEL + OUTLINE_BYTES_PER_PIXEL) * SIDE * SIDE
+    assert used - baseline <= bound, (used - baseline) / SIDE**2
+    text = (tmp_path / "out" / "board.polygons.geojson").read_bytes()
+    assert text.count(b'{"type":"Feature",') == features
+    polygons = SIDE * SIDE if "--tau" in options else SIDE * SIDE // 2
+    assert text.count(b"[[[") == polygons  # each polygon's exterior opens so

@@ -1,4 +1,4 @@
-"""Polygon outlines of label images (--polygons): the geometry, canonical form and GeoJSON.
+"""Polygon outlines of label images (--polygons): the geometry and the canonical form.
 
 Geometry. Pixel (r, c) is the square [c, c+1] x [r, r+1]; vertices are pixel
 corners (x = column, y = row). Every component is split into its 4-connected
@@ -15,26 +15,19 @@ diagonally are separate polygons touching at the point. Every ring is simple,
 so every Polygon and MultiPolygon is valid (OGC, shapely is_valid).
 
 Both backends trace the same corners (the vertices where a trace turns) and
-put them in the one canonical order that `Outlines` defines: the CPU with
-`canonical` (numpy, backends/cpu/outlines.py), the CUDA backend with its own kernels
-(backends/cuda/outlines.py); the GPU tests compare the arrays and the GeoJSON
-bytes of both.
+put them in the one canonical order that `Outlines` defines: the CPU with its
+compiled tracer (ccl_cli/native/src/outline.c, backends/cpu/outlines.py), the
+CUDA backend with its own kernels (backends/cuda/outlines.py); the GPU tests
+compare the arrays and the GeoJSON bytes of both. The GeoJSON text is
+ccl_cli/io/geojson.py's.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass, fields
 
 import numpy as np
-
-#: Directions E (+x), S (+y), W (-x), N (-y) as (row, column) steps; d + 1 is a
-#: left turn, d + 3 a right turn. The side of a cell walked in direction d is
-#: the one facing step[d + 3] (E: top, S: right, W: bottom, N: left).
-STEPS = ((0, 1), (1, 0), (0, -1), (-1, 0))
-#: Where an edge of direction d ends, relative to its cell's top-left corner (x, y).
-ENDS = ((1, 0), (1, 1), (0, 1), (0, 0))
 
 
 @dataclass(frozen=True)
@@ -83,142 +76,6 @@ class Outlines:
             [self.vertices[rings[r] : rings[r + 1]] for r in range(parts[p], parts[p + 1])]
             for p in range(first, last)
         ]
-
-
-def geojson(outlines: Outlines) -> bytes:
-    """The GeoJSON FeatureCollection text: compact, fixed key order, closed rings, one line.
-
-    The same text as json.dumps(..., separators=(",", ":")) of the nested
-    structure, built without a Python list per vertex: every vertex is formatted
-    in one %-operation and rings are slices of that text.
-    """
-    vertices = outlines.vertices.astype(np.int64)
-    widths = _digits(vertices).sum(axis=1) + 4  # "[x,y],"
-    starts = np.zeros(len(vertices) + 1, np.int64)
-    np.cumsum(widths, out=starts[1:])
-    text = ("[%d,%d]," * len(vertices)) % tuple(vertices.ravel().tolist())
-    at = starts.tolist()
-    ring_offsets = outlines.ring_offsets.tolist()
-    rings = [
-        f"[{text[at[a] : at[b]]}{text[at[a] : at[a + 1] - 1]}]"
-        for a, b in itertools.pairwise(ring_offsets)
-    ]
-    part_offsets = outlines.part_offsets.tolist()
-    polygons = ["[" + ",".join(rings[a:b]) + "]" for a, b in itertools.pairwise(part_offsets)]
-    feature_offsets = outlines.feature_offsets.tolist()
-    features = []
-    for k, area in enumerate(outlines.areas.tolist()):
-        first, last = feature_offsets[k], feature_offsets[k + 1]
-        if last - first == 1:
-            geometry = f'{{"type":"Polygon","coordinates":{polygons[first]}}}'
-        else:
-            parts = ",".join(polygons[first:last])
-            geometry = f'{{"type":"MultiPolygon","coordinates":[{parts}]}}'
-        features.append(
-            f'{{"type":"Feature","properties":{{"label":{k + 1},"area":{area}}},'
-            f'"geometry":{geometry}}}'
-        )
-    body = ",".join(features)
-    return f'{{"type":"FeatureCollection","features":[{body}]}}\n'.encode("ascii")
-
-
-def _digits(values: np.ndarray) -> np.ndarray:
-    """Decimal digits of non-negative integers (1 for 0)."""
-    digits = np.ones(values.shape, np.int64)
-    for power in range(1, 19):
-        digits += values >= 10**power
-    return digits
-
-
-@dataclass
-class Corners:
-    """The corners of every ring of a batch (any order), as the numpy tracer emits them.
-
-    image, label, part: which image, component and 4-connected part (numbered
-        in raster order of its first pixel, per image) the ring outlines.
-    x, y: the corner.
-    next: index of the ring's next corner.
-    ring: index of the ring's start corner (its smallest (y, x) vertex).
-    position: steps from the start corner along the ring (0 at the start).
-    """
-
-    image: np.ndarray
-    label: np.ndarray
-    part: np.ndarray
-    x: np.ndarray
-    y: np.ndarray
-    next: np.ndarray
-    ring: np.ndarray
-    position: np.ndarray
-
-
-def rank_rings(
-    x: np.ndarray, y: np.ndarray, nxt: np.ndarray, width: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(ring, position) of every corner from the `nxt` cycles, by pointer jumping.
-
-    The start of a ring is its smallest vertex key y * (width + 1) + x (rings
-    are simple, so it is unique).
-    """
-    count = len(nxt)
-    steps = max(1, math.ceil(math.log2(max(count, 2))))
-    key = y.astype(np.int64) * (width + 1) + x
-    low, jump = key, nxt
-    for _ in range(steps):
-        low, jump = np.minimum(low, low[jump]), jump[jump]
-    tail = key[nxt] == low  # the corner before the start
-    index = np.arange(count, dtype=nxt.dtype)
-    to_tail = (~tail).astype(np.int64)
-    jump = np.where(tail, index, nxt)
-    for _ in range(steps):
-        to_tail, jump = to_tail + to_tail[jump], jump[jump]
-    ring = nxt[jump]
-    return ring, to_tail[ring] - to_tail
-
-
-def canonical(corners: Corners, counts: list[int], width: int) -> list[Outlines]:
-    """Per image, the Outlines of components 1..counts[i] (the CPU's ordering; the
-    CUDA backend reaches the same order with its own kernels, backends/cuda/outlines.py).
-
-    Rings are ordered by (image, label, part, start vertex): parts are numbered
-    in raster order of their first pixel, whose top-left corner starts the
-    part's exterior, so that is the order of exterior start vertices, and the
-    exterior (whose start is the part's smallest vertex) precedes its holes.
-    """
-    c = corners
-    if len(c.position) == 0:  # no components at all
-        return [Outlines.empty() for _ in counts]
-    starts = np.flatnonzero(c.position == 0)
-    lasts = np.flatnonzero(c.position[c.next] == 0)
-    length = np.zeros(len(c.position), np.int64)
-    length[c.ring[lasts]] = c.position[lasts] + 1
-    key = c.y[starts].astype(np.int64) * (width + 1) + c.x[starts]
-    image, label, part = c.image[starts], c.label[starts], c.part[starts]
-    order = np.lexsort(np.stack([key, part.astype(np.int64), label.astype(np.int64), image]))
-    starts, image, label, part = starts[order], image[order], label[order], part[order]
-    ring_offsets = np.zeros(len(starts) + 1, np.int64)
-    np.cumsum(length[starts], out=ring_offsets[1:])
-    rank = np.zeros(len(c.position), np.int64)
-    rank[starts] = np.arange(len(starts), dtype=np.int64)
-    destination = ring_offsets[rank[c.ring]] + c.position
-    vertices = np.empty((len(c.position), 2), np.int32)
-    vertices[destination, 0] = c.x
-    vertices[destination, 1] = c.y
-    new_part = np.ones(len(starts), bool)
-    new_part[1:] = (part[1:] != part[:-1]) | (image[1:] != image[:-1])
-    part_offsets = np.append(np.flatnonzero(new_part), len(starts))
-    new_feature = np.ones(len(part_offsets) - 1, bool)
-    part_label, part_image = label[part_offsets[:-1]], image[part_offsets[:-1]]
-    new_feature[1:] = (part_label[1:] != part_label[:-1]) | (part_image[1:] != part_image[:-1])
-    feature_offsets = np.append(np.flatnonzero(new_feature), len(part_offsets) - 1)
-    label_base = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(counts, out=label_base[1:])
-    check_offsets(feature_offsets, int(label_base[-1]))
-    twice = np.empty(len(c.position), np.int64)
-    twice[destination] = c.x.astype(np.int64) * c.y[c.next] - c.x[c.next].astype(np.int64) * c.y
-    feature_starts = ring_offsets[part_offsets[feature_offsets[:-1]]]
-    areas = np.add.reduceat(twice, feature_starts) // 2
-    return split_batch(vertices, ring_offsets, part_offsets, feature_offsets, areas, label_base)
 
 
 def check_offsets(feature_offsets: np.ndarray, features: int) -> None:

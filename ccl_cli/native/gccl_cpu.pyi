@@ -44,3 +44,15 @@ class Volumes:
     def free(self, items: int, parts: int) -> None: ...
 
 def run_helper() -> None: ...
+def trace_outlines(
+    labels: Any, count: int, areas: Any, feature_offsets: Any, allocate: Any
+) -> None: ...
+def geojson_piece(
+    vertices: Any,
+    ring_offsets: Any,
+    part_offsets: Any,
+    feature_offsets: Any,
+    areas: Any,
+    cursor: Any,
+    capacity: int,
+) -> bytes: ...

@@ -46,7 +46,7 @@ import numpy as np
 from ..backends.base import Backend, BatchResult, usable_cores
 from ..backends.cpu.backend import CpuBackend
 from ..config import Settings
-from ..contract.outlines import Outlines, geojson
+from ..contract.outlines import Outlines
 from ..contract.params import foreground_problem, threshold_side
 from ..contract.stats import StatsTable
 from ..errors import (
@@ -55,6 +55,7 @@ from ..errors import (
 )
 from ..io import decode
 from ..io.csv_text import stats_csv
+from ..io.geojson import geojson_pieces
 from ..io.inputs import InputItem
 from ..io.label_images import encode_label_image
 from ..io.made import remove_stale
@@ -499,7 +500,15 @@ def _write(
         outputs["preview"] = str(paths.preview)
         written.append(paths.preview)
     if outlines is not None:
-        _put(out, paths.polygons, geojson(outlines), owner, settings, source=source, made_by=by)
+        _put(
+            out,
+            paths.polygons,
+            geojson_pieces(outlines),
+            owner,
+            settings,
+            source=source,
+            made_by=by,
+        )
         outputs["polygons"] = str(paths.polygons)
         written.append(paths.polygons)
     _put(out, paths.stats, stats, owner, settings, decoded.modified_ns, source, by)

@@ -1,10 +1,13 @@
-"""--polygons on the CPU: the outlines checked against the pixels, shapely and rasterio.
+"""--polygons on the CPU: the outlines checked against the pixels, shapely, rasterio and a
+reference tracer.
 
 For every kept component: the geometry is valid (shapely), its area is the
 pixel count, the pixel centres inside it are exactly the component's pixels,
 rings follow the canonical rules (orientation, start vertex, no collinear
-vertices, ordering), and where rasterio is installed the geometry equals the
-union of rasterio.features.shapes' polygons of that label.
+vertices, ordering), where rasterio is installed the geometry equals the
+union of rasterio.features.shapes' polygons of that label, and the arrays
+equal those of the plain-Python tracer of outline_reference.py. The GeoJSON
+text equals json.dumps of the nested lists.
 """
 
 from __future__ import annotations
@@ -15,12 +18,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from outline_reference import reference_outlines
 from polygon_cases import POLYGON_CASES
+from shapes import checkerboard
 
 from ccl_cli.backends.cpu.backend import CpuBackend
-from ccl_cli.backends.cpu.outlines import trace
-from ccl_cli.contract.outlines import Outlines, canonical, geojson, split_batch
+from ccl_cli.backends.cpu.outlines import outlines as cpu_outlines
+from ccl_cli.contract.outlines import Outlines, split_batch
 from ccl_cli.contract.params import LabelParams
+from ccl_cli.io.geojson import PIECE_BYTES, geojson, geojson_pieces
 
 shapely = pytest.importorskip("shapely")
 geometry = pytest.importorskip("shapely.geometry")
@@ -62,10 +68,20 @@ def reference_geojson(outlines: Outlines) -> bytes:
     return json.dumps(collection, separators=(",", ":")).encode() + b"\n"
 
 
+def assert_equals_reference(labels: np.ndarray, outlines: Outlines) -> None:
+    """The arrays (values and dtypes) are the reference tracer's."""
+    want = reference_outlines(labels, len(outlines))
+    for name, array in want.items():
+        got = getattr(outlines, name)
+        assert got.dtype == array.dtype, name
+        np.testing.assert_array_equal(got, array, err_msg=name)
+
+
 def assert_outlines_describe(labels: np.ndarray, outlines: Outlines) -> None:
     """Every rule of the canonical form, and the geometry against the pixels."""
     count = int(labels.max(initial=0))
     assert len(outlines) == count
+    assert_equals_reference(labels, outlines)
     text = geojson(outlines)
     assert text == reference_geojson(outlines)
     collection = json.loads(text)
@@ -164,9 +180,11 @@ def test_min_area_removed_components_have_no_feature() -> None:
 def test_a_component_without_outline_is_an_error() -> None:
     """The batch check both backends' arrays pass: every component has a polygon."""
     labels = np.array([[1, 0, 2]], np.uint32)
-    assert len(canonical(trace(labels), [2], 3)[0]) == 2
+    assert len(cpu_outlines(labels, 2)) == 2
     with pytest.raises(AssertionError, match="every kept component"):
-        canonical(trace(labels), [3], 3)
+        cpu_outlines(labels, 3)
+    with pytest.raises(ValueError, match="exceeds count"):
+        cpu_outlines(labels, 1)
     vertices = np.zeros((4, 2), np.int32)
     offsets = np.array([0, 4], np.int64)
     missing = np.array([0, -1, 1], np.int64)  # the CUDA backend's mark of a feature never seen
@@ -188,3 +206,45 @@ def test_geojson_text_with_wide_coordinates() -> None:
     labels, outlines = traced(values, LabelParams(connectivity=4, polygons=True))
     assert geojson(outlines) == reference_geojson(outlines)
     assert len(outlines) == int(labels.max()) == 7
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 57), (63, 1), (40, 70), (97, 131)])
+@pytest.mark.parametrize("values", [2, 5])
+def test_larger_random_label_images_equal_the_reference(
+    shape: tuple[int, int], values: int
+) -> None:
+    """Labels touching labels (tau 0, 8-connectivity: many diagonal pinches) and binary
+    masks, traced from uint16 and uint32 labels alike."""
+    rng = np.random.default_rng(shape[0] * shape[1] + values)
+    image = rng.integers(0, values, shape).astype(np.uint8)
+    for params in (LabelParams(tau=0, polygons=True), LabelParams(polygons=True)):
+        labels, outlines = traced(image, params)
+        assert_equals_reference(labels, outlines)
+        count = len(outlines)
+        for dtype in (np.uint16, np.uint32):
+            assert cpu_outlines(labels.astype(dtype), count).equals(outlines)
+
+
+def test_geojson_in_several_pieces_is_one_text() -> None:
+    """A text longer than a piece: the pieces join to exactly json.dumps' text."""
+    checker = checkerboard(200, 200).astype(np.uint8)
+    labels, outlines = traced(checker, LabelParams(connectivity=4, polygons=True))
+    pieces = list(geojson_pieces(outlines))
+    assert len(pieces) > 2 and all(len(piece) <= PIECE_BYTES for piece in pieces)
+    assert b"".join(pieces) == reference_geojson(outlines)
+    assert_matches_rasterio(labels, outlines)
+
+
+def test_geojson_refuses_offsets_that_are_not_outlines() -> None:
+    """Arrays that do not describe outlines fail with ValueError, never read out of bounds."""
+    _, good = traced(np.array([[1, 0, 1]], np.uint8), LabelParams(polygons=True))
+    bad = [
+        {"ring_offsets": np.array([0, 4, 99], np.int64)},  # past the vertices
+        {"part_offsets": np.array([0, 1, 1], np.int64)},  # an empty part
+        {"feature_offsets": np.array([0, 5], np.int64), "areas": np.ones(1, np.int64)},
+        {"ring_offsets": np.array([0, 8, 4], np.int64)},  # decreasing
+    ]
+    for change in bad:
+        fields = {name: getattr(good, name) for name in Outlines.__dataclass_fields__}
+        with pytest.raises(ValueError, match="not Outlines"):
+            geojson(Outlines(**{**fields, **change}))

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polygon_cases import POLYGON_CASES
 
-from ccl_cli.contract.outlines import geojson
 from ccl_cli.contract.params import LabelParams
+from ccl_cli.io.geojson import geojson
 
 pytestmark = gpu
 

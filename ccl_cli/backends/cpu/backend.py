@@ -1,5 +1,5 @@
 """The CPU reference backend: batches labeled by the compiled engine (labels.py) on every
-core, outlines and stages with numpy."""
+core, outlines by its compiled tracer (outlines.py), stages with numpy."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """--polygons on the CUDA backend: outlines of a labeled batch while it is on the device.
 
 The kernels of ccl_cli/backends/cuda/src/outline.cu trace the same ring corners as the
-numpy tracer of backends/cpu/outlines.py and put them in the canonical order that
+CPU's tracer (ccl_cli/native/src/outline.c) and put them in the canonical order that
 `contract.outlines.Outlines` defines, with two sorts of packed 64-bit keys (CuPy's
 radix sort): parts by (feature, part), then rings by (canonical part, start
 vertex). Only the canonical arrays travel to the host, in one pinned copy.

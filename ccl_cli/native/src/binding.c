@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "outline_binding.h"
 #include "pool.h"
 #include "volume.h"
 
@@ -397,7 +398,7 @@ static PyObject *run_helper(PyObject *module, PyObject *unused) {
 static PyMethodDef module_methods[] = {
     {"run_helper", run_helper, METH_NOARGS,
      "Be one of the engine's helper threads: run parts of its jobs; never returns."},
-    {NULL, NULL, 0, NULL},
+    GCCL_OUTLINE_METHODS {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
