@@ -51,7 +51,7 @@ from .backends.cuda.loader import import_cupy
 from .config import resolve
 from .contract.params import SUPPORTED_DTYPES, LabelParams, background_problem
 from .contract.stages import smooth_problem
-from .contract.stats import StatsTable
+from .contract.stats import StatsTable, empty_table
 from .errors import BadType, BadValue
 from .options import API_OPTIONS, close_names
 
@@ -235,7 +235,11 @@ class Labeler:
         else:
             labels = _checked_out(out, shape, np.ndarray)
             labels = labels if batched else labels[None]
-        if rank == 3 and self.device.startswith("cuda"):
+        if batch.size == 0:  # no pixel to label, whatever the other extents: at once
+            integer = host.dtype.kind != "f"
+            tables = [empty_table(integer, rank) for _ in range(len(batch))] if self.stats else []
+            kept = np.zeros(len(batch), np.uint32)
+        elif rank == 3 and self.device.startswith("cuda"):
             _host_backend(self.device)  # CUDA usable and the device there, or BackendUnavailable
             index = self._cuda_index or 0
             tables, kept = label_host_volumes(batch, self.params, labels, self.stats, index)
@@ -245,12 +249,14 @@ class Labeler:
             )
             tables, kept = labeled.tables, labeled.kept
         else:
-            result = _host_backend(self.device).label(batch, self.params, labels)
-            tables, kept = [table.copy() for table in result.tables], result.kept
+            backend = _host_backend(self.device)
+            result = backend.label(batch, self.params, labels, statistics=self.stats)
+            tables = [table.copy() for table in result.tables]
+            kept = result.kept if result.counts is None else result.counts
         image = out if out is not None else labels if batched else labels[0]
         if self.stats:
             return image, tables
-        counts = np.array(kept, np.uint32)
+        counts = np.asarray(kept, np.uint32)
         return image, counts if batched else counts.reshape(())
 
     def _on_host_torch(self, tensor: Any, shape: tuple[int, ...], out: Any) -> tuple[Any, Any]:

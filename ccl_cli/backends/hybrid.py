@@ -144,19 +144,20 @@ class HybridBackend(Backend):
         params: LabelParams,
         out: np.ndarray | None = None,
         narrow: bool = False,
+        statistics: bool = True,
     ) -> BatchResult:
         """Label on the GPU if it is ready, else (or if it fails now) on the CPU."""
         backend = self._current()
         if backend is not self.cpu:
             try:
-                result = backend.label(batch, params, out, narrow)
+                result = backend.label(batch, params, out, narrow, statistics)
             except Exception as error:
                 self._drop(backend, error)
             else:
                 result.backend = result.backend or backend.name
                 return result
         began = time.monotonic()
-        result = self.cpu.label(batch, params, out, narrow)
+        result = self.cpu.label(batch, params, out, narrow, statistics)
         result.backend = result.backend or self.cpu.name
         if not self._started and self._load.count(began, time.monotonic(), len(batch)):
             self._start_gpu()

@@ -35,6 +35,7 @@ class MultiDeviceBackend(Backend):
         params: LabelParams,
         out: np.ndarray | None = None,
         narrow: bool = False,
+        statistics: bool = True,
     ) -> BatchResult:
         """Label the (N, H, W) numpy batch, each device into its slice of `out` (backends.base)."""
         batch = np.asarray(batch)

@@ -30,13 +30,15 @@ class CpuBackend(Backend):
         params: LabelParams,
         out: np.ndarray | None = None,
         narrow: bool = False,
+        statistics: bool = True,
     ) -> BatchResult:
         """Label each image of the (N, H, W) numpy batch (into `out`); see backends.base.
         With a volume connectivity (params.rank 3) each volume of an (N, D, H, W) batch,
         into uint32 labels (volumes.py).
 
         With `narrow`, the labels are uint16 (backends.base): the copy into
-        `out` writes half the bytes, and the PNG writer needs no cast.
+        `out` writes half the bytes, and the PNG writer needs no cast. Without
+        `statistics` no table is made: BatchResult.counts holds K' per image.
         """
         batch = np.asarray(batch)
         if batch.ndim != params.rank + 1:
@@ -46,17 +48,25 @@ class CpuBackend(Backend):
             raise ValueError(f"unsupported dtype {batch.dtype}")
         if params.rank == 3:
             labels = np.zeros(batch.shape, np.uint32) if out is None else out
-            volumes = label_volumes(batch, params, self.threads, labels, zeroed=out is None)
-            assert volumes.tables is not None
-            return BatchResult(labels, volumes.tables, volumes.components)
+            volumes = label_volumes(
+                batch, params, self.threads, labels, statistics, zeroed=out is None
+            )
+            counts = None if statistics else np.array(volumes.kept, np.int64)
+            return BatchResult(labels, volumes.tables or [], volumes.components, counts=counts)
         labels = np.empty(batch.shape, label_dtype(narrow)) if out is None else out
-        labeled = label_batch(batch, params, self.threads, labels)
-        result = BatchResult(labels, labeled.tables, labeled.components, wide=labeled.wide)
+        labeled = label_batch(batch, params, self.threads, labels, statistics)
+        result = BatchResult(
+            labels,
+            labeled.tables or [],
+            labeled.components,
+            wide=labeled.wide,
+            counts=None if statistics else labeled.kept,
+        )
         if params.polygons:
             images = range(len(batch))
 
             def one(i: int) -> Outlines:
-                return outlines(np.asarray(result.image(i)), len(result.tables[i]))
+                return outlines(np.asarray(result.image(i)), int(labeled.kept[i]))
 
             if self.threads > 1 and len(batch) > 1:
                 with ThreadPoolExecutor(min(self.threads, len(batch))) as pool:

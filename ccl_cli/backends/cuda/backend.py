@@ -116,6 +116,7 @@ class CudaBackend(Backend):
         params: LabelParams,
         out: np.ndarray | None = None,
         narrow: bool = False,
+        statistics: bool = True,
     ) -> BatchResult:
         """Label each image of an (N, H, W) batch; see backends.base.
 

@@ -9,7 +9,9 @@
  * checks each list against its struct: each name, each type, and that the fields listed
  * fill the whole struct, so a field added to or changed in a header does not build until
  * it is bound here. The entry points run on the engine's threads (pool.c) with the GIL
- * released; while one runs, the object's fields cannot be changed.
+ * released; while one runs, the object's fields cannot be changed. Called on the main
+ * thread, an entry point takes the GIL back every POLL_NS (pool.c) to run Python's signal
+ * handlers: Ctrl-C stops it within a fraction of a second (KeyboardInterrupt).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -306,7 +308,23 @@ static PyObject *volumes_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     return (PyObject *)self;
 }
 
-/* entry(data, lo, hi) over items 0..items-1 in `parts` parts on the engine's threads. */
+/* The thread state the calling thread saved as it let go of the GIL for an entry point
+ * (poll_signals takes the GIL back with it), and the main thread's id (Python runs its
+ * signal handlers there only). */
+static _Thread_local PyThreadState *released;
+static unsigned long main_thread;
+
+/* gccl_poll on the main thread: Python's signal handlers run (with the GIL, for a moment);
+ * nonzero where one raised (Ctrl-C's KeyboardInterrupt), which stays set for the caller. */
+static int poll_signals(void) {
+    PyEval_RestoreThread(released);
+    const int raised = PyErr_CheckSignals() != 0;
+    released = PyEval_SaveThread();
+    return raised;
+}
+
+/* entry(data, lo, hi) over items 0..items-1 in `parts` parts on the engine's threads; on
+ * the main thread a signal whose handler raises (Ctrl-C) stops it and is raised. */
 static PyObject *run_entry(EngineObject *self, gccl_entry entry, PyObject *const *args,
                            Py_ssize_t nargs) {
     if (nargs != 2) {
@@ -317,12 +335,18 @@ static PyObject *run_entry(EngineObject *self, gccl_entry entry, PyObject *const
     if (items == -1 && PyErr_Occurred()) return NULL;
     long long parts = PyLong_AsLongLong(args[1]);
     if (parts == -1 && PyErr_Occurred()) return NULL;
-    int code;
+    const gccl_poll poll = PyThread_get_thread_ident() == main_thread ? poll_signals : NULL;
     self->busy++;
-    Py_BEGIN_ALLOW_THREADS
-    code = gccl_spread(entry, self->data, items, parts);
-    Py_END_ALLOW_THREADS
+    released = PyEval_SaveThread();
+    const int code = gccl_spread(entry, self->data, items, parts, poll);
+    PyEval_RestoreThread(released);
+    released = NULL;
     self->busy--;
+    if (PyErr_Occurred()) return NULL; /* a signal's handler raised */
+    if (code == GCCL_STOPPED) {
+        PyErr_SetString(PyExc_KeyboardInterrupt, "the CPU engine was stopped");
+        return NULL;
+    }
     if (code != 0) {
         PyErr_SetString(PyExc_MemoryError, "the CPU engine ran out of memory");
         return NULL;
@@ -423,6 +447,15 @@ static int add_constants(PyObject *module, const char *attribute, const char *co
 }
 
 PyMODINIT_FUNC PyInit_gccl_cpu(void) {
+    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *main = threading ? PyObject_CallMethod(threading, "main_thread", NULL) : NULL;
+    PyObject *ident = main ? PyObject_GetAttrString(main, "ident") : NULL;
+    Py_XDECREF(threading);
+    Py_XDECREF(main);
+    if (!ident) return NULL;
+    main_thread = PyLong_AsUnsignedLong(ident);
+    Py_DECREF(ident);
+    if (PyErr_Occurred()) return NULL;
     describe_fields(batch_getset, BATCH_INFO, COUNT(BATCH_INFO));
     describe_fields(volume_getset, VOLUME_INFO, COUNT(VOLUME_INFO));
     if (PyType_Ready(&BatchType) != 0 || PyType_Ready(&VolumesType) != 0) return NULL;

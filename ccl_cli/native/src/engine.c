@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool.h"
 #include "rows.h"
 
 static inline void clear_record(gccl_record *r) {
@@ -234,7 +235,8 @@ static int64_t pixels_of(const gccl_batch *b) { return b->height * b->width; }
 
 /* First pass of tasks lo..hi-1, then each task's labels flattened to local ids 1..m
  * (parent[label] = local id), its records summed into acc[acc_first[t] + local id - 1],
- * local_counts[t] = m and lasts[t] = its last label. Returns 0, or -1 out of memory. */
+ * local_counts[t] = m and lasts[t] = its last label. Returns 0, -1 out of memory, or
+ * GCCL_STOPPED. */
 int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
     const int64_t width = b->width, pixels = pixels_of(b);
     const int64_t image_bytes = pixels * type_bytes(b->image_type);
@@ -244,8 +246,8 @@ int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
     int64_t *runs = malloc(sizeof(int64_t) * (size_t)(4 * width + 4));
     /* a growing tolerance's reaches of this row and the row above (8 bytes or fewer each) */
     void *reaches = growing(b) ? malloc(sizeof(double) * (size_t)(2 * width)) : NULL;
-    int failed = !fg || !runs || (growing(b) && !reaches);
-    for (int64_t t = lo; t < hi && !failed; t++) {
+    int code = !fg || !runs || (growing(b) && !reaches) ? -1 : 0;
+    for (int64_t t = lo; t < hi && code == 0; t++) {
         int64_t n = b->tasks[3 * t], r0 = b->tasks[3 * t + 1], r1 = b->tasks[3 * t + 2];
         int64_t base = r0 * width, off = b->acc_first[t] - base - 1;
         const uint8_t *image = (const uint8_t *)b->image + n * image_bytes;
@@ -261,6 +263,10 @@ int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
                                                prov, parent, r0, r1, off, fg, runs,
                                                runs + 2 * width + 2);
         }
+        if (last < 0) {
+            code = GCCL_STOPPED;
+            break;
+        }
         b->local_counts[t] = flatten(parent, b->acc, base, last, b->acc_first[t],
                                      (int)b->floating);
         b->lasts[t] = last;
@@ -268,7 +274,7 @@ int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
     free(fg);
     free(runs);
     free(reaches);
-    return failed ? -1 : 0;
+    return code;
 }
 
 static inline int64_t find(const int64_t *forest, int64_t i) {
@@ -308,7 +314,7 @@ static int64_t number_components(int64_t *forest, const int64_t *first, int64_t 
 /* Per image lo..hi-1: join local components across strip seams (in tau mode only
  * neighbours within tau), then number the components 1..K in raster order:
  * forest[first[t] + local id] = component (0 at the background slots first[t]);
- * components[n] = K. Returns 0, or -1 out of memory. */
+ * components[n] = K. Returns 0, -1 out of memory, or GCCL_STOPPED. */
 int gccl_merge_seams(const gccl_batch *b, int64_t lo, int64_t hi) {
     const int64_t width = b->width, pixels = pixels_of(b);
     const int64_t image_row = width * type_bytes(b->image_type);
@@ -318,6 +324,10 @@ int gccl_merge_seams(const gccl_batch *b, int64_t lo, int64_t hi) {
         const int32_t *labels = b->prov + n * pixels, *par = b->parent + n * (pixels + 1);
         const uint8_t *image = (const uint8_t *)b->image + n * pixels * type_bytes(b->image_type);
         int64_t t_lo = b->image_tasks[n], t_hi = b->image_tasks[n + 1];
+        if (gccl_stopping((t_hi - t_lo) * (width + 1))) {
+            free(f);
+            return GCCL_STOPPED;
+        }
         for (int64_t t = t_lo + 1; t < t_hi; t++) {
             int64_t y = b->tasks[3 * t + 1];
             int64_t here = b->first[t], above = b->first[t - 1];
@@ -386,11 +396,12 @@ int gccl_pack_stats(const gccl_batch *b, int64_t lo, int64_t hi) {
 }
 
 /* sums[first[t] + local id] = sum over its finite pixels of trunc(v * 2**shift[same]), for
- * tasks lo..hi-1 of a float batch. */
+ * tasks lo..hi-1 of a float batch. Returns 0, or GCCL_STOPPED. */
 int gccl_float_terms(const gccl_batch *b, int64_t lo, int64_t hi) {
     const int64_t pixels = pixels_of(b), value_bytes = pixels * type_bytes(b->value_type);
     for (int64_t t = lo; t < hi; t++) {
         int64_t n = b->tasks[3 * t], r0 = b->tasks[3 * t + 1], r1 = b->tasks[3 * t + 2];
+        if (gccl_stopping((r1 - r0) * (b->width + 1))) return GCCL_STOPPED;
         int64_t off = b->first[t];
         for (int64_t i = off; i < b->first[t + 1]; i++) b->sums[i] = 0;
         FLOAT_TERMS[b->value_type](b, (const uint8_t *)b->values + n * value_bytes,
@@ -454,7 +465,8 @@ int gccl_kept_columns(const gccl_batch *b, int64_t lo, int64_t hi) {
  *
  * Each of the task's labels first gets its final label in place of its local id
  * (parent[label]; parent[0] stays 0, the background), so that a pixel costs one lookup.
- * Every task is written by one call only: the mapping is not applied twice. */
+ * Every task is written by one call only: the mapping is not applied twice. Returns 0, or
+ * GCCL_STOPPED (some labels are then not written). */
 int gccl_write_labels(const gccl_batch *b, int64_t lo, int64_t hi) {
     const int64_t width = b->width, pixels = pixels_of(b);
     for (int64_t t = lo; t < hi; t++) {
@@ -467,13 +479,16 @@ int gccl_write_labels(const gccl_batch *b, int64_t lo, int64_t hi) {
         for (int64_t label = r0 * width + 1; label <= b->lasts[t]; label++) {
             par[label] = (int32_t)b->kept_id[before + forest[par[label]]];
         }
-        int64_t lo_pixel = r0 * width, hi_pixel = r1 * width;
-        if (b->label_bytes == 2) {
-            uint16_t *dst = (uint16_t *)b->labels + n * pixels;
-            for (int64_t i = lo_pixel; i < hi_pixel; i++) dst[i] = (uint16_t)par[labels[i]];
-        } else {
-            uint32_t *dst = (uint32_t *)b->labels + n * pixels;
-            for (int64_t i = lo_pixel; i < hi_pixel; i++) dst[i] = (uint32_t)par[labels[i]];
+        for (int64_t y = r0; y < r1; y++) {
+            if (gccl_stopping(width + 1)) return GCCL_STOPPED;
+            const int64_t lo_pixel = y * width, hi_pixel = lo_pixel + width;
+            if (b->label_bytes == 2) {
+                uint16_t *dst = (uint16_t *)b->labels + n * pixels;
+                for (int64_t i = lo_pixel; i < hi_pixel; i++) dst[i] = (uint16_t)par[labels[i]];
+            } else {
+                uint32_t *dst = (uint32_t *)b->labels + n * pixels;
+                for (int64_t i = lo_pixel; i < hi_pixel; i++) dst[i] = (uint32_t)par[labels[i]];
+            }
         }
     }
     return 0;

@@ -44,7 +44,8 @@ static inline void CAT(add_run, SUFFIX)(gccl_record *r, const PIXEL *row, int64_
 }
 
 /* Binary first pass over rows r0..r1-1 of one image, run by run (labels from
- * r0 * width + 1, label l's record at acc[off + l]); returns the last label made.
+ * r0 * width + 1, label l's record at acc[off + l]); returns the last label made, or -1
+ * where it was stopped (gccl_stopping).
  *
  * A run joins every run of the row above that touches it (8-connectivity: also
  * diagonally); a run touching none starts a label, so labels are made in raster order of
@@ -62,6 +63,7 @@ static int64_t CAT(binary_strip, SUFFIX)(const gccl_batch *b, const uint8_t *ima
     int64_t n = r0 * width;
     int64_t n_above = 0;
     for (int64_t y = r0; y < r1; y++) {
+        if (gccl_stopping(width + 1)) return -1;
         foreground(image + y * width * pixel_bytes, width, b->rule, b->a, fg);
         int64_t k = row_runs(fg, width, runs);
         int32_t *cur = prov + y * width;
@@ -200,7 +202,8 @@ static void CAT(reach_row, SUFFIX)(const PIXEL *row, int64_t width, const gccl_b
  * own): m[x] says which neighbours pixel x joins (tau_row), compared in the pixel type
  * for integers. fg and fg_above: this row's foreground and the row above's; settled: the
  * row's settled pixels (settled_pixels); run_list: the row's runs (2 * width); reach_rows:
- * two rows of REACH (reach_row) for a growing tolerance. */
+ * two rows of REACH (reach_row) for a growing tolerance. Returns the last label made, or
+ * -1 where it was stopped. */
 static int64_t CAT(tau_strip, SUFFIX)(const gccl_batch *b, const uint8_t *image,
                                       const uint8_t *values, run_statistics runs, int32_t *prov,
                                       int32_t *parent, int64_t r0, int64_t r1, int64_t off,
@@ -218,6 +221,7 @@ static int64_t CAT(tau_strip, SUFFIX)(const gccl_batch *b, const uint8_t *image,
     REACH *reaches = (REACH *)reach_rows, *above_reaches = reaches + width;
     int64_t n = r0 * width;
     for (int64_t y = r0; y < r1; y++) {
+        if (gccl_stopping(width + 1)) return -1;
         const PIXEL *row = pixels + y * width;
         const PIXEL *above = y > r0 ? row - width : row; /* read only below the strip's top */
         CAT(foreground_row, SUFFIX)(row, width, b->rule, b->a, fg);

@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "pool.h"
 #include "rows.h"
 
 _Static_assert(sizeof(gccl_slab) == GCCL_SLAB_WORDS * sizeof(int64_t),
@@ -313,7 +314,7 @@ typedef int64_t (*tau_runs_of)(const void *, const uint8_t *, int64_t, const vol
                                int64_t *);
 typedef int (*runs_join_of)(const void *, const void *, int64_t, int64_t, int64_t, int64_t,
                             int64_t, const volume_tolerance *);
-typedef void (*gather_slab_of)(const gccl_volumes *, const gccl_slab *, int64_t, const int64_t *,
+typedef int (*gather_slab_of)(const gccl_volumes *, const gccl_slab *, int64_t, const int64_t *,
                                gccl_volume_record *, gccl_run *, uint32_t *);
 typedef int64_t (*run_magnitude_of)(const void *, int64_t, int64_t);
 
@@ -724,7 +725,8 @@ static inline int32_t settle_label(gccl_slab *slab, int32_t label, int64_t voxel
  * each row's one label (row_labels), each label's voxels counted where counts_voxels (and
  * its largest finite |v| where keeps_magnitude). A run's label is slab->labels + 1 until
  * it joins a set, so that the joins need no branch for "no set yet". fg: a row's
- * foreground (whole words of voxels, 0 past width). Returns 0, or -1 out of memory. */
+ * foreground (whole words of voxels, 0 past width). Returns 0, -1 out of memory, or
+ * GCCL_STOPPED. */
 static int label_slab_binary(const gccl_volumes *b, gccl_slab *slab, int64_t n, int64_t z0,
                              int64_t z1, uint8_t *fg, const uint64_t *zero) {
     const int64_t width = b->width, height = b->height, words = voxel_words(width);
@@ -739,7 +741,9 @@ static int label_slab_binary(const gccl_volumes *b, gccl_slab *slab, int64_t n, 
     if (start_slab(slab, (z1 - z0) * height, width) != 0) return -1;
     if (room_for_label(slab, magnitudes) != 0) return -1;
     for (int64_t z = z0; z < z1; z++) {
+        if (gccl_stopping(1)) return GCCL_STOPPED;
         for (int64_t y = 0; y < height; y++) {
+            if (gccl_stopping(width + 1)) return GCCL_STOPPED;
             const int64_t at = row_index(b, n, z, y);
             uint32_t *out = b->labels + at;
             uint64_t *bits = bit_row(slab, width, (z - z0) * height + y);
@@ -806,8 +810,8 @@ static int label_slab_binary(const gccl_volumes *b, gccl_slab *slab, int64_t n, 
  * to the runs they touch, each voxel's label written into `labels` (the background's 0 too
  * unless they are `zeroed`), each row's one label (row_labels), each label's voxels counted
  * where counts_voxels (and its largest finite |v| where keeps_magnitude). fg: a row's
- * foreground (width); bounds: a row's run bounds (2 width + 2). Returns 0, or -1 out of
- * memory. */
+ * foreground (width); bounds: a row's run bounds (2 width + 2). Returns 0, -1 out of
+ * memory, or GCCL_STOPPED. */
 static int label_slab_tau(const gccl_volumes *b, gccl_slab *slab, int64_t n, int64_t z0,
                           int64_t z1, uint8_t *fg, int64_t *bounds, plane_runs *planes) {
     const int64_t width = b->width, height = b->height;
@@ -823,7 +827,9 @@ static int label_slab_tau(const gccl_volumes *b, gccl_slab *slab, int64_t n, int
     for (int64_t z = z0; z < z1; z++) {
         const int p = (int)((z - z0) & 1); /* this plane's buffers; 1 - p: the plane before */
         planes->row_first[p][0] = 0;
+        if (gccl_stopping(1)) return GCCL_STOPPED;
         for (int64_t y = 0; y < height; y++) {
+            if (gccl_stopping(width + 1)) return GCCL_STOPPED;
             const int64_t at = row_index(b, n, z, y);
             const uint8_t *pixels = image + at * image_bytes;
             FOREGROUND_ROW[b->image_type](pixels, width, b->rule, b->a, fg);
@@ -903,7 +909,7 @@ static int64_t flatten_slab(gccl_slab *slab, int counting) {
 }
 
 /* First pass of tasks lo..hi-1: each slab labeled and flattened to local ids;
- * local_counts[t] = m. Returns 0, or -1 out of memory. */
+ * local_counts[t] = m. Returns 0, -1 out of memory, or GCCL_STOPPED. */
 int gccl_volume_label_slabs(const gccl_volumes *b, int64_t lo, int64_t hi) {
     const int64_t width = b->width, height = b->height;
     /* fg: whole words of voxels, 0 past width; tau mode: a row holds at most width runs */
@@ -911,26 +917,26 @@ int gccl_volume_label_slabs(const gccl_volumes *b, int64_t lo, int64_t hi) {
     int64_t *bounds = NULL;
     plane_runs runs = {{NULL, NULL}, {NULL, NULL}};
     uint64_t *zero = calloc((size_t)(bit_stride(width) + 2), sizeof(uint64_t)); /* a row of 0s */
-    int failed = !fg || !zero;
+    int code = !fg || !zero ? -1 : 0;
     if (b->tau_mode) {
         bounds = malloc(sizeof(int64_t) * (size_t)(2 * width + 2));
-        failed |= !bounds;
-        for (int p = 0; p < 2 && !failed; p++) {
+        code = !bounds ? -1 : code;
+        for (int p = 0; p < 2 && code == 0; p++) {
             runs.runs[p] = malloc(sizeof(gccl_run) * (size_t)(height * width + 1));
             runs.row_first[p] = malloc(sizeof(int64_t) * (size_t)(height + 1));
-            failed = !runs.runs[p] || !runs.row_first[p];
+            code = !runs.runs[p] || !runs.row_first[p] ? -1 : 0;
         }
     }
-    for (int64_t t = lo; t < hi && !failed; t++) {
+    for (int64_t t = lo; t < hi && code == 0; t++) {
         /* the slab's state worked on in a copy of this thread's: the slabs lie side by side,
            and a line shared with a slab another thread counts labels in would pass from core
            to core at every run */
         gccl_slab slab = b->slabs[t];
         const int64_t *task = &b->tasks[3 * t];
-        failed = (b->tau_mode
-                      ? label_slab_tau(b, &slab, task[0], task[1], task[2], fg, bounds, &runs)
-                      : label_slab_binary(b, &slab, task[0], task[1], task[2], fg, zero)) != 0;
-        if (!failed) slab.locals = b->local_counts[t] = flatten_slab(&slab, counts_voxels(b));
+        code = b->tau_mode
+                   ? label_slab_tau(b, &slab, task[0], task[1], task[2], fg, bounds, &runs)
+                   : label_slab_binary(b, &slab, task[0], task[1], task[2], fg, zero);
+        if (code == 0) slab.locals = b->local_counts[t] = flatten_slab(&slab, counts_voxels(b));
         b->slabs[t] = slab; /* what it holds, freed by gccl_volume_free even where it failed */
     }
     for (int p = 0; p < 2; p++) {
@@ -940,7 +946,7 @@ int gccl_volume_label_slabs(const gccl_volumes *b, int64_t lo, int64_t hi) {
     free(zero);
     free(fg);
     free(bounds);
-    return failed ? -1 : 0;
+    return code;
 }
 
 /* The runs of equal nonzero labels of a row of `labels`; returns their number. */
@@ -1020,13 +1026,19 @@ static void join_seam(const gccl_volumes *b, int64_t n, int64_t t, gccl_run *her
 /* Per volume lo..hi-1: join local components across the slabs' seams (each slot a set of
  * its own first), then number the components 1..K in raster order: forest[first[t] + local
  * id] = component (0 at the background slots); components[n] = K, components_before[t] =
- * the components numbered in its slabs before slab t. Returns 0, or -1 out of memory. */
+ * the components numbered in its slabs before slab t. Returns 0, -1 out of memory, or
+ * GCCL_STOPPED. */
 int gccl_volume_merge_seams(const gccl_volumes *b, int64_t lo, int64_t hi) {
     gccl_run *here = malloc(sizeof(gccl_run) * (size_t)b->width);
     gccl_run *before = malloc(sizeof(gccl_run) * (size_t)b->width);
     const int failed = !here || !before;
-    for (int64_t n = lo; n < hi && !failed; n++) {
+    int code = failed ? -1 : 0;
+    for (int64_t n = lo; n < hi && code == 0; n++) {
         const int64_t t_lo = b->volume_tasks[n], t_hi = b->volume_tasks[n + 1];
+        if (gccl_stopping((t_hi - t_lo) * b->height * (b->width + 1))) {
+            code = GCCL_STOPPED;
+            break;
+        }
         for (int64_t i = b->first[t_lo]; i < b->first[t_hi]; i++) b->forest[i] = i;
         for (int64_t t = t_lo + 1; t < t_hi; t++) join_seam(b, n, t, here, before);
         int64_t k = 0; /* the forest flattened over the volume's slots, in order */
@@ -1042,7 +1054,7 @@ int gccl_volume_merge_seams(const gccl_volumes *b, int64_t lo, int64_t hi) {
     }
     free(here);
     free(before);
-    return failed ? -1 : 0;
+    return code;
 }
 
 /* Per volume lo..hi-1: kept[n] = volume n's kept components and, where counts_voxels (else
@@ -1144,7 +1156,7 @@ static void relabel_row(uint32_t *row, int64_t width, const uint32_t *table) {
  * in place of its voxels in `area`, each kept component whose first slot lies in this slab
  * noted in kept_slot (that slot is the first where the component is above every one met in
  * the volume's slots before it: they are numbered in slot order), then gather_slab.
- * Returns 0, or -1 out of memory. */
+ * Returns 0, -1 out of memory, or GCCL_STOPPED. */
 static int write_slab_statistics(const gccl_volumes *b, int64_t t) {
     const gccl_slab *slab = &b->slabs[t];
     const int64_t n = b->tasks[3 * t], width = b->width;
@@ -1163,12 +1175,13 @@ static int write_slab_statistics(const gccl_volumes *b, int64_t t) {
     }
     gccl_run *runs = malloc(sizeof(gccl_run) * (size_t)(width / 2 + 1));
     uint32_t *kept = malloc(sizeof(uint32_t) * (size_t)(width / 2 + 1));
-    const int failed = !runs || !kept;
     gccl_volume_record *records = b->records + b->first[t];
-    if (!failed) GATHER_SLAB[b->value_type](b, slab, t, final, records, runs, kept);
+    const int code = !runs || !kept
+                         ? -1
+                         : GATHER_SLAB[b->value_type](b, slab, t, final, records, runs, kept);
     free(runs);
     free(kept);
-    return failed ? -1 : 0;
+    return code;
 }
 
 /* Last pass of tasks lo..hi-1: every voxel's label replaced by its final label (0 for the
@@ -1177,7 +1190,8 @@ static int write_slab_statistics(const gccl_volumes *b, int64_t t) {
  * bits) are read and written; without statistics a row whose runs took one label
  * (row_labels) is passed over where that label keeps its number and filled with its final
  * label where it does not. Without statistics each label's final label takes the place of
- * its local id in `parent`, so a voxel costs one lookup. */
+ * its local id in `parent`, so a voxel costs one lookup. Returns 0, -1 out of memory, or
+ * GCCL_STOPPED. */
 int gccl_volume_write(const gccl_volumes *b, int64_t lo, int64_t hi) {
     const int64_t width = b->width, height = b->height, words = voxel_words(width);
     for (int64_t t = lo; t < hi; t++) {
@@ -1186,7 +1200,8 @@ int gccl_volume_write(const gccl_volumes *b, int64_t lo, int64_t hi) {
         const int64_t n = b->tasks[3 * t], z0 = b->tasks[3 * t + 1], z1 = b->tasks[3 * t + 2];
         const int64_t *forest = b->forest + b->first[t];
         if (b->statistics) {
-            if (write_slab_statistics(b, t) != 0) return -1;
+            const int code = write_slab_statistics(b, t);
+            if (code != 0) return code;
             continue;
         }
         const int64_t *kept_id = kept_ids(b, n);
@@ -1195,7 +1210,9 @@ int gccl_volume_write(const gccl_volumes *b, int64_t lo, int64_t hi) {
         for (int64_t label = 1; label <= slab->labels; label++)
             table[label] = (uint32_t)kept_of(kept_id, forest[slab->parent[label]]);
         for (int64_t z = z0; z < z1; z++) {
+            if (gccl_stopping(1)) return GCCL_STOPPED;
             for (int64_t y = 0; y < height; y++) {
+                if (gccl_stopping(width + 1)) return GCCL_STOPPED;
                 const int64_t r = (z - z0) * height + y;
                 const int32_t row_label = slab->row_labels[r];
                 if (row_label == 0) continue; /* all 0 */

@@ -177,8 +177,8 @@ static __attribute__((noinline)) int64_t CAT(gather_row_of_one, SUFFIX)(
  * loops of loads that do not wait for one another (runs and kept: room for a row's runs);
  * each run's label written (put_run_labels); a row whose runs all took one local id has
  * them summed before they go into its record, and its runs whose label is final already
- * left as they are. */
-static void CAT(gather_slab, SUFFIX)(const gccl_volumes *b, const gccl_slab *slab, int64_t t,
+ * left as they are. Returns 0, or GCCL_STOPPED. */
+static int CAT(gather_slab, SUFFIX)(const gccl_volumes *b, const gccl_slab *slab, int64_t t,
                                      const int64_t *final, gccl_volume_record *records,
                                      gccl_run *runs, uint32_t *kept) {
     const int64_t n = b->tasks[3 * t], z0 = b->tasks[3 * t + 1], z1 = b->tasks[3 * t + 2];
@@ -193,7 +193,9 @@ static void CAT(gather_slab, SUFFIX)(const gccl_volumes *b, const gccl_slab *sla
     const int32_t *local_of = slab->parent;
     int64_t met = 0; /* the largest kept local id met so far */
     for (int64_t z = z0; z < z1; z++) {
+        if (gccl_stopping(1)) return GCCL_STOPPED;
         for (int64_t y = 0; y < height; y++) {
+            if (gccl_stopping(width + 1)) return GCCL_STOPPED;
             const int64_t r = (z - z0) * height + y;
             if (slab->row_labels[r] == 0) continue; /* all 0 */
             const int64_t at = row_index(b, n, z, y);
@@ -249,6 +251,7 @@ static void CAT(gather_slab, SUFFIX)(const gccl_volumes *b, const gccl_slab *sla
         }
     }
 #undef SHIFT_OF
+    return 0;
 }
 
 #undef CAT
