@@ -32,6 +32,7 @@ setup(
                 for name in (
                     *("engine.h", "rows.h", "foreground.h", "strip.h", "volume.h", "volume_rows.h"),
                     "pool.h",
+                    "pixel_types.h",
                 )
             ],
             extra_compile_args=COMPILE_FLAGS,

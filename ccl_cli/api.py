@@ -235,6 +235,8 @@ class Labeler:
         else:
             labels = _checked_out(out, shape, np.ndarray)
             labels = labels if batched else labels[None]
+        tables: list[StatsTable] | None
+        kept: Any  # K' per image: a list or an array
         if batch.size == 0:  # no pixel to label, whatever the other extents: at once
             integer = host.dtype.kind != "f"
             tables = [empty_table(integer, rank) for _ in range(len(batch))] if self.stats else []

@@ -21,8 +21,8 @@ RUNNING_SECONDS = 0.5
 
 IMAGE_JOB = """
     job = gccl_cpu.Batch(
-        count=PARTS, height=2**40, width=0, image_type=0, value_type=0, rule=1, eight=1,
-        tau_mode=TAU, floating=0, min_area=0, label_bytes=4, a=0.0, tau=0.0, relative=0.0,
+        count=PARTS, height=2**40, width=0, image_type=0, value_type=0, rule=1, connectivity=8,
+        tau_mode=TAU, floating=0, min_area=0, label_bytes=4, rule_value=0.0, tau=0.0, relative=0.0,
         quadratic=0.0, image=np.zeros(1, np.uint8), values=np.zeros(1, np.uint8),
     )
     job.prov = np.zeros(1, np.int32)
@@ -39,7 +39,7 @@ VOLUME_JOB = """
     job = gccl_cpu.Volumes(
         count=PARTS, depth=2**40, height=0, width=1, image_type=0, value_type=0, rule=1,
         connectivity=26, tau_mode=TAU, floating=0, min_area=0, statistics=0, selecting=0,
-        zeroed=1, a=0.0, tau=0.0, relative=0.0, quadratic=0.0, image=np.zeros(1, np.uint8),
+        zeroed=1, rule_value=0.0, tau=0.0, relative=0.0, quadratic=0.0, image=np.zeros(1, np.uint8),
         values=np.zeros(1, np.uint8), labels=np.zeros(1, np.uint32),
         tasks=np.array([(n, 0, 2**40) for n in range(PARTS)], np.int64),
         slabs=np.zeros(PARTS * gccl_cpu.SLAB_WORDS, np.int64),
@@ -58,9 +58,7 @@ def test_ctrl_c_stops_a_long_engine_call(job, tau, parts):
         "from ccl_cli.native import gccl_cpu\n"
         "from ccl_cli.backends.cpu.labels import start_helpers\n"
         f"PARTS, TAU = {parts}, {tau}\n"
-        "start_helpers(PARTS - 1)\n"
-        + textwrap.dedent(job)
-        + "print('started', flush=True)\n"
+        "start_helpers(PARTS - 1)\n" + textwrap.dedent(job) + "print('started', flush=True)\n"
         "try:\n"
         "    call(PARTS, PARTS)\n"
         "except KeyboardInterrupt:\n"

@@ -56,7 +56,8 @@ RECORD = gccl_cpu.RECORD_BYTES // 8
 COLUMN = gccl_cpu.RECORD_COLUMNS
 #: Pixel types of the engine (engine.h's enum gccl_type); 1-bit images are read as bytes.
 PIXEL_TYPES = {np.dtype(name): code for name, code in gccl_cpu.PIXEL_TYPES.items()}
-#: Foreground rules (engine.h's enum gccl_rule): every non-NaN pixel, v != a, v > a, v < a.
+#: Foreground rules (engine.h's enum gccl_rule): every non-NaN pixel, v != rule_value,
+#: v > rule_value, v < rule_value.
 RULES = gccl_cpu.FOREGROUND_RULES
 
 # The process whose helper threads these are (a forked child starts its own), and how many.
@@ -211,7 +212,8 @@ def raster_components(values: np.ndarray, params: LabelParams) -> tuple[np.ndarr
 
 
 def foreground_rule(dtype: np.dtype, params: LabelParams) -> tuple[int, float]:
-    """contract.params.foreground_mask as (rule, a) for the engine, which compares in float64.
+    """contract.params.foreground_mask as (rule, rule_value) for the engine, which compares
+    in float64.
 
     float64 holds every value of a supported dtype exactly, so the comparison
     there is the one foreground_mask makes natively or in float64.
@@ -301,7 +303,7 @@ def _label_batch(
     image, label_params, values = _inputs(values, params)
     if read is not None:
         values = read
-    rule, a = foreground_rule(image.dtype, label_params)
+    rule, rule_value = foreground_rule(image.dtype, label_params)
     image, numbers = _numbers(image), _numbers(values)
     floating = values.dtype.kind == "f"
     binary = label_params.tau is None
@@ -312,12 +314,12 @@ def _label_batch(
         image_type=PIXEL_TYPES[image.dtype],
         value_type=PIXEL_TYPES[numbers.dtype],
         rule=rule,
-        eight=label_params.connectivity == 8,
+        connectivity=label_params.connectivity,
         tau_mode=not binary,
         floating=floating,
         min_area=params.min_area,
         label_bytes=out.itemsize,
-        a=a,
+        rule_value=rule_value,
         tau=0.0 if label_params.tau is None else float(label_params.tau),
         relative=label_params.tau_relative,
         quadratic=label_params.tau_quadratic,
@@ -394,7 +396,9 @@ def _label_batch(
     return Labeled(tables, components.tolist(), kept, wide)
 
 
-def _tables(job: gccl_cpu.Batch, kept: np.ndarray, floating: bool, threads: int) -> list[StatsTable]:
+def _tables(
+    job: gccl_cpu.Batch, kept: np.ndarray, floating: bool, threads: int
+) -> list[StatsTable]:
     """The statistics table of each image of `job` (its kept components' columns)."""
     kept_first = np.zeros(len(kept) + 1, np.int64)
     np.cumsum(kept, out=kept_first[1:])

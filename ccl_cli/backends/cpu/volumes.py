@@ -138,7 +138,7 @@ def label_volumes(
         return VolumesLabeled(tables if statistics else None, [0] * count, [0] * count)
     values = np.ascontiguousarray(canonical_bools(batch))
     image, label_params, values = _inputs(values, params)
-    rule, a = foreground_rule(image.dtype, label_params)
+    rule, rule_value = foreground_rule(image.dtype, label_params)
     image, numbers = _numbers(image), _numbers(values)
     floating = values.dtype.kind == "f"
     tasks = plan(count, depth, height, width, threads)
@@ -157,7 +157,7 @@ def label_volumes(
         statistics=statistics,
         selecting=selects(params),
         zeroed=zeroed,
-        a=a,
+        rule_value=rule_value,
         tau=0.0 if label_params.tau is None else float(label_params.tau),
         relative=float(label_params.tau_relative),
         quadratic=float(label_params.tau_quadratic),

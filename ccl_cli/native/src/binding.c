@@ -26,12 +26,18 @@
 
 /* A struct's fields in order: INTEGER (int64_t), REAL (double), arrays the engine reads
  * (IN, `const T *`) and writes (OUT, `T *`) of element type T, and arrays of any pixel type
- * (IN_ANY `const void *`, OUT_ANY `void *`). */
+ * (IN_ANY `const void *`, OUT_ANY `void *`). The fields of the gccl_rules both structs embed
+ * as `rules` (RULE_FIELDS) keep their own names in Python: INTEGER_AT and REAL_AT take the
+ * member (path) and the name. */
+#define RULE_FIELDS(INTEGER_AT, REAL_AT)                                                       \
+    INTEGER_AT(rules.rule, rule) INTEGER_AT(rules.tau_mode, tau_mode)                         \
+    REAL_AT(rules.rule_value, rule_value) REAL_AT(rules.tau, tau)                             \
+    REAL_AT(rules.relative, relative) REAL_AT(rules.quadratic, quadratic)
+
 #define BATCH_FIELDS(INTEGER, REAL, IN, OUT, IN_ANY, OUT_ANY)                                  \
     INTEGER(count) INTEGER(height) INTEGER(width) INTEGER(image_type) INTEGER(value_type)      \
-    INTEGER(rule) INTEGER(eight) INTEGER(tau_mode) INTEGER(floating) INTEGER(min_area)        \
-    INTEGER(label_bytes) REAL(a) REAL(tau) REAL(relative) REAL(quadratic) IN_ANY(image)      \
-    IN_ANY(values) IN(reaches, int32_t) OUT(prov, int32_t) OUT(parent, int32_t)               \
+    INTEGER(connectivity) INTEGER(floating) INTEGER(min_area) INTEGER(label_bytes)            \
+    RULE_FIELDS(INTEGER##_AT, REAL##_AT) IN_ANY(image) IN_ANY(values) IN(reaches, int32_t) OUT(prov, int32_t) OUT(parent, int32_t)               \
     IN(tasks, int64_t) IN(acc_first, int64_t) OUT(acc, gccl_record)                           \
     OUT(local_counts, int64_t) OUT(lasts, int64_t) IN(first, int64_t)                         \
     IN(image_tasks, int64_t) OUT(forest, int64_t) OUT(components, int64_t)                    \
@@ -42,10 +48,9 @@
 
 #define VOLUME_FIELDS(INTEGER, REAL, IN, OUT, IN_ANY, OUT_ANY)                                 \
     INTEGER(count) INTEGER(depth) INTEGER(height) INTEGER(width) INTEGER(image_type)          \
-    INTEGER(value_type) INTEGER(rule) INTEGER(connectivity) INTEGER(tau_mode)                 \
-    INTEGER(floating) INTEGER(min_area) INTEGER(statistics) INTEGER(selecting) INTEGER(zeroed) \
-    REAL(a) REAL(tau) REAL(relative) REAL(quadratic) IN_ANY(image)                             \
-    IN_ANY(values) OUT(labels, uint32_t) IN(tasks, int64_t) OUT(slabs, gccl_slab)             \
+    INTEGER(value_type) INTEGER(connectivity) INTEGER(floating) INTEGER(min_area)             \
+    INTEGER(statistics) INTEGER(selecting) INTEGER(zeroed) RULE_FIELDS(INTEGER##_AT, REAL##_AT) \
+    IN_ANY(image) IN_ANY(values) OUT(labels, uint32_t) IN(tasks, int64_t) OUT(slabs, gccl_slab)             \
     OUT(local_counts, int64_t) IN(first, int64_t) IN(volume_tasks, int64_t)                   \
     OUT(forest, int64_t) OUT(components, int64_t) OUT(components_before, int64_t)             \
     IN(component_first, int64_t) OUT(component_area, int64_t)                                 \
@@ -68,6 +73,7 @@
     ENTRY(free, gccl_volume_free)
 
 #define NOTHING(...)
+#define NOTHING_AT(...)
 #define ONE(...) +1
 
 enum kind { INTEGER_FIELD, REAL_FIELD, ARRAY_FIELD };
@@ -82,11 +88,13 @@ typedef struct {
 } field_info;
 
 /* Checks and descriptions of the fields of struct STRUCT (defined around each use). */
-#define FIELD(name) (((STRUCT *)0)->name)
-#define CHECK_INTEGER(name) \
-    _Static_assert(_Generic(FIELD(name), int64_t: 1, default: 0), #name " is an int64_t");
-#define CHECK_REAL(name) \
-    _Static_assert(_Generic(FIELD(name), double: 1, default: 0), #name " is a double");
+#define FIELD(path) (((STRUCT *)0)->path)
+#define CHECK_INTEGER_AT(path, name) \
+    _Static_assert(_Generic(FIELD(path), int64_t: 1, default: 0), #name " is an int64_t");
+#define CHECK_REAL_AT(path, name) \
+    _Static_assert(_Generic(FIELD(path), double: 1, default: 0), #name " is a double");
+#define CHECK_INTEGER(name) CHECK_INTEGER_AT(name, name)
+#define CHECK_REAL(name) CHECK_REAL_AT(name, name)
 #define CHECK_IN(name, type) \
     _Static_assert(_Generic(FIELD(name), const type *: 1, default: 0), #name " is const " #type "*");
 #define CHECK_OUT(name, type) \
@@ -94,8 +102,11 @@ typedef struct {
 #define CHECK_IN_ANY(name) CHECK_IN(name, void)
 #define CHECK_OUT_ANY(name) CHECK_OUT(name, void)
 #define SIZE(name, ...) +sizeof(FIELD(name))
-#define INFO_INTEGER(name) {#name, offsetof(STRUCT, name), INTEGER_FIELD, -1, 0, 0},
-#define INFO_REAL(name) {#name, offsetof(STRUCT, name), REAL_FIELD, -1, 0, 0},
+#define SIZE_AT(path, name) +sizeof(FIELD(path))
+#define INFO_INTEGER_AT(path, name) {#name, offsetof(STRUCT, path), INTEGER_FIELD, -1, 0, 0},
+#define INFO_REAL_AT(path, name) {#name, offsetof(STRUCT, path), REAL_FIELD, -1, 0, 0},
+#define INFO_INTEGER(name) INFO_INTEGER_AT(name, name)
+#define INFO_REAL(name) INFO_REAL_AT(name, name)
 #define INFO_IN(name, type) {#name, offsetof(STRUCT, name), ARRAY_FIELD, -1, 0, sizeof(type)},
 #define INFO_OUT(name, type) {#name, offsetof(STRUCT, name), ARRAY_FIELD, -1, 1, sizeof(type)},
 #define INFO_IN_ANY(name) {#name, offsetof(STRUCT, name), ARRAY_FIELD, -1, 0, 0},
@@ -461,10 +472,10 @@ PyMODINIT_FUNC PyInit_gccl_cpu(void) {
     if (PyType_Ready(&BatchType) != 0 || PyType_Ready(&VolumesType) != 0) return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (!module) return NULL;
-    static const char *const type_names[] = {"uint8", "int8",  "uint16",  "int16",
-                                             "uint32", "int32", "float32", "float64"};
-    static const long type_values[] = {GCCL_U8,  GCCL_I8,  GCCL_U16, GCCL_I16,
-                                       GCCL_U32, GCCL_I32, GCCL_F32, GCCL_F64};
+#define NUMPY_NAME(arg, suffix, name, type, numpy) numpy,
+#define TYPE_VALUE(arg, suffix, name, ...) name,
+    static const char *const type_names[] = {GCCL_PIXEL_TYPES(NUMPY_NAME, )};
+    static const long type_values[] = {GCCL_PIXEL_TYPES(TYPE_VALUE, )};
     _Static_assert(sizeof type_values / sizeof type_values[0] == GCCL_TYPES,
                    "every pixel type is named");
     static const char *const rule_names[] = {"all", "not", "above", "below"};

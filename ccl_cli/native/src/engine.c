@@ -65,7 +65,7 @@ static inline void merge_record(gccl_record *dst, const gccl_record *src, int fl
 }
 
 /* q's set joined to `label`'s (label 0: none yet); returns the label the pixel takes. */
-static inline int32_t join_label(int32_t *parent, int32_t label, int32_t q) {
+static inline int32_t joined_label(int32_t *parent, int32_t label, int32_t q) {
     if (label == 0) return q;
     return label != q ? unite(parent, label, q) : label;
 }
@@ -76,10 +76,10 @@ static inline int32_t join_label(int32_t *parent, int32_t label, int32_t q) {
  * which hold one label, and its left neighbour joined up-right (this pixel's up); with 4 it
  * joins up, as its left neighbour did, and the two labels above are one. tau_row passes
  * over these pixels: most pixels of a smooth surface. */
-static void settled_pixels(const uint8_t *m, const int32_t *up, int64_t width, int64_t eight,
+static void settled_pixels(const uint8_t *m, const int32_t *up, int64_t width, int corners,
                            uint8_t *settled) {
     settled[0] = 0;
-    if (eight) {
+    if (corners) {
         for (int64_t x = 1; x + 1 < width; x++) {
             settled[x] = (uint8_t)((m[x] == 31) & (m[x - 1] >> 4) & (up[x - 1] == up[x]) &
                                    (up[x] == up[x + 1]));
@@ -125,9 +125,9 @@ static int64_t tau_row(const uint8_t *m, const uint8_t *settled, const int32_t *
         int32_t label = 0, last = 0;
         do {
             uint8_t j = m[x];
-            if (j & 8 && up[x - 1] != last) label = join_label(parent, label, last = up[x - 1]);
-            if (j & 4 && up[x] != last) label = join_label(parent, label, last = up[x]);
-            if (j & 16 && up[x + 1] != last) label = join_label(parent, label, last = up[x + 1]);
+            if (j & 8 && up[x - 1] != last) label = joined_label(parent, label, last = up[x - 1]);
+            if (j & 4 && up[x] != last) label = joined_label(parent, label, last = up[x]);
+            if (j & 16 && up[x + 1] != last) label = joined_label(parent, label, last = up[x + 1]);
             x = past_settled(settled, x + 1, width);
         } while (x < width && (m[x] & 2));
         if (label == 0) {
@@ -145,54 +145,8 @@ static int64_t tau_row(const uint8_t *m, const uint8_t *settled, const int32_t *
 typedef void (*run_statistics)(const gccl_batch *, const int64_t *, int64_t, const int32_t *,
                                const void *, int64_t, int64_t);
 
-#define PIXEL uint8_t
-#define PIXEL_MIN 0
-#define PIXEL_MAX UINT8_MAX
-#define SUFFIX u8
-#define FLOATING 0
-#include "strip.h"
-#define PIXEL int8_t
-#define PIXEL_MIN INT8_MIN
-#define PIXEL_MAX INT8_MAX
-#define SUFFIX i8
-#define FLOATING 0
-#include "strip.h"
-#define PIXEL uint16_t
-#define PIXEL_MIN 0
-#define PIXEL_MAX UINT16_MAX
-#define SUFFIX u16
-#define FLOATING 0
-#include "strip.h"
-#define PIXEL int16_t
-#define PIXEL_MIN INT16_MIN
-#define PIXEL_MAX INT16_MAX
-#define SUFFIX i16
-#define FLOATING 0
-#include "strip.h"
-#define PIXEL uint32_t
-#define PIXEL_MIN 0
-#define PIXEL_MAX UINT32_MAX
-#define SUFFIX u32
-#define FLOATING 0
-#include "strip.h"
-#define PIXEL int32_t
-#define PIXEL_MIN INT32_MIN
-#define PIXEL_MAX INT32_MAX
-#define SUFFIX i32
-#define FLOATING 0
-#include "strip.h"
-#define PIXEL float
-#define PIXEL_MIN 0
-#define PIXEL_MAX 0
-#define SUFFIX f32
-#define FLOATING 1
-#include "strip.h"
-#define PIXEL double
-#define PIXEL_MIN 0
-#define PIXEL_MAX 0
-#define SUFFIX f64
-#define FLOATING 1
-#include "strip.h"
+#define PIXEL_TEMPLATE "strip.h"
+#include "pixel_types.h"
 
 typedef int64_t (*strip_labeling)(const gccl_batch *, const uint8_t *, row_rule, const void *,
                                   int32_t *, int32_t *, int64_t, int64_t, int64_t, uint8_t *,
@@ -245,8 +199,8 @@ int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
     uint8_t *fg = malloc((size_t)(4 * width));
     int64_t *runs = malloc(sizeof(int64_t) * (size_t)(4 * width + 4));
     /* a growing tolerance's reaches of this row and the row above (8 bytes or fewer each) */
-    void *reaches = growing(b) ? malloc(sizeof(double) * (size_t)(2 * width)) : NULL;
-    int code = !fg || !runs || (growing(b) && !reaches) ? -1 : 0;
+    void *reaches = growing(&b->rules) ? malloc(sizeof(double) * (size_t)(2 * width)) : NULL;
+    int code = !fg || !runs || (growing(&b->rules) && !reaches) ? -1 : 0;
     for (int64_t t = lo; t < hi && code == 0; t++) {
         int64_t n = b->tasks[3 * t], r0 = b->tasks[3 * t + 1], r1 = b->tasks[3 * t + 2];
         int64_t base = r0 * width, off = b->acc_first[t] - base - 1;
@@ -254,7 +208,7 @@ int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
         const uint8_t *values = (const uint8_t *)b->values + n * value_bytes;
         int32_t *prov = b->prov + n * pixels, *parent = b->parent + n * (pixels + 1);
         int64_t last;
-        if (b->tau_mode) {
+        if (b->rules.tau_mode) {
             last = TAU_STRIP[b->image_type](b, image, values, TAU_RUNS[b->value_type], prov,
                                             parent, r0, r1, off, fg, fg + width, fg + 2 * width,
                                             fg + 3 * width, runs, reaches);
@@ -318,8 +272,9 @@ static int64_t number_components(int64_t *forest, const int64_t *first, int64_t 
 int gccl_merge_seams(const gccl_batch *b, int64_t lo, int64_t hi) {
     const int64_t width = b->width, pixels = pixels_of(b);
     const int64_t image_row = width * type_bytes(b->image_type);
-    double *f = b->tau_mode ? malloc(sizeof(double) * (size_t)(2 * width)) : NULL;
-    if (b->tau_mode && !f) return -1;
+    const int corners = b->connectivity == 8;
+    double *f = b->rules.tau_mode ? malloc(sizeof(double) * (size_t)(2 * width)) : NULL;
+    if (b->rules.tau_mode && !f) return -1;
     for (int64_t n = lo; n < hi; n++) {
         const int32_t *labels = b->prov + n * pixels, *par = b->parent + n * (pixels + 1);
         const uint8_t *image = (const uint8_t *)b->image + n * pixels * type_bytes(b->image_type);
@@ -339,11 +294,11 @@ int gccl_merge_seams(const gccl_batch *b, int64_t lo, int64_t hi) {
             for (int64_t x = 0; x < width; x++) {
                 int32_t p = row[x];
                 if (p == 0) continue;
-                int64_t x_lo = b->eight && x > 0 ? x - 1 : x;
-                int64_t x_hi = b->eight && x + 1 < width ? x + 1 : x;
+                int64_t x_lo = corners && x > 0 ? x - 1 : x;
+                int64_t x_hi = corners && x + 1 < width ? x + 1 : x;
                 for (int64_t xn = x_lo; xn <= x_hi; xn++) {
                     int32_t q = up[xn];
-                    if (q != 0 && (!f || values_join(f[x], f[width + xn], b))) {
+                    if (q != 0 && (!f || values_join(f[x], f[width + xn], &b->rules))) {
                         join_slots(b->forest, here + par[p], above + par[q]);
                     }
                 }

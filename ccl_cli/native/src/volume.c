@@ -24,17 +24,6 @@ _Static_assert(sizeof(gccl_slab) == GCCL_SLAB_WORDS * sizeof(int64_t),
 _Static_assert(sizeof(gccl_volume_record) % sizeof(int64_t) == 0,
                "a record is whole int64 words (the host allocates records as int64)");
 
-/* The tau-mode tolerance (rows.h's tolerance): tau, or growing with the values. */
-typedef struct {
-    double tau, relative, quadratic;
-    int growing;
-} volume_tolerance;
-
-static inline volume_tolerance tolerance_of(const gccl_volumes *b) {
-    return (volume_tolerance){b->tau, b->relative, b->quadratic,
-                              b->relative > 0 || b->quadratic > 0};
-}
-
 /* Whether the first pass counts each label's voxels: min-area, the selection and a float
  * volume's statistics (its float-mean shift) need each component's. */
 static inline int counts_voxels(const gccl_volumes *b) {
@@ -53,13 +42,6 @@ static inline int64_t kept_of(const int64_t *kept_id, int64_t c) { return kept_i
 /* Whether the first pass keeps each label's largest finite |v| (float volumes' statistics:
  * their float-mean shift). */
 static inline int keeps_magnitude(const gccl_volumes *b) { return b->statistics && b->floating; }
-
-/* Whether u and v join under a tolerance that grows: equal, or within the tolerance of the
- * larger magnitude. */
-static inline int grown_join(double u, double v, const volume_tolerance *t) {
-    const double au = fabs(u), av = fabs(v);
-    return close_values(u, v, tolerance(au > av ? au : av, t->tau, t->relative, t->quadratic));
-}
 
 /* One run of a row: voxels [start, end) and the label they took. */
 typedef struct {
@@ -261,59 +243,13 @@ static inline __attribute__((always_inline)) void add_stretches(gccl_volume_reco
     r->z_max = plane;
 }
 
-#define PIXEL uint8_t
-#define PIXEL_MIN 0
-#define PIXEL_MAX UINT8_MAX
-#define SUFFIX u8
-#define FLOATING 0
-#include "volume_rows.h"
-#define PIXEL int8_t
-#define PIXEL_MIN INT8_MIN
-#define PIXEL_MAX INT8_MAX
-#define SUFFIX i8
-#define FLOATING 0
-#include "volume_rows.h"
-#define PIXEL uint16_t
-#define PIXEL_MIN 0
-#define PIXEL_MAX UINT16_MAX
-#define SUFFIX u16
-#define FLOATING 0
-#include "volume_rows.h"
-#define PIXEL int16_t
-#define PIXEL_MIN INT16_MIN
-#define PIXEL_MAX INT16_MAX
-#define SUFFIX i16
-#define FLOATING 0
-#include "volume_rows.h"
-#define PIXEL uint32_t
-#define PIXEL_MIN 0
-#define PIXEL_MAX UINT32_MAX
-#define SUFFIX u32
-#define FLOATING 0
-#include "volume_rows.h"
-#define PIXEL int32_t
-#define PIXEL_MIN INT32_MIN
-#define PIXEL_MAX INT32_MAX
-#define SUFFIX i32
-#define FLOATING 0
-#include "volume_rows.h"
-#define PIXEL float
-#define PIXEL_MIN 0
-#define PIXEL_MAX 0
-#define SUFFIX f32
-#define FLOATING 1
-#include "volume_rows.h"
-#define PIXEL double
-#define PIXEL_MIN 0
-#define PIXEL_MAX 0
-#define SUFFIX f64
-#define FLOATING 1
-#include "volume_rows.h"
+#define PIXEL_TEMPLATE "volume_rows.h"
+#include "pixel_types.h"
 
-typedef int64_t (*tau_runs_of)(const void *, const uint8_t *, int64_t, const volume_tolerance *,
+typedef int64_t (*tau_runs_of)(const void *, const uint8_t *, int64_t, const gccl_rules *,
                                int64_t *);
 typedef int (*runs_join_of)(const void *, const void *, int64_t, int64_t, int64_t, int64_t,
-                            int64_t, const volume_tolerance *);
+                            int64_t, const gccl_rules *);
 typedef int (*gather_slab_of)(const gccl_volumes *, const gccl_slab *, int64_t, const int64_t *,
                                gccl_volume_record *, gccl_run *, uint32_t *);
 typedef int64_t (*run_magnitude_of)(const void *, int64_t, int64_t);
@@ -520,7 +456,7 @@ static inline int32_t join_root(int32_t *parent, int32_t label, int32_t q) {
 /* `label` (a root, or 0) joined to the sets of the runs of `row` that touch [s, e) where
  * one pair of their voxels joins (tau mode); each run met keeps the root it was found to
  * have, so that the next run touching it finds its set at once. */
-static inline int32_t join_near_row_tau(const gccl_volumes *b, const volume_tolerance *t,
+static inline int32_t join_near_row_tau(const gccl_volumes *b, const gccl_rules *t,
                                         int32_t *parent, near_row *row, const uint8_t *pixels,
                                         int32_t s, int32_t e, int32_t label) {
     gccl_run *o = row->runs;
@@ -605,7 +541,7 @@ static inline uint64_t bits_from(const uint64_t *bits, int64_t x) {
 /* Root `label` joined to the set of label q; returns the root of the union (the smaller
  * root). Without a branch on which root is smaller: the larger one's parent is written
  * even where both are the same (itself). */
-static inline int32_t join_label(int32_t *parent, int32_t label, int32_t q) {
+static inline int32_t join_root_unbranched(int32_t *parent, int32_t label, int32_t q) {
     const int32_t root = root_of(parent, q);
     const int32_t low = root < label ? root : label, high = root ^ label ^ low;
     parent[high] = low;
@@ -637,7 +573,7 @@ static inline int32_t join_lowest(int32_t *parent, const near_bits *near, int64_
     const uintptr_t hit = (uintptr_t)(near->labels[p >> 4] + lo + (p & 15)), none = (uintptr_t)&self;
     const uintptr_t any = (uintptr_t)0 - (uintptr_t)(f != 0); /* a mask, not a branch */
     *firsts = f & (f - 1);
-    return join_label(parent, label, (int32_t) * (const uint32_t *)((hit & any) | (none & ~any)));
+    return join_root_unbranched(parent, label, (int32_t) * (const uint32_t *)((hit & any) | (none & ~any)));
 }
 
 /* Root `label` joined to the sets of the voxels of the neighbouring rows that touch run
@@ -674,7 +610,7 @@ static inline __attribute__((always_inline)) int32_t join_near_bits(int32_t *par
         while (firsts) {
             const int p = __builtin_ctzll(firsts);
             firsts &= firsts - 1;
-            label = join_label(parent, label, (int32_t)near->labels[p >> 4][lo + (p & 15)]);
+            label = join_root_unbranched(parent, label, (int32_t)near->labels[p >> 4][lo + (p & 15)]);
         }
         return label;
     }
@@ -689,7 +625,7 @@ static inline __attribute__((always_inline)) int32_t join_near_bits(int32_t *par
             while (firsts) {
                 const int p = __builtin_ctzll(firsts);
                 firsts &= firsts - 1;
-                label = join_label(parent, label, (int32_t)near->labels[i][x + p]);
+                label = join_root_unbranched(parent, label, (int32_t)near->labels[i][x + p]);
             }
         }
     }
@@ -747,7 +683,7 @@ static int label_slab_binary(const gccl_volumes *b, gccl_slab *slab, int64_t n, 
             const int64_t at = row_index(b, n, z, y);
             uint32_t *out = b->labels + at;
             uint64_t *bits = bit_row(slab, width, (z - z0) * height + y);
-            FOREGROUND_ROW[b->image_type](image + at * image_bytes, width, b->rule, b->a, fg);
+            FOREGROUND_ROW[b->image_type](image + at * image_bytes, width, b->rules.rule, b->rules.rule_value, fg);
             int32_t *row_label = &slab->row_labels[(z - z0) * height + y];
             *row_label = 0;
             if (!b->zeroed) memset(out, 0, sizeof(uint32_t) * (size_t)width);
@@ -817,7 +753,7 @@ static int label_slab_tau(const gccl_volumes *b, gccl_slab *slab, int64_t n, int
     const int64_t width = b->width, height = b->height;
     const int64_t image_bytes = type_bytes(b->image_type);
     const int64_t value_bytes = type_bytes(b->value_type);
-    const volume_tolerance t = tolerance_of(b);
+    const gccl_rules t = b->rules;
     const int counting = counts_voxels(b), magnitudes = keeps_magnitude(b);
     const run_magnitude_of magnitude_of = magnitudes ? run_magnitude_for(b->value_type) : NULL;
     const uint8_t *image = b->image, *values = b->values;
@@ -832,7 +768,7 @@ static int label_slab_tau(const gccl_volumes *b, gccl_slab *slab, int64_t n, int
             if (gccl_stopping(width + 1)) return GCCL_STOPPED;
             const int64_t at = row_index(b, n, z, y);
             const uint8_t *pixels = image + at * image_bytes;
-            FOREGROUND_ROW[b->image_type](pixels, width, b->rule, b->a, fg);
+            FOREGROUND_ROW[b->image_type](pixels, width, b->rules.rule, b->rules.rule_value, fg);
             pack_row(fg, width, bit_row(slab, width, (z - z0) * height + y));
             const int64_t k = TAU_ROW_RUNS[b->image_type](pixels, fg, width, &t, bounds);
             near_row other[NEAR_ROWS]; /* rows that are no neighbour have no runs */
@@ -918,7 +854,7 @@ int gccl_volume_label_slabs(const gccl_volumes *b, int64_t lo, int64_t hi) {
     plane_runs runs = {{NULL, NULL}, {NULL, NULL}};
     uint64_t *zero = calloc((size_t)(bit_stride(width) + 2), sizeof(uint64_t)); /* a row of 0s */
     int code = !fg || !zero ? -1 : 0;
-    if (b->tau_mode) {
+    if (b->rules.tau_mode) {
         bounds = malloc(sizeof(int64_t) * (size_t)(2 * width + 2));
         code = !bounds ? -1 : code;
         for (int p = 0; p < 2 && code == 0; p++) {
@@ -933,7 +869,7 @@ int gccl_volume_label_slabs(const gccl_volumes *b, int64_t lo, int64_t hi) {
            to core at every run */
         gccl_slab slab = b->slabs[t];
         const int64_t *task = &b->tasks[3 * t];
-        code = b->tau_mode
+        code = b->rules.tau_mode
                    ? label_slab_tau(b, &slab, task[0], task[1], task[2], fg, bounds, &runs)
                    : label_slab_binary(b, &slab, task[0], task[1], task[2], fg, zero);
         if (code == 0) slab.locals = b->local_counts[t] = flatten_slab(&slab, counts_voxels(b));
@@ -989,7 +925,7 @@ static void join_seam(const gccl_volumes *b, int64_t n, int64_t t, gccl_run *her
     const int64_t width = b->width, height = b->height, z = b->tasks[3 * t + 1];
     const int64_t image_bytes = type_bytes(b->image_type);
     const uint8_t *image = b->image;
-    const volume_tolerance tolerance = tolerance_of(b);
+    const gccl_rules tolerance = b->rules;
     const int32_t *local = b->slabs[t].parent, *local_before = b->slabs[t - 1].parent;
     const int64_t slot = b->first[t], slot_before = b->first[t - 1];
     const neighbour *near;
@@ -1009,7 +945,7 @@ static void join_seam(const gccl_volumes *b, int64_t n, int64_t t, gccl_run *her
                 const int64_t s = here[r].start, e = here[r].end;
                 while (jj < m && before[jj].end + g <= s) jj++;
                 for (int64_t j = jj; j < m && before[j].start < e + g; j++) {
-                    if (b->tau_mode &&
+                    if (b->rules.tau_mode &&
                         !RUNS_JOIN[b->image_type](image + at * image_bytes,
                                                   image + other_at * image_bytes, s, e,
                                                   before[j].start, before[j].end, g,

@@ -69,10 +69,11 @@ typedef struct {
 typedef struct {
     int64_t count, depth, height, width;
     int64_t image_type, value_type; /* enum gccl_type of image and values */
-    int64_t rule, connectivity, tau_mode, floating, min_area, statistics;
+    int64_t connectivity; /* 6, 18 or 26 */
+    int64_t floating, min_area, statistics;
     int64_t selecting; /* max-area or largest: kept_id is the host's (from component_area) */
     int64_t zeroed;    /* the labels are 0 already (fresh zeroed memory): 0s are not written */
-    double a, tau, relative, quadratic; /* the foreground's a; the tolerance (rows.h) */
+    gccl_rules rules;
     const void *image;               /* (count, depth, height, width): foreground, tau joins */
     const void *values;              /* (count, depth, height, width): what statistics read */
     uint32_t *labels;                /* (count, depth, height, width): the labels */

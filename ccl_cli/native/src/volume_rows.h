@@ -1,9 +1,6 @@
-/* The volume engine's loops that read voxels, once per pixel type: volume.c includes this
- * file with PIXEL, PIXEL_MIN, PIXEL_MAX, SUFFIX and FLOATING defined (as engine.c includes
- * strip.h), which it undefines at its end. */
+/* The volume engine's loops that read voxels, once per pixel type: included through
+ * pixel_types.h, which defines PIXEL, PIXEL_MIN, PIXEL_MAX, SUFFIX and FLOATING. */
 
-#define CAT2(a, b) a##_##b
-#define CAT(a, b) CAT2(a, b)
 
 #if FLOATING
 #define CLOSE(u, v) close_values((double)(u), (double)(v), reach)
@@ -22,9 +19,9 @@
 #define REACH WIDE
 #endif
 
-/* Whether voxels u and v join under tolerance t: CLOSE where it is tau, else the tolerance
- * of the larger magnitude in float64 (exact for every pixel type). */
-#define JOINS(u, v) (t->growing ? grown_join((double)(u), (double)(v), t) : CLOSE(u, v))
+/* Whether voxels u and v join under t's tolerance: CLOSE where it is tau, else within the
+ * tolerance of the larger magnitude in float64 (exact for every pixel type). */
+#define JOINS(u, v) (grows ? values_join((double)(u), (double)(v), t) : CLOSE(u, v))
 
 /* The reach of CLOSE: tau itself for floats, the largest integer difference within tau
  * for integers. */
@@ -39,9 +36,10 @@ static inline REACH CAT(volume_reach, SUFFIX)(double tau) {
 /* A tau row's runs: stretches of foreground voxels (fg) each joining its left neighbour;
  * runs[2 i], runs[2 i + 1] = start and end (exclusive) of run i; returns their number. */
 static int64_t CAT(tau_row_runs, SUFFIX)(const void *pixels, const uint8_t *fg, int64_t width,
-                                         const volume_tolerance *t, int64_t *runs) {
+                                         const gccl_rules *t, int64_t *runs) {
     const PIXEL *row = (const PIXEL *)pixels;
     const REACH reach = CAT(volume_reach, SUFFIX)(t->tau);
+    const int grows = growing(t);
     int64_t k = 0, x = 0;
     while (x < width) {
         if (!fg[x]) {
@@ -61,9 +59,10 @@ static int64_t CAT(tau_row_runs, SUFFIX)(const void *pixels, const uint8_t *fg, 
  * `other` at most `grow` columns away (0: face to face, 1: diagonally too). */
 static int CAT(runs_join, SUFFIX)(const void *row_pixels, const void *other_pixels, int64_t s,
                                   int64_t e, int64_t s2, int64_t e2, int64_t grow,
-                                  const volume_tolerance *t) {
+                                  const gccl_rules *t) {
     const PIXEL *row = (const PIXEL *)row_pixels, *other = (const PIXEL *)other_pixels;
     const REACH reach = CAT(volume_reach, SUFFIX)(t->tau);
+    const int grows = growing(t);
     int64_t lo = s > s2 - grow ? s : s2 - grow, hi = e < e2 + grow ? e : e2 + grow;
     for (int64_t x = lo; x < hi; x++) {
         int64_t from = x - grow < s2 ? s2 : x - grow, to = x + grow >= e2 ? e2 - 1 : x + grow;
@@ -203,7 +202,7 @@ static int CAT(gather_slab, SUFFIX)(const gccl_volumes *b, const gccl_slab *slab
             const PIXEL *values = (const PIXEL *)b->values + at;
             const uint64_t *voxels = bit_row(slab, width, r) + 1;
             const stretch_place here = {y, z, FLOATING};
-            if (b->tau_mode) {
+            if (b->rules.tau_mode) {
                 int64_t s, e;
                 for (int64_t x = 0; next_run(voxels, words, x, &s, &e); x = e + 1) {
                     for (int64_t i = s; i < e;) { /* the run's stretches of one label */
@@ -253,11 +252,3 @@ static int CAT(gather_slab, SUFFIX)(const gccl_volumes *b, const gccl_slab *slab
 #undef SHIFT_OF
     return 0;
 }
-
-#undef CAT
-#undef CAT2
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING
