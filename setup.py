@@ -22,19 +22,20 @@ COMPILE_FLAGS = [
     "-Wextra",
 ]
 
+#: The binding, the image engine and its threads; the volume engine by concern.
+ENGINE_SOURCES = ("binding.c", "engine.c", "pool.c")
+VOLUME_SOURCES = ("volume_label.c", "volume_seams.c", "volume_write.c", "volume_memory.c")
+HEADERS = (
+    *("engine.h", "pixel_types.h", "rows.h", "foreground.h", "strip.h", "pool.h"),
+    *("volume.h", "volume_slab.h", "volume_joins.h", "volume_gather.h"),
+)
+
 setup(
     ext_modules=[
         Extension(
             "ccl_cli.native.gccl_cpu",
-            sources=[SOURCES + name for name in ("binding.c", "engine.c", "volume.c", "pool.c")],
-            depends=[
-                SOURCES + name
-                for name in (
-                    *("engine.h", "rows.h", "foreground.h", "strip.h", "volume.h", "volume_rows.h"),
-                    "pool.h",
-                    "pixel_types.h",
-                )
-            ],
+            sources=[SOURCES + name for name in (*ENGINE_SOURCES, *VOLUME_SOURCES)],
+            depends=[SOURCES + name for name in HEADERS],
             extra_compile_args=COMPILE_FLAGS,
             libraries=["m"],
         )

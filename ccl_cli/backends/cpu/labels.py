@@ -14,8 +14,6 @@ holds the working arrays and hands ranges of strips or images to the engine's th
 from __future__ import annotations
 
 import functools
-import math
-import mmap
 import os
 import threading
 from collections.abc import Callable
@@ -36,6 +34,7 @@ from ...contract.stats import (
 )
 from ...native import gccl_cpu
 from ..base import NARROW_LIMIT, usable_cores
+from .scratch import scratch
 from .stages import NumpyStages
 
 #: Fewest rows a strip gets: thinner strips cost more in seams than they gain.
@@ -45,8 +44,6 @@ MIN_STRIP_ROWS = 32
 MIN_STRIP_PIXELS = 1 << 15
 #: Fewest components (over the strips of a batch) whose per-component passes use every thread.
 SPREAD_COMPONENTS = 50_000
-#: Largest working array kept for the next call of a thread (scratch).
-SCRATCH_LIMIT = 1 << 30
 #: Most pixels labeled at once: a larger batch goes in chunks of whole images, so that
 #: the working arrays (8 bytes and more per pixel) stay small enough to be reused.
 CHUNK_PIXELS = 1 << 24
@@ -150,51 +147,6 @@ def start_helpers(count: int) -> None:
         for _ in range(_helpers[1], count):
             threading.Thread(target=gccl_cpu.run_helper, name="gccl-cpu", daemon=True).start()
             _helpers[1] += 1
-
-
-class _Scratch(threading.local):
-    """One thread's working arrays, kept between calls: fresh memory costs a page
-    fault per 4 KiB touched, as much as labeling a sparse image."""
-
-    def __init__(self) -> None:
-        self.arrays: dict[str, np.ndarray] = {}
-
-
-_scratch = _Scratch()
-
-
-def empty_plain(shape: tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
-    """np.empty in plain 4 KiB pages, private to this process.
-
-    numpy asks for huge pages from 4 MiB up, and a huge page's first touch
-    clears all of it: a working array sized for the worst case but touched
-    sparsely (a record per label) then costs twice the time per byte that
-    labeling touches. Arrays that are written whole (the labels) are better
-    in numpy's memory, which the allocator also recycles between calls.
-    """
-    size = math.prod(shape) * np.dtype(dtype).itemsize
-    if size < 4 << 20:
-        return np.empty(shape, dtype)
-    memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    if hasattr(mmap, "MADV_NOHUGEPAGE"):  # Linux
-        memory.madvise(mmap.MADV_NOHUGEPAGE)
-    return np.frombuffer(memory, dtype).reshape(shape)
-
-
-def scratch(
-    name: str, shape: tuple[int, ...], dtype: type | np.dtype, dense: bool = False
-) -> np.ndarray:
-    """An uninitialized working array (never one a result keeps), reusing this
-    thread's last one of that name when it is large enough. dense: nearly all of it is
-    written, at places far apart, so numpy's memory (huge pages, fewer TLB misses) suits
-    it better than plain pages (empty_plain)."""
-    size = math.prod(shape) * np.dtype(dtype).itemsize
-    kept = _scratch.arrays.get(name)
-    if kept is None or kept.nbytes < size:
-        kept = (np.empty if dense else empty_plain)((max(size, 1),), np.uint8)
-        if size <= SCRATCH_LIMIT:
-            _scratch.arrays[name] = kept
-    return kept[:size].view(dtype).reshape(shape)
 
 
 def label_image(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, StatsTable, int]:

@@ -1,4 +1,4 @@
-"""The CPU engine for volumes: compiled loops (ccl_cli/native/src/volume.c, in the extension
+"""The CPU engine for volumes: compiled loops (ccl_cli/native/src/volume_*.c, in the extension
 module ccl_cli.native.gccl_cpu) over slabs of planes, on every core.
 
 Each volume of a batch (N, D, H, W) is cut into slabs along z, enough to keep the
@@ -33,10 +33,10 @@ from .labels import (
     SPREAD_COMPONENTS,
     foreground_rule,
     renumber_kept,
-    scratch,
     spread,
     tasks_of,
 )
+from .scratch import bound_volume_blocks, scratch
 from .stages import NumpyStages
 
 #: Most voxels of a slab: its labels are 32-bit, one at most per voxel.
@@ -185,6 +185,7 @@ def _label(
     count = int(volumes.count)
     local_counts = np.empty(len(tasks), np.int64)
     volumes.local_counts = local_counts
+    bound_volume_blocks()
     spread(volumes.label_slabs, len(tasks), threads)
 
     first = np.zeros(len(tasks) + 1, np.int64)  # slot first[t] is slab t's background

@@ -429,9 +429,35 @@ static PyObject *run_helper(PyObject *module, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* The volume engine's kept blocks (volume.h): their bound, their release, their bytes. */
+static PyObject *set_spare_limit(PyObject *module, PyObject *bytes) {
+    (void)module;
+    const long long limit = PyLong_AsLongLong(bytes);
+    if (limit == -1 && PyErr_Occurred()) return NULL;
+    gccl_set_spare_limit(limit);
+    Py_RETURN_NONE;
+}
+
+static PyObject *release_spares(PyObject *module, PyObject *unused) {
+    (void)module, (void)unused;
+    gccl_release_spares();
+    Py_RETURN_NONE;
+}
+
+static PyObject *spare_bytes(PyObject *module, PyObject *unused) {
+    (void)module, (void)unused;
+    return PyLong_FromLongLong(gccl_spare_bytes());
+}
+
 static PyMethodDef module_methods[] = {
     {"run_helper", run_helper, METH_NOARGS,
      "Be one of the engine's helper threads: run parts of its jobs; never returns."},
+    {"set_spare_limit", set_spare_limit, METH_O,
+     "Keep at most this many bytes of the volume engine's slab memory between calls."},
+    {"release_spares", release_spares, METH_NOARGS,
+     "Free the slab memory the volume engine keeps between calls."},
+    {"spare_bytes", spare_bytes, METH_NOARGS,
+     "The bytes of slab memory the volume engine keeps now."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,4 +1,4 @@
-/* What the image engine (engine.c) and the volume engine (volume.c) share: float64 bits
+/* What the image engine (engine.c) and the volume engine (volume_*.c) share: float64 bits
  * and their total order, pixel sizes, the union-find's join, a row's foreground
  * (FOREGROUND.. per pixel type, foreground.h) and its runs, and the tau rule. */
 #ifndef GCCL_ROWS_H

@@ -110,4 +110,11 @@ int gccl_volume_gather(const gccl_volumes *b, int64_t lo, int64_t hi);
 int gccl_volume_columns(const gccl_volumes *b, int64_t lo, int64_t hi);
 int gccl_volume_free(const gccl_volumes *b, int64_t lo, int64_t hi);
 
+/* The blocks of memory the slabs leave, kept for later slabs and calls (volume_memory.c):
+ * their bound in bytes (1 GiB until set; those beyond a new bound are freed), their
+ * release, and their bytes now. The host's scratch owner calls these. */
+void gccl_set_spare_limit(int64_t bytes);
+void gccl_release_spares(void);
+int64_t gccl_spare_bytes(void);
+
 #endif
