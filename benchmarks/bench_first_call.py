@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/bench_first_call.py [--processes 7] [--steady 5] [--json OUT]
 
 A command-line run is mostly first calls: each case is labeled in `--processes` fresh
-processes, each timing its first call (`ccl_cli.label`, device cpu, after the imports and
-the input are ready) and then `--steady` calls more; the report gives the median first
+processes, each timing its first call (`ccl_cli.label`, device cpu, once the API is imported
+and the input is ready) and then `--steady` calls more; the report gives the median first
 call, the median steady call (over every process's steady calls) and their ratio. Cases:
 the sample document scan (sample_data/scan_g4.tif, inverted, 8-connectivity), and random
 blobs in 256^3 and 384^3 uint8 volumes (26-connectivity, with statistics).
@@ -44,12 +44,12 @@ CASES = [
 
 CHILD = """
 import json, time
-import ccl_cli
+from ccl_cli import label
 {make}
 times = []
 for _ in range({calls}):
     start = time.perf_counter()
-    ccl_cli.label(array, device="cpu", **options)
+    label(array, device="cpu", **options)
     times.append(time.perf_counter() - start)
 print(json.dumps(times))
 """
