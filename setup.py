@@ -6,6 +6,9 @@ carries the module for its platform). `make cpu-engine-check` builds it with eve
 an error.
 """
 
+import os
+import sys
+
 from setuptools import Extension, setup
 
 SOURCES = "ccl_cli/native/src/"
@@ -30,13 +33,20 @@ HEADERS = (
     *("volume.h", "volume_slab.h", "volume_joins.h", "volume_gather.h"),
 )
 
+#: Wheels carry the engine without debug information (-g0, and -S to the linker: no DWARF
+#: sections, a smaller module); GCCL_DEBUG=1 in the environment keeps it for a debugger.
+DEBUG = os.environ.get("GCCL_DEBUG") == "1"
+STRIP_COMPILE = [] if DEBUG else ["-g0"]
+STRIP_LINK = [] if DEBUG or sys.platform == "win32" else ["-Wl,-S"]
+
 setup(
     ext_modules=[
         Extension(
             "ccl_cli.native.gccl_cpu",
             sources=[SOURCES + name for name in (*ENGINE_SOURCES, *VOLUME_SOURCES)],
             depends=[SOURCES + name for name in HEADERS],
-            extra_compile_args=COMPILE_FLAGS,
+            extra_compile_args=COMPILE_FLAGS + STRIP_COMPILE,
+            extra_link_args=STRIP_LINK,
             libraries=["m"],
         )
     ]
