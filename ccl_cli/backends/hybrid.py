@@ -146,18 +146,20 @@ class HybridBackend(Backend):
         narrow: bool = False,
         statistics: bool = True,
     ) -> BatchResult:
-        """Label on the GPU if it is ready, else (or if it fails now) on the CPU."""
+        """Label on the GPU if it is ready, else (or if it fails now) on the CPU; without
+        `statistics`, asked of both (backends.base)."""
+        skip = {} if statistics else {"statistics": False}
         backend = self._current()
         if backend is not self.cpu:
             try:
-                result = backend.label(batch, params, out, narrow, statistics)
+                result = backend.label(batch, params, out, narrow, **skip)
             except Exception as error:
                 self._drop(backend, error)
             else:
                 result.backend = result.backend or backend.name
                 return result
         began = time.monotonic()
-        result = self.cpu.label(batch, params, out, narrow, statistics)
+        result = self.cpu.label(batch, params, out, narrow, **skip)
         result.backend = result.backend or self.cpu.name
         if not self._started and self._load.count(began, time.monotonic(), len(batch)):
             self._start_gpu()
