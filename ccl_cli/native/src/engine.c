@@ -415,6 +415,9 @@ int gccl_kept_columns(const gccl_batch *b, int64_t lo, int64_t hi) {
     return 0;
 }
 
+/* Pixels gccl_write_labels writes between two looks at a stop. */
+#define WRITE_BLOCK (INT64_C(1) << 16)
+
 /* labels[n] = the final label of each pixel (0 for background and for components
  * min-area dropped), over tasks lo..hi-1 of the images with chosen[n].
  *
@@ -434,9 +437,12 @@ int gccl_write_labels(const gccl_batch *b, int64_t lo, int64_t hi) {
         for (int64_t label = r0 * width + 1; label <= b->lasts[t]; label++) {
             par[label] = (int32_t)b->kept_id[before + forest[par[label]]];
         }
-        for (int64_t y = r0; y < r1; y++) {
-            if (gccl_stopping(width + 1)) return GCCL_STOPPED;
-            const int64_t lo_pixel = y * width, hi_pixel = lo_pixel + width;
+        /* blocks of rows of about WRITE_BLOCK pixels, with a look at a stop between them */
+        const int64_t block = WRITE_BLOCK / (width + 1) + 1;
+        for (int64_t y = r0; y < r1; y += block) {
+            const int64_t y_end = y + block < r1 ? y + block : r1;
+            if (gccl_stopping((y_end - y) * (width + 1))) return GCCL_STOPPED;
+            const int64_t lo_pixel = y * width, hi_pixel = y_end * width;
             if (b->label_bytes == 2) {
                 uint16_t *dst = (uint16_t *)b->labels + n * pixels;
                 for (int64_t i = lo_pixel; i < hi_pixel; i++) dst[i] = (uint16_t)par[labels[i]];
