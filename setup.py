@@ -29,7 +29,8 @@ COMPILE_FLAGS = [
 ENGINE_SOURCES = ("binding.c", "engine.c", "pool.c")
 VOLUME_SOURCES = ("volume_label.c", "volume_seams.c", "volume_write.c", "volume_memory.c")
 HEADERS = (
-    *("engine.h", "pixel_types.h", "rows.h", "foreground.h", "strip.h", "pool.h"),
+    *("engine.h", "pixel_types.h", "pixel_instance.h", "rows.h", "foreground.h", "strip.h"),
+    "pool.h",
     *("volume.h", "volume_slab.h", "volume_joins.h", "volume_gather.h"),
 )
 

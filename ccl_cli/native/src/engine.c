@@ -56,12 +56,7 @@ static inline void merge_record(gccl_record *dst, const gccl_record *src, int fl
     } else {
         dst->total += src->total;
     }
-    dst->lo = src->lo < dst->lo ? src->lo : dst->lo;
-    dst->hi = src->hi > dst->hi ? src->hi : dst->hi;
-    dst->x_min = src->x_min < dst->x_min ? src->x_min : dst->x_min;
-    dst->x_max = src->x_max > dst->x_max ? src->x_max : dst->x_max;
-    dst->y_min = src->y_min < dst->y_min ? src->y_min : dst->y_min;
-    dst->y_max = src->y_max > dst->y_max ? src->y_max : dst->y_max;
+    MERGE_EXTREMES(dst, src);
 }
 
 /* q's set joined to `label`'s (label 0: none yet); returns the label the pixel takes. */

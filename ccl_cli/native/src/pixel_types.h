@@ -2,15 +2,10 @@
  * C type, numpy name) per type in enum gccl_type's order (1-bit images are read as their
  * bytes 0/1).
  * Including this file with PIXEL_TEMPLATE defined (a file name in quotes) includes that file
- * once per type, in the same order, with these defined for it (and undefined after it):
- *   PIXEL       the C type
- *   PIXEL_MIN   its smallest value (integer types; 0 for floats)
- *   PIXEL_MAX   its largest value (integer types; 0 for floats)
- *   SUFFIX      the suffix of the names made for it: CAT(name, SUFFIX) is name_u8, ...
- *   FLOATING    1 for float types, else 0
- * BY_TYPE(name) is then the table of the template's functions name_u8.. by enum gccl_type.
- * (A macro cannot #include, so the instantiations below are written out, in the list's
- * order.) */
+ * once per type, in the same order, through pixel_instance.h, which says what it defines for
+ * it. BY_TYPE(name) is then the table of the template's functions name_u8.. by enum
+ * gccl_type. (A macro cannot #include, so the instantiations at the end are written out, a
+ * PIXEL_TYPE each: suffix, C type, smallest and largest value, whether floating.) */
 #ifndef GCCL_PIXEL_TYPES_H
 #define GCCL_PIXEL_TYPES_H
 
@@ -37,93 +32,21 @@
 #endif
 
 #ifdef PIXEL_TEMPLATE
-#define PIXEL uint8_t
-#define PIXEL_MIN 0
-#define PIXEL_MAX UINT8_MAX
-#define SUFFIX u8
-#define FLOATING 0
-#include PIXEL_TEMPLATE
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING
-#define PIXEL int8_t
-#define PIXEL_MIN INT8_MIN
-#define PIXEL_MAX INT8_MAX
-#define SUFFIX i8
-#define FLOATING 0
-#include PIXEL_TEMPLATE
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING
-#define PIXEL uint16_t
-#define PIXEL_MIN 0
-#define PIXEL_MAX UINT16_MAX
-#define SUFFIX u16
-#define FLOATING 0
-#include PIXEL_TEMPLATE
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING
-#define PIXEL int16_t
-#define PIXEL_MIN INT16_MIN
-#define PIXEL_MAX INT16_MAX
-#define SUFFIX i16
-#define FLOATING 0
-#include PIXEL_TEMPLATE
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING
-#define PIXEL uint32_t
-#define PIXEL_MIN 0
-#define PIXEL_MAX UINT32_MAX
-#define SUFFIX u32
-#define FLOATING 0
-#include PIXEL_TEMPLATE
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING
-#define PIXEL int32_t
-#define PIXEL_MIN INT32_MIN
-#define PIXEL_MAX INT32_MAX
-#define SUFFIX i32
-#define FLOATING 0
-#include PIXEL_TEMPLATE
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING
-#define PIXEL float
-#define PIXEL_MIN 0
-#define PIXEL_MAX 0
-#define SUFFIX f32
-#define FLOATING 1
-#include PIXEL_TEMPLATE
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING
-#define PIXEL double
-#define PIXEL_MIN 0
-#define PIXEL_MAX 0
-#define SUFFIX f64
-#define FLOATING 1
-#include PIXEL_TEMPLATE
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING
+#define PIXEL_TYPE u8, uint8_t, 0, UINT8_MAX, 0
+#include "pixel_instance.h"
+#define PIXEL_TYPE i8, int8_t, INT8_MIN, INT8_MAX, 0
+#include "pixel_instance.h"
+#define PIXEL_TYPE u16, uint16_t, 0, UINT16_MAX, 0
+#include "pixel_instance.h"
+#define PIXEL_TYPE i16, int16_t, INT16_MIN, INT16_MAX, 0
+#include "pixel_instance.h"
+#define PIXEL_TYPE u32, uint32_t, 0, UINT32_MAX, 0
+#include "pixel_instance.h"
+#define PIXEL_TYPE i32, int32_t, INT32_MIN, INT32_MAX, 0
+#include "pixel_instance.h"
+#define PIXEL_TYPE f32, float, 0, 0, 1
+#include "pixel_instance.h"
+#define PIXEL_TYPE f64, double, 0, 0, 1
+#include "pixel_instance.h"
 #undef PIXEL_TEMPLATE
 #endif

@@ -33,6 +33,19 @@ static inline int64_t type_bytes(int64_t type) {
     return bytes[type];
 }
 
+/* The extremes of record *dst widened by those of *src: values (lo, hi) and the bounding
+ * box in x and y (a record of either engine: engine.h's gccl_record, volume.h's
+ * gccl_volume_record). */
+#define MERGE_EXTREMES(dst, src)                                               \
+    do {                                                                       \
+        (dst)->lo = (src)->lo < (dst)->lo ? (src)->lo : (dst)->lo;             \
+        (dst)->hi = (src)->hi > (dst)->hi ? (src)->hi : (dst)->hi;             \
+        (dst)->x_min = (src)->x_min < (dst)->x_min ? (src)->x_min : (dst)->x_min; \
+        (dst)->x_max = (src)->x_max > (dst)->x_max ? (src)->x_max : (dst)->x_max; \
+        (dst)->y_min = (src)->y_min < (dst)->y_min ? (src)->y_min : (dst)->y_min; \
+        (dst)->y_max = (src)->y_max > (dst)->y_max ? (src)->y_max : (dst)->y_max; \
+    } while (0)
+
 /* Join the sets of i and j (compressing both paths); the root is the smaller root. */
 static inline int32_t unite(int32_t *parent, int32_t i, int32_t j) {
     int32_t ri = i, rj = j;

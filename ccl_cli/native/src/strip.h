@@ -106,29 +106,6 @@ static void CAT(tau_runs, SUFFIX)(const gccl_batch *b, const int64_t *runs, int6
     }
 }
 
-/* NEAR(u, v, limit): whether pixels u and v join within `limit`, a REACH: the tolerance
- * itself for floats, for integers the largest integer difference within it (so that the
- * comparison is exact in an integer type). */
-#if FLOATING
-#define REACH double
-#define NEAR(u, v, limit) close_values((double)(u), (double)(v), limit)
-#elif PIXEL_MIN == 0
-/* Unsigned pixels join when their distance, exact in the pixel type, is within the reach
- * (saturating subtractions, which vectorize in the pixel's width). */
-#define WIDE PIXEL
-#define REACH PIXEL
-#define NEAR(u, v, limit) ((PIXEL)((u) > (v) ? (u) - (v) : (v) - (u)) <= (limit))
-#else
-/* Signed pixels join when their difference, exact in WIDE, is within the reach. */
-#if PIXEL_MAX > INT16_MAX
-#define WIDE int64_t
-#else
-#define WIDE int32_t
-#endif
-#define REACH WIDE
-#define NEAR(u, v, limit) \
-    ((((WIDE)(u) - (WIDE)(v)) <= (limit)) & (((WIDE)(v) - (WIDE)(u)) <= (limit)))
-#endif
 #define LARGER(a, b) ((a) > (b) ? (a) : (b))
 
 /* r[x] = the reach of row[x] under a growing tolerance: tolerance(|row[x]|), for integer
@@ -205,12 +182,7 @@ static int64_t CAT(tau_strip, SUFFIX)(const gccl_batch *b, const uint8_t *image,
     const int64_t width = b->width;
     const int64_t value_row = width * type_bytes(b->value_type);
     const PIXEL *pixels = (const PIXEL *)image;
-#if FLOATING
-    const REACH reach = b->rules.tau;
-#else
-    const REACH reach =
-        (REACH)tau_reach(b->rules.tau, (int64_t)PIXEL_MAX - (int64_t)PIXEL_MIN);
-#endif
+    const REACH reach = REACH_OF_TAU(b->rules.tau);
     const int grows = growing(&b->rules);
     REACH *reaches = (REACH *)reach_rows, *above_reaches = reaches + width;
     int64_t n = r0 * width;
@@ -244,15 +216,10 @@ static int64_t CAT(tau_strip, SUFFIX)(const gccl_batch *b, const uint8_t *image,
     return n;
 }
 
-#undef NEAR
-#undef REACH
 #undef LARGER
 #undef JOIN_FLAGS
 #undef FIXED_LIMIT
 #undef GROWING_LIMIT
-#if !FLOATING
-#undef WIDE
-#endif
 
 /* sums[off + local id] += trunc(v * 2**shift[same]) over the finite pixels of rows r0..r1-1
  * (float images; par maps each provisional label to its strip's local id). */

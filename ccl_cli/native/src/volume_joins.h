@@ -3,43 +3,17 @@
  * SUFFIX and FLOATING. Its functions are inline: a file uses some of them. */
 
 
-#if FLOATING
-#define CLOSE(u, v) close_values((double)(u), (double)(v), reach)
-#define REACH double
-#elif PIXEL_MIN == 0
-/* Unsigned voxels join when their distance, exact in the pixel type, is within the reach. */
-#define CLOSE(u, v) ((PIXEL)((u) > (v) ? (u) - (v) : (v) - (u)) <= reach)
-#define REACH PIXEL
-#else
-#if PIXEL_MAX > INT16_MAX
-#define WIDE int64_t
-#else
-#define WIDE int32_t
-#endif
-#define CLOSE(u, v) ((((WIDE)(u) - (WIDE)(v)) <= reach) & (((WIDE)(v) - (WIDE)(u)) <= reach))
-#define REACH WIDE
-#endif
-
-/* Whether voxels u and v join under t's tolerance: CLOSE where it is tau, else within the
- * tolerance of the larger magnitude in float64 (exact for every pixel type). */
-#define JOINS(u, v) (grows ? values_join((double)(u), (double)(v), t) : CLOSE(u, v))
-
-/* The reach of CLOSE: tau itself for floats, the largest integer difference within tau
- * for integers. */
-static inline REACH CAT(volume_reach, SUFFIX)(double tau) {
-#if FLOATING
-    return tau;
-#else
-    return (REACH)tau_reach(tau, (int64_t)PIXEL_MAX - (int64_t)PIXEL_MIN);
-#endif
-}
+/* Whether voxels u and v join under t's tolerance: NEAR within tau's reach where it is
+ * tau, else within the tolerance of the larger magnitude in float64 (exact for every pixel
+ * type). */
+#define JOINS(u, v) (grows ? values_join((double)(u), (double)(v), t) : NEAR(u, v, reach))
 
 /* A tau row's runs: stretches of foreground voxels (fg) each joining its left neighbour;
  * runs[2 i], runs[2 i + 1] = start and end (exclusive) of run i; returns their number. */
 static inline int64_t CAT(tau_row_runs, SUFFIX)(const void *pixels, const uint8_t *fg, int64_t width,
                                          const gccl_rules *t, int64_t *runs) {
     const PIXEL *row = (const PIXEL *)pixels;
-    const REACH reach = CAT(volume_reach, SUFFIX)(t->tau);
+    const REACH reach = REACH_OF_TAU(t->tau);
     const int grows = growing(t);
     int64_t k = 0, x = 0;
     while (x < width) {
@@ -62,7 +36,7 @@ static inline int CAT(runs_join, SUFFIX)(const void *row_pixels, const void *oth
                                   int64_t e, int64_t s2, int64_t e2, int64_t grow,
                                   const gccl_rules *t) {
     const PIXEL *row = (const PIXEL *)row_pixels, *other = (const PIXEL *)other_pixels;
-    const REACH reach = CAT(volume_reach, SUFFIX)(t->tau);
+    const REACH reach = REACH_OF_TAU(t->tau);
     const int grows = growing(t);
     int64_t lo = s > s2 - grow ? s : s2 - grow, hi = e < e2 + grow ? e : e2 + grow;
     for (int64_t x = lo; x < hi; x++) {
@@ -75,11 +49,6 @@ static inline int CAT(runs_join, SUFFIX)(const void *row_pixels, const void *oth
 }
 
 #undef JOINS
-#undef CLOSE
-#undef REACH
-#ifdef WIDE
-#undef WIDE
-#endif
 
 #if FLOATING
 /* The largest finite |v| of voxels s..e-1 of a row (float64 bits; 0 where none is). */

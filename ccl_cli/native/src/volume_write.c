@@ -163,12 +163,7 @@ static void merge_volume_record(gccl_volume_record *dst, const gccl_volume_recor
         dst->sum_low = (uint64_t)sum;
         dst->sum_high = (int64_t)(sum >> 64);
     }
-    dst->lo = src->lo < dst->lo ? src->lo : dst->lo;
-    dst->hi = src->hi > dst->hi ? src->hi : dst->hi;
-    dst->x_min = src->x_min < dst->x_min ? src->x_min : dst->x_min;
-    dst->x_max = src->x_max > dst->x_max ? src->x_max : dst->x_max;
-    dst->y_min = src->y_min < dst->y_min ? src->y_min : dst->y_min;
-    dst->y_max = src->y_max > dst->y_max ? src->y_max : dst->y_max;
+    MERGE_EXTREMES(dst, src);
     dst->z_min = src->z_min < dst->z_min ? src->z_min : dst->z_min;
     dst->z_max = src->z_max > dst->z_max ? src->z_max : dst->z_max;
 }
