@@ -120,9 +120,11 @@ int gccl_stopping(int64_t work) {
 /* entry(batch, lo, hi) on this thread as part of the job of flag `stop`. */
 static int run_entry_part(gccl_entry entry, const void *batch, int64_t lo, int64_t hi,
                           _Atomic int *stop) {
+    _Atomic int *outer = thread_stop; /* a job this thread runs a part of (a signal handler's
+                                         call inside a poll), NULL between jobs */
     thread_stop = stop;
     const int code = entry(batch, lo, hi);
-    thread_stop = NULL;
+    thread_stop = outer;
     return code;
 }
 
@@ -171,13 +173,14 @@ void gccl_help(void) {
  * helpers, polling `poll` on this thread. */
 int gccl_spread(gccl_entry entry, const void *batch, int64_t items, int64_t parts,
                 gccl_poll poll) {
+    const gccl_poll outer_poll = thread_poll; /* a call from a signal handler's poll */
     thread_poll = poll;
     thread_work = 0;
     thread_polled_ns = now_ns();
     if (parts <= 1 || atomic_flag_test_and_set(&running)) {
         _Atomic int stopped = 0; /* this thread's job alone */
         const int code = run_entry_part(entry, batch, 0, items, &stopped);
-        thread_poll = NULL;
+        thread_poll = outer_poll;
         return code;
     }
     uint32_t number = atomic_load(&posted) + 1;
@@ -206,7 +209,7 @@ int gccl_spread(gccl_entry entry, const void *batch, int64_t items, int64_t part
             if (poll) poll_now(&job_stopped);
         }
     }
-    thread_poll = NULL;
+    thread_poll = outer_poll;
     int code = atomic_load(&failure);
     atomic_flag_clear(&running);
     return code;
