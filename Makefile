@@ -7,7 +7,7 @@ NVCC ?= nvcc
 
 ENGINE_SOURCES := setup.py $(wildcard ccl_cli/native/src/*.c ccl_cli/native/src/*.h)
 
-.PHONY: demo test check lint pytest cubins cubins-check cpu-engine-check venv clean
+.PHONY: demo test check lint pytest cubins cubins-check cpu-engine-check package-check venv clean
 
 # A venv with pip and the setuptools that builds the package (setup.py runs in it).
 $(VENV)/.made:
@@ -76,6 +76,11 @@ cpu-engine-check: $(VENV)/.made
 	rm -rf build/cpu-engine-check
 	CFLAGS=-Werror $(PY) setup.py -q build_ext --build-temp build/cpu-engine-check \
 		--build-lib build/cpu-engine-check
+
+# The sdist and the wheel built from a fresh clone of HEAD, checked, and tests run from the
+# unpacked sdist (slow: two builds and a test run; not part of `make test`).
+package-check: $(VENV)/.installed-dev
+	$(PY) scripts/check_package.py
 
 clean:
 	rm -rf $(DEMO_OUT) .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info

@@ -6,6 +6,9 @@ carries the module for its platform). `make cpu-engine-check` builds it with eve
 an error.
 """
 
+import os
+import sys
+
 from setuptools import Extension, setup
 
 SOURCES = "ccl_cli/native/src/"
@@ -22,24 +25,31 @@ COMPILE_FLAGS = [
     "-Wextra",
 ]
 
+#: The binding, the image engine and its threads; the volume engine by concern.
+ENGINE_SOURCES = ("binding.c", "engine.c", "pool.c")
+VOLUME_SOURCES = ("volume_label.c", "volume_seams.c", "volume_write.c", "volume_memory.c")
+OUTLINE_SOURCES = ("outline.c", "geojson.c", "outline_binding.c")
+HEADERS = (
+    *("engine.h", "pixel_types.h", "pixel_instance.h", "rows.h", "foreground.h", "strip.h"),
+    "pool.h",
+    *("volume.h", "volume_slab.h", "volume_joins.h", "volume_gather.h"),
+    *("outline.h", "outline_binding.h"),
+)
+
+#: Wheels carry the engine without debug information (-g0, and -S to the linker: no DWARF
+#: sections, a smaller module); GCCL_DEBUG=1 in the environment keeps it for a debugger.
+DEBUG = os.environ.get("GCCL_DEBUG") == "1"
+STRIP_COMPILE = [] if DEBUG else ["-g0"]
+STRIP_LINK = [] if DEBUG or sys.platform == "win32" else ["-Wl,-S"]
+
 setup(
     ext_modules=[
         Extension(
             "ccl_cli.native.gccl_cpu",
-            sources=[
-                SOURCES + name
-                for name in ("binding.c", "engine.c", "volume.c", "pool.c")
-                + ("outline.c", "geojson.c", "outline_binding.c")
-            ],
-            depends=[
-                SOURCES + name
-                for name in (
-                    *("engine.h", "rows.h", "foreground.h", "strip.h", "volume.h", "volume_rows.h"),
-                    "pool.h",
-                    *("outline.h", "outline_binding.h"),
-                )
-            ],
-            extra_compile_args=COMPILE_FLAGS,
+            sources=[SOURCES + name for name in (*ENGINE_SOURCES, *VOLUME_SOURCES, *OUTLINE_SOURCES)],
+            depends=[SOURCES + name for name in HEADERS],
+            extra_compile_args=COMPILE_FLAGS + STRIP_COMPILE,
+            extra_link_args=STRIP_LINK,
             libraries=["m"],
         )
     ]

@@ -35,7 +35,7 @@ from .backends.base import (
 from .config import resolve
 from .contract.params import SUPPORTED_DTYPES, LabelParams, foreground_problem
 from .contract.stages import smooth_problem
-from .contract.stats import StatsTable
+from .contract.stats import StatsTable, empty_table
 from .errors import BadType, BadValue
 from .options import API_OPTIONS, close_names
 
@@ -197,6 +197,13 @@ class Labeler:
             labels = labels if batched else labels[None]
         elif self.params.rank == 2:  # (volumes: the backend's zeroed plain memory)
             labels = np.empty(batch.shape, np.uint32)
+        if batch.size == 0 and labels is not None:  # no pixel, whatever the other extents
+            image = out if out is not None else labels if batched else labels[0]
+            if self.stats:
+                integer = host.dtype.kind != "f"
+                return image, [empty_table(integer, self.params.rank) for _ in range(len(batch))]
+            counts = np.zeros(len(batch), np.uint32)
+            return image, counts if batched else counts.reshape(())
         result = _backend(self._host_device).label(
             batch, self.params, labels, statistics=self.stats
         )
@@ -204,7 +211,7 @@ class Labeler:
         image = out if out is not None else labels if batched else labels[0]
         if self.stats:
             return image, [table.copy() for table in result.tables]
-        counts = np.array(result.kept, np.uint32)
+        counts = np.asarray(result.kept if result.counts is None else result.counts, np.uint32)
         return image, counts if batched else counts.reshape(())
 
     def _on_host_torch(self, tensor: Any, shape: tuple[int, ...], out: Any) -> tuple[Any, Any]:

@@ -62,6 +62,8 @@ class BatchResult:
         labels exceed NARROW_LIMIT, by index (their rows of `labels` are unused).
     backend: the name of the backend that labeled the batch, where one backend
         hands batches to others (hybrid.py); empty otherwise.
+    counts: K' per image where the backend made no tables (label's `statistics`
+        False; `tables` is then empty); None otherwise.
     """
 
     labels: Any
@@ -70,13 +72,13 @@ class BatchResult:
     polygons: list[Outlines] | None = None
     wide: dict[int, Any] = field(default_factory=dict)
     backend: str = ""
-    counts: list[int] | None = None
+    counts: np.ndarray | None = None
 
     @property
     def kept(self) -> list[int]:
         """K' per image: components left after min-area filtering."""
         if self.counts is not None:
-            return self.counts
+            return self.counts.tolist()
         return [len(table) for table in self.tables]
 
     def image(self, index: int) -> Any:
@@ -167,8 +169,8 @@ class Backend(ABC):
         the foreground alone).
         narrow: for a numpy batch of images, uint16 labels (module docstring); a device
         batch's labels, and volumes', stay uint32.
-        statistics: False lets a backend skip them where that saves work (volumes):
-        BatchResult.counts then holds K' per volume.
+        statistics: False lets a backend skip the tables and give only the counts
+        (BatchResult.counts); one that makes them anyway returns them as usual.
         """
 
     def label_device(

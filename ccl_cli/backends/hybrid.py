@@ -146,7 +146,8 @@ class HybridBackend(Backend):
         narrow: bool = False,
         statistics: bool = True,
     ) -> BatchResult:
-        """Label on the GPU if it is ready, else (or if it fails now) on the CPU."""
+        """Label on the GPU if it is ready, else (or if it fails now) on the CPU; without
+        `statistics`, asked of both (backends.base)."""
         backend = self._current()
         if backend is not self.cpu:
             try:

@@ -1,4 +1,4 @@
-"""The CPU engine for volumes (backends/cpu/volumes.py, native/src/volume.c) against
+"""The CPU engine for volumes (backends/cpu/volumes.py, native/src/volume_*.c) against
 independent references: scipy.ndimage.label with generate_binary_structure(3, 1|2|3)
 (binary), a brute-force 3-D BFS written from the contract (tau mode), cc3d as a second
 opinion, and per-voxel statistics (tests/volume_oracles.py). Volumes are cut into many

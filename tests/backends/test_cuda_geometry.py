@@ -43,6 +43,13 @@ HOST_ONLY = {
     "_LABEL_BYTES",  # device bytes per voxel the slab planner counts
     "_BINARY_STAGE_BYTES",
     "_TAU_STAGE_BYTES",
+    # the values kernel names take (kernel_names.py; test_kernel_names checks them against
+    # the fatbin's kernels)
+    "IMAGE_CONNECTIVITIES",
+    "VOLUME_CONNECTIVITIES",
+    "MORPHOLOGY_ACCESS",
+    "STRIP_RADII",
+    "KERNELS",
 }
 
 

@@ -58,9 +58,16 @@ HEADER_CHANGES = [
     (
         "a volume field added",
         "volume.h",
-        "    double a, tau, relative, quadratic;",
-        "    double a, tau, relative, quadratic, cubic;",
+        "    int64_t connectivity; /* 6, 18 or 26 */",
+        "    int64_t connectivity, cubic;",
         "VOLUME_FIELDS lists every field of gccl_volumes",
+    ),
+    (
+        "a field added to the rules both structs embed",
+        "engine.h",
+        "    double tau, relative, quadratic;",
+        "    double tau, relative, quadratic, cubic;",
+        "BATCH_FIELDS lists every field of gccl_batch",
     ),
     (
         "a volume array's element type changed",
@@ -118,12 +125,12 @@ SCALARS = {
     "image_type": 0,
     "value_type": 0,
     "rule": 1,
-    "eight": 1,
+    "connectivity": 8,
     "tau_mode": 0,
     "floating": 0,
     "min_area": 5,
     "label_bytes": 4,
-    "a": 0.5,
+    "rule_value": 0.5,
     "tau": 2.25,
     "relative": 0.125,
     "quadratic": 0.0,
@@ -145,9 +152,9 @@ def test_a_batch_needs_every_scalar_field(missing: str) -> None:
 
 def test_a_name_that_is_no_field_is_refused() -> None:
     with pytest.raises(TypeError, match="no field of gccl_batch"):
-        gccl_cpu.Batch(**SCALARS, connectivity=8)
+        gccl_cpu.Batch(**SCALARS, depth=8)
     with pytest.raises(AttributeError):
-        gccl_cpu.Batch(**SCALARS).connectivity = 8  # type: ignore[misc]
+        gccl_cpu.Batch(**SCALARS).depth = 8  # type: ignore[misc]
 
 
 def test_an_integer_field_refuses_a_float() -> None:
@@ -210,7 +217,7 @@ VOLUME_SCALARS = {
     "statistics": 1,
     "selecting": 0,
     "zeroed": 0,
-    "a": 0.0,
+    "rule_value": 0.0,
     "tau": 1.5,
     "relative": 0.0,
     "quadratic": 0.0,
@@ -223,7 +230,7 @@ def test_volumes_hold_their_fields_and_refuse_others() -> None:
     with pytest.raises(TypeError, match="needs the field connectivity"):
         gccl_cpu.Volumes(**{k: v for k, v in VOLUME_SCALARS.items() if k != "connectivity"})
     with pytest.raises(TypeError, match="no field of gccl_volumes"):
-        gccl_cpu.Volumes(**VOLUME_SCALARS, eight=1)
+        gccl_cpu.Volumes(**VOLUME_SCALARS, label_bytes=4)
     with pytest.raises(ValueError, match="items of 4 bytes"):  # uint32_t *labels
         volumes.labels = np.zeros(24, np.uint64)
     words = gccl_cpu.SLAB_WORDS

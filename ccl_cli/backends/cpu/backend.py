@@ -37,7 +37,8 @@ class CpuBackend(Backend):
         into uint32 labels (volumes.py), with statistics where asked for.
 
         With `narrow`, image labels are uint16 (backends.base): the copy into
-        `out` writes half the bytes, and the PNG writer needs no cast.
+        `out` writes half the bytes, and the PNG writer needs no cast. Without
+        `statistics` no table is made: BatchResult.counts holds K' per image.
         """
         batch = np.asarray(batch)
         if batch.ndim != params.rank + 1:
@@ -49,16 +50,21 @@ class CpuBackend(Backend):
         if params.rank == 3:
             threads = engine_threads(self.threads)
             volumes = label_volumes(batch, params, threads, labels, statistics, out is None)
-            if volumes.tables is None:
-                return BatchResult(labels, [], [], counts=volumes.kept)
-            return BatchResult(labels, volumes.tables, volumes.components)
-        labeled = label_batch(batch, params, self.threads, labels)
-        result = BatchResult(labels, labeled.tables, labeled.components, wide=labeled.wide)
+            counts = None if statistics else np.array(volumes.kept, np.int64)
+            return BatchResult(labels, volumes.tables or [], volumes.components, counts=counts)
+        labeled = label_batch(batch, params, self.threads, labels, statistics)
+        result = BatchResult(
+            labels,
+            labeled.tables or [],
+            labeled.components,
+            wide=labeled.wide,
+            counts=None if statistics else labeled.kept,
+        )
         if params.polygons:
             images = range(len(batch))
 
             def one(i: int) -> Outlines:
-                return outlines(np.asarray(result.image(i)), len(result.tables[i]))
+                return outlines(np.asarray(result.image(i)), int(labeled.kept[i]))
 
             if self.threads > 1 and len(batch) > 1:
                 with ThreadPoolExecutor(min(self.threads, len(batch))) as pool:

@@ -14,8 +14,6 @@ holds the working arrays and hands ranges of strips or images to the engine's th
 from __future__ import annotations
 
 import functools
-import math
-import mmap
 import os
 import threading
 from collections.abc import Callable
@@ -33,9 +31,16 @@ from ...contract.params import (
     tau_tolerance,
 )
 from ...contract.stages import has_stages, label_input
-from ...contract.stats import StatsTable, float_mean, float_sum_shift, nan_extremes
+from ...contract.stats import (
+    StatsTable,
+    empty_table,
+    float_mean,
+    float_sum_shift,
+    nan_extremes,
+)
 from ...native import gccl_cpu
 from ..base import NARROW_LIMIT, usable_cores
+from .scratch import scratch
 from .stages import NumpyStages
 
 #: Fewest rows a strip gets: thinner strips cost more in seams than they gain.
@@ -45,8 +50,6 @@ MIN_STRIP_ROWS = 32
 MIN_STRIP_PIXELS = 1 << 15
 #: Fewest components (over the strips of a batch) whose per-component passes use every thread.
 SPREAD_COMPONENTS = 50_000
-#: Largest working array kept for the next call of a thread (scratch).
-SCRATCH_LIMIT = 1 << 30
 #: Most pixels labeled at once: a larger batch goes in chunks of whole images, so that
 #: the working arrays (8 bytes and more per pixel) stay small enough to be reused.
 CHUNK_PIXELS = 1 << 24
@@ -56,7 +59,8 @@ RECORD = gccl_cpu.RECORD_BYTES // 8
 COLUMN = gccl_cpu.RECORD_COLUMNS
 #: Pixel types of the engine (engine.h's enum gccl_type); 1-bit images are read as bytes.
 PIXEL_TYPES = {np.dtype(name): code for name, code in gccl_cpu.PIXEL_TYPES.items()}
-#: Foreground rules (engine.h's enum gccl_rule): every non-NaN pixel, v != a, v > a, v < a.
+#: Foreground rules (engine.h's enum gccl_rule): every non-NaN pixel, v != rule_value,
+#: v > rule_value, v < rule_value.
 RULES = gccl_cpu.FOREGROUND_RULES
 
 # The process whose helper threads these are (a forked child starts its own), and how many.
@@ -67,11 +71,13 @@ _helpers_lock = threading.Lock()
 @dataclass
 class Labeled:
     """What labeling a batch gives besides its labels: per image, the statistics
-    of the kept components, K before min-area, and the label images too wide
-    for uint16 (as uint32, by index; backends.base)."""
+    of the kept components (None where they were not asked for), K before min-area,
+    K' after it, and the label images too wide for uint16 (as uint32, by index;
+    backends.base)."""
 
-    tables: list[StatsTable]
+    tables: list[StatsTable] | None
     components: list[int]
+    kept: np.ndarray
     wide: dict[int, np.ndarray] = field(default_factory=dict)
 
 
@@ -86,25 +92,42 @@ def engine_threads(threads: int) -> int:
     return max(1, min(threads, pool_size()))
 
 
-def label_batch(batch: np.ndarray, params: LabelParams, threads: int, out: np.ndarray) -> Labeled:
+def label_batch(
+    batch: np.ndarray,
+    params: LabelParams,
+    threads: int,
+    out: np.ndarray,
+    statistics: bool = True,
+) -> Labeled:
     """Label the (N, H, W) numpy batch into `out` (uint32, or uint16 when narrowed).
 
     The batch is cut into strips for `threads` threads (plan), which run on
     at most pool_size() threads. Morphology and smoothing
     (contract.stages) decide the labels; statistics always read the original
     values. A batch of more than CHUNK_PIXELS is labeled in chunks of images.
+    Without `statistics` no table is made (Labeled.tables is None), only the counts.
+    Images of no pixels return at once, whatever their other extent.
     """
     count, height, width = batch.shape
-    per = max(1, CHUNK_PIXELS // max(1, height * width))
+    if count == 0 or height * width == 0:
+        tables = [empty_table(batch.dtype.kind != "f") for _ in range(count)]
+        return Labeled(tables if statistics else None, [0] * count, np.zeros(count, np.int64))
+    per = max(1, CHUNK_PIXELS // (height * width))
     if count <= per:
-        return _label_batch(batch, params, threads, out)
+        return _label_batch(batch, params, threads, out, statistics)
     chunks = [
-        (start, _label_batch(batch[start : start + per], params, threads, out[start : start + per]))
+        (
+            start,
+            _label_batch(
+                batch[start : start + per], params, threads, out[start : start + per], statistics
+            ),
+        )
         for start in range(0, count, per)
     ]
     return Labeled(
-        [table for _, chunk in chunks for table in chunk.tables],
+        [table for _, chunk in chunks for table in chunk.tables or ()] if statistics else None,
         [components for _, chunk in chunks for components in chunk.components],
+        np.concatenate([chunk.kept for _, chunk in chunks]),
         {start + n: wide for start, chunk in chunks for n, wide in chunk.wide.items()},
     )
 
@@ -132,55 +155,11 @@ def start_helpers(count: int) -> None:
             _helpers[1] += 1
 
 
-class _Scratch(threading.local):
-    """One thread's working arrays, kept between calls: fresh memory costs a page
-    fault per 4 KiB touched, as much as labeling a sparse image."""
-
-    def __init__(self) -> None:
-        self.arrays: dict[str, np.ndarray] = {}
-
-
-_scratch = _Scratch()
-
-
-def empty_plain(shape: tuple[int, ...], dtype: type | np.dtype) -> np.ndarray:
-    """np.empty in plain 4 KiB pages, private to this process.
-
-    numpy asks for huge pages from 4 MiB up, and a huge page's first touch
-    clears all of it: a working array sized for the worst case but touched
-    sparsely (a record per label) then costs twice the time per byte that
-    labeling touches. Arrays that are written whole (the labels) are better
-    in numpy's memory, which the allocator also recycles between calls.
-    """
-    size = math.prod(shape) * np.dtype(dtype).itemsize
-    if size < 4 << 20:
-        return np.empty(shape, dtype)
-    memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    if hasattr(mmap, "MADV_NOHUGEPAGE"):  # Linux
-        memory.madvise(mmap.MADV_NOHUGEPAGE)
-    return np.frombuffer(memory, dtype).reshape(shape)
-
-
-def scratch(
-    name: str, shape: tuple[int, ...], dtype: type | np.dtype, dense: bool = False
-) -> np.ndarray:
-    """An uninitialized working array (never one a result keeps), reusing this
-    thread's last one of that name when it is large enough. dense: nearly all of it is
-    written, at places far apart, so numpy's memory (huge pages, fewer TLB misses) suits
-    it better than plain pages (empty_plain)."""
-    size = math.prod(shape) * np.dtype(dtype).itemsize
-    kept = _scratch.arrays.get(name)
-    if kept is None or kept.nbytes < size:
-        kept = (np.empty if dense else empty_plain)((max(size, 1),), np.uint8)
-        if size <= SCRATCH_LIMIT:
-            _scratch.arrays[name] = kept
-    return kept[:size].view(dtype).reshape(shape)
-
-
 def label_image(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, StatsTable, int]:
     """Label one (H, W) image: (labels uint32, stats of kept components, K before min-area)."""
     labels = np.empty((1, *values.shape), np.uint32)
     labeled = label_batch(values[np.newaxis], params, pool_size(), labels)
+    assert labeled.tables is not None
     return labels[0], labeled.tables[0], labeled.components[0]
 
 
@@ -191,7 +170,8 @@ def raster_components(values: np.ndarray, params: LabelParams) -> tuple[np.ndarr
 
 
 def foreground_rule(dtype: np.dtype, params: LabelParams) -> tuple[int, float]:
-    """contract.params.foreground_mask as (rule, a) for the engine, which compares in float64.
+    """contract.params.foreground_mask as (rule, rule_value) for the engine, which compares
+    in float64.
 
     float64 holds every value of a supported dtype exactly, so the comparison
     there is the one foreground_mask makes natively or in float64.
@@ -235,8 +215,17 @@ def plan(count: int, height: int, width: int, threads: int) -> np.ndarray:
         ),
     )
     cuts = [round(height * i / strips) for i in range(strips + 1)]
-    strip_rows = list(pairwise(cuts))
-    return np.array([(n, r0, r1) for n in range(count) for r0, r1 in strip_rows], np.int64)
+    return tasks_of(count, cuts)
+
+
+def tasks_of(count: int, cuts: list[int]) -> np.ndarray:
+    """Tasks (item, start, end): the parts between consecutive `cuts` of each of `count`
+    images or volumes, in order."""
+    tasks = np.empty((count, len(cuts) - 1, 3), np.int64)
+    tasks[:, :, 0] = np.arange(count)[:, None]
+    tasks[:, :, 1] = cuts[:-1]
+    tasks[:, :, 2] = cuts[1:]
+    return tasks.reshape(-1, 3)
 
 
 def _numbers(values: np.ndarray) -> np.ndarray:
@@ -260,20 +249,20 @@ def _label_batch(
     params: LabelParams,
     threads: int,
     out: np.ndarray,
+    statistics: bool = True,
     read: np.ndarray | None = None,
 ) -> Labeled:
-    """label_batch of one chunk; read: the values the statistics read, where they are not
-    the batch's own (the filled labels' statistics, _filled)."""
+    """label_batch of one chunk of images of at least a pixel each; read: the values the
+    statistics read, where they are not the batch's own (the filled labels' statistics,
+    _filled)."""
     values = np.ascontiguousarray(canonical_bools(batch))
     count, height, width = values.shape
-    if count == 0:
-        return Labeled([], [])
     if height * width >= 2**31 - 1:
         raise ValueError(f"an image may hold at most 2**31 - 2 pixels, got {height}x{width}")
     image, label_params, values = _inputs(values, params)
     if read is not None:
         values = read
-    rule, a = foreground_rule(image.dtype, label_params)
+    rule, rule_value = foreground_rule(image.dtype, label_params)
     image, numbers = _numbers(image), _numbers(values)
     floating = values.dtype.kind == "f"
     binary = label_params.tau is None
@@ -284,12 +273,12 @@ def _label_batch(
         image_type=PIXEL_TYPES[image.dtype],
         value_type=PIXEL_TYPES[numbers.dtype],
         rule=rule,
-        eight=label_params.connectivity == 8,
+        connectivity=label_params.connectivity,
         tau_mode=not binary,
         floating=floating,
         min_area=params.min_area,
         label_bytes=out.itemsize,
-        a=a,
+        rule_value=rule_value,
         tau=0.0 if label_params.tau is None else float(label_params.tau),
         relative=label_params.tau_relative,
         quadratic=label_params.tau_quadratic,
@@ -336,7 +325,7 @@ def _label_batch(
     job.component_first, job.stats = component_first, stats
     spread(job.reduce_stats, count, post)
     job.pack_stats(count, 1)
-    if floating:
+    if floating and statistics:
         job.mean = _float_means(job, threads)
     kept = np.empty(count, np.int64)
     kept_id = scratch("kept_id", (len(stats),), np.int64)
@@ -344,13 +333,7 @@ def _label_batch(
     spread(job.keep_components, count, post)
     if selects(params):
         renumber_kept(stats[:, COLUMN["area"]], component_first, params, kept_id, kept)
-    kept_first = np.zeros(count + 1, np.int64)
-    np.cumsum(kept, out=kept_first[1:])
-    ints = np.empty((5, int(kept_first[-1])), np.int64)
-    floats = np.empty((5, int(kept_first[-1])), np.float64)
-    job.kept_first, job.ints, job.floats = kept_first, ints, floats
-    spread(job.kept_columns, count, post)
-    tables = [_table(ints[:, lo:hi], floats[:, lo:hi], floating) for lo, hi in pairwise(kept_first)]
+    tables = _tables(job, kept, floating, post) if statistics else None
 
     def write(target: np.ndarray, chosen: np.ndarray) -> None:  # the final labels of chosen[n]
         job.label_bytes, job.labels, job.chosen = target.itemsize, target, chosen.view(np.uint8)
@@ -368,8 +351,21 @@ def _label_batch(
         if not in_place:
             out[...] = prov.view(np.uint32)
     if params.fill_holes:
-        tables = _filled(out, wide, values, params, threads)
-    return Labeled(tables, [int(c) for c in components], wide)
+        tables = _filled(out, wide, values, params, threads, statistics)
+    return Labeled(tables, components.tolist(), kept, wide)
+
+
+def _tables(
+    job: gccl_cpu.Batch, kept: np.ndarray, floating: bool, threads: int
+) -> list[StatsTable]:
+    """The statistics table of each image of `job` (its kept components' columns)."""
+    kept_first = np.zeros(len(kept) + 1, np.int64)
+    np.cumsum(kept, out=kept_first[1:])
+    ints = np.empty((5, int(kept_first[-1])), np.int64)
+    floats = np.empty((5, int(kept_first[-1])), np.float64)
+    job.kept_first, job.ints, job.floats = kept_first, ints, floats
+    spread(job.kept_columns, len(kept), threads)
+    return [_table(ints[:, lo:hi], floats[:, lo:hi], floating) for lo, hi in pairwise(kept_first)]
 
 
 def renumber_kept(
@@ -395,9 +391,10 @@ def _filled(
     values: np.ndarray,
     params: LabelParams,
     threads: int,
-) -> list[StatsTable]:
+    statistics: bool,
+) -> list[StatsTable] | None:
     """Fill the holes of every final label image (contract.cleaning.fill_holes), and the
-    statistics of the filled labels.
+    statistics of the filled labels (where `statistics`).
 
     Those are the engine's: it labels the label image itself, equal labels joining
     across 8-neighbours (tau 0, background 0), which gives every filled component back
@@ -408,10 +405,13 @@ def _filled(
     for n in range(len(out)):
         labels = wide.get(n, out[n])
         fill_holes(labels, params, region_labels)
+        if not statistics:
+            continue
         again = scratch("filled", (1, *labels.shape), np.uint32)
         measured = _label_batch(labels[None], measure, threads, again, read=values[n : n + 1])
+        assert measured.tables is not None
         tables.append(measured.tables[0])
-    return tables
+    return tables if statistics else None
 
 
 def region_labels(mask: np.ndarray, connectivity: int) -> tuple[np.ndarray, int]:

@@ -1,4 +1,4 @@
-"""The CPU engine for volumes: compiled loops (ccl_cli/native/src/volume.c, in the extension
+"""The CPU engine for volumes: compiled loops (ccl_cli/native/src/volume_*.c, in the extension
 module ccl_cli.native.gccl_cpu) over slabs of planes, on every core.
 
 Each volume of a batch (N, D, H, W) is cut into slabs along z, enough to keep the
@@ -19,16 +19,23 @@ import numpy as np
 from ...contract.cleaning import selects
 from ...contract.params import LabelParams, canonical_bools
 from ...contract.stages import has_stages, label_input, smooth_problem
-from ...contract.stats import StatsTable, float_mean, float_sum_shift, nan_extremes
+from ...contract.stats import (
+    StatsTable,
+    empty_table,
+    float_mean,
+    float_sum_shift,
+    nan_extremes,
+)
 from ...native import gccl_cpu
 from .labels import (
     PIXEL_TYPES,
     SPREAD_COMPONENTS,
     foreground_rule,
     renumber_kept,
-    scratch,
     spread,
+    tasks_of,
 )
+from .scratch import bound_volume_blocks, scratch
 from .stages import NumpyStages
 
 #: Most voxels of a slab: its labels are 32-bit, one at most per voxel.
@@ -64,7 +71,7 @@ def plan(count: int, depth: int, height: int, width: int, threads: int) -> np.nd
     )
     slabs = min(slabs, depth)
     cuts = [round(depth * i / slabs) for i in range(slabs + 1)]
-    return np.array([(n, z0, z1) for n in range(count) for z0, z1 in pairwise(cuts)], np.int64)
+    return tasks_of(count, cuts)
 
 
 def _inputs(values: np.ndarray, params: LabelParams) -> tuple[np.ndarray, LabelParams, np.ndarray]:
@@ -94,20 +101,23 @@ def label_volumes(
     The volumes are cut into slabs for `threads` threads (plan). Morphology and
     smoothing (contract.stages) decide the labels; statistics always read the original
     values; min_area, max_area and largest keep components as in 2-D (contract.cleaning).
-    Raises MemoryError where the engine runs out of memory, ValueError where a volume has
-    more than 2**32 - 1 kept components (uint32 labels cannot hold them), fill_holes is
-    asked for (holes are filled in images only) or a binomial smoothing too wide for
-    volumes (contract.stages.smooth_problem).
+    Volumes of no voxels return at once. Raises MemoryError where the engine runs out of
+    memory, ValueError where a volume has more than 2**32 - 1 kept components (uint32
+    labels cannot hold them), fill_holes is asked for (holes are filled in images only) or
+    a binomial smoothing too wide for volumes (contract.stages.smooth_problem).
     """
     if params.fill_holes:
         raise ValueError("fill_holes fills the holes of 2-D images, not of volumes")
     problem = smooth_problem(params.smooth, params.rank)
     if problem:
         raise ValueError(problem)
+    count, depth, height, width = batch.shape
+    if depth * height * width == 0 or count == 0:  # nothing to label, whatever the extents
+        tables = [empty_table(batch.dtype.kind != "f", 3) for _ in range(count)]
+        return VolumesLabeled(tables if statistics else None, [0] * count, [0] * count)
     values = np.ascontiguousarray(canonical_bools(batch))
-    count, depth, height, width = values.shape
     image, label_params, values = _inputs(values, params)
-    rule, a = foreground_rule(image.dtype, label_params)
+    rule, rule_value = foreground_rule(image.dtype, label_params)
     image, numbers = _numbers(image), _numbers(values)
     floating = values.dtype.kind == "f"
     tasks = plan(count, depth, height, width, threads)
@@ -126,7 +136,7 @@ def label_volumes(
         statistics=statistics,
         selecting=selects(params),
         zeroed=zeroed,
-        a=a,
+        rule_value=rule_value,
         tau=0.0 if label_params.tau is None else float(label_params.tau),
         relative=float(label_params.tau_relative),
         quadratic=float(label_params.tau_quadratic),
@@ -154,6 +164,7 @@ def _label(
     count = int(volumes.count)
     local_counts = np.empty(len(tasks), np.int64)
     volumes.local_counts = local_counts
+    bound_volume_blocks()
     spread(volumes.label_slabs, len(tasks), threads)
 
     first = np.zeros(len(tasks) + 1, np.int64)  # slot first[t] is slab t's background

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ...contract.params import LabelParams, dtype_max, stored_threshold
+from .kernel_names import kernel_name
 from .loader import KERNEL_SUFFIX, LAYOUT, device_kernels, import_cupy
 
 _THREADS = 256
@@ -57,7 +58,11 @@ def _gather(values: Any, out: Any) -> None:
     n, height, width = values.shape
     rows = n * height
     if rows * width:
-        name = "gccl_gather_bool" if dtype == np.bool_ else f"gccl_gather_b{dtype.itemsize}"
+        name = (
+            kernel_name("gccl_gather_bool")
+            if dtype == np.bool_
+            else kernel_name("gccl_gather_b{itemsize}", itemsize=dtype.itemsize)
+        )
         threads = min(_THREADS, -(-width // 32) * 32)
         args = (
             values,
@@ -85,7 +90,9 @@ def narrowed(labels: Any) -> Any:
     """Contiguous u32 labels as a new u16 array (the caller knows they fit)."""
     cupy = import_cupy()
     out = cupy.empty(labels.shape, cupy.uint16)
-    elementwise(labels, "gccl_narrow_u16", (labels, out, np.uint64(labels.size)), labels.size)
+    elementwise(
+        labels, kernel_name("gccl_narrow_u16"), (labels, out, np.uint64(labels.size)), labels.size
+    )
     return out
 
 
@@ -95,7 +102,7 @@ def keep_area(area: Any, min_area: int, max_area: int | None, keep: Any) -> None
     count = area.size
     high = np.uint64(np.iinfo(np.uint64).max if max_area is None else max_area)
     args = (area, np.uint64(min_area), high, keep, np.uint64(count))
-    elementwise(area, "gccl_keep_area", args, count)
+    elementwise(area, kernel_name("gccl_keep_area"), args, count)
 
 
 def foreground(values: Any, params: LabelParams) -> Any:
@@ -105,14 +112,19 @@ def foreground(values: Any, params: LabelParams) -> Any:
     dtype = np.dtype(values.dtype)
     storage = values.view(cupy.uint8) if dtype == np.bool_ else values
     args = (storage, mask, np.uint64(values.size), *rule_args(params, dtype))
-    elementwise(values, f"gccl_foreground_{KERNEL_SUFFIX[dtype]}", args, values.size)
+    elementwise(
+        values,
+        kernel_name("gccl_foreground_{dtype}", dtype=KERNEL_SUFFIX[dtype]),
+        args,
+        values.size,
+    )
     return mask.view(cupy.bool_)
 
 
 def clear_nan(mask: Any, values: Any) -> Any:
     """`mask` (contiguous bools) without the NaN pixels of the float batch `values` (in place)."""
     cupy = import_cupy()
-    name = f"gccl_clear_nan_{KERNEL_SUFFIX[np.dtype(values.dtype)]}"
+    name = kernel_name("gccl_clear_nan_{dtype}", dtype=KERNEL_SUFFIX[np.dtype(values.dtype)])
     elementwise(values, name, (values, mask.view(cupy.uint8), np.uint64(values.size)), values.size)
     return mask
 
@@ -121,7 +133,7 @@ def masked_float64(numbers: Any, mask: Any) -> Any:
     """float64 batch: the contiguous `numbers` where the bool `mask` holds, NaN elsewhere."""
     cupy = import_cupy()
     out = cupy.empty(numbers.shape, cupy.float64)
-    name = f"gccl_masked_f64_{KERNEL_SUFFIX[np.dtype(numbers.dtype)]}"
+    name = kernel_name("gccl_masked_f64_{dtype}", dtype=KERNEL_SUFFIX[np.dtype(numbers.dtype)])
     args = (numbers, mask.view(cupy.uint8), out, np.uint64(numbers.size))
     elementwise(numbers, name, args, numbers.size)
     return out
@@ -146,7 +158,12 @@ def fill_added(values: Any, readings: Any, mask: Any, radius: int) -> Any:
         np.int32(radius),
         np.int64(low),
     )
-    elementwise(values, f"gccl_fill_added_{KERNEL_SUFFIX[dtype]}", args, values.size)
+    elementwise(
+        values,
+        kernel_name("gccl_fill_added_{dtype}", dtype=KERNEL_SUFFIX[dtype]),
+        args,
+        values.size,
+    )
     return out
 
 

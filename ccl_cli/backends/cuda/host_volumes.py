@@ -32,7 +32,7 @@ def label_device_volumes(values: Any, params: LabelParams, statistics: bool) -> 
             return BatchResult(labels, table.to_numpy(), list(table.components))
         counts = cupy.empty(len(values), cupy.uint32)
         device.volume_counts(values, params, labels, counts)
-        return BatchResult(labels, [], [], counts=[int(k) for k in counts.get()])
+        return BatchResult(labels, [], [], counts=counts.get().astype(np.int64))
 
 
 def label_host_volumes(
@@ -60,7 +60,9 @@ def label_host_volumes(
             source = slabs.HostVolume(batch[i], labels[i])
             result = slabs.label_in_slabs(source, params, statistics, plan)
             if not statistics:
-                parts.append(BatchResult(labels[i : i + 1], [], [], counts=[result.kept]))
+                parts.append(
+                    BatchResult(labels[i : i + 1], [], [], counts=np.array(result.kept, np.int64))
+                )
                 continue
             words = result.table.get()
             integer = batch.dtype.kind != "f"
@@ -70,7 +72,7 @@ def label_host_volumes(
         labels,
         [table for part in parts for table in part.tables],
         [count for part in parts for count in part.components],
-        counts=None if statistics else [count for part in parts for count in part.kept],
+        counts=None if statistics else np.array([k for part in parts for k in part.kept], np.int64),
     )
 
 

@@ -16,6 +16,7 @@ from ...contract.cleaning import fill_holes, kept_components, selects
 from ...contract.params import LabelParams
 from ...contract.stats import StatsTable
 from .arrays import keep_area, rule_args
+from .kernel_names import kernel_name
 from .loader import (
     CHUNK,
     CHUNK_THREADS,
@@ -57,11 +58,19 @@ def dense_labels(values: Any, params: LabelParams, out: Any, components: Any = N
     storage = values.view(cupy.uint8) if values.dtype == np.bool_ else values
     geometry = (np.uint32(height), np.uint32(width))
     if params.tau is None and params.connectivity == 8:
-        tile, threads, local = _B8_TILE, _B8_THREADS, f"gccl_block8_local_{suffix}"
+        tile, threads, local = (
+            _B8_TILE,
+            _B8_THREADS,
+            kernel_name("gccl_block8_local_{dtype}", dtype=suffix),
+        )
         local_tau: tuple[Any, ...] = ()
     else:
         tile, threads = _PX_TILE, _PX_TILE
-        local = f"gccl_pixel_local_{params.connectivity}_{suffix}"
+        local = kernel_name(
+            "gccl_pixel_local_{connectivity}_{dtype}",
+            connectivity=params.connectivity,
+            dtype=suffix,
+        )
         local_tau = tau_args(params)
     tiles_x, tiles_y = -(-width // tile[0]), -(-height // tile[1])
     tiles = (np.uint32(tiles_x), np.uint32(tiles_x * tiles_y))
@@ -69,7 +78,9 @@ def dense_labels(values: Any, params: LabelParams, out: Any, components: Any = N
     kernels.launch(local, grid, threads, (storage, labels, *geometry, *tiles, *rule, *local_tau))
     if tiles_x * tiles_y > 1:
         kernels.launch(
-            f"gccl_border_{params.connectivity}_{suffix}",
+            kernel_name(
+                "gccl_border_{connectivity}_{dtype}", connectivity=params.connectivity, dtype=suffix
+            ),
             grid,
             (-(-(tile[0] + 2 * tile[1] - 1) // 32) * 32,),  # border.cu: one per border pixel
             (
@@ -88,15 +99,20 @@ def dense_labels(values: Any, params: LabelParams, out: Any, components: Any = N
     if components is None:
         components = cupy.empty(n, cupy.uint32)
     chunk_args = (np.uint32(pixels), np.uint32(chunks))
-    kernels.launch("gccl_finalize", n * chunks, (CHUNK_THREADS,), (labels, *chunk_args, counts))
     kernels.launch(
-        "gccl_segmented_scan",
+        kernel_name("gccl_finalize"), n * chunks, (CHUNK_THREADS,), (labels, *chunk_args, counts)
+    )
+    kernels.launch(
+        kernel_name("gccl_segmented_scan"),
         n,
         (_SCAN_THREADS,),
         (counts, offsets, np.uint64(0), np.uint64(chunks), components),
     )
     kernels.launch(
-        "gccl_resolve", n * chunks, (CHUNK_THREADS,), (labels, out, *chunk_args, offsets)
+        kernel_name("gccl_resolve"),
+        n * chunks,
+        (CHUNK_THREADS,),
+        (labels, out, *chunk_args, offsets),
     )
     return components
 
@@ -147,7 +163,9 @@ def label_offsets(counts: Any) -> Any:
     n = len(counts)
     label_base = cupy.empty(n + 1, cupy.uint32)
     scan_base = (counts, label_base, np.uint64(0), np.uint64(n), label_base[n:])
-    device_kernels(counts.device.id).launch("gccl_segmented_scan", 1, (_SCAN_THREADS,), scan_base)
+    device_kernels(counts.device.id).launch(
+        kernel_name("gccl_segmented_scan"), 1, (_SCAN_THREADS,), scan_base
+    )
     return label_base
 
 
@@ -163,15 +181,27 @@ def aggregate(values: Any, out: Any, label_base: Any, total: int) -> Any:
     if total == 0:
         return agg
     init_grid = min(-(-total // CHUNK_THREADS), 4096)
-    kernels.launch("gccl_stats_init", init_grid, (CHUNK_THREADS,), (agg, np.uint64(total)))
+    kernels.launch(
+        kernel_name("gccl_stats_init"), init_grid, (CHUNK_THREADS,), (agg, np.uint64(total))
+    )
     chunks = -(-(height * width) // CHUNK)
     storage = values.view(cupy.uint8) if dtype == np.bool_ else values
     geometry = (np.uint32(height), np.uint32(width), np.uint32(chunks))
     stats_args = (out, storage, *geometry, label_base, agg, np.uint64(total))
     grid = n * chunks
-    kernels.launch(f"gccl_stats_{KERNEL_SUFFIX[dtype]}", grid, (CHUNK_THREADS,), stats_args)
+    kernels.launch(
+        kernel_name("gccl_stats_{dtype}", dtype=KERNEL_SUFFIX[dtype]),
+        grid,
+        (CHUNK_THREADS,),
+        stats_args,
+    )
     if dtype.kind == "f":
-        kernels.launch(f"gccl_float_sum_{KERNEL_SUFFIX[dtype]}", grid, (CHUNK_THREADS,), stats_args)
+        kernels.launch(
+            kernel_name("gccl_float_sum_{dtype}", dtype=KERNEL_SUFFIX[dtype]),
+            grid,
+            (CHUNK_THREADS,),
+            stats_args,
+        )
     return agg
 
 
@@ -199,7 +229,7 @@ def remove_small(out: Any, params: LabelParams, label_base: Any, agg: Any) -> Ke
     pixels, chunks = height * width, -(-(height * width) // CHUNK)
     remap_args = (out, np.uint32(pixels), np.uint32(chunks), label_base, keep, rank)
     kernels = device_kernels(out.device.id)
-    kernels.launch("gccl_area_remap", n * chunks, (CHUNK_THREADS,), remap_args)
+    kernels.launch(kernel_name("gccl_area_remap"), n * chunks, (CHUNK_THREADS,), remap_args)
     return Kept(keep, rank, label_offsets(counts), counts)
 
 
@@ -242,7 +272,9 @@ def stats_table(
     the values are floating point (their mean rule differs); table: a contiguous
     (TABLE_COLUMNS, total) 8-byte array to write (None: a new one).
     """
-    return table_kernel("gccl_stats_table", TABLE_COLUMNS, agg, label_base, kept, floats, table)
+    return table_kernel(
+        kernel_name("gccl_stats_table"), TABLE_COLUMNS, agg, label_base, kept, floats, table
+    )
 
 
 def table_kernel(

@@ -23,6 +23,7 @@ import numpy as np
 
 from ...contract.params import SUPPORTED_DTYPES
 from ...errors import BackendUnavailable
+from .kernel_names import kernel_name
 
 CUDA_DIR = Path(__file__).resolve().parent / "src"
 FATBIN = CUDA_DIR / "gccl.fatbin"
@@ -195,7 +196,7 @@ class Kernels:
             if not reason:
                 try:
                     self._module = cupy.RawModule(path=str(FATBIN))
-                    self._module.get_function("gccl_finalize")
+                    self._module.get_function(kernel_name("gccl_finalize"))
                     self.source = f"fatbin {FATBIN.relative_to(CUDA_DIR.parent.parent)}"
                     return
                 except Exception as exc:
@@ -203,7 +204,7 @@ class Kernels:
             self._module = cupy.RawModule(
                 code=ENTRY.read_text(), options=("-std=c++17", f"-I{CUDA_DIR}")
             )
-            self._module.get_function("gccl_finalize")
+            self._module.get_function(kernel_name("gccl_finalize"))
             self.source = f"NVRTC ({reason})"
 
     def launch(self, name: str, grid: int, block: tuple[int, ...], args: tuple[Any, ...]) -> None:

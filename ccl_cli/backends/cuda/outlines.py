@@ -19,6 +19,7 @@ import numpy as np
 
 from ...contract.outlines import PART_CONNECTIVITY, Outlines, split_batch
 from ...contract.params import LabelParams
+from .kernel_names import kernel_name
 from .labels import dense_labels
 from .loader import CHUNK, CHUNK_THREADS, GEOMETRY, device_kernels, import_cupy
 
@@ -71,7 +72,7 @@ def device_corners(labels: Any, label_base: np.ndarray) -> DeviceCorners:
     chunk_counts = cupy.empty(chunks + 1, cupy.int64)
     geometry = (np.uint64(total), np.uint32(height), np.uint32(width))
     mask_args = (parts, *geometry, mask, before, chunk_counts)
-    kernels.launch("gccl_outline_mask", chunks, (CHUNK_THREADS,), mask_args)
+    kernels.launch(kernel_name("gccl_outline_mask"), chunks, (CHUNK_THREADS,), mask_args)
     chunk_first = cupy.cumsum(chunk_counts)
     corner_count, part_counts = _to_host(cupy, chunk_first[-1:], components)
     count = int(corner_count[0])
@@ -84,14 +85,16 @@ def device_corners(labels: Any, label_base: np.ndarray) -> DeviceCorners:
     low = cupy.empty(count, cupy.uint64)
     inputs = (parts, labels, mask, before, chunk_first, bases, *geometry)
     outputs = (x, y, part, feature, nxt, jump, low)
-    kernels.launch("gccl_outline_corners", -(-total // _THREADS), (_THREADS,), inputs + outputs)
+    kernels.launch(
+        kernel_name("gccl_outline_corners"), -(-total // _THREADS), (_THREADS,), inputs + outputs
+    )
     # Pointer jumping: after r rounds each corner has seen the 2^r corners from it
     # on, and 2^r >= count covers the longest ring.
     jump_next, low_next = cupy.empty_like(jump), cupy.empty_like(low)
     size = np.uint64(count)
     for round_ in range((count - 1).bit_length() if count else 0):
         args = (jump, low, jump_next, low_next, size, np.uint64(1 << round_))
-        kernels.launch("gccl_outline_jump", -(-count // _THREADS), (_THREADS,), args)
+        kernels.launch(kernel_name("gccl_outline_jump"), -(-count // _THREADS), (_THREADS,), args)
         jump, jump_next, low, low_next = jump_next, jump, low_next, low
     return DeviceCorners(x, y, part, feature, nxt, low, part_counts.astype(np.int64))
 
@@ -114,7 +117,7 @@ def _canonical(
     ring_keys = cupy.empty(count // 4, cupy.uint64)  # a ring has at least 4 corners
     rings_found = cupy.zeros(1, cupy.uint64)
     kernels.launch(
-        "gccl_outline_starts",
+        kernel_name("gccl_outline_starts"),
         grid,
         (_THREADS,),
         (c.low, c.part, c.feature, size, part_keys, ring_keys, rings_found),
@@ -124,25 +127,29 @@ def _canonical(
     rank = cupy.empty(parts, cupy.uint32)
     feature_offsets = cupy.full(features + 1, -1, cupy.int64)  # -1: a feature without outline
     kernels.launch(
-        "gccl_outline_parts",
+        kernel_name("gccl_outline_parts"),
         -(-parts // _THREADS),
         (_THREADS,),
         (sorted_parts, np.uint64(parts), np.uint64(features), rank, feature_offsets),
     )
     ring_keys = ring_keys[:rings]
     ring_args = (ring_keys, rank, np.uint64(rings))
-    kernels.launch("gccl_outline_ring_keys", -(-rings // _THREADS), (_THREADS,), ring_args)
+    kernels.launch(
+        kernel_name("gccl_outline_ring_keys"), -(-rings // _THREADS), (_THREADS,), ring_args
+    )
     sorted_rings = cupy.sort(ring_keys)
     ring_of = cupy.empty(count, cupy.int64)
     ends = cupy.empty(rings + 1, cupy.int64)
     part_offsets = cupy.empty(parts + 1, cupy.int64)
     inputs = (c.low, c.next, c.part, rank, sorted_rings, size, np.uint64(rings), np.uint64(parts))
-    kernels.launch("gccl_outline_rank", grid, (_THREADS,), (*inputs, ring_of, ends, part_offsets))
+    kernels.launch(
+        kernel_name("gccl_outline_rank"), grid, (_THREADS,), (*inputs, ring_of, ends, part_offsets)
+    )
     ring_offsets = cupy.cumsum(ends)
     vertices = cupy.empty((count, 2), cupy.int32)
     twice_area = cupy.zeros(features, cupy.uint64)
     kernels.launch(
-        "gccl_outline_vertices",
+        kernel_name("gccl_outline_vertices"),
         grid,
         (_THREADS,),
         (c.x, c.y, c.next, c.low, c.feature, ring_of, ring_offsets, size, vertices, twice_area),

@@ -36,6 +36,7 @@ from ...contract.params import LabelParams
 from ...contract.stages import has_stages, label_input, primitive_steps
 from . import volumes
 from .arrays import contiguous_volumes, copy_of, elementwise
+from .kernel_names import kernel_name
 from .labels import Kept, kept_ranks, label_offsets, tau_args
 from .loader import KERNEL_SUFFIX, import_cupy
 from .stages import CudaStages
@@ -256,7 +257,7 @@ class _SlabLabeling:
             self._grow_forest(self.slots + count)
             if count:
                 init = (self.forest, np.uint32(self.slots), np.uint64(count))
-                elementwise(self.forest, "gccl_volume_forest_init", init, count)
+                elementwise(self.forest, kernel_name("gccl_volume_forest_init"), init, count)
             if self.below is not None and count:
                 self._join_seam(slab, image, local, label_params)
             self.slots += count
@@ -290,7 +291,11 @@ class _SlabLabeling:
         above_values = image[0, 0]
         if dtype == np.bool_:
             below_values, above_values = (a.view(np.uint8) for a in (below_values, above_values))
-        name = f"gccl_volume_seam_{label_params.connectivity}_{KERNEL_SUFFIX[dtype]}"
+        name = kernel_name(
+            "gccl_volume_seam_{connectivity}_{dtype}",
+            connectivity=label_params.connectivity,
+            dtype=KERNEL_SUFFIX[dtype],
+        )
         args = (
             below_values,
             above_values,
@@ -332,7 +337,7 @@ class _SlabLabeling:
                 sizes,
                 np.uint64(max(components, 1)),
             )
-            elementwise(sizes, "gccl_volume_merge_sizes", args, slab.count)
+            elementwise(sizes, kernel_name("gccl_volume_merge_sizes"), args, slab.count)
         return sizes
 
     def second_pass(self, number: Any, components: int) -> SlabbedVolume:

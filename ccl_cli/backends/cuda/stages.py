@@ -15,6 +15,7 @@ import numpy as np
 
 from ...contract.params import LabelParams
 from . import arrays, volume_stages
+from .kernel_names import kernel_name
 from .loader import GEOMETRY, KERNEL_SUFFIX, device_kernels, import_cupy
 
 #: A kernel launch: (name, blocks, threads per block, arguments).
@@ -111,7 +112,11 @@ def morph_launch(source: Any, target: Any, op: str, connectivity: int, steps: in
     warps = n * strips
     geometry = (np.uint32(v) for v in (height, width, strips_x, strips, n))
     args = (source, target, *geometry, *((np.uint32(steps),) if several else ()))
-    name = f"gccl_{op}_{connectivity}{'_n' if several else ''}_b{access}"
+    fields = {"op": op, "connectivity": connectivity, "access": access}
+    if several:
+        name = kernel_name("gccl_{op}_{connectivity}_n_b{access}", **fields)
+    else:
+        name = kernel_name("gccl_{op}_{connectivity}_b{access}", **fields)
     return name, -(-warps // _MORPH_WARPS), (32 * _MORPH_WARPS,), args
 
 
@@ -143,11 +148,13 @@ def smooth_launch(
             np.int32(radius),
             *(np.uint32(v) for v in (height, width, tiles_x, tiles)),
         )
-        name = f"gccl_smooth_{KERNEL_SUFFIX[dtype]}_{accumulator}"
+        name = kernel_name(
+            "gccl_smooth_{dtype}_{accumulator}", dtype=KERNEL_SUFFIX[dtype], accumulator=accumulator
+        )
         return name, n * tiles, _SMOOTH_THREADS, args
     if weights[0] != 1 or weights[-1] != 1 or max(weights) > 20:  # box and binomial are
         raise ValueError(f"the strip kernels need outer weights 1, all <= 20: {weights}")
-    name = f"gccl_smooth_{KERNEL_SUFFIX[dtype]}_r{radius}"
+    name = kernel_name("gccl_smooth_{dtype}_r{radius}", dtype=KERNEL_SUFFIX[dtype], radius=radius)
     strips_x = -(-width // _SMOOTH_STRIP_W)
     if rows is None:
         kernels = device_kernels(values.device.id)

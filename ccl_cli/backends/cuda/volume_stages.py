@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .arrays import elementwise
+from .kernel_names import kernel_name
 from .loader import GEOMETRY, KERNEL_SUFFIX, device_kernels, import_cupy
 
 _ROW_THREADS = GEOMETRY["GCCL_VOLUME_ROW_THREADS"]
@@ -41,7 +42,7 @@ def morph(mask: Any, op: str, iterations: int, connectivity: int) -> Any:
     geometry = (np.uint32(depth), np.uint32(height), np.uint32(width), np.uint64(rows))
     for step in range(iterations):
         target = buffers[step % 2]
-        name = f"gccl_volume_{op}_{connectivity}"
+        name = kernel_name("gccl_volume_{op}_{connectivity}", op=op, connectivity=connectivity)
         blocks = min(rows, _MAX_ROW_BLOCKS)
         kernels.launch(name, blocks, (_ROW_THREADS,), (source, target, *geometry))
         source = target
@@ -62,19 +63,24 @@ def smooth(values: Any, mask: Any, weights: tuple[int, ...]) -> Any:
     storage = values.view(cupy.uint8) if dtype == np.bool_ else values
     suffix = KERNEL_SUFFIX[dtype]
     masked = (storage, mask, total, count, np.uint64(size))
-    elementwise(values, f"gccl_volume_smooth_masked_{suffix}", masked, size)
+    elementwise(
+        values, kernel_name("gccl_volume_smooth_masked_{dtype}", dtype=suffix), masked, size
+    )
     _, depth, height, width = _shape(values)
     weights_array = cupy.asarray(np.array(weights, np.int32))
     radius = np.int32(len(weights) // 2)
     spare = (cupy.empty_like(total), cupy.empty_like(count))
-    name = f"gccl_volume_smooth_pass_{'f64' if dtype.kind == 'f' else 'i64'}"
+    accumulator = "f64" if dtype.kind == "f" else "i64"
+    name = kernel_name("gccl_volume_smooth_pass_{accumulator}", accumulator=accumulator)
     for stride, length in ((1, width), (width, height), (width * height, depth)):
         args = (total, count, *spare, np.uint64(size), np.uint64(stride), np.uint32(length))
         elementwise(values, name, (*args, weights_array, radius), size)
         (total, count), spare = spare, (total, count)
     out = cupy.empty(values.shape, cupy.float64)
     finish = (total, count, mask, out, np.uint64(size))
-    elementwise(values, f"gccl_volume_smooth_finish_{suffix}", finish, size)
+    elementwise(
+        values, kernel_name("gccl_volume_smooth_finish_{dtype}", dtype=suffix), finish, size
+    )
     return out
 
 
@@ -98,5 +104,10 @@ def fill_added(values: Any, readings: Any, mask: Any, radius: int) -> Any:
         np.int32(radius),
         np.int64(low),
     )
-    elementwise(values, f"gccl_volume_fill_added_{KERNEL_SUFFIX[dtype]}", args, values.size)
+    elementwise(
+        values,
+        kernel_name("gccl_volume_fill_added_{dtype}", dtype=KERNEL_SUFFIX[dtype]),
+        args,
+        values.size,
+    )
     return out

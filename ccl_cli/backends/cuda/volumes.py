@@ -29,6 +29,7 @@ import numpy as np
 from ...contract.params import VOLUME_CONNECTIVITIES, LabelParams
 from ...contract.stats import StatsTable
 from .arrays import elementwise, rule_args
+from .kernel_names import kernel_name
 from .labels import Kept, kept_ranks, label_offsets, table_kernel, tau_args
 from .loader import (
     CHUNK,
@@ -124,13 +125,19 @@ def dense_labels(values: Any, params: LabelParams, out: Any, components: Any = N
     across, down, _, per_volume = _tiles(values.shape, _VOXEL_TILE)
     tiles = (np.uint32(across), np.uint32(down), np.uint32(per_volume))
     grid = n * per_volume
-    local = f"gccl_volume_local_{params.connectivity}_{suffix}"
+    local = kernel_name(
+        "gccl_volume_local_{connectivity}_{dtype}", connectivity=params.connectivity, dtype=suffix
+    )
     local_args = (storage, labels, *geometry, *tiles, *rule, *tau_args(params))
     kernels.launch(local, grid, _VOXEL_TILE, local_args)  # one thread per voxel
     if per_volume > 1:
         tile_args = tuple(np.uint32(side) for side in _VOXEL_TILE)
         border_args = (storage, labels, *geometry, *tile_args, *tiles, *tau_args(params))
-        name = f"gccl_volume_border_{params.connectivity}_{suffix}"
+        name = kernel_name(
+            "gccl_volume_border_{connectivity}_{dtype}",
+            connectivity=params.connectivity,
+            dtype=suffix,
+        )
         kernels.launch(name, grid, (_BORDER_THREADS,), border_args)
     return resolve(labels, out, components)
 
@@ -153,11 +160,13 @@ def _cell_labels(values: Any, rule: tuple[Any, ...], conn: int, out: Any, compon
     tiles = (np.uint32(across), np.uint32(down), np.uint32(per_volume))
     suffix = KERNEL_SUFFIX[np.dtype(values.dtype)]
     local_args = (values, forest, masks, *geometry, *tiles, *rule)
-    local = f"gccl_volume_cells_local_{conn}_{suffix}"
+    local = kernel_name(
+        "gccl_volume_cells_local_{connectivity}_{dtype}", connectivity=conn, dtype=suffix
+    )
     kernels.launch(local, n * per_volume, _CELL_THREADS, local_args)
     if per_volume > 1:
         border_args = (masks, forest, *geometry, *tiles)
-        name = f"gccl_volume_cells_border_{conn}"
+        name = kernel_name("gccl_volume_cells_border_{connectivity}", connectivity=conn)
         kernels.launch(name, n * per_volume, (_BORDER_THREADS,), border_args)
     per_plane = -(-grid_h // _ROW_WARPS)  # groups of cell rows, a CUDA block each
     runs = cell_d * grid_d * per_plane  # per volume: a run of voxel rows per group and vz
@@ -169,11 +178,21 @@ def _cell_labels(values: Any, rule: tuple[Any, ...], conn: int, out: Any, compon
     grid, row_threads = n * grid_d * per_plane, (_ROW_WARPS * 32,)
     group_args = (*geometry, np.uint32(per_plane), row_starts)
     roots_args = (forest, masks, *group_args, counts)
-    kernels.launch(f"gccl_volume_cells_roots_{conn}", grid, row_threads, roots_args)
+    kernels.launch(
+        kernel_name("gccl_volume_cells_roots_{connectivity}", connectivity=conn),
+        grid,
+        row_threads,
+        roots_args,
+    )
     scan_args = (counts, offsets, np.uint64(0), np.uint64(runs), components)
-    kernels.launch("gccl_segmented_scan", n, (_SCAN_THREADS,), scan_args)
+    kernels.launch(kernel_name("gccl_segmented_scan"), n, (_SCAN_THREADS,), scan_args)
     resolve_args = (forest, masks, out, *group_args, offsets)
-    kernels.launch(f"gccl_volume_cells_resolve_{conn}", grid, row_threads, resolve_args)
+    kernels.launch(
+        kernel_name("gccl_volume_cells_resolve_{connectivity}", connectivity=conn),
+        grid,
+        row_threads,
+        resolve_args,
+    )
     return components
 
 
@@ -192,11 +211,16 @@ def resolve(labels: Any, out: Any, components: Any = None) -> Any:
     if components is None:
         components = cupy.empty(n, cupy.uint32)
     chunk_args = (np.uint32(size), np.uint32(chunks))
-    kernels.launch("gccl_finalize", n * chunks, (CHUNK_THREADS,), (labels, *chunk_args, counts))
-    scan_args = (counts, offsets, np.uint64(0), np.uint64(chunks), components)
-    kernels.launch("gccl_segmented_scan", n, (_SCAN_THREADS,), scan_args)
     kernels.launch(
-        "gccl_resolve", n * chunks, (CHUNK_THREADS,), (labels, out, *chunk_args, offsets)
+        kernel_name("gccl_finalize"), n * chunks, (CHUNK_THREADS,), (labels, *chunk_args, counts)
+    )
+    scan_args = (counts, offsets, np.uint64(0), np.uint64(chunks), components)
+    kernels.launch(kernel_name("gccl_segmented_scan"), n, (_SCAN_THREADS,), scan_args)
+    kernels.launch(
+        kernel_name("gccl_resolve"),
+        n * chunks,
+        (CHUNK_THREADS,),
+        (labels, out, *chunk_args, offsets),
     )
     return components
 
@@ -209,7 +233,10 @@ def empty_aggregates(total: int) -> Any:
     if total:
         init_grid = min(-(-total // CHUNK_THREADS), _INIT_BLOCKS)
         device_kernels(agg.device.id).launch(
-            "gccl_volume_stats_init", init_grid, (CHUNK_THREADS,), (agg, np.uint64(total))
+            kernel_name("gccl_volume_stats_init"),
+            init_grid,
+            (CHUNK_THREADS,),
+            (agg, np.uint64(total)),
         )
     return agg
 
@@ -242,9 +269,14 @@ def aggregate(
     shifts = (source, np.uint64(source.shape[1]))
     suffix = KERNEL_SUFFIX[dtype]
     kernels = device_kernels(labels.device.id)
-    kernels.launch(f"gccl_volume_stats_{suffix}", n * chunks, (CHUNK_THREADS,), (*args, *shifts))
+    kernels.launch(
+        kernel_name("gccl_volume_stats_{dtype}", dtype=suffix),
+        n * chunks,
+        (CHUNK_THREADS,),
+        (*args, *shifts),
+    )
     if dtype.kind == "f":
-        name = f"gccl_volume_float_sum_{suffix}"
+        name = kernel_name("gccl_volume_float_sum_{dtype}", dtype=suffix)
         kernels.launch(name, n * chunks, (CHUNK_THREADS,), (*args, *shifts))
     return agg
 
@@ -257,7 +289,9 @@ def remap(labels: Any, table: Any, table_base: Any = None) -> None:
     chunks = -(-voxels // CHUNK)
     base = np.uint64(0) if table_base is None else table_base
     args = (labels, np.uint64(voxels), np.uint32(chunks), table, base)
-    device_kernels(labels.device.id).launch("gccl_volume_remap", n * chunks, (CHUNK_THREADS,), args)
+    device_kernels(labels.device.id).launch(
+        kernel_name("gccl_volume_remap"), n * chunks, (CHUNK_THREADS,), args
+    )
 
 
 def kept_labels(keep: Any, rank: Any) -> Any:
@@ -265,7 +299,7 @@ def kept_labels(keep: Any, rank: Any) -> Any:
     u32 array (gccl_kept_labels)."""
     count = len(keep)
     out = import_cupy().empty(count, np.uint32)
-    elementwise(keep, "gccl_kept_labels", (keep, rank, out, np.uint64(count)), count)
+    elementwise(keep, kernel_name("gccl_kept_labels"), (keep, rank, out, np.uint64(count)), count)
     return out
 
 
@@ -291,7 +325,7 @@ def stats_table(
     (None: a new one).
     """
     return table_kernel(
-        "gccl_volume_stats_table", TABLE_COLUMNS, agg, label_base, kept, floats, table
+        kernel_name("gccl_volume_stats_table"), TABLE_COLUMNS, agg, label_base, kept, floats, table
     )
 
 

@@ -9,7 +9,9 @@
  * checks each list against its struct: each name, each type, and that the fields listed
  * fill the whole struct, so a field added to or changed in a header does not build until
  * it is bound here. The entry points run on the engine's threads (pool.c) with the GIL
- * released; while one runs, the object's fields cannot be changed.
+ * released; while one runs, the object's fields cannot be changed. Called on the main
+ * thread, an entry point takes the GIL back every POLL_NS (pool.c) to run Python's signal
+ * handlers: Ctrl-C stops it within a fraction of a second (KeyboardInterrupt).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -25,12 +27,18 @@
 
 /* A struct's fields in order: INTEGER (int64_t), REAL (double), arrays the engine reads
  * (IN, `const T *`) and writes (OUT, `T *`) of element type T, and arrays of any pixel type
- * (IN_ANY `const void *`, OUT_ANY `void *`). */
+ * (IN_ANY `const void *`, OUT_ANY `void *`). The fields of the gccl_rules both structs embed
+ * as `rules` (RULE_FIELDS) keep their own names in Python: INTEGER_AT and REAL_AT take the
+ * member (path) and the name. */
+#define RULE_FIELDS(INTEGER_AT, REAL_AT)                                                       \
+    INTEGER_AT(rules.rule, rule) INTEGER_AT(rules.tau_mode, tau_mode)                         \
+    REAL_AT(rules.rule_value, rule_value) REAL_AT(rules.tau, tau)                             \
+    REAL_AT(rules.relative, relative) REAL_AT(rules.quadratic, quadratic)
+
 #define BATCH_FIELDS(INTEGER, REAL, IN, OUT, IN_ANY, OUT_ANY)                                  \
     INTEGER(count) INTEGER(height) INTEGER(width) INTEGER(image_type) INTEGER(value_type)      \
-    INTEGER(rule) INTEGER(eight) INTEGER(tau_mode) INTEGER(floating) INTEGER(min_area)        \
-    INTEGER(label_bytes) REAL(a) REAL(tau) REAL(relative) REAL(quadratic) IN_ANY(image)      \
-    IN_ANY(values) IN(reaches, int32_t) OUT(prov, int32_t) OUT(parent, int32_t)               \
+    INTEGER(connectivity) INTEGER(floating) INTEGER(min_area) INTEGER(label_bytes)            \
+    RULE_FIELDS(INTEGER##_AT, REAL##_AT) IN_ANY(image) IN_ANY(values) IN(reaches, int32_t) OUT(prov, int32_t) OUT(parent, int32_t)               \
     IN(tasks, int64_t) IN(acc_first, int64_t) OUT(acc, gccl_record)                           \
     OUT(local_counts, int64_t) OUT(lasts, int64_t) IN(first, int64_t)                         \
     IN(image_tasks, int64_t) OUT(forest, int64_t) OUT(components, int64_t)                    \
@@ -41,10 +49,9 @@
 
 #define VOLUME_FIELDS(INTEGER, REAL, IN, OUT, IN_ANY, OUT_ANY)                                 \
     INTEGER(count) INTEGER(depth) INTEGER(height) INTEGER(width) INTEGER(image_type)          \
-    INTEGER(value_type) INTEGER(rule) INTEGER(connectivity) INTEGER(tau_mode)                 \
-    INTEGER(floating) INTEGER(min_area) INTEGER(statistics) INTEGER(selecting) INTEGER(zeroed) \
-    REAL(a) REAL(tau) REAL(relative) REAL(quadratic) IN_ANY(image)                             \
-    IN_ANY(values) OUT(labels, uint32_t) IN(tasks, int64_t) OUT(slabs, gccl_slab)             \
+    INTEGER(value_type) INTEGER(connectivity) INTEGER(floating) INTEGER(min_area)             \
+    INTEGER(statistics) INTEGER(selecting) INTEGER(zeroed) RULE_FIELDS(INTEGER##_AT, REAL##_AT) \
+    IN_ANY(image) IN_ANY(values) OUT(labels, uint32_t) IN(tasks, int64_t) OUT(slabs, gccl_slab)             \
     OUT(local_counts, int64_t) IN(first, int64_t) IN(volume_tasks, int64_t)                   \
     OUT(forest, int64_t) OUT(components, int64_t) OUT(components_before, int64_t)             \
     IN(component_first, int64_t) OUT(component_area, int64_t)                                 \
@@ -67,6 +74,7 @@
     ENTRY(free, gccl_volume_free)
 
 #define NOTHING(...)
+#define NOTHING_AT(...)
 #define ONE(...) +1
 
 enum kind { INTEGER_FIELD, REAL_FIELD, ARRAY_FIELD };
@@ -81,11 +89,13 @@ typedef struct {
 } field_info;
 
 /* Checks and descriptions of the fields of struct STRUCT (defined around each use). */
-#define FIELD(name) (((STRUCT *)0)->name)
-#define CHECK_INTEGER(name) \
-    _Static_assert(_Generic(FIELD(name), int64_t: 1, default: 0), #name " is an int64_t");
-#define CHECK_REAL(name) \
-    _Static_assert(_Generic(FIELD(name), double: 1, default: 0), #name " is a double");
+#define FIELD(path) (((STRUCT *)0)->path)
+#define CHECK_INTEGER_AT(path, name) \
+    _Static_assert(_Generic(FIELD(path), int64_t: 1, default: 0), #name " is an int64_t");
+#define CHECK_REAL_AT(path, name) \
+    _Static_assert(_Generic(FIELD(path), double: 1, default: 0), #name " is a double");
+#define CHECK_INTEGER(name) CHECK_INTEGER_AT(name, name)
+#define CHECK_REAL(name) CHECK_REAL_AT(name, name)
 #define CHECK_IN(name, type) \
     _Static_assert(_Generic(FIELD(name), const type *: 1, default: 0), #name " is const " #type "*");
 #define CHECK_OUT(name, type) \
@@ -93,8 +103,11 @@ typedef struct {
 #define CHECK_IN_ANY(name) CHECK_IN(name, void)
 #define CHECK_OUT_ANY(name) CHECK_OUT(name, void)
 #define SIZE(name, ...) +sizeof(FIELD(name))
-#define INFO_INTEGER(name) {#name, offsetof(STRUCT, name), INTEGER_FIELD, -1, 0, 0},
-#define INFO_REAL(name) {#name, offsetof(STRUCT, name), REAL_FIELD, -1, 0, 0},
+#define SIZE_AT(path, name) +sizeof(FIELD(path))
+#define INFO_INTEGER_AT(path, name) {#name, offsetof(STRUCT, path), INTEGER_FIELD, -1, 0, 0},
+#define INFO_REAL_AT(path, name) {#name, offsetof(STRUCT, path), REAL_FIELD, -1, 0, 0},
+#define INFO_INTEGER(name) INFO_INTEGER_AT(name, name)
+#define INFO_REAL(name) INFO_REAL_AT(name, name)
 #define INFO_IN(name, type) {#name, offsetof(STRUCT, name), ARRAY_FIELD, -1, 0, sizeof(type)},
 #define INFO_OUT(name, type) {#name, offsetof(STRUCT, name), ARRAY_FIELD, -1, 1, sizeof(type)},
 #define INFO_IN_ANY(name) {#name, offsetof(STRUCT, name), ARRAY_FIELD, -1, 0, 0},
@@ -307,7 +320,23 @@ static PyObject *volumes_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     return (PyObject *)self;
 }
 
-/* entry(data, lo, hi) over items 0..items-1 in `parts` parts on the engine's threads. */
+/* The thread state the calling thread saved as it let go of the GIL for an entry point
+ * (poll_signals takes the GIL back with it), and the main thread's id (Python runs its
+ * signal handlers there only). */
+static _Thread_local PyThreadState *released;
+static unsigned long main_thread;
+
+/* gccl_poll on the main thread: Python's signal handlers run (with the GIL, for a moment);
+ * nonzero where one raised (Ctrl-C's KeyboardInterrupt), which stays set for the caller. */
+static int poll_signals(void) {
+    PyEval_RestoreThread(released);
+    const int raised = PyErr_CheckSignals() != 0;
+    released = PyEval_SaveThread();
+    return raised;
+}
+
+/* entry(data, lo, hi) over items 0..items-1 in `parts` parts on the engine's threads; on
+ * the main thread a signal whose handler raises (Ctrl-C) stops it and is raised. */
 static PyObject *run_entry(EngineObject *self, gccl_entry entry, PyObject *const *args,
                            Py_ssize_t nargs) {
     if (nargs != 2) {
@@ -318,12 +347,18 @@ static PyObject *run_entry(EngineObject *self, gccl_entry entry, PyObject *const
     if (items == -1 && PyErr_Occurred()) return NULL;
     long long parts = PyLong_AsLongLong(args[1]);
     if (parts == -1 && PyErr_Occurred()) return NULL;
-    int code;
+    const gccl_poll poll = PyThread_get_thread_ident() == main_thread ? poll_signals : NULL;
     self->busy++;
-    Py_BEGIN_ALLOW_THREADS
-    code = gccl_spread(entry, self->data, items, parts);
-    Py_END_ALLOW_THREADS
+    released = PyEval_SaveThread();
+    const int code = gccl_spread(entry, self->data, items, parts, poll);
+    PyEval_RestoreThread(released);
+    released = NULL;
     self->busy--;
+    if (PyErr_Occurred()) return NULL; /* a signal's handler raised */
+    if (code == GCCL_STOPPED) {
+        PyErr_SetString(PyExc_KeyboardInterrupt, "the CPU engine was stopped");
+        return NULL;
+    }
     if (code != 0) {
         PyErr_SetString(PyExc_MemoryError, "the CPU engine ran out of memory");
         return NULL;
@@ -395,9 +430,35 @@ static PyObject *run_helper(PyObject *module, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* The volume engine's kept blocks (volume.h): their bound, their release, their bytes. */
+static PyObject *set_spare_limit(PyObject *module, PyObject *bytes) {
+    (void)module;
+    const long long limit = PyLong_AsLongLong(bytes);
+    if (limit == -1 && PyErr_Occurred()) return NULL;
+    gccl_set_spare_limit(limit);
+    Py_RETURN_NONE;
+}
+
+static PyObject *release_spares(PyObject *module, PyObject *unused) {
+    (void)module, (void)unused;
+    gccl_release_spares();
+    Py_RETURN_NONE;
+}
+
+static PyObject *spare_bytes(PyObject *module, PyObject *unused) {
+    (void)module, (void)unused;
+    return PyLong_FromLongLong(gccl_spare_bytes());
+}
+
 static PyMethodDef module_methods[] = {
     {"run_helper", run_helper, METH_NOARGS,
      "Be one of the engine's helper threads: run parts of its jobs; never returns."},
+    {"set_spare_limit", set_spare_limit, METH_O,
+     "Keep at most this many bytes of the volume engine's slab memory between calls."},
+    {"release_spares", release_spares, METH_NOARGS,
+     "Free the slab memory the volume engine keeps between calls."},
+    {"spare_bytes", spare_bytes, METH_NOARGS,
+     "The bytes of slab memory the volume engine keeps now."},
     GCCL_OUTLINE_METHODS {NULL, NULL, 0, NULL},
 };
 
@@ -424,15 +485,24 @@ static int add_constants(PyObject *module, const char *attribute, const char *co
 }
 
 PyMODINIT_FUNC PyInit_gccl_cpu(void) {
+    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *main = threading ? PyObject_CallMethod(threading, "main_thread", NULL) : NULL;
+    PyObject *ident = main ? PyObject_GetAttrString(main, "ident") : NULL;
+    Py_XDECREF(threading);
+    Py_XDECREF(main);
+    if (!ident) return NULL;
+    main_thread = PyLong_AsUnsignedLong(ident);
+    Py_DECREF(ident);
+    if (PyErr_Occurred()) return NULL;
     describe_fields(batch_getset, BATCH_INFO, COUNT(BATCH_INFO));
     describe_fields(volume_getset, VOLUME_INFO, COUNT(VOLUME_INFO));
     if (PyType_Ready(&BatchType) != 0 || PyType_Ready(&VolumesType) != 0) return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (!module) return NULL;
-    static const char *const type_names[] = {"uint8", "int8",  "uint16",  "int16",
-                                             "uint32", "int32", "float32", "float64"};
-    static const long type_values[] = {GCCL_U8,  GCCL_I8,  GCCL_U16, GCCL_I16,
-                                       GCCL_U32, GCCL_I32, GCCL_F32, GCCL_F64};
+#define NUMPY_NAME(arg, suffix, name, type, numpy) numpy,
+#define TYPE_VALUE(arg, suffix, name, ...) name,
+    static const char *const type_names[] = {GCCL_PIXEL_TYPES(NUMPY_NAME, )};
+    static const long type_values[] = {GCCL_PIXEL_TYPES(TYPE_VALUE, )};
     _Static_assert(sizeof type_values / sizeof type_values[0] == GCCL_TYPES,
                    "every pixel type is named");
     static const char *const rule_names[] = {"all", "not", "above", "below"};

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool.h"
 #include "rows.h"
 
 static inline void clear_record(gccl_record *r) {
@@ -55,16 +56,11 @@ static inline void merge_record(gccl_record *dst, const gccl_record *src, int fl
     } else {
         dst->total += src->total;
     }
-    dst->lo = src->lo < dst->lo ? src->lo : dst->lo;
-    dst->hi = src->hi > dst->hi ? src->hi : dst->hi;
-    dst->x_min = src->x_min < dst->x_min ? src->x_min : dst->x_min;
-    dst->x_max = src->x_max > dst->x_max ? src->x_max : dst->x_max;
-    dst->y_min = src->y_min < dst->y_min ? src->y_min : dst->y_min;
-    dst->y_max = src->y_max > dst->y_max ? src->y_max : dst->y_max;
+    MERGE_EXTREMES(dst, src);
 }
 
 /* q's set joined to `label`'s (label 0: none yet); returns the label the pixel takes. */
-static inline int32_t join_label(int32_t *parent, int32_t label, int32_t q) {
+static inline int32_t joined_label(int32_t *parent, int32_t label, int32_t q) {
     if (label == 0) return q;
     return label != q ? unite(parent, label, q) : label;
 }
@@ -75,10 +71,10 @@ static inline int32_t join_label(int32_t *parent, int32_t label, int32_t q) {
  * which hold one label, and its left neighbour joined up-right (this pixel's up); with 4 it
  * joins up, as its left neighbour did, and the two labels above are one. tau_row passes
  * over these pixels: most pixels of a smooth surface. */
-static void settled_pixels(const uint8_t *m, const int32_t *up, int64_t width, int64_t eight,
+static void settled_pixels(const uint8_t *m, const int32_t *up, int64_t width, int corners,
                            uint8_t *settled) {
     settled[0] = 0;
-    if (eight) {
+    if (corners) {
         for (int64_t x = 1; x + 1 < width; x++) {
             settled[x] = (uint8_t)((m[x] == 31) & (m[x - 1] >> 4) & (up[x - 1] == up[x]) &
                                    (up[x] == up[x + 1]));
@@ -124,9 +120,9 @@ static int64_t tau_row(const uint8_t *m, const uint8_t *settled, const int32_t *
         int32_t label = 0, last = 0;
         do {
             uint8_t j = m[x];
-            if (j & 8 && up[x - 1] != last) label = join_label(parent, label, last = up[x - 1]);
-            if (j & 4 && up[x] != last) label = join_label(parent, label, last = up[x]);
-            if (j & 16 && up[x + 1] != last) label = join_label(parent, label, last = up[x + 1]);
+            if (j & 8 && up[x - 1] != last) label = joined_label(parent, label, last = up[x - 1]);
+            if (j & 4 && up[x] != last) label = joined_label(parent, label, last = up[x]);
+            if (j & 16 && up[x + 1] != last) label = joined_label(parent, label, last = up[x + 1]);
             x = past_settled(settled, x + 1, width);
         } while (x < width && (m[x] & 2));
         if (label == 0) {
@@ -144,54 +140,8 @@ static int64_t tau_row(const uint8_t *m, const uint8_t *settled, const int32_t *
 typedef void (*run_statistics)(const gccl_batch *, const int64_t *, int64_t, const int32_t *,
                                const void *, int64_t, int64_t);
 
-#define PIXEL uint8_t
-#define PIXEL_MIN 0
-#define PIXEL_MAX UINT8_MAX
-#define SUFFIX u8
-#define FLOATING 0
-#include "strip.h"
-#define PIXEL int8_t
-#define PIXEL_MIN INT8_MIN
-#define PIXEL_MAX INT8_MAX
-#define SUFFIX i8
-#define FLOATING 0
-#include "strip.h"
-#define PIXEL uint16_t
-#define PIXEL_MIN 0
-#define PIXEL_MAX UINT16_MAX
-#define SUFFIX u16
-#define FLOATING 0
-#include "strip.h"
-#define PIXEL int16_t
-#define PIXEL_MIN INT16_MIN
-#define PIXEL_MAX INT16_MAX
-#define SUFFIX i16
-#define FLOATING 0
-#include "strip.h"
-#define PIXEL uint32_t
-#define PIXEL_MIN 0
-#define PIXEL_MAX UINT32_MAX
-#define SUFFIX u32
-#define FLOATING 0
-#include "strip.h"
-#define PIXEL int32_t
-#define PIXEL_MIN INT32_MIN
-#define PIXEL_MAX INT32_MAX
-#define SUFFIX i32
-#define FLOATING 0
-#include "strip.h"
-#define PIXEL float
-#define PIXEL_MIN 0
-#define PIXEL_MAX 0
-#define SUFFIX f32
-#define FLOATING 1
-#include "strip.h"
-#define PIXEL double
-#define PIXEL_MIN 0
-#define PIXEL_MAX 0
-#define SUFFIX f64
-#define FLOATING 1
-#include "strip.h"
+#define PIXEL_TEMPLATE "strip.h"
+#include "pixel_types.h"
 
 typedef int64_t (*strip_labeling)(const gccl_batch *, const uint8_t *, row_rule, const void *,
                                   int32_t *, int32_t *, int64_t, int64_t, int64_t, uint8_t *,
@@ -234,7 +184,8 @@ static int64_t pixels_of(const gccl_batch *b) { return b->height * b->width; }
 
 /* First pass of tasks lo..hi-1, then each task's labels flattened to local ids 1..m
  * (parent[label] = local id), its records summed into acc[acc_first[t] + local id - 1],
- * local_counts[t] = m and lasts[t] = its last label. Returns 0, or -1 out of memory. */
+ * local_counts[t] = m and lasts[t] = its last label. Returns 0, -1 out of memory, or
+ * GCCL_STOPPED. */
 int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
     const int64_t width = b->width, pixels = pixels_of(b);
     const int64_t image_bytes = pixels * type_bytes(b->image_type);
@@ -243,16 +194,16 @@ int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
     uint8_t *fg = malloc((size_t)(4 * width));
     int64_t *runs = malloc(sizeof(int64_t) * (size_t)(4 * width + 4));
     /* a growing tolerance's reaches of this row and the row above (8 bytes or fewer each) */
-    void *reaches = growing(b) ? malloc(sizeof(double) * (size_t)(2 * width)) : NULL;
-    int failed = !fg || !runs || (growing(b) && !reaches);
-    for (int64_t t = lo; t < hi && !failed; t++) {
+    void *reaches = growing(&b->rules) ? malloc(sizeof(double) * (size_t)(2 * width)) : NULL;
+    int code = !fg || !runs || (growing(&b->rules) && !reaches) ? -1 : 0;
+    for (int64_t t = lo; t < hi && code == 0; t++) {
         int64_t n = b->tasks[3 * t], r0 = b->tasks[3 * t + 1], r1 = b->tasks[3 * t + 2];
         int64_t base = r0 * width, off = b->acc_first[t] - base - 1;
         const uint8_t *image = (const uint8_t *)b->image + n * image_bytes;
         const uint8_t *values = (const uint8_t *)b->values + n * value_bytes;
         int32_t *prov = b->prov + n * pixels, *parent = b->parent + n * (pixels + 1);
         int64_t last;
-        if (b->tau_mode) {
+        if (b->rules.tau_mode) {
             last = TAU_STRIP[b->image_type](b, image, values, TAU_RUNS[b->value_type], prov,
                                             parent, r0, r1, off, fg, fg + width, fg + 2 * width,
                                             fg + 3 * width, runs, reaches);
@@ -261,6 +212,10 @@ int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
                                                prov, parent, r0, r1, off, fg, runs,
                                                runs + 2 * width + 2);
         }
+        if (last < 0) {
+            code = GCCL_STOPPED;
+            break;
+        }
         b->local_counts[t] = flatten(parent, b->acc, base, last, b->acc_first[t],
                                      (int)b->floating);
         b->lasts[t] = last;
@@ -268,7 +223,7 @@ int gccl_label_strips(const gccl_batch *b, int64_t lo, int64_t hi) {
     free(fg);
     free(runs);
     free(reaches);
-    return failed ? -1 : 0;
+    return code;
 }
 
 static inline int64_t find(const int64_t *forest, int64_t i) {
@@ -308,16 +263,21 @@ static int64_t number_components(int64_t *forest, const int64_t *first, int64_t 
 /* Per image lo..hi-1: join local components across strip seams (in tau mode only
  * neighbours within tau), then number the components 1..K in raster order:
  * forest[first[t] + local id] = component (0 at the background slots first[t]);
- * components[n] = K. Returns 0, or -1 out of memory. */
+ * components[n] = K. Returns 0, -1 out of memory, or GCCL_STOPPED. */
 int gccl_merge_seams(const gccl_batch *b, int64_t lo, int64_t hi) {
     const int64_t width = b->width, pixels = pixels_of(b);
     const int64_t image_row = width * type_bytes(b->image_type);
-    double *f = b->tau_mode ? malloc(sizeof(double) * (size_t)(2 * width)) : NULL;
-    if (b->tau_mode && !f) return -1;
+    const int corners = b->connectivity == 8;
+    double *f = b->rules.tau_mode ? malloc(sizeof(double) * (size_t)(2 * width)) : NULL;
+    if (b->rules.tau_mode && !f) return -1;
     for (int64_t n = lo; n < hi; n++) {
         const int32_t *labels = b->prov + n * pixels, *par = b->parent + n * (pixels + 1);
         const uint8_t *image = (const uint8_t *)b->image + n * pixels * type_bytes(b->image_type);
         int64_t t_lo = b->image_tasks[n], t_hi = b->image_tasks[n + 1];
+        if (gccl_stopping((t_hi - t_lo) * (width + 1))) {
+            free(f);
+            return GCCL_STOPPED;
+        }
         for (int64_t t = t_lo + 1; t < t_hi; t++) {
             int64_t y = b->tasks[3 * t + 1];
             int64_t here = b->first[t], above = b->first[t - 1];
@@ -329,11 +289,11 @@ int gccl_merge_seams(const gccl_batch *b, int64_t lo, int64_t hi) {
             for (int64_t x = 0; x < width; x++) {
                 int32_t p = row[x];
                 if (p == 0) continue;
-                int64_t x_lo = b->eight && x > 0 ? x - 1 : x;
-                int64_t x_hi = b->eight && x + 1 < width ? x + 1 : x;
+                int64_t x_lo = corners && x > 0 ? x - 1 : x;
+                int64_t x_hi = corners && x + 1 < width ? x + 1 : x;
                 for (int64_t xn = x_lo; xn <= x_hi; xn++) {
                     int32_t q = up[xn];
-                    if (q != 0 && (!f || values_join(f[x], f[width + xn], b))) {
+                    if (q != 0 && (!f || values_join(f[x], f[width + xn], &b->rules))) {
                         join_slots(b->forest, here + par[p], above + par[q]);
                     }
                 }
@@ -386,11 +346,12 @@ int gccl_pack_stats(const gccl_batch *b, int64_t lo, int64_t hi) {
 }
 
 /* sums[first[t] + local id] = sum over its finite pixels of trunc(v * 2**shift[same]), for
- * tasks lo..hi-1 of a float batch. */
+ * tasks lo..hi-1 of a float batch. Returns 0, or GCCL_STOPPED. */
 int gccl_float_terms(const gccl_batch *b, int64_t lo, int64_t hi) {
     const int64_t pixels = pixels_of(b), value_bytes = pixels * type_bytes(b->value_type);
     for (int64_t t = lo; t < hi; t++) {
         int64_t n = b->tasks[3 * t], r0 = b->tasks[3 * t + 1], r1 = b->tasks[3 * t + 2];
+        if (gccl_stopping((r1 - r0) * (b->width + 1))) return GCCL_STOPPED;
         int64_t off = b->first[t];
         for (int64_t i = off; i < b->first[t + 1]; i++) b->sums[i] = 0;
         FLOAT_TERMS[b->value_type](b, (const uint8_t *)b->values + n * value_bytes,
@@ -449,12 +410,16 @@ int gccl_kept_columns(const gccl_batch *b, int64_t lo, int64_t hi) {
     return 0;
 }
 
+/* Pixels gccl_write_labels writes between two looks at a stop. */
+#define WRITE_BLOCK (INT64_C(1) << 16)
+
 /* labels[n] = the final label of each pixel (0 for background and for components
  * min-area dropped), over tasks lo..hi-1 of the images with chosen[n].
  *
  * Each of the task's labels first gets its final label in place of its local id
  * (parent[label]; parent[0] stays 0, the background), so that a pixel costs one lookup.
- * Every task is written by one call only: the mapping is not applied twice. */
+ * Every task is written by one call only: the mapping is not applied twice. Returns 0, or
+ * GCCL_STOPPED (some labels are then not written). */
 int gccl_write_labels(const gccl_batch *b, int64_t lo, int64_t hi) {
     const int64_t width = b->width, pixels = pixels_of(b);
     for (int64_t t = lo; t < hi; t++) {
@@ -467,13 +432,19 @@ int gccl_write_labels(const gccl_batch *b, int64_t lo, int64_t hi) {
         for (int64_t label = r0 * width + 1; label <= b->lasts[t]; label++) {
             par[label] = (int32_t)b->kept_id[before + forest[par[label]]];
         }
-        int64_t lo_pixel = r0 * width, hi_pixel = r1 * width;
-        if (b->label_bytes == 2) {
-            uint16_t *dst = (uint16_t *)b->labels + n * pixels;
-            for (int64_t i = lo_pixel; i < hi_pixel; i++) dst[i] = (uint16_t)par[labels[i]];
-        } else {
-            uint32_t *dst = (uint32_t *)b->labels + n * pixels;
-            for (int64_t i = lo_pixel; i < hi_pixel; i++) dst[i] = (uint32_t)par[labels[i]];
+        /* blocks of rows of about WRITE_BLOCK pixels, with a look at a stop between them */
+        const int64_t block = WRITE_BLOCK / (width + 1) + 1;
+        for (int64_t y = r0; y < r1; y += block) {
+            const int64_t y_end = y + block < r1 ? y + block : r1;
+            if (gccl_stopping((y_end - y) * (width + 1))) return GCCL_STOPPED;
+            const int64_t lo_pixel = y * width, hi_pixel = y_end * width;
+            if (b->label_bytes == 2) {
+                uint16_t *dst = (uint16_t *)b->labels + n * pixels;
+                for (int64_t i = lo_pixel; i < hi_pixel; i++) dst[i] = (uint16_t)par[labels[i]];
+            } else {
+                uint32_t *dst = (uint32_t *)b->labels + n * pixels;
+                for (int64_t i = lo_pixel; i < hi_pixel; i++) dst[i] = (uint32_t)par[labels[i]];
+            }
         }
     }
     return 0;

@@ -20,22 +20,24 @@
 
 #include <stdint.h>
 
-/* Pixel types, as labels.py names them (1-bit images are read as their bytes 0/1). */
-enum gccl_type {
-    GCCL_U8,
-    GCCL_I8,
-    GCCL_U16,
-    GCCL_I16,
-    GCCL_U32,
-    GCCL_I32,
-    GCCL_F32,
-    GCCL_F64,
-    GCCL_TYPES
-};
+#include "pixel_types.h"
 
-/* Foreground rules (labels.py's foreground_rule): every non-NaN pixel, v != a, v > a,
- * v < a, compared in float64 (exact for every pixel type). */
+/* Pixel types (pixel_types.h), as labels.py names them. */
+#define GCCL_TYPE_NAME(arg, suffix, name, ...) name,
+enum gccl_type { GCCL_PIXEL_TYPES(GCCL_TYPE_NAME, ) GCCL_TYPES };
+
+/* Foreground rules (labels.py's foreground_rule): every non-NaN pixel, v != rule_value,
+ * v > rule_value, v < rule_value, compared in float64 (exact for every pixel type). */
 enum gccl_rule { GCCL_FG_ALL, GCCL_FG_NOT, GCCL_FG_ABOVE, GCCL_FG_BELOW };
+
+/* Which pixels are foreground and which neighbours join: what images (gccl_batch) and
+ * volumes (volume.h's gccl_volumes) share. */
+typedef struct {
+    int64_t rule;                    /* enum gccl_rule */
+    int64_t tau_mode;                /* neighbours join within the tolerance, else all do */
+    double rule_value;               /* the value the foreground rule compares with */
+    double tau, relative, quadratic; /* the tolerance (rows.h's tolerance) */
+} gccl_rules;
 
 /* One component's (or run's, or strip label's) statistics. For integer images `total`
  * is the sum of values and lo/hi the extremes; for float images `total` is the largest
@@ -50,10 +52,10 @@ typedef struct {
 typedef struct {
     int64_t count, height, width;
     int64_t image_type, value_type; /* enum gccl_type of image and values */
-    int64_t rule, eight, tau_mode, floating, min_area;
+    int64_t connectivity;     /* 4 or 8 */
+    int64_t floating, min_area;
     int64_t label_bytes;      /* bytes per final label in `labels`: 2 or 4 */
-    double a;                 /* the foreground rule's value */
-    double tau, relative, quadratic; /* the tolerance (rows.h) */
+    gccl_rules rules;
     const void *image;        /* (count, height, width): foreground, tau joins */
     const void *values;       /* (count, height, width): what statistics read */
     const int32_t *reaches;   /* 8- and 16-bit images with a growing tolerance: the reach

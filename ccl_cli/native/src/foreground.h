@@ -1,16 +1,14 @@
 /* A row's foreground and float64 values, once per pixel type: rows.h includes this file
- * with PIXEL (the C type), PIXEL_MIN and PIXEL_MAX (its range, integer types), SUFFIX (the
- * name suffix) and FLOATING (1 for float types) defined, which it undefines at its end. */
+ * through pixel_types.h, which defines PIXEL, PIXEL_MIN, PIXEL_MAX, SUFFIX and FLOATING. */
 
-#define CAT2(a, b) a##_##b
-#define CAT(a, b) CAT2(a, b)
 
-/* fg[x] = whether row[x] is foreground under `rule`: the float64 comparison with `a`, which
- * for integer pixels is made once into an integer one (no pixel is NaN, and every pixel is
- * an integer: v > a is v > floor(a), v < a is v < ceil(a), v != a holds for all v where a is
- * no value of the type). */
+/* fg[x] = whether row[x] is foreground under `rule`: the float64 comparison with a =
+ * rule_value, which for integer pixels is made once into an integer one (no pixel is NaN,
+ * and every pixel is an integer: v > a is v > floor(a), v < a is v < ceil(a), v != a holds
+ * for all v where a is no value of the type). */
 static inline void CAT(foreground_row, SUFFIX)(const void *pixels, int64_t width, int64_t rule,
-                                        double a, uint8_t *fg) {
+                                               double rule_value, uint8_t *fg) {
+    const double a = rule_value;
     const PIXEL *row = (const PIXEL *)pixels;
 #if FLOATING
     switch (rule) {
@@ -61,11 +59,3 @@ static inline void CAT(float64_row, SUFFIX)(const void *pixels, int64_t width, d
     const PIXEL *row = (const PIXEL *)pixels;
     for (int64_t x = 0; x < width; x++) f[x] = (double)row[x];
 }
-
-#undef CAT
-#undef CAT2
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING

@@ -9,6 +9,10 @@
  * (strips, then labels) finds it awake. Only one job runs at a time; a second caller
  * meanwhile runs its items on its own thread.
  *
+ * A job can be stopped: its caller polls (gccl_poll, the binding's check of Python's
+ * signals) while it runs parts and while it waits for the helpers, and a stop sets the
+ * job's flag, which every part reads at each row (gccl_stopping) and returns at.
+ *
  * A claim is 64 bits: the job's number above, the next part below. A caller first posts
  * the new number with no part to claim, then writes the job's fields, then opens its
  * parts: a helper still holding a claim of the last job fails to make it, and none runs
@@ -29,6 +33,10 @@
 #define SPIN_NS 200000
 /* The part field of a claim (a value no job reaches: nothing left to claim). */
 #define PART_MASK UINT64_C(0xFFFFFFFF)
+/* How often the calling thread polls whether to stop (gccl_poll), and how much work
+ * (pixels) it does between two looks at the clock. */
+#define POLL_NS 20000000
+#define POLL_WORK (INT64_C(1) << 16)
 
 static atomic_flag running = ATOMIC_FLAG_INIT; /* a job is under way */
 static _Atomic uint32_t posted;                /* the number of the last job posted */
@@ -38,9 +46,17 @@ static _Atomic int64_t ended;                  /* parts of this job ended */
 static _Atomic int failure;                    /* the first nonzero result of this job */
 static _Atomic int sleeping;                   /* helpers asleep on `posted` */
 static _Atomic int64_t job_parts;
+static _Atomic int job_stopped;                /* this job was stopped */
 static gccl_entry job_entry;
 static const void *job_batch;
 static int64_t job_items;
+
+/* The stop flag of the job this thread runs a part of (NULL between jobs), and on the
+ * thread that called gccl_spread its poll, the work done since it last read the clock,
+ * and when it last polled. */
+static _Thread_local _Atomic int *thread_stop;
+static _Thread_local gccl_poll thread_poll;
+static _Thread_local int64_t thread_work, thread_polled_ns;
 
 static int64_t now_ns(void) {
     struct timespec t;
@@ -54,11 +70,15 @@ static inline void relax(void) {
 #endif
 }
 
-/* Sleep while *word == seen (a wake or a short nap where there is no futex). */
-static void sleep_while(_Atomic uint32_t *word, uint32_t seen) {
+/* Sleep while *word == seen (a wake or a short nap where there is no futex), at most
+ * `limit_ns` where it is above 0. */
+static void sleep_while(_Atomic uint32_t *word, uint32_t seen, int64_t limit_ns) {
 #ifdef __linux__
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+    struct timespec limit = {limit_ns / 1000000000, limit_ns % 1000000000};
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, seen, limit_ns > 0 ? &limit : NULL,
+            NULL, 0);
 #else
+    (void)limit_ns;
     (void)word, (void)seen;
     struct timespec nap = {0, 50000};
     nanosleep(&nap, NULL);
@@ -74,6 +94,40 @@ static void wake(_Atomic uint32_t *word, int64_t count) {
 #endif
 }
 
+/* Whether this thread's poll says to stop the job of flag `stop` (then it is set), where
+ * POLL_NS have passed since it last polled. */
+static int poll_now(_Atomic int *stop) {
+    const int64_t now = now_ns();
+    if (now - thread_polled_ns < POLL_NS) return 0;
+    thread_polled_ns = now;
+    if (!thread_poll()) return 0;
+    atomic_store(stop, 1);
+    return 1;
+}
+
+/* pool.h: whether this thread's entry point is to stop. */
+int gccl_stopping(int64_t work) {
+    _Atomic int *stop = thread_stop;
+    if (!stop) return 0;
+    if (atomic_load_explicit(stop, memory_order_relaxed)) return 1;
+    if (!thread_poll) return 0;
+    thread_work += work;
+    if (thread_work < POLL_WORK) return 0;
+    thread_work = 0;
+    return poll_now(stop);
+}
+
+/* entry(batch, lo, hi) on this thread as part of the job of flag `stop`. */
+static int run_entry_part(gccl_entry entry, const void *batch, int64_t lo, int64_t hi,
+                          _Atomic int *stop) {
+    _Atomic int *outer = thread_stop; /* a job this thread runs a part of (a signal handler's
+                                         call inside a poll), NULL between jobs */
+    thread_stop = stop;
+    const int code = entry(batch, lo, hi);
+    thread_stop = outer;
+    return code;
+}
+
 /* Run parts of job `number` until none is left to claim. */
 static void run_parts(uint32_t number) {
     for (;;) {
@@ -83,7 +137,7 @@ static void run_parts(uint32_t number) {
         if (!atomic_compare_exchange_weak(&claims, &claim, claim + 1)) continue;
         int64_t parts = atomic_load(&job_parts);
         int64_t lo = job_items * part / parts, hi = job_items * (part + 1) / parts;
-        int code = job_entry(job_batch, lo, hi);
+        int code = run_entry_part(job_entry, job_batch, lo, hi, &job_stopped);
         if (code != 0) {
             int none = 0;
             atomic_compare_exchange_strong(&failure, &none, code);
@@ -105,7 +159,7 @@ void gccl_help(void) {
             relax();
             if (++spins % 256 == 0 && now_ns() - since > SPIN_NS) {
                 atomic_fetch_add(&sleeping, 1);
-                sleep_while(&posted, seen);
+                sleep_while(&posted, seen, 0);
                 atomic_fetch_sub(&sleeping, 1);
                 since = now_ns();
             }
@@ -116,9 +170,19 @@ void gccl_help(void) {
 }
 
 /* pool.h: entry(batch, lo, hi) over `parts` ranges of the items, on this thread and the
- * helpers. */
-int gccl_spread(gccl_entry entry, const void *batch, int64_t items, int64_t parts) {
-    if (parts <= 1 || atomic_flag_test_and_set(&running)) return entry(batch, 0, items);
+ * helpers, polling `poll` on this thread. */
+int gccl_spread(gccl_entry entry, const void *batch, int64_t items, int64_t parts,
+                gccl_poll poll) {
+    const gccl_poll outer_poll = thread_poll; /* a call from a signal handler's poll */
+    thread_poll = poll;
+    thread_work = 0;
+    thread_polled_ns = now_ns();
+    if (parts <= 1 || atomic_flag_test_and_set(&running)) {
+        _Atomic int stopped = 0; /* this thread's job alone */
+        const int code = run_entry_part(entry, batch, 0, items, &stopped);
+        thread_poll = outer_poll;
+        return code;
+    }
     uint32_t number = atomic_load(&posted) + 1;
     /* the new number with nothing to claim first: a helper still holding a claim of the
      * last job fails to make it, and none claims a part before the fields are written */
@@ -129,6 +193,7 @@ int gccl_spread(gccl_entry entry, const void *batch, int64_t items, int64_t part
     atomic_store(&job_parts, parts);
     atomic_store(&ended, 0);
     atomic_store(&failure, 0);
+    atomic_store(&job_stopped, 0);
     uint32_t last = atomic_load(&finished);
     atomic_store(&claims, (uint64_t)number << 32);
     atomic_store(&posted, number);
@@ -139,10 +204,12 @@ int gccl_spread(gccl_entry entry, const void *batch, int64_t items, int64_t part
     while (atomic_load(&ended) < parts) { /* parts the helpers still run */
         relax();
         if (++spins % 256 == 0 && now_ns() - since > SPIN_NS) {
-            sleep_while(&finished, last);
+            sleep_while(&finished, last, poll ? POLL_NS : 0);
             last = atomic_load(&finished);
+            if (poll) poll_now(&job_stopped);
         }
     }
+    thread_poll = outer_poll;
     int code = atomic_load(&failure);
     atomic_flag_clear(&running);
     return code;

@@ -1,4 +1,4 @@
-/* What the image engine (engine.c) and the volume engine (volume.c) share: float64 bits
+/* What the image engine (engine.c) and the volume engine (volume_*.c) share: float64 bits
  * and their total order, pixel sizes, the union-find's join, a row's foreground
  * (FOREGROUND.. per pixel type, foreground.h) and its runs, and the tau rule. */
 #ifndef GCCL_ROWS_H
@@ -27,10 +27,24 @@ static inline double bits_float(int64_t bits) {
     return v;
 }
 
+#define GCCL_TYPE_BYTES(arg, suffix, name, type, ...) sizeof(type),
 static inline int64_t type_bytes(int64_t type) {
-    static const int64_t bytes[GCCL_TYPES] = {1, 1, 2, 2, 4, 4, 4, 8};
+    static const int64_t bytes[GCCL_TYPES] = {GCCL_PIXEL_TYPES(GCCL_TYPE_BYTES, )};
     return bytes[type];
 }
+
+/* The extremes of record *dst widened by those of *src: values (lo, hi) and the bounding
+ * box in x and y (a record of either engine: engine.h's gccl_record, volume.h's
+ * gccl_volume_record). */
+#define MERGE_EXTREMES(dst, src)                                               \
+    do {                                                                       \
+        (dst)->lo = (src)->lo < (dst)->lo ? (src)->lo : (dst)->lo;             \
+        (dst)->hi = (src)->hi > (dst)->hi ? (src)->hi : (dst)->hi;             \
+        (dst)->x_min = (src)->x_min < (dst)->x_min ? (src)->x_min : (dst)->x_min; \
+        (dst)->x_max = (src)->x_max > (dst)->x_max ? (src)->x_max : (dst)->x_max; \
+        (dst)->y_min = (src)->y_min < (dst)->y_min ? (src)->y_min : (dst)->y_min; \
+        (dst)->y_max = (src)->y_max > (dst)->y_max ? (src)->y_max : (dst)->y_max; \
+    } while (0)
 
 /* Join the sets of i and j (compressing both paths); the root is the smaller root. */
 static inline int32_t unite(int32_t *parent, int32_t i, int32_t j) {
@@ -90,23 +104,23 @@ static inline uint8_t close_values(double u, double v, double tau) {
  * m^2 (README, tau mode), in float64 in this order, each product and sum rounded on its
  * own (the build forbids contracting them into fused multiply-adds, as the CUDA kernels
  * do). A zero coefficient adds nothing, even for an infinite m. */
-static inline double tolerance(double m, double tau, double relative, double quadratic) {
-    double t = tau;
-    if (relative > 0) t = t + relative * m;
-    if (quadratic > 0) t = t + quadratic * (m * m);
+static inline double tolerance(double m, const gccl_rules *r) {
+    double t = r->tau;
+    if (r->relative > 0) t = t + r->relative * m;
+    if (r->quadratic > 0) t = t + r->quadratic * (m * m);
     return t;
 }
 
 /* Whether a tolerance grows with the values (else it is tau). */
-static inline int growing(const gccl_batch *b) { return b->relative > 0 || b->quadratic > 0; }
+static inline int growing(const gccl_rules *r) { return r->relative > 0 || r->quadratic > 0; }
 
-/* Whether values u and v join under b's tolerance: equal, or within the tolerance of the
+/* Whether values u and v join under r's tolerance: equal, or within the tolerance of the
  * larger magnitude. */
-static inline uint8_t values_join(double u, double v, const gccl_batch *b) {
-    double limit = b->tau;
-    if (growing(b)) {
+static inline uint8_t values_join(double u, double v, const gccl_rules *r) {
+    double limit = r->tau;
+    if (growing(r)) {
         const double au = fabs(u), av = fabs(v);
-        limit = tolerance(au > av ? au : av, b->tau, b->relative, b->quadratic);
+        limit = tolerance(au > av ? au : av, r);
     }
     return close_values(u, v, limit);
 }
@@ -118,60 +132,11 @@ static inline int64_t tau_reach(double tau, int64_t span) {
     return tau >= (double)span ? span : (int64_t)floor(tau);
 }
 
-typedef void (*row_rule)(const void *pixels, int64_t width, int64_t rule, double a, uint8_t *fg);
+typedef void (*row_rule)(const void *pixels, int64_t width, int64_t rule, double rule_value,
+                         uint8_t *fg);
 typedef void (*row_float64)(const void *pixels, int64_t width, double *f);
 
-#define PIXEL uint8_t
-#define PIXEL_MIN 0
-#define PIXEL_MAX UINT8_MAX
-#define SUFFIX u8
-#define FLOATING 0
-#include "foreground.h"
-#define PIXEL int8_t
-#define PIXEL_MIN INT8_MIN
-#define PIXEL_MAX INT8_MAX
-#define SUFFIX i8
-#define FLOATING 0
-#include "foreground.h"
-#define PIXEL uint16_t
-#define PIXEL_MIN 0
-#define PIXEL_MAX UINT16_MAX
-#define SUFFIX u16
-#define FLOATING 0
-#include "foreground.h"
-#define PIXEL int16_t
-#define PIXEL_MIN INT16_MIN
-#define PIXEL_MAX INT16_MAX
-#define SUFFIX i16
-#define FLOATING 0
-#include "foreground.h"
-#define PIXEL uint32_t
-#define PIXEL_MIN 0
-#define PIXEL_MAX UINT32_MAX
-#define SUFFIX u32
-#define FLOATING 0
-#include "foreground.h"
-#define PIXEL int32_t
-#define PIXEL_MIN INT32_MIN
-#define PIXEL_MAX INT32_MAX
-#define SUFFIX i32
-#define FLOATING 0
-#include "foreground.h"
-#define PIXEL float
-#define PIXEL_MIN 0
-#define PIXEL_MAX 0
-#define SUFFIX f32
-#define FLOATING 1
-#include "foreground.h"
-#define PIXEL double
-#define PIXEL_MIN 0
-#define PIXEL_MAX 0
-#define SUFFIX f64
-#define FLOATING 1
-#include "foreground.h"
-
-/* The per-type functions, indexed by enum gccl_type. */
-#define BY_TYPE(name) \
-    {name##_u8, name##_i8, name##_u16, name##_i16, name##_u32, name##_i32, name##_f32, name##_f64}
+#define PIXEL_TEMPLATE "foreground.h"
+#include "pixel_types.h"
 
 #endif

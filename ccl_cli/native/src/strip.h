@@ -1,11 +1,8 @@
-/* The loops that read pixels, once per pixel type: engine.c includes this file with
- * PIXEL (the C type), PIXEL_MIN and PIXEL_MAX (its range, integer types), SUFFIX (the name
- * suffix) and FLOATING (1 for float types) defined, which it undefines at its end.
+/* The loops that read pixels, once per pixel type: engine.c includes this file through
+ * pixel_types.h, which defines PIXEL, PIXEL_MIN, PIXEL_MAX, SUFFIX and FLOATING.
  * The same functions serve an image read for its foreground and joins and values read for
  * their statistics, which may be of different types (a mask after morphology). */
 
-#define CAT2(a, b) a##_##b
-#define CAT(a, b) CAT2(a, b)
 
 #if FLOATING
 /* A float pixel's (|v| bits when finite, else 0; order key); see gccl_record. */
@@ -44,7 +41,8 @@ static inline void CAT(add_run, SUFFIX)(gccl_record *r, const PIXEL *row, int64_
 }
 
 /* Binary first pass over rows r0..r1-1 of one image, run by run (labels from
- * r0 * width + 1, label l's record at acc[off + l]); returns the last label made.
+ * r0 * width + 1, label l's record at acc[off + l]); returns the last label made, or -1
+ * where it was stopped (gccl_stopping).
  *
  * A run joins every run of the row above that touches it (8-connectivity: also
  * diagonally); a run touching none starts a label, so labels are made in raster order of
@@ -56,13 +54,14 @@ static int64_t CAT(binary_strip, SUFFIX)(const gccl_batch *b, const uint8_t *ima
                                          int64_t r1, int64_t off, uint8_t *fg, int64_t *runs,
                                          int64_t *above) {
     const int64_t width = b->width;
-    const int64_t grow = b->eight ? 1 : 0;
+    const int64_t grow = b->connectivity == 8 ? 1 : 0;
     const int64_t pixel_bytes = type_bytes(b->image_type);
     const PIXEL *values = (const PIXEL *)value_pixels;
     int64_t n = r0 * width;
     int64_t n_above = 0;
     for (int64_t y = r0; y < r1; y++) {
-        foreground(image + y * width * pixel_bytes, width, b->rule, b->a, fg);
+        if (gccl_stopping(width + 1)) return -1;
+        foreground(image + y * width * pixel_bytes, width, b->rules.rule, b->rules.rule_value, fg);
         int64_t k = row_runs(fg, width, runs);
         int32_t *cur = prov + y * width;
         const int32_t *up = y > r0 ? cur - width : cur; /* read only below the strip's top */
@@ -107,29 +106,6 @@ static void CAT(tau_runs, SUFFIX)(const gccl_batch *b, const int64_t *runs, int6
     }
 }
 
-/* NEAR(u, v, limit): whether pixels u and v join within `limit`, a REACH: the tolerance
- * itself for floats, for integers the largest integer difference within it (so that the
- * comparison is exact in an integer type). */
-#if FLOATING
-#define REACH double
-#define NEAR(u, v, limit) close_values((double)(u), (double)(v), limit)
-#elif PIXEL_MIN == 0
-/* Unsigned pixels join when their distance, exact in the pixel type, is within the reach
- * (saturating subtractions, which vectorize in the pixel's width). */
-#define WIDE PIXEL
-#define REACH PIXEL
-#define NEAR(u, v, limit) ((PIXEL)((u) > (v) ? (u) - (v) : (v) - (u)) <= (limit))
-#else
-/* Signed pixels join when their difference, exact in WIDE, is within the reach. */
-#if PIXEL_MAX > INT16_MAX
-#define WIDE int64_t
-#else
-#define WIDE int32_t
-#endif
-#define REACH WIDE
-#define NEAR(u, v, limit) \
-    ((((WIDE)(u) - (WIDE)(v)) <= (limit)) & (((WIDE)(v) - (WIDE)(u)) <= (limit)))
-#endif
 #define LARGER(a, b) ((a) > (b) ? (a) : (b))
 
 /* r[x] = the reach of row[x] under a growing tolerance: tolerance(|row[x]|), for integer
@@ -141,20 +117,16 @@ static void CAT(tau_runs, SUFFIX)(const gccl_batch *b, const int64_t *runs, int6
 static void CAT(reach_row, SUFFIX)(const PIXEL *row, int64_t width, const gccl_batch *b,
                                    REACH *r) {
 #if FLOATING
-    const double tau = b->tau, relative = b->relative, quadratic = b->quadratic;
-    for (int64_t x = 0; x < width; x++) {
-        r[x] = tolerance(fabs((double)row[x]), tau, relative, quadratic);
-    }
+    const gccl_rules rules = b->rules;
+    for (int64_t x = 0; x < width; x++) r[x] = tolerance(fabs((double)row[x]), &rules);
 #elif PIXEL_MAX <= UINT16_MAX
     const int32_t *reaches = b->reaches - (int64_t)PIXEL_MIN;
     for (int64_t x = 0; x < width; x++) r[x] = (REACH)reaches[row[x]];
 #else
-    /* m is finite: a zero coefficient's product is 0, so the sums are tolerance()'s */
-    const double tau = b->tau, relative = b->relative, quadratic = b->quadratic;
+    const gccl_rules rules = b->rules;
     const double span = (double)PIXEL_MAX - (double)PIXEL_MIN;
     for (int64_t x = 0; x < width; x++) {
-        const double m = fabs((double)row[x]);
-        const double t = tau + relative * m + quadratic * (m * m);
+        const double t = tolerance(fabs((double)row[x]), &rules);
         r[x] = t >= span ? (REACH)span : t > 0 ? (REACH)t : 0;
     }
 #endif
@@ -177,7 +149,7 @@ static void CAT(reach_row, SUFFIX)(const PIXEL *row, int64_t width, const gccl_b
                                    NEAR(row[x], above[x], LIMIT(x, x, above_reaches)))      \
                                   << 2);                                                     \
             }                                                                                \
-            if (b->eight) {                                                                  \
+            if (b->connectivity == 8) {                                                      \
                 for (int64_t x = 1; x < width; x++) {                                        \
                     m[x] |= (uint8_t)((fg[x] & fg_above[x - 1] &                             \
                                        NEAR(row[x], above[x - 1],                            \
@@ -200,7 +172,8 @@ static void CAT(reach_row, SUFFIX)(const PIXEL *row, int64_t width, const gccl_b
  * own): m[x] says which neighbours pixel x joins (tau_row), compared in the pixel type
  * for integers. fg and fg_above: this row's foreground and the row above's; settled: the
  * row's settled pixels (settled_pixels); run_list: the row's runs (2 * width); reach_rows:
- * two rows of REACH (reach_row) for a growing tolerance. */
+ * two rows of REACH (reach_row) for a growing tolerance. Returns the last label made, or
+ * -1 where it was stopped. */
 static int64_t CAT(tau_strip, SUFFIX)(const gccl_batch *b, const uint8_t *image,
                                       const uint8_t *values, run_statistics runs, int32_t *prov,
                                       int32_t *parent, int64_t r0, int64_t r1, int64_t off,
@@ -209,18 +182,15 @@ static int64_t CAT(tau_strip, SUFFIX)(const gccl_batch *b, const uint8_t *image,
     const int64_t width = b->width;
     const int64_t value_row = width * type_bytes(b->value_type);
     const PIXEL *pixels = (const PIXEL *)image;
-#if FLOATING
-    const REACH reach = b->tau;
-#else
-    const REACH reach = (REACH)tau_reach(b->tau, (int64_t)PIXEL_MAX - (int64_t)PIXEL_MIN);
-#endif
-    const int grows = growing(b);
+    const REACH reach = REACH_OF_TAU(b->rules.tau);
+    const int grows = growing(&b->rules);
     REACH *reaches = (REACH *)reach_rows, *above_reaches = reaches + width;
     int64_t n = r0 * width;
     for (int64_t y = r0; y < r1; y++) {
+        if (gccl_stopping(width + 1)) return -1;
         const PIXEL *row = pixels + y * width;
         const PIXEL *above = y > r0 ? row - width : row; /* read only below the strip's top */
-        CAT(foreground_row, SUFFIX)(row, width, b->rule, b->a, fg);
+        CAT(foreground_row, SUFFIX)(row, width, b->rules.rule, b->rules.rule_value, fg);
         if (grows) {
             CAT(reach_row, SUFFIX)(row, width, b, reaches);
             JOIN_FLAGS(GROWING_LIMIT);
@@ -233,7 +203,7 @@ static int64_t CAT(tau_strip, SUFFIX)(const gccl_batch *b, const uint8_t *image,
         int32_t *cur = prov + y * width;
         const int32_t *up = y > r0 ? cur - width : cur;
         if (y > r0) {
-            settled_pixels(m, up, width, b->eight, settled);
+            settled_pixels(m, up, width, b->connectivity == 8, settled);
         } else {
             memset(settled, 0, (size_t)width);
         }
@@ -246,15 +216,10 @@ static int64_t CAT(tau_strip, SUFFIX)(const gccl_batch *b, const uint8_t *image,
     return n;
 }
 
-#undef NEAR
-#undef REACH
 #undef LARGER
 #undef JOIN_FLAGS
 #undef FIXED_LIMIT
 #undef GROWING_LIMIT
-#if !FLOATING
-#undef WIDE
-#endif
 
 /* sums[off + local id] += trunc(v * 2**shift[same]) over the finite pixels of rows r0..r1-1
  * (float images; par maps each provisional label to its strip's local id). */
@@ -274,11 +239,3 @@ static void CAT(float_terms, SUFFIX)(const gccl_batch *b, const void *value_pixe
         }
     }
 }
-
-#undef CAT
-#undef CAT2
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING

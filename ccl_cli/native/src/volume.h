@@ -69,10 +69,11 @@ typedef struct {
 typedef struct {
     int64_t count, depth, height, width;
     int64_t image_type, value_type; /* enum gccl_type of image and values */
-    int64_t rule, connectivity, tau_mode, floating, min_area, statistics;
+    int64_t connectivity; /* 6, 18 or 26 */
+    int64_t floating, min_area, statistics;
     int64_t selecting; /* max-area or largest: kept_id is the host's (from component_area) */
     int64_t zeroed;    /* the labels are 0 already (fresh zeroed memory): 0s are not written */
-    double a, tau, relative, quadratic; /* the foreground's a; the tolerance (rows.h) */
+    gccl_rules rules;
     const void *image;               /* (count, depth, height, width): foreground, tau joins */
     const void *values;              /* (count, depth, height, width): what statistics read */
     uint32_t *labels;                /* (count, depth, height, width): the labels */
@@ -108,5 +109,12 @@ int gccl_volume_write(const gccl_volumes *b, int64_t lo, int64_t hi);
 int gccl_volume_gather(const gccl_volumes *b, int64_t lo, int64_t hi);
 int gccl_volume_columns(const gccl_volumes *b, int64_t lo, int64_t hi);
 int gccl_volume_free(const gccl_volumes *b, int64_t lo, int64_t hi);
+
+/* The blocks of memory the slabs leave, kept for later slabs and calls (volume_memory.c):
+ * their bound in bytes (1 GiB until set; those beyond a new bound are freed), their
+ * release, and their bytes now. The host's scratch owner calls these. */
+void gccl_set_spare_limit(int64_t bytes);
+void gccl_release_spares(void);
+int64_t gccl_spare_bytes(void);
 
 #endif

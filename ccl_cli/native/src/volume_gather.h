@@ -1,100 +1,6 @@
-/* The volume engine's loops that read voxels, once per pixel type: volume.c includes this
- * file with PIXEL, PIXEL_MIN, PIXEL_MAX, SUFFIX and FLOATING defined (as engine.c includes
- * strip.h), which it undefines at its end. */
-
-#define CAT2(a, b) a##_##b
-#define CAT(a, b) CAT2(a, b)
-
-#if FLOATING
-#define CLOSE(u, v) close_values((double)(u), (double)(v), reach)
-#define REACH double
-#elif PIXEL_MIN == 0
-/* Unsigned voxels join when their distance, exact in the pixel type, is within the reach. */
-#define CLOSE(u, v) ((PIXEL)((u) > (v) ? (u) - (v) : (v) - (u)) <= reach)
-#define REACH PIXEL
-#else
-#if PIXEL_MAX > INT16_MAX
-#define WIDE int64_t
-#else
-#define WIDE int32_t
-#endif
-#define CLOSE(u, v) ((((WIDE)(u) - (WIDE)(v)) <= reach) & (((WIDE)(v) - (WIDE)(u)) <= reach))
-#define REACH WIDE
-#endif
-
-/* Whether voxels u and v join under tolerance t: CLOSE where it is tau, else the tolerance
- * of the larger magnitude in float64 (exact for every pixel type). */
-#define JOINS(u, v) (t->growing ? grown_join((double)(u), (double)(v), t) : CLOSE(u, v))
-
-/* The reach of CLOSE: tau itself for floats, the largest integer difference within tau
- * for integers. */
-static inline REACH CAT(volume_reach, SUFFIX)(double tau) {
-#if FLOATING
-    return tau;
-#else
-    return (REACH)tau_reach(tau, (int64_t)PIXEL_MAX - (int64_t)PIXEL_MIN);
-#endif
-}
-
-/* A tau row's runs: stretches of foreground voxels (fg) each joining its left neighbour;
- * runs[2 i], runs[2 i + 1] = start and end (exclusive) of run i; returns their number. */
-static int64_t CAT(tau_row_runs, SUFFIX)(const void *pixels, const uint8_t *fg, int64_t width,
-                                         const volume_tolerance *t, int64_t *runs) {
-    const PIXEL *row = (const PIXEL *)pixels;
-    const REACH reach = CAT(volume_reach, SUFFIX)(t->tau);
-    int64_t k = 0, x = 0;
-    while (x < width) {
-        if (!fg[x]) {
-            x++;
-            continue;
-        }
-        runs[2 * k] = x;
-        x++;
-        while (x < width && fg[x] && JOINS(row[x], row[x - 1])) x++;
-        runs[2 * k + 1] = x;
-        k++;
-    }
-    return k;
-}
-
-/* Whether a voxel of [s, e) in `row` joins a voxel of [s2, e2) in the neighbouring row
- * `other` at most `grow` columns away (0: face to face, 1: diagonally too). */
-static int CAT(runs_join, SUFFIX)(const void *row_pixels, const void *other_pixels, int64_t s,
-                                  int64_t e, int64_t s2, int64_t e2, int64_t grow,
-                                  const volume_tolerance *t) {
-    const PIXEL *row = (const PIXEL *)row_pixels, *other = (const PIXEL *)other_pixels;
-    const REACH reach = CAT(volume_reach, SUFFIX)(t->tau);
-    int64_t lo = s > s2 - grow ? s : s2 - grow, hi = e < e2 + grow ? e : e2 + grow;
-    for (int64_t x = lo; x < hi; x++) {
-        int64_t from = x - grow < s2 ? s2 : x - grow, to = x + grow >= e2 ? e2 - 1 : x + grow;
-        for (int64_t x2 = from; x2 <= to; x2++) {
-            if (JOINS(row[x], other[x2])) return 1;
-        }
-    }
-    return 0;
-}
-
-#undef JOINS
-#undef CLOSE
-#undef REACH
-#ifdef WIDE
-#undef WIDE
-#endif
-
-#if FLOATING
-/* The largest finite |v| of voxels s..e-1 of a row (float64 bits; 0 where none is). */
-static int64_t CAT(run_magnitude, SUFFIX)(const void *value_row, int64_t s, int64_t e) {
-    const PIXEL *row = (const PIXEL *)value_row;
-    int64_t top = 0;
-    for (int64_t x = s; x < e; x++) {
-        double fv = (double)row[x];
-        int64_t magnitude = isfinite(fv) ? float_bits(fabs(fv)) : 0;
-        top = magnitude > top ? magnitude : top;
-    }
-    return top;
-}
-#endif
-
+/* The volume engine's last pass over a slab's voxels with statistics, once per pixel type:
+ * volume_write.c includes this file through pixel_types.h, which defines PIXEL, PIXEL_MIN,
+ * PIXEL_MAX, SUFFIX and FLOATING. */
 /* The values of voxels s..e-1 of a row (values: the row's): their sum and extremes
  * (float volumes: the sum of each finite value's term trunc(v * 2**shift), and the
  * extremes' total-order keys). An integer run of at most 8 voxels with 8 in the row from s
@@ -177,8 +83,8 @@ static __attribute__((noinline)) int64_t CAT(gather_row_of_one, SUFFIX)(
  * loops of loads that do not wait for one another (runs and kept: room for a row's runs);
  * each run's label written (put_run_labels); a row whose runs all took one local id has
  * them summed before they go into its record, and its runs whose label is final already
- * left as they are. */
-static void CAT(gather_slab, SUFFIX)(const gccl_volumes *b, const gccl_slab *slab, int64_t t,
+ * left as they are. Returns 0, or GCCL_STOPPED. */
+static int CAT(gather_slab, SUFFIX)(const gccl_volumes *b, const gccl_slab *slab, int64_t t,
                                      const int64_t *final, gccl_volume_record *records,
                                      gccl_run *runs, uint32_t *kept) {
     const int64_t n = b->tasks[3 * t], z0 = b->tasks[3 * t + 1], z1 = b->tasks[3 * t + 2];
@@ -193,7 +99,9 @@ static void CAT(gather_slab, SUFFIX)(const gccl_volumes *b, const gccl_slab *sla
     const int32_t *local_of = slab->parent;
     int64_t met = 0; /* the largest kept local id met so far */
     for (int64_t z = z0; z < z1; z++) {
+        if (gccl_stopping(1)) return GCCL_STOPPED;
         for (int64_t y = 0; y < height; y++) {
+            if (gccl_stopping(width + 1)) return GCCL_STOPPED;
             const int64_t r = (z - z0) * height + y;
             if (slab->row_labels[r] == 0) continue; /* all 0 */
             const int64_t at = row_index(b, n, z, y);
@@ -201,7 +109,7 @@ static void CAT(gather_slab, SUFFIX)(const gccl_volumes *b, const gccl_slab *sla
             const PIXEL *values = (const PIXEL *)b->values + at;
             const uint64_t *voxels = bit_row(slab, width, r) + 1;
             const stretch_place here = {y, z, FLOATING};
-            if (b->tau_mode) {
+            if (b->rules.tau_mode) {
                 int64_t s, e;
                 for (int64_t x = 0; next_run(voxels, words, x, &s, &e); x = e + 1) {
                     for (int64_t i = s; i < e;) { /* the run's stretches of one label */
@@ -249,12 +157,5 @@ static void CAT(gather_slab, SUFFIX)(const gccl_volumes *b, const gccl_slab *sla
         }
     }
 #undef SHIFT_OF
+    return 0;
 }
-
-#undef CAT
-#undef CAT2
-#undef PIXEL
-#undef PIXEL_MIN
-#undef PIXEL_MAX
-#undef SUFFIX
-#undef FLOATING
