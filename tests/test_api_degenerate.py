@@ -58,7 +58,7 @@ def test_no_pixels_return_at_once_with_empty_results(shape, batch, stats):
         labels, rest = ccl_cli.label(array, stats={stats}, batch={batch!r}, device="cpu")
         if {stats}:
             rest = rest if isinstance(rest, list) else [rest]
-            result = [[len(t), t.integer_values, list(t.columns())] for t in rest]
+            result = [[len(t), t.integer_values, list(t.columns)] for t in rest]
         else:
             result = [list(rest.shape), str(rest.dtype), int(np.count_nonzero(rest))]
         print(json.dumps([list(labels.shape), str(labels.dtype), result]))
