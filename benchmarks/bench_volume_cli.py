@@ -24,13 +24,16 @@ Columns:
   (no interpreter start): tifffile.imread of the stack and tifffile.imwrite of gccl's labels
   (its dtype, zlib level 1 as gccl writes); nibabel load + get the data of each mask and
   nibabel save of its labels (uint16 .nii.gz), one file after another.
+- floor command s: the same as a Python script, start to exit (`--script floor-...`; it loads
+  the labels from .npy files first, a few ms): the floor a user's own script has.
 - cc3d-script s: `--script` mode of this file in a subprocess, start to exit: a
   multiprocessing Pool of --processes over the files, each read (tifffile / nibabel),
   thresholded (the stack), labeled by cc3d.connected_components (26), measured by
   cc3d.statistics (voxels, bounding box, centroid: fewer columns than gccl's, which add the
   intensity mean/min/max) into a CSV, and its labels written (TIFF as gccl writes it,
   uint16 .nii.gz through nibabel). Its component counts are checked against gccl's.
-Goal (issue's whole-command goal): gccl <= 1.5x the floor, and below the cc3d script.
+Goal: gccl at most 1.5x the floor, and faster than the cc3d script. The commands run with
+Python's bytecode cached (command_env) after one untimed run of each.
 """
 
 from __future__ import annotations
@@ -160,7 +163,14 @@ def _script_nifti(job: tuple[str, str, int]) -> int:
 
 
 def run_script(kind: str, inputs: list[str], out: str, threshold: int, processes: int) -> None:
-    """The cc3d script: every input on a Pool of `processes`; prints the components."""
+    """The cc3d script: every input on a Pool of `processes`; prints the components. The floor
+    as a command (kind floor-tiff, floor-nifti): `out` holds the labels of input n as n.npy,
+    written to a file there after the inputs are read."""
+    if kind.startswith("floor-"):
+        labels = [np.load(Path(out) / f"{n}.npy") for n in range(len(inputs))]
+        target = Path(out) / ("floor.tif" if kind == "floor-tiff" else "floor.nii.gz")
+        floor_io(kind.removeprefix("floor-"), inputs, labels, target)
+        return
     os.makedirs(out, exist_ok=True)
     work = _script_tiff if kind == "tiff" else _script_nifti
     with Pool(processes) as pool:
@@ -205,7 +215,7 @@ def gccl_components(out: Path) -> int:
 def measure_case(
     name: str,
     gccl_args: list[str],
-    floor: Callable[[Path], float],
+    floor: Callable[[Path], tuple[float, float]],
     script: list[str],
     work: Path,
     repeat: int,
@@ -213,7 +223,7 @@ def measure_case(
     """gccl, its floor and the cc3d script on one case, `repeat` runs each, alternating, after
     one untimed run of each (bytecode cached, files in the page cache)."""
     result: dict[str, object] = {"case": name}
-    gccl_times, floor_times, script_times = [], [], []
+    gccl_times, floor_times, floor_commands, script_times = [], [], [], []
     components: dict[str, int] = {}
     env = command_env(work)
     gccl = [sys.executable, "-m", "ccl_cli", "label", *gccl_args, "--quiet", "--out"]
@@ -221,7 +231,7 @@ def measure_case(
         out = work / f"gccl-{n + 1}"
         seconds, _ = timed_command([*gccl, str(out)], env)
         components["gccl"] = gccl_components(out)
-        floor_seconds = floor(out)
+        floor_seconds, floor_command = floor(out)
         shutil.rmtree(out)
         out = work / f"cc3d-{n + 1}"
         script_seconds, printed = timed_command([*script, "--out", str(out)], env)
@@ -230,60 +240,76 @@ def measure_case(
         if n >= 0:
             gccl_times.append(seconds)
             floor_times.append(floor_seconds)
+            floor_commands.append(floor_command)
             script_times.append(script_seconds)
     if components["gccl"] != components["cc3d"]:
         raise RuntimeError(f"{name}: gccl finds {components['gccl']}, cc3d {components['cc3d']}")
     result.update(
         gccl_s=statistics.median(gccl_times),
         floor_s=statistics.median(floor_times),
+        floor_command_s=statistics.median(floor_commands),
         cc3d_script_s=statistics.median(script_times),
         gccl_runs=gccl_times,
         floor_runs=floor_times,
+        floor_command_runs=floor_commands,
         cc3d_script_runs=script_times,
         components=components["gccl"],
     )
     result["ratio"] = result["gccl_s"] / result["floor_s"]  # type: ignore[operator]
+    result["command_ratio"] = result["gccl_s"] / result["floor_command_s"]  # type: ignore[operator]
     return result
 
 
-def tiff_floor(stack: Path) -> Callable[[Path], float]:
-    """Read the stack and write gccl's labels (read beforehand, untimed) as gccl writes them."""
-    import tifffile
+def floor_io(kind: str, inputs: list[str], labels: list[np.ndarray], target: Path) -> None:
+    """The floor's work: read every input and write its labels as an equally sized label
+    file (the stack: tifffile, as gccl writes it; masks: nibabel, uint16 .nii.gz)."""
+    if kind == "tiff":
+        import tifffile
 
-    def floor(out: Path) -> float:
-        (written,) = out.glob("*.labels.tif")
-        labels = tifffile.imread(written)
-        target = out / "floor.tif"
-        began = time.perf_counter()
-        tifffile.imread(stack)
-        tifffile.imwrite(target, labels, **_tiff_options(labels.dtype))  # type: ignore[arg-type]
-        seconds = time.perf_counter() - began
-        target.unlink()
-        return seconds
-
-    return floor
-
-
-def nifti_floor(masks: list[Path]) -> Callable[[Path], float]:
-    """Load each mask and save gccl's labels of it (read beforehand, untimed) with nibabel."""
+        for source, volume in zip(inputs, labels, strict=True):
+            tifffile.imread(source)
+            tifffile.imwrite(target, volume, **_tiff_options(volume.dtype))  # type: ignore[arg-type]
+        return
     import nibabel as nib
 
-    def floor(out: Path) -> float:
-        labels = {
-            mask: np.asanyarray(
-                nib.load(out / mask.name.replace(".nii.gz", ".labels.nii.gz")).dataobj
-            )
-            for mask in masks
-        }
-        target = out / "floor.nii.gz"
+    for source, volume in zip(inputs, labels, strict=True):
+        image = nib.load(source)
+        np.asanyarray(image.dataobj)
+        nib.save(nib.Nifti1Image(volume, image.affine, image.header), target)
+
+
+def floor_of(
+    kind: str, inputs: list[Path], work: Path, me: list[str], env: dict[str, str]
+) -> Callable[[Path], tuple[float, float]]:
+    """The floor of a gccl run into `out`: its labels read back (untimed) and written by
+    floor_io after reading the inputs, in this process and as a command (`--script floor`,
+    start to exit, the labels given as .npy files it loads)."""
+
+    def floor(out: Path) -> tuple[float, float]:
+        import nibabel as nib
+        import tifffile
+
+        labels = []
+        for source in inputs:
+            if kind == "tiff":
+                labels.append(tifffile.imread(out / f"{source.stem}.labels.tif"))
+            else:
+                name = source.name.removesuffix(".nii.gz")
+                labels.append(np.asanyarray(nib.load(out / f"{name}.labels.nii.gz").dataobj))
+        names = [str(path) for path in inputs]
+        target = work / ("floor.tif" if kind == "tiff" else "floor.nii.gz")
         began = time.perf_counter()
-        for mask in masks:
-            image = nib.load(mask)
-            np.asanyarray(image.dataobj)
-            nib.save(nib.Nifti1Image(labels[mask], image.affine, image.header), target)
-        seconds = time.perf_counter() - began
+        floor_io(kind, names, labels, target)
+        in_process = time.perf_counter() - began
+        stored = work / "floor-labels"
+        stored.mkdir(exist_ok=True)
+        for n, volume in enumerate(labels):
+            np.save(stored / f"{n}.npy", volume)
+        command = [*me, "--script", f"floor-{kind}", "--out", str(stored), *names]
+        as_command, _ = timed_command(command, env)
         target.unlink()
-        return seconds
+        shutil.rmtree(stored)
+        return in_process, as_command
 
     return floor
 
@@ -311,7 +337,9 @@ def main() -> int:
     parser.add_argument("--cases", default="stack,masks", help="stack, masks or both")
     parser.add_argument("--work", type=Path, help="where inputs and outputs go (a temp folder)")
     parser.add_argument("--json", type=Path, help="write the results as JSON")
-    parser.add_argument("--script", choices=("tiff", "nifti"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--script", choices=("tiff", "nifti", "floor-tiff", "floor-nifti"), help=argparse.SUPPRESS
+    )
     parser.add_argument("--threshold", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("inputs", nargs="*", help=argparse.SUPPRESS)
@@ -340,7 +368,7 @@ def main() -> int:
                     "--device",
                     args.device,
                 ],
-                tiff_floor(stack),
+                floor_of("tiff", [stack], work, me, command_env(work)),
                 [
                     *me,
                     "--script",
@@ -365,7 +393,7 @@ def main() -> int:
             measure_case(
                 f"{args.masks} NIfTI masks {args.mask_shape} (.nii.gz), 26c",
                 [str(folder), "--device", args.device],
-                nifti_floor(masks),
+                floor_of("nifti", masks, work, me, command_env(work)),
                 [*me, "--script", "nifti", "--processes", str(args.processes), *map(str, masks)],
                 work,
                 args.repeat,
@@ -376,11 +404,14 @@ def main() -> int:
         f"machine: {machine()}, load average {load:.1f}; gccl --device {args.device}; cc3d "
         f"script on {args.processes} processes; medians of {args.repeat} runs\n"
     )
-    print("| case | gccl s | floor s | ratio | cc3d-script s | components |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print(
+        "| case | gccl s | floor s | ratio | floor command s | ratio | cc3d-script s | components |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
         print(
             f"| {r['case']} | {r['gccl_s']:.2f} | {r['floor_s']:.2f} | {r['ratio']:.2f}x "
+            f"| {r['floor_command_s']:.2f} | {r['command_ratio']:.2f}x "
             f"| {r['cc3d_script_s']:.2f} | {r['components']} |"
         )
     if args.json:

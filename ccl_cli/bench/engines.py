@@ -271,8 +271,8 @@ class Cupyx(DeviceEngine):
 
     def description(self) -> str:
         return (
-            "cupyx.scipy.ndimage.label on the stacked (N, H, W) batch, no joins between images "
-            "(volumes: (N, D, H, W))"
+            "cupyx.scipy.ndimage.label on the stacked (N, H, W) batch, no joins between images; "
+            "volumes one per call (generate_binary_structure(3, 1|2|3))"
         )
 
     def unavailable(self) -> str | None:
@@ -293,9 +293,18 @@ class Cupyx(DeviceEngine):
         return cupy.asarray(super().prepare(batch, params))
 
     def run(self, prepared: Any, params: LabelParams) -> Output:
+        import cupy
         from cupyx.scipy import ndimage
 
-        labels, count = ndimage.label(prepared, _batch_structure(params.connectivity))
+        structure = _batch_structure(params.connectivity)
+        if params.rank == 3:  # one volume per call, as cupyx's volume users call it
+            results = [ndimage.label(volume, structure[1]) for volume in prepared]
+            volumes = [labels[None] for labels, _ in results]  # views: no copy when N is 1
+            return Output(
+                volumes[0] if len(volumes) == 1 else cupy.concatenate(volumes),
+                sum(int(count) for _, count in results),
+            )
+        labels, count = ndimage.label(prepared, structure)
         return Output(labels, int(count))
 
 

@@ -20,7 +20,16 @@ from volume_oracles import bfs_volume
 from ccl_cli.bench.adapter import BenchEngine
 from ccl_cli.bench.command import Options, parse_options, run_bench_command
 from ccl_cli.bench.crosscheck import same_components
-from ccl_cli.bench.engines import Cc3d, GcclCpu, OpenCv, Scipy, Skimage
+from ccl_cli.bench.engines import (
+    Cc3d,
+    Cupyx,
+    GcclCpu,
+    GcclCuda,
+    GcclCudaLabels,
+    OpenCv,
+    Scipy,
+    Skimage,
+)
 from ccl_cli.bench.suite import (
     VOLUME_FAMILIES,
     VOLUME_TAU,
@@ -149,6 +158,37 @@ def test_tau_volume_engines_agree_with_the_bfs(case: Case) -> None:
         labels, components = labels_of(engine, case)
         assert components == int(reference.max()), engine.name
         assert same_components(labels, reference), engine.name
+
+
+def cuda_usable() -> bool:
+    try:
+        import cupy
+
+        return int(cupy.cuda.runtime.getDeviceCount()) > 0
+    except Exception:  # no CuPy, no driver, no device: CuPy raises several kinds
+        return False
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_usable(), reason="no usable CUDA device")
+@pytest.mark.parametrize(
+    "case",
+    generated_volume_cases(VOLUME_FAMILIES, [(23, 17, 41)], [6, 18, 26], None),
+    ids=lambda case: case.name,
+)
+def test_gpu_volume_engines_agree_with_the_references(case: Case) -> None:
+    if case.params.tau is None:
+        reference, count = scipy_count(case.image, case.params.connectivity)
+        engines: tuple[BenchEngine, ...] = (GcclCuda(), GcclCudaLabels(), Cupyx())
+    else:
+        reference = bfs_volume(case.image, case.params)
+        count, engines = int(reference.max()), (GcclCuda(), GcclCudaLabels())
+    for engine in engines:
+        labels, components = labels_of(engine, case)
+        assert components == count, engine.name
+        assert same_components(labels, reference), engine.name
+        if engine.raster_order:
+            assert np.array_equal(labels, reference), engine.name
 
 
 def test_engines_say_which_rank_they_label() -> None:
