@@ -81,6 +81,8 @@ class Options:
     volume_families: tuple[str, ...] = ()
     volume_sizes: tuple[tuple[int, ...], ...] = VOLUME_SIZES
     volume_connectivities: tuple[int, ...] = DEFAULT_VOLUME_CONNECTIVITIES
+    #: The --connectivity given (None: the defaults); 6, 18 or 26 need volume cases.
+    connectivity: int | None = None
 
 
 def parse_options(
@@ -166,6 +168,7 @@ def parse_options(
         volume_families=volume_families,
         volume_sizes=volume_sizes,
         volume_connectivities=_at_rank(chosen, 3, DEFAULT_VOLUME_CONNECTIVITIES),
+        connectivity=chosen,
     )
 
 
@@ -236,6 +239,11 @@ def run_bench_command(
                 soft_wrap=True,
             )
     cases = _cases(inputs, options)
+    if options.connectivity in VOLUME_CONNECTIVITIES and not any(c.is_volume for c in cases):
+        raise UsageError(
+            f"'connectivity' {options.connectivity} labels 3-D volumes; these cases are 2-D "
+            "images: take 4 or 8, or add volumes (--cases blobs3d,... or volume files)"
+        )
     limits = Limits(repeat=options.repeat)
     planned = []
     if "kernel" in options.levels:

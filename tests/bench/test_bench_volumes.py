@@ -218,6 +218,19 @@ def test_cases_and_sizes_choose_volumes_and_connectivity_is_taken_per_kind() -> 
         options(cases="blobs3d,sponge3d")
 
 
+def test_a_volume_connectivity_needs_volume_cases(tmp_path: Path) -> None:
+    images = options(engines="gccl-cpu", cases="random-0.5", sizes="48x32", connectivity=18)
+    with pytest.raises(UsageError, match="'connectivity' 18 labels 3-D volumes"):
+        run(images)
+    mixed = options(
+        engines="gccl-cpu", cases="random-0.5,pores3d", sizes="48x32,20x16x12", connectivity=18
+    )
+    code, _ = run(mixed, json_path=tmp_path / "r.json")
+    assert code == 0
+    records = json.loads((tmp_path / "r.json").read_text())
+    assert {(r["size"], r["connectivity"]) for r in records} == {("48x32", 8), ("20x16x12", 18)}
+
+
 def test_the_volume_suite_runs_checked_at_batch_one_only(tmp_path: Path) -> None:
     code, _ = run(options(level="both"), json_path=tmp_path / "r.json")
     assert code == 0
