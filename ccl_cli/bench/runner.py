@@ -16,8 +16,8 @@ whose time, estimated from batch 1, exceeds MAX_CALL_S is not made; timed
 calls stop after `repeat` or after BUDGET_S of them. Every limit that bites
 leaves a record saying so.
 
-A volume case runs at batch 1 alone (one volume is the batch; its voxels count as
-pixels); end to end it is one file: the user's own, read in place, or a 3-D .npy.
+A volume case runs at batch 1 alone, whatever its size (one volume is the batch; its
+voxels count as pixels); end to end it is one file: the user's own, read in place, or a 3-D .npy.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def kernel_plan(
         )
         for case in cases
         for batch in _batches_of(case, batches)
-        if batch * case.pixels <= limits.max_batch_pixels
+        if _within_cap(case, batch, limits)
         for engine in engines
         if not engine.unsupported(case)
     ]
@@ -170,7 +170,7 @@ class _KernelCase:
 
     def run(self, batches: list[int]) -> list[Record]:
         for batch in batches:
-            if batch * self.case.pixels > self.limits.max_batch_pixels:
+            if not _within_cap(self.case, batch, self.limits):
                 for engine in self.engines:
                     self._skip(
                         engine,
@@ -310,8 +310,14 @@ def run_end_to_end(
 
 def _files_of(case: Case, batches: Sequence[int], limits: Limits) -> int:
     """How many files a case's end-to-end runs label: its largest batch within the cap."""
-    fitting = [b for b in _batches_of(case, batches) if b * case.pixels <= limits.max_batch_pixels]
+    fitting = [b for b in _batches_of(case, batches) if _within_cap(case, b, limits)]
     return max(fitting, default=1)
+
+
+def _within_cap(case: Case, batch: int, limits: Limits) -> bool:
+    """Whether a batch of `batch` copies of the case runs: within MAX_BATCH_PIXELS, or a
+    single volume (a 512^3 one is over it, and a volume runs at batch 1 alone)."""
+    return batch * case.pixels <= limits.max_batch_pixels or (case.is_volume and batch == 1)
 
 
 def _end_to_end_batches(engine: BenchEngine, batches: Sequence[int], files: int) -> list[int]:

@@ -297,3 +297,25 @@ def test_cli_bench_volumes() -> None:
     result = CliRunner().invoke(app, [*args, "--engines", "gccl-cpu,scipy"])
     assert result.exit_code == 0, result.output
     assert "blobs3d 16x12x10 26c" in result.output and "blobs3d 16x12x10 6c" in result.output
+
+
+def test_a_volume_over_the_batch_cap_still_runs_at_batch_one() -> None:
+    from ccl_cli.bench.command import ProgressLines
+    from ccl_cli.bench.runner import Limits, kernel_plan, run_kernel
+
+    cases = generated_volume_cases(["pores3d"], [(20, 16, 12)], [26], None)
+    image = Case("image", "input", generate("random-0.5", 48, 32), LabelParams())
+    limits = Limits(repeat=1, max_batch_pixels=100)  # below either case
+    engines = [GcclCpu(), Scipy()]
+    planned = kernel_plan([*cases, image], engines, [1, 2], limits)
+    assert {(p.case, p.engine, p.batch) for p in planned} == {
+        (cases[0].name, "gccl-cpu", 1),
+        (cases[0].name, "scipy", 1),
+    }
+    progress = ProgressLines(Console(file=io.StringIO()), planned, limits, quiet=True)
+    records = run_kernel(cases, engines, [1, 2], limits, progress)
+    want = scipy_count(cases[0].image, 26)[1]
+    assert [(r.engine, r.batch, r.status, r.components) for r in records] == [
+        ("gccl-cpu", 1, "ok", want),
+        ("scipy", 1, "ok", want),
+    ]
