@@ -227,16 +227,17 @@ def run_bench_command(
         options = replace(
             options, sizes=CPU_SIZES if options.sizes else (), volume_sizes=CPU_VOLUME_SIZES
         )
-        if not quiet:
+        parts = []
+        if options.families:
+            parts.append(
+                "the suite at 640x480 and 1920x1080 (--quick: 640x480 alone, batch 1); "
+                "--sizes 640x480,1920x1080,4000x3000 runs the full one"
+            )
+        if options.volume_families:
+            parts.append("volumes at 128x128x128; --sizes 512x512x512 runs the larger ones")
+        if not quiet and parts:
             err.print(
-                Text(
-                    "gccl: no usable GPU: the suite at 640x480 and 1920x1080 (--quick: 640x480 "
-                    "alone, batch 1); "
-                    "--sizes 640x480,1920x1080,4000x3000 runs the full one (volumes: "
-                    "128x128x128; add 512x512x512)",
-                    style="yellow",
-                ),
-                soft_wrap=True,
+                Text(f"gccl: no usable GPU: {'; '.join(parts)}", style="yellow"), soft_wrap=True
             )
     cases = _cases(inputs, options)
     if options.connectivity in VOLUME_CONNECTIVITIES and not any(c.is_volume for c in cases):

@@ -319,3 +319,24 @@ def test_a_volume_over_the_batch_cap_still_runs_at_batch_one() -> None:
         ("gccl-cpu", 1, "ok", want),
         ("scipy", 1, "ok", want),
     ]
+
+
+def test_without_a_gpu_volumes_run_at_their_small_size(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ccl_cli.bench import command
+
+    monkeypatch.setattr(command, "_gpu_usable", lambda: False)
+    err = io.StringIO()
+    opts = parse_options("gccl-cpu", "kernel", "1", 1, None, 26, None, "pores3d")
+    code = run_bench_command(
+        [],
+        opts,
+        json_path=tmp_path / "r.json",
+        out=Console(file=io.StringIO(), width=200),
+        err=Console(file=err, width=200),
+    )
+    assert code == 0
+    assert {r["size"] for r in json.loads((tmp_path / "r.json").read_text())} == {"128x128x128"}
+    assert "no usable GPU: volumes at 128x128x128;" in err.getvalue()
+    assert "640x480" not in err.getvalue()  # no image suite was asked for
