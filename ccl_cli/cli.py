@@ -404,8 +404,8 @@ def bench_command(
     inputs: Annotated[
         list[str] | None,
         typer.Argument(
-            help="Image files, folders or glob patterns to measure on; without any, a built-in "
-            "generated suite (random, document-like and depth-like images).",
+            help="Image or volume files, folders or glob patterns to measure on; without any, a "
+            "built-in generated suite (random, document-like and depth-like images).",
             metavar="INPUT",
             show_default=False,
         ),
@@ -417,7 +417,7 @@ def bench_command(
             help=with_default(
                 "Comma-separated engines: gccl-cuda, gccl-cuda-labels (labels only), "
                 "gccl-cuda-polygons (with --polygons outlines), gccl-cpu, opencv, "
-                "opencv-contours (with cv2.findContours), cupyx, cc3d, skimage.",
+                "opencv-contours (with cv2.findContours), cupyx, cc3d, skimage, scipy (volumes).",
                 "every one available",
             ),
             show_default=False,
@@ -469,10 +469,11 @@ def bench_command(
     sizes: Annotated[
         str | None,
         typer.Option(
-            metavar="WxH,WxH,..",
+            metavar="WxH,WxHxD,..",
             help=with_default(
-                "Sizes of the generated suite, e.g. 640x480,1920x1080.",
-                "640x480,1920x1080,4000x3000; without a usable GPU 640x480,1920x1080",
+                "Sizes of the generated suite, e.g. 640x480,1920x1080; WxHxD for volumes.",
+                "640x480,1920x1080,4000x3000 and 128x128x128,512x512x512; without a usable GPU "
+                "640x480,1920x1080 and 128x128x128",
             ),
             show_default=False,
         ),
@@ -483,8 +484,8 @@ def bench_command(
             metavar="NAMES",
             help=with_default(
                 "Families of the generated suite: random-0.1, random-0.5, random-0.9, "
-                "document, depth.",
-                "all",
+                "document, depth; volumes: blobs3d, pores3d, random3d, ct3d.",
+                "the images'",
             ),
             show_default=False,
         ),

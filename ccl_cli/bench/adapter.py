@@ -60,6 +60,8 @@ class BenchEngine:
     end_to_end_modes: the modes the engine has a file pipeline for (see files.py).
     end_to_end_batched: whether that pipeline takes --batch (else it runs at batch 1 only).
     max_pixels: per mode, the largest image (in pixels) it is run on.
+    ranks: what it labels: 2 images (N, H, W batches), 3 volumes ((N, D, H, W) batches,
+    connectivity 6, 18 or 26).
     """
 
     name = ""
@@ -75,6 +77,7 @@ class BenchEngine:
     no_end_to_end = "no file pipeline"
     modes: tuple[str, ...] = ("binary",)
     max_pixels: ClassVar[dict[str, int]] = {}
+    ranks: tuple[int, ...] = (2,)
 
     def description(self) -> str:
         """One line for the report: the call timed and its settings."""
@@ -91,6 +94,8 @@ class BenchEngine:
     def unsupported(self, case: Case) -> str | None:
         """Why the engine does not run `case`, or None when it does."""
         mode = case.params.mode
+        if case.params.rank not in self.ranks:
+            return "labels 2-D images only" if self.ranks == (2,) else "labels volumes only"
         if mode not in self.modes:
             return f"has no {mode} mode"
         growing = case.params.tau_relative > 0 or case.params.tau_quadratic > 0

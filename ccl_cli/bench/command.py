@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..config import Settings, check_settings
-from ..contract.params import VOLUME_CONNECTIVITIES, LabelParams
+from ..contract.params import AT_RANK, VOLUME_CONNECTIVITIES, LabelParams
 from ..errors import EXIT_OK, EXIT_SOME_FAILED, BadValue, InputError, UsageError
 from ..options import BY_NAME
 from .adapter import BenchEngine
@@ -28,6 +28,7 @@ from .engines import ENGINE_NAMES, make_engines
 from .eta import Planned, TimeLeft
 from .records import Record
 from .report import REPORT_COLUMNS, WIDE_REPORT_COLUMNS
+<<<<<<< HEAD
 from .runner import (
     MAX_BATCH_PIXELS,
     Limits,
@@ -37,6 +38,20 @@ from .runner import (
     run_kernel,
 )
 from .suite import FAMILIES, SIZES, Case, generated_cases, input_cases, parse_size
+=======
+from .runner import Limits, end_to_end_plan, kernel_plan, run_end_to_end, run_kernel
+from .suite import (
+    FAMILIES,
+    SIZES,
+    VOLUME_FAMILIES,
+    VOLUME_SIZES,
+    Case,
+    generated_cases,
+    generated_volume_cases,
+    input_cases,
+    parse_size,
+)
+>>>>>>> vbench
 
 #: The generated sizes on a machine without a usable GPU (the full suite takes many
 #: minutes on a small CPU machine).
@@ -45,6 +60,11 @@ CPU_SIZES = SIZES[:2]
 QUICK_SIZES = SIZES[:1]
 QUICK_BATCHES = (1,)
 QUICK_REPEAT = 3
+#: The generated volume sizes without a usable GPU, and with --quick.
+CPU_VOLUME_SIZES = VOLUME_SIZES[:1]
+#: The connectivities of images and of volumes when --connectivity does not choose.
+DEFAULT_CONNECTIVITIES = (8, 4)
+DEFAULT_VOLUME_CONNECTIVITIES = (26, 6)
 
 LEVEL_CHOICES = ("kernel", "end-to-end", "both")
 DEFAULT_BATCHES = (1, 8, 32, 64)
@@ -70,6 +90,13 @@ class Options:
     #: The tolerance's growth with the values (--tau-relative, --tau-quadratic): 0 for none.
     tau_relative: float = 0.0
     tau_quadratic: float = 0.0
+    #: The generated volumes (families, (width, height, depth) sizes) and the
+    #: connectivities of every volume case, generated or read.
+    volume_families: tuple[str, ...] = ()
+    volume_sizes: tuple[tuple[int, ...], ...] = VOLUME_SIZES
+    volume_connectivities: tuple[int, ...] = DEFAULT_VOLUME_CONNECTIVITIES
+    #: The --connectivity given (None: the defaults); 6, 18 or 26 need volume cases.
+    connectivity: int | None = None
 
 
 def parse_options(
@@ -115,22 +142,30 @@ def parse_options(
     if repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {repeat}")
     try:
-        size_list = tuple(parse_size(s) for s in _split(sizes)) if sizes else SIZES
-        size_list = QUICK_SIZES if quick and not sizes else size_list
+        parsed = [parse_size(s) for s in _split(sizes)]
     except ValueError as error:
         raise UsageError(f"--sizes: {error}") from None
+<<<<<<< HEAD
     for width, height in size_list:  # (generated before any batch cap could pass them over)
         if width * height > MAX_BATCH_PIXELS:
             raise UsageError(
                 f"--sizes: {width}x{height} is over the {MAX_BATCH_PIXELS} pixels a batch "
                 "of the bench holds"
             )
+=======
+    planes = tuple(s for s in parsed if len(s) == 2)
+    cubes = tuple(s for s in parsed if len(s) == 3)
+    size_list = planes or (QUICK_SIZES if quick else SIZES)
+    volume_sizes = cubes or (CPU_VOLUME_SIZES if quick else VOLUME_SIZES)
+>>>>>>> vbench
     chosen = _checked("connectivity", connectivity, None)
-    if chosen in VOLUME_CONNECTIVITIES:
-        raise UsageError(
-            f"'connectivity' {chosen} labels 3-D volumes; gccl bench measures 2-D images: "
-            "take 4 or 8"
-        )
+    family_names = _names("--cases", cases, FAMILIES + VOLUME_FAMILIES)
+    image_families = tuple(f for f in family_names if f in FAMILIES)
+    volume_families = tuple(f for f in family_names if f in VOLUME_FAMILIES)
+    if family_names and not image_families:
+        size_list = ()  # volumes alone were asked for
+    elif not family_names:
+        image_families = FAMILIES
     shared = Settings(
         tau=_checked("tau", tau, None),
         connectivity=chosen or 8,
@@ -146,14 +181,27 @@ def parse_options(
         batches=tuple(sorted(batch_sizes | {1})),
         repeat=repeat,
         tau=shared.tau if shared.tau is not None else (0 if relative or quadratic else None),
-        connectivities=(8, 4) if chosen is None else (chosen,),
+        connectivities=_at_rank(chosen, 2, DEFAULT_CONNECTIVITIES),
         sizes=size_list,
-        families=_names("--cases", cases, FAMILIES) or FAMILIES,
+        families=image_families,
         base=base,
         explicit_sizes=sizes is not None or quick,
         tau_relative=relative,
         tau_quadratic=quadratic,
+        volume_families=volume_families,
+        volume_sizes=volume_sizes,
+        volume_connectivities=_at_rank(chosen, 3, DEFAULT_VOLUME_CONNECTIVITIES),
+        connectivity=chosen,
     )
+
+
+def _at_rank(chosen: int | None, rank: int, default: tuple[int, ...]) -> tuple[int, ...]:
+    """The connectivities of the cases of `rank` (2 images, 3 volumes): --connectivity taken
+    in that rank as gccl label takes it (LabelParams.at_rank), else `default`."""
+    if chosen is None:
+        return default
+    in_rank = (chosen in VOLUME_CONNECTIVITIES) == (rank == 3)
+    return (chosen if in_rank else AT_RANK[rank][chosen],)
 
 
 def _checked(name: str, text: Any, default: Any) -> Any:
@@ -199,18 +247,27 @@ def run_bench_command(
     err = err or Console(stderr=True, highlight=False)
     engines, descriptions = _engines(options)
     if not inputs and not options.explicit_sizes and not _gpu_usable():
-        options = replace(options, sizes=CPU_SIZES)
-        if not quiet:
+        options = replace(
+            options, sizes=CPU_SIZES if options.sizes else (), volume_sizes=CPU_VOLUME_SIZES
+        )
+        parts = []
+        if options.families:
+            parts.append(
+                "the suite at 640x480 and 1920x1080 (--quick: 640x480 alone, batch 1); "
+                "--sizes 640x480,1920x1080,4000x3000 runs the full one"
+            )
+        if options.volume_families:
+            parts.append("volumes at 128x128x128; --sizes 512x512x512 runs the larger ones")
+        if not quiet and parts:
             err.print(
-                Text(
-                    "gccl: no usable GPU: the suite at 640x480 and 1920x1080 (--quick: 640x480 "
-                    "alone, batch 1); "
-                    "--sizes 640x480,1920x1080,4000x3000 runs the full one",
-                    style="yellow",
-                ),
-                soft_wrap=True,
+                Text(f"gccl: no usable GPU: {'; '.join(parts)}", style="yellow"), soft_wrap=True
             )
     cases = _cases(inputs, options)
+    if options.connectivity in VOLUME_CONNECTIVITIES and not any(c.is_volume for c in cases):
+        raise UsageError(
+            f"'connectivity' {options.connectivity} labels 3-D volumes; these cases are 2-D "
+            "images: take 4 or 8, or add volumes (--cases blobs3d,... or volume files)"
+        )
     limits = Limits(repeat=options.repeat)
     planned = []
     if "kernel" in options.levels:
@@ -347,16 +404,25 @@ def _engines(options: Options) -> tuple[list[BenchEngine], dict[str, str]]:
 
 
 def _cases(inputs: Sequence[str], options: Options) -> list[Case]:
-    """The user's images as cases, or the generated suite when there are none."""
+    """The user's images and volumes as cases, or the generated suite when there are none."""
     if not inputs:
         if options.base != LabelParams():
             raise UsageError("--invert, --threshold and --background apply to INPUT images")
         return generated_cases(
             options.families, options.sizes, options.connectivities, options.tau, growth(options)
+        ) + generated_volume_cases(
+            options.volume_families,
+            options.volume_sizes,
+            options.volume_connectivities,
+            options.tau,
         )
-    if options.sizes != SIZES or options.families != FAMILIES:
+    if (
+        options.sizes != SIZES
+        or options.families != FAMILIES
+        or options.volume_families
+        or options.volume_sizes != VOLUME_SIZES
+    ):
         raise UsageError("--sizes and --cases choose generated cases; drop them with INPUT files")
-    from ..io.decode import read_image
     from ..io.inputs import expand
 
     items, images = [], []
@@ -365,6 +431,7 @@ def _cases(inputs: Sequence[str], options: Options) -> list[Case]:
             continue
         if item.problem:
             raise UsageError(f"{item.display}: {item.problem}")
+<<<<<<< HEAD
         if item.volume is not None:
             raise UsageError(
                 f"{item.display}: a volume; gccl bench measures 2-D images (gccl label "
@@ -374,17 +441,40 @@ def _cases(inputs: Sequence[str], options: Options) -> list[Case]:
             images.append(read_image(item.path, page=item.page))
         except InputError as error:
             raise UsageError(f"{item.display}: {error}") from None
+=======
+        images.append(_read_input(item))
+>>>>>>> vbench
         items.append(item)
     if not images:
-        raise UsageError("no images in the inputs (PNG, TIFF, JPEG, BMP, WebP or NPY files)")
+        raise UsageError(
+            "no images in the inputs (PNG, TIFF, JPEG, BMP, WebP or NPY files, or volumes: "
+            "NIfTI, NRRD, MetaImage, TIFF z-stacks, 3-D NPY)"
+        )
     names = short_names([(item.path, item.page) for item in items])
     sources = [str(item.path) for item in items]
-    return input_cases(
-        zip(names, images, sources, strict=True),
-        options.connectivities,
-        options.tau,
-        growth(options, options.base),
+    named = list(zip(names, images, sources, strict=True))
+    image_inputs = [entry for entry in named if entry[1].ndim == 2]
+    volume_inputs = [entry for entry in named if entry[1].ndim == 3]
+    base = growth(options, options.base)
+    return input_cases(image_inputs, options.connectivities, options.tau, base) + input_cases(
+        volume_inputs, options.volume_connectivities, options.tau, base
     )
+
+
+def _read_input(item: Any) -> Any:
+    """The values of an input: an (H, W) image, or a (D, H, W) volume where the file is one
+    (io.volumes.volume_format: its name, a .npy's header, a TIFF's z-axis metadata)."""
+    from ..io.decode import read_image
+
+    try:
+        if item.volume:
+            from ..io.volumes import read_volume
+            from ..options import MAX_IMAGE_BYTES
+
+            return read_volume(item.path, MAX_IMAGE_BYTES).values
+        return read_image(item.path, page=item.page)
+    except InputError as error:
+        raise UsageError(f"{item.display}: {error}") from None
 
 
 def growth(options: Options, base: LabelParams | None = None) -> LabelParams:

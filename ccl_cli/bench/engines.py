@@ -45,6 +45,7 @@ class _Gccl(BenchEngine):
     modes: tuple[str, ...] = ("binary", "tau")
     end_to_end_modes: tuple[str, ...] = ("binary", "tau")
     end_to_end_batched = True
+    ranks: tuple[int, ...] = (2, 3)
     #: The `gccl label --device` of this backend.
     device = ""
 
@@ -91,12 +92,28 @@ class GcclCuda(_Gccl, DeviceEngine):
         from ..backends.cuda.labels import dense_labels, filtered_table, label_offsets
 
         labels = cupy.empty(prepared.shape, cupy.uint32)
+        if params.rank == 3:
+            return self._volumes(prepared, params, labels)
         components = dense_labels(prepared, params, labels)
         if self.statistics:  # as a CUDA job: the label count sizes the statistics
             label_base = label_offsets(components)
             total = int(label_base[-1:].get()[0])
             filtered_table(prepared, labels, label_base, total, params)
         return Output(labels, components)
+
+    def _volumes(self, prepared: Any, params: LabelParams, labels: Any) -> Output:
+        """A batch of volumes, as gccl label runs it: labels and statistics (volume_table),
+        or labels alone (volume_counts)."""
+        import cupy
+
+        from ..backends.cuda.device import volume_counts, volume_table
+
+        if self.statistics:
+            _, counts = volume_table(prepared, params, labels)
+            return Output(labels, counts)
+        counts = cupy.empty(len(prepared), cupy.uint32)
+        volume_counts(prepared, params, labels, counts)
+        return Output(labels, counts)
 
 
 class GcclCudaLabels(GcclCuda):
@@ -117,6 +134,7 @@ class GcclCudaPolygons(GcclCuda):
 
     name = "gccl-cuda-polygons"
     work = STATISTICS + OUTLINES
+    ranks = (2,)  # outlines are 2-D
     end_to_end_modes = ()
     no_end_to_end = "end to end it is gccl label --polygons (benchmarks/bench_polygons.py)"
 
@@ -249,9 +267,13 @@ class Cupyx(DeviceEngine):
     """cupyx.scipy.ndimage.label on the whole batch, stacked, with no joins across images."""
 
     name = "cupyx"
+    ranks = (2, 3)
 
     def description(self) -> str:
-        return "cupyx.scipy.ndimage.label on the stacked (N, H, W) batch, no joins between images"
+        return (
+            "cupyx.scipy.ndimage.label on the stacked (N, H, W) batch, no joins between images; "
+            "volumes one per call (generate_binary_structure(3, 1|2|3))"
+        )
 
     def unavailable(self) -> str | None:
         missing = _missing("cupyx.scipy.ndimage")
@@ -271,9 +293,18 @@ class Cupyx(DeviceEngine):
         return cupy.asarray(super().prepare(batch, params))
 
     def run(self, prepared: Any, params: LabelParams) -> Output:
+        import cupy
         from cupyx.scipy import ndimage
 
-        labels, count = ndimage.label(prepared, _batch_structure(params.connectivity))
+        structure = _batch_structure(params.connectivity)
+        if params.rank == 3:  # one volume per call, as cupyx's volume users call it
+            results = [ndimage.label(volume, structure[1]) for volume in prepared]
+            volumes = [labels[None] for labels, _ in results]  # views: no copy when N is 1
+            return Output(
+                volumes[0] if len(volumes) == 1 else cupy.concatenate(volumes),
+                sum(int(count) for _, count in results),
+            )
+        labels, count = ndimage.label(prepared, structure)
         return Output(labels, int(count))
 
 
@@ -282,12 +313,14 @@ class Cc3d(BenchEngine):
 
     name = "cc3d"
     modes = ("binary", "tau")
+    ranks = (2, 3)
 
     def description(self) -> str:
         return (
             "cc3d.connected_components, one image per call, in sequence (single-threaded, as "
             "cc3d is); tau mode: delta=tau, 4c on (H, W), "
-            "8c as 26-connectivity on (1, H, W) (cc3d's 2-D 8c delta differs)"
+            "8c as 26-connectivity on (1, H, W) (cc3d's 2-D 8c delta differs); volumes: "
+            "connectivity 6, 18 or 26, delta=tau"
         )
 
     def unavailable(self) -> str | None:
@@ -300,6 +333,13 @@ class Cc3d(BenchEngine):
         stacked: Literal[6, 26] = 26 if params.connectivity == 8 else 6
 
         def one(image: np.ndarray) -> tuple[int, np.ndarray]:
+            if params.rank == 3:
+                delta = 0 if params.tau is None else params.tau
+                volume: Literal[6, 18, 26] = _VOLUME_CONNECTIVITY[params.connectivity]
+                labels, count = cc3d.connected_components(
+                    image, connectivity=volume, delta=delta, return_N=True
+                )
+                return count, labels
             if params.tau is None:
                 labels, count = cc3d.connected_components(image, connectivity=planar, return_N=True)
                 return count, labels
@@ -336,6 +376,38 @@ class Skimage(BenchEngine):
         return _loop(prepared, one, threads=cpu_threads())
 
 
+class Scipy(BenchEngine):
+    """scipy.ndimage.label on volumes, one per call: the reference of the volume tests."""
+
+    name = "scipy"
+    ranks = (3,)
+
+    def description(self) -> str:
+        return (
+            "scipy.ndimage.label with generate_binary_structure(3, 1|2|3) for 6|18|26, one "
+            "volume per call (single-threaded); volumes only"
+        )
+
+    def unavailable(self) -> str | None:
+        return _missing("scipy.ndimage")
+
+    def run(self, prepared: Any, params: LabelParams) -> Output:
+        from scipy import ndimage
+
+        structure = ndimage.generate_binary_structure(3, _SCIPY_RANKS[params.connectivity])
+
+        def one(volume: np.ndarray) -> tuple[int, np.ndarray]:
+            labels, count = ndimage.label(volume, structure)
+            return int(count), labels
+
+        return _loop(prepared, one)
+
+
+#: Each volume connectivity, as the literal cc3d's signature names.
+_VOLUME_CONNECTIVITY: dict[int, Literal[6, 18, 26]] = {6: 6, 18: 18, 26: 26}
+#: scipy's generate_binary_structure rank of each volume connectivity.
+_SCIPY_RANKS = {6: 1, 18: 2, 26: 3}
+
 #: Every engine, in report order.
 ENGINE_TYPES: tuple[type[BenchEngine], ...] = (
     GcclCuda,
@@ -347,6 +419,7 @@ ENGINE_TYPES: tuple[type[BenchEngine], ...] = (
     Cupyx,
     Cc3d,
     Skimage,
+    Scipy,
 )
 ENGINE_NAMES = tuple(engine.name for engine in ENGINE_TYPES)
 
@@ -396,7 +469,12 @@ def _pool(threads: int) -> ThreadPoolExecutor:
 
 
 def _batch_structure(connectivity: int) -> np.ndarray:
-    """A 3x3x3 structure joining 4- or 8-neighbours within an image, none across images."""
-    structure = np.zeros((3, 3, 3), bool)
-    structure[1] = True if connectivity == 8 else [[0, 1, 0], [1, 1, 1], [0, 1, 0]]
+    """A structure joining neighbours within an image (4, 8: 3x3x3) or a volume (6, 18, 26:
+    3x3x3x3) of a batch, none across them: scipy's generate_binary_structure(rank, r)
+    inside, the offsets of at most r nonzero steps."""
+    rank = 3 if connectivity in _SCIPY_RANKS else 2
+    steps = _SCIPY_RANKS.get(connectivity, connectivity // 4)
+    within = np.abs(np.indices((3,) * rank) - 1).sum(axis=0) <= steps
+    structure = np.zeros((3,) * (rank + 1), bool)
+    structure[1] = within
     return structure

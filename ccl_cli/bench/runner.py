@@ -15,6 +15,9 @@ Limits keep a full run short: a batch holds at most MAX_BATCH_PIXELS; a call
 whose time, estimated from batch 1, exceeds MAX_CALL_S is not made; timed
 calls stop after `repeat` or after BUDGET_S of them. Every limit that bites
 leaves a record saying so.
+
+A volume case runs at batch 1 alone, whatever its size (one volume is the batch; its
+voxels count as pixels); end to end it is one file: the user's own, read in place, or a 3-D .npy.
 """
 
 from __future__ import annotations
@@ -89,8 +92,8 @@ def kernel_plan(
             can_skip=batch > 1,
         )
         for case in cases
-        for batch in sorted(batches)
-        if batch * case.pixels <= limits.max_batch_pixels
+        for batch in _batches_of(case, batches)
+        if _within_cap(case, batch, limits)
         for engine in engines
         if not engine.unsupported(case)
     ]
@@ -136,8 +139,13 @@ def run_kernel(
     return [
         record
         for case in cases
-        for record in _KernelCase(case, engines, limits, progress).run(sorted(batches))
+        for record in _KernelCase(case, engines, limits, progress).run(_batches_of(case, batches))
     ]
+
+
+def _batches_of(case: Case, batches: Sequence[int]) -> list[int]:
+    """The batch sizes a case runs at: all of them, or 1 alone for a volume."""
+    return [1] if case.is_volume else sorted(batches)
 
 
 class _KernelCase:
@@ -162,7 +170,7 @@ class _KernelCase:
 
     def run(self, batches: list[int]) -> list[Record]:
         for batch in batches:
-            if batch * self.case.pixels > self.limits.max_batch_pixels:
+            if not _within_cap(self.case, batch, self.limits):
                 for engine in self.engines:
                     self._skip(
                         engine,
@@ -302,7 +310,14 @@ def run_end_to_end(
 
 def _files_of(case: Case, batches: Sequence[int], limits: Limits) -> int:
     """How many files a case's end-to-end runs label: its largest batch within the cap."""
-    return max([b for b in batches if b * case.pixels <= limits.max_batch_pixels], default=1)
+    fitting = [b for b in _batches_of(case, batches) if _within_cap(case, b, limits)]
+    return max(fitting, default=1)
+
+
+def _within_cap(case: Case, batch: int, limits: Limits) -> bool:
+    """Whether a batch of `batch` copies of the case runs: within MAX_BATCH_PIXELS, or a
+    single volume (a 512^3 one is over it, and a volume runs at batch 1 alone)."""
+    return batch * case.pixels <= limits.max_batch_pixels or (case.is_volume and batch == 1)
 
 
 def _end_to_end_batches(engine: BenchEngine, batches: Sequence[int], files: int) -> list[int]:
@@ -397,10 +412,16 @@ class _EndToEndCase:
 
 
 def _write_files(case: Case, count: int, folder: Path) -> Path:
-    """`count` copies of the case's file in `folder`: the user's own, or a PNG."""
+    """`count` copies of the case's file in `folder`: the user's own, or a PNG; a volume's
+    own file itself (gccl label never changes an input), or a 3-D .npy in `folder`."""
     import imageio.v3 as iio
 
+    if case.is_volume and case.source is not None:
+        return Path(case.source)
     folder.mkdir(parents=True)
+    if case.is_volume:
+        np.save(folder / "volume-0000.npy", case.image)
+        return folder
     first = folder / "image-0000.png"
     if case.source is not None:
         first = folder / f"image-0000{Path(case.source).suffix}"

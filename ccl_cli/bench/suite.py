@@ -13,6 +13,14 @@ to make even at 4000x3000:
 * depth: a depth map (uint16, millimetres): a tilted floor, boxes with their
   own tilted planes, clutter, sensor noise, and holes of invalid depth (0). It
   runs in tau mode, where ramps chain into one component and depth jumps split.
+
+Volume families (3-D, (D, H, W), labeled at 26 and 6 unless --connectivity says):
+
+* blobs3d: half the voxels foreground in smooth blobs (few large tangled components).
+* pores3d: sparse small balls (radius 1..4), thousands of components.
+* random3d: binary noise of density 0.3 (near 26-connectivity's percolation: huge tangles).
+* ct3d: a CT-like uint16 casting in tau mode (tau VOLUME_TAU): a cylinder of material on a
+  slow ramp along z with noise and pores, 0 outside.
 """
 
 from __future__ import annotations
@@ -27,8 +35,15 @@ from ..contract.params import LabelParams
 
 #: The generated image families, in report order.
 FAMILIES = ("random-0.1", "random-0.5", "random-0.9", "document", "depth")
+#: The generated volume families (--cases names them; the default suite is 2-D).
+VOLUME_FAMILIES = ("blobs3d", "pores3d", "random3d", "ct3d")
 #: The generated sizes (width, height): VGA, full HD, a 12-Mpixel camera.
 SIZES = ((640, 480), (1920, 1080), (4000, 3000))
+#: The generated volume sizes (width, height, depth).
+VOLUME_SIZES = ((128, 128, 128), (512, 512, 512))
+#: The tau the ct3d family runs with unless --tau says otherwise: above its noise and ramp
+#: steps (<= 7 between neighbours), far below the jump from material to pores (about 2200).
+VOLUME_TAU = 20
 #: The tau the depth family runs with unless --tau says otherwise: above its
 #: noise and ramp steps (<= 6 mm between neighbours), far below its depth jumps.
 SUITE_TAU = 8
@@ -51,9 +66,13 @@ class Case:
 
     @property
     def size(self) -> str:
-        """'WxH'."""
-        height, width = self.image.shape
-        return f"{width}x{height}"
+        """'WxH', or 'WxHxD' for a volume."""
+        return "x".join(str(side) for side in reversed(self.image.shape))
+
+    @property
+    def is_volume(self) -> bool:
+        """Whether the case is a 3-D volume (D, H, W)."""
+        return self.image.ndim == 3
 
     @property
     def pixels(self) -> int:
@@ -61,20 +80,26 @@ class Case:
         return int(self.image.size)
 
 
-def parse_size(text: str) -> tuple[int, int]:
-    """(width, height) from 'WxH'; ValueError when malformed or below 8x8."""
-    width_text, sep, height_text = text.strip().lower().partition("x")
-    if not sep or not width_text.isdigit() or not height_text.isdigit():
-        raise ValueError(f"a size is WIDTHxHEIGHT, got {text!r}")
-    width, height = int(width_text), int(height_text)
-    if width < 8 or height < 8:
-        raise ValueError(f"a size is at least 8x8, got {text!r}")
-    return width, height
+def parse_size(text: str) -> tuple[int, ...]:
+    """(width, height) from 'WxH', (width, height, depth) from 'WxHxD' (a volume);
+    ValueError when malformed or below 8 on a side."""
+    parts = text.strip().lower().split("x")
+    if len(parts) not in (2, 3) or not all(part.isdigit() for part in parts):
+        raise ValueError(f"a size is WIDTHxHEIGHT, or WIDTHxHEIGHTxDEPTH for volumes, got {text!r}")
+    sides = tuple(int(part) for part in parts)
+    if min(sides) < 8:
+        raise ValueError(f"a size is at least 8 on every side, got {text!r}")
+    return sides
 
 
-def generate(family: str, width: int, height: int) -> np.ndarray:
-    """The image of a generated family at one size (deterministic)."""
-    rng = np.random.default_rng(zlib.crc32(f"{family} {width}x{height}".encode()))
+def generate(family: str, *size: int) -> np.ndarray:
+    """The image of a generated family at one size (width, height), or the volume of a
+    volume family at (width, height, depth) (deterministic)."""
+    rng = np.random.default_rng(zlib.crc32(f"{family} {'x'.join(map(str, size))}".encode()))
+    if family in VOLUME_FAMILIES:
+        width, height, depth = size
+        return _VOLUME_GENERATORS[family](rng, (depth, height, width))
+    width, height = size
     if family.startswith("random-"):
         density = float(family.partition("-")[2])
         return ((rng.random((height, width), np.float32) < density) * 255).astype(np.uint8)
@@ -102,6 +127,25 @@ def generated_cases(
             base = growth if family == "depth" else None
             stem = f"{family} {width}x{height}"
             cases.extend(_cases_of(stem, family, image, family_tau, connectivities, base=base))
+    return cases
+
+
+def generated_volume_cases(
+    families: Sequence[str],
+    sizes: Sequence[tuple[int, ...]],
+    connectivities: Sequence[int],
+    tau: float | None,
+) -> list[Case]:
+    """The generated volumes: every volume family at every (width, height, depth) and
+    volume connectivity; ct3d runs in tau mode (tau, or VOLUME_TAU when None), the others
+    are binary masks."""
+    cases = []
+    for size in sizes:
+        for family in families:
+            volume = generate(family, *size)
+            family_tau = (VOLUME_TAU if tau is None else tau) if family == "ct3d" else None
+            stem = f"{family} {'x'.join(map(str, size))}"
+            cases.extend(_cases_of(stem, family, volume, family_tau, connectivities))
     return cases
 
 
@@ -204,6 +248,69 @@ def _depth(rng: np.random.Generator, width: int, height: int) -> np.ndarray:
     values[rng.random(values.shape, np.float32) < 0.01] = 0  # dropout pixels
     return values
 
+
+def _blobs3d(rng: np.random.Generator, shape: tuple[int, int, int]) -> np.ndarray:
+    """Half the voxels foreground in smooth blobs: six random plane waves of a few periods
+    across the volume, summed and thresholded at their median."""
+    axes = [np.arange(n, dtype=np.float32) / max(shape) for n in shape]
+    field = np.zeros(shape, np.float32)
+    for _ in range(6):
+        k = rng.normal(0, 8, 3).astype(np.float32)
+        phase = np.float32(rng.uniform(0, 2 * np.pi))
+        field += np.cos(
+            k[0] * axes[0][:, None, None] + k[1] * axes[1][None, :, None] + k[2] * axes[2] + phase
+        )
+    return ((field > np.median(field)) * 255).astype(np.uint8)
+
+
+def _balls(
+    rng: np.random.Generator, shape: tuple[int, int, int], count: int, radii: range
+) -> np.ndarray:
+    """A mask of about `count` balls of the radii in `radii` at random centres (clipped at
+    the border)."""
+    mask = np.zeros(shape, bool)
+    for radius in radii:
+        d = np.arange(-radius, radius + 1)
+        dz, dy, dx = np.meshgrid(d, d, d, indexing="ij")
+        inside = dz**2 + dy**2 + dx**2 <= radius**2
+        offsets = np.stack([dz[inside], dy[inside], dx[inside]], 1)
+        centres = rng.integers(0, shape, (max(1, count // len(radii)), 3))
+        voxels = (centres[:, None, :] + offsets[None, :, :]).reshape(-1, 3)
+        voxels = voxels[((voxels >= 0) & (voxels < shape)).all(1)]
+        mask[voxels[:, 0], voxels[:, 1], voxels[:, 2]] = True
+    return mask
+
+
+def _pores3d(rng: np.random.Generator, shape: tuple[int, int, int]) -> np.ndarray:
+    """Sparse pores: balls of radius 1..4, about one per 3300 voxels (3 % foreground)."""
+    count = max(1, int(np.prod(shape)) // 3300)
+    return (_balls(rng, shape, count, range(1, 5)) * 255).astype(np.uint8)
+
+
+def _random3d(rng: np.random.Generator, shape: tuple[int, int, int]) -> np.ndarray:
+    """Binary noise, each voxel foreground with probability 0.3."""
+    return ((rng.random(shape, np.float32) < 0.3) * 255).astype(np.uint8)
+
+
+def _ct3d(rng: np.random.Generator, shape: tuple[int, int, int]) -> np.ndarray:
+    """A CT-like uint16 casting: 0 outside a cylinder; inside, material of about 3000 on a
+    ramp of 400 along z with +-3 noise, and pores (radius 2..6) of about 800."""
+    depth, height, width = shape
+    y, x = np.ogrid[:height, :width]
+    cylinder = (y - height / 2) ** 2 + (x - width / 2) ** 2 < (0.45 * min(height, width)) ** 2
+    ramp = 3000 + 400 * np.arange(depth, dtype=np.float32)[:, None, None] / depth
+    values = ramp + rng.integers(-3, 4, shape, dtype=np.int16)
+    pores = _balls(rng, shape, max(1, int(np.prod(shape)) // 20000), range(2, 7))
+    values = np.where(pores, 800 + rng.integers(-3, 4, shape, dtype=np.int16), values)
+    return np.where(cylinder, values, 0).astype(np.uint16)
+
+
+_VOLUME_GENERATORS: dict[str, Callable[[np.random.Generator, tuple[int, int, int]], np.ndarray]] = {
+    "blobs3d": _blobs3d,
+    "pores3d": _pores3d,
+    "random3d": _random3d,
+    "ct3d": _ct3d,
+}
 
 _GENERATORS: dict[str, Callable[[np.random.Generator, int, int], np.ndarray]] = {
     "document": _document,

@@ -299,7 +299,6 @@ def test_user_images_are_cases(tmp_path: Path) -> None:
         {"batches": "0"},
         {"repeat": 0},
         {"tau": "-1"},
-        {"connectivity": 6},
         {"sizes": "640"},
         {"cases": "random-0.3"},
     ],
