@@ -28,7 +28,6 @@ from .engines import ENGINE_NAMES, make_engines
 from .eta import Planned, TimeLeft
 from .records import Record
 from .report import REPORT_COLUMNS, WIDE_REPORT_COLUMNS
-<<<<<<< HEAD
 from .runner import (
     MAX_BATCH_PIXELS,
     Limits,
@@ -37,9 +36,6 @@ from .runner import (
     run_end_to_end,
     run_kernel,
 )
-from .suite import FAMILIES, SIZES, Case, generated_cases, input_cases, parse_size
-=======
-from .runner import Limits, end_to_end_plan, kernel_plan, run_end_to_end, run_kernel
 from .suite import (
     FAMILIES,
     SIZES,
@@ -51,7 +47,6 @@ from .suite import (
     input_cases,
     parse_size,
 )
->>>>>>> vbench
 
 #: The generated sizes on a machine without a usable GPU (the full suite takes many
 #: minutes on a small CPU machine).
@@ -145,19 +140,16 @@ def parse_options(
         parsed = [parse_size(s) for s in _split(sizes)]
     except ValueError as error:
         raise UsageError(f"--sizes: {error}") from None
-<<<<<<< HEAD
+    planes = tuple(s for s in parsed if len(s) == 2)
+    cubes = tuple(s for s in parsed if len(s) == 3)
+    size_list = planes or (QUICK_SIZES if quick else SIZES)
+    volume_sizes = cubes or (CPU_VOLUME_SIZES if quick else VOLUME_SIZES)
     for width, height in size_list:  # (generated before any batch cap could pass them over)
         if width * height > MAX_BATCH_PIXELS:
             raise UsageError(
                 f"--sizes: {width}x{height} is over the {MAX_BATCH_PIXELS} pixels a batch "
                 "of the bench holds"
             )
-=======
-    planes = tuple(s for s in parsed if len(s) == 2)
-    cubes = tuple(s for s in parsed if len(s) == 3)
-    size_list = planes or (QUICK_SIZES if quick else SIZES)
-    volume_sizes = cubes or (CPU_VOLUME_SIZES if quick else VOLUME_SIZES)
->>>>>>> vbench
     chosen = _checked("connectivity", connectivity, None)
     family_names = _names("--cases", cases, FAMILIES + VOLUME_FAMILIES)
     image_families = tuple(f for f in family_names if f in FAMILIES)
@@ -431,19 +423,7 @@ def _cases(inputs: Sequence[str], options: Options) -> list[Case]:
             continue
         if item.problem:
             raise UsageError(f"{item.display}: {item.problem}")
-<<<<<<< HEAD
-        if item.volume is not None:
-            raise UsageError(
-                f"{item.display}: a volume; gccl bench measures 2-D images (gccl label "
-                "labels volumes)"
-            )
-        try:
-            images.append(read_image(item.path, page=item.page))
-        except InputError as error:
-            raise UsageError(f"{item.display}: {error}") from None
-=======
         images.append(_read_input(item))
->>>>>>> vbench
         items.append(item)
     if not images:
         raise UsageError(
