@@ -20,9 +20,6 @@ from cli_helpers import gccl, summary
 from PIL import Image
 from scipy import ndimage
 from skimage.measure import regionprops
-from typer.testing import CliRunner
-
-from ccl_cli.cli import app
 
 #: The random volume's shape (z, y, x): odd sizes, each axis different.
 SHAPE = (9, 13, 17)
@@ -321,12 +318,3 @@ def test_skip_existing_skips_a_current_volume_and_processes_label_volumes(tmp_pa
     code, _, _ = gccl(str(tmp_path), "--skip-existing", "--out", str(out))
     assert code == 0
     assert {row["status"] for row in summary(out).values()} == {"skipped"}
-
-
-def test_the_bench_refuses_a_volume_file_with_one_line(tmp_path):
-    np.save(tmp_path / "v.npy", volume())
-    result = CliRunner().invoke(app, ["bench", str(tmp_path / "v.npy"), "--engines", "gccl-cpu"])
-    assert result.exit_code == 2
-    assert result.stderr.strip().endswith(
-        "a volume; gccl bench measures 2-D images (gccl label labels volumes)"
-    )
