@@ -15,7 +15,11 @@
 # .devdata/depth), gccl-bench (gccl bench against OpenCV and cupyx: JSON, CSV
 # and plot), multi (benchmarks/bench_multi_gpu.py: one GPU against all), e2e
 # (benchmarks/bench_end_to_end.py on 16 cores against the OpenCV/cc3d
-# pipeline), cpu (the CPU test suite).
+# pipeline), polygons (benchmarks/bench_polygons.py: whole runs without and with
+# --polygons on .devdata/docs, on the GPU, and the same for the checkout in
+# .before/ when present), vcli (benchmarks/bench_volume_cli.py: volume files end to
+# end against their read + write floor and a 16-process cc3d script), cpu (the CPU
+# test suite).
 #
 # Run from the repository root. Carried wheels in .whl/ (cc3d, imagecodecs, and
 # setuptools >= 77 where the machine's is older) are installed into /tmp/site first,
@@ -132,6 +136,23 @@ if run_stage e2e 400 "$OUT/e2e.log" taskset -c 0-15 python3 benchmarks/bench_end
   --gccl-options "--label-format tiff --tiff-compression zstd"; then
   note "end to end (rc $rc, $took s):"
   tail -n 14 "$OUT/e2e.log" | tee -a "$summary"
+fi
+if run_stage polygons 200 "$OUT/polygons.log" python3 benchmarks/bench_polygons.py --runs 5 \
+  --device cuda .devdata/docs/*; then
+  note "polygons (rc $rc, $took s):"
+  grep "^|" "$OUT/polygons.log" | tee -a "$summary"
+  if [ -d .before ]; then
+    (cd .before && PYTHONPATH=/tmp/site python3 setup.py -q build_ext --inplace) >/dev/null 2>&1
+    timeout 200 python3 benchmarks/bench_polygons.py --runs 5 --device cuda --package .before \
+      .devdata/docs/* >"$OUT/polygons-before.log" 2>&1
+    note "polygons before (rc $?):"
+    grep "^|" "$OUT/polygons-before.log" | tee -a "$summary"
+  fi
+fi
+if run_stage vcli 400 "$OUT/vcli.log" taskset -c 0-15 python3 benchmarks/bench_volume_cli.py \
+  --device cuda --processes 16 --repeat 3 --work /tmp/vcli --json "$OUT/vcli.json"; then
+  note "volume files end to end (rc $rc, $took s):"
+  tail -n 8 "$OUT/vcli.log" | tee -a "$summary"
 fi
 if run_stage cpu 120 "$OUT/cpu-tests.log" python3 -m pytest tests -q -p no:cacheprovider \
   --ignore=tests/gpu; then
