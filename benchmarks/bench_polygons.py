@@ -131,7 +131,9 @@ def bench(path: Path, repeat: int, gpu_only: bool = False) -> dict[str, Any]:
 def whole_run(scans: list[Path], options: list[str], package: Path) -> tuple[float, float, int]:
     """(wall s, CPU s, peak resident bytes) of one `gccl label` of the scans."""
     out = Path(tempfile.mkdtemp(prefix="bench-polygons-"))
-    env = {**os.environ, "PYTHONPATH": str(package), "PYTHONDONTWRITEBYTECODE": "1"}
+    # The package first, then what the caller's path holds (wheels installed with --target).
+    path = os.pathsep.join(filter(None, [str(package), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1"}
     command = [sys.executable, "-m", "ccl_cli", "label", *map(str, scans), "--invert"]
     command += ["--out", str(out / "o"), "-q", *options]
     measure = (

@@ -61,7 +61,7 @@ def label_host_volumes(
             result = slabs.label_in_slabs(source, params, statistics, plan)
             if not statistics:
                 parts.append(
-                    BatchResult(labels[i : i + 1], [], [], counts=np.array(result.kept, np.int64))
+                    BatchResult(labels[i : i + 1], [], [], counts=np.array([result.kept], np.int64))
                 )
                 continue
             words = result.table.get()
