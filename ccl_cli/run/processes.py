@@ -21,7 +21,7 @@ lock is gone then, and another run may write there). A worker watches the
 pipe multiprocessing keeps from this process to it, which ends when this
 process dies however it dies: a thread blocked on it ends the worker at once,
 and every file is created, renamed into place or removed only after a check
-of that pipe (out_dir.check_before_changes). The kernel kills a worker whose
+of that pipe (out_changes.check_before_changes). The kernel kills a worker whose
 parent, the fork server, is gone (PR_SET_PDEATHSIG); the fork server exits once
 this process and the workers have (each holds its pipe). Closing waits
 CLOSE_SECONDS for the workers to finish their tasks, then kills them: a
@@ -51,7 +51,8 @@ from ..backends.base import usable_cores
 from ..config import Settings
 from ..errors import UsageError
 from ..io.made import MadeFiles
-from ..io.out_dir import OutDir, check_before_changes
+from ..io.out_changes import check_before_changes
+from ..io.out_dir import OutDir
 from .records import Admitted, Outcomes
 from .tasks import Task, TaskRunner, guided_task_sizes, label_task
 from .worker_pool import WorkerPool
