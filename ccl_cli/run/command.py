@@ -42,6 +42,7 @@ from ..io.output_paths import (
 from ..io.owner import content_at, file_identity
 from ..io.seen import Seen
 from .admission import admission, lost_page_outputs, made_here, outputs_current
+from .context import RunContext
 from .freshness import RunRecord
 from .local import LocalRun
 from .records import Admitted, FailFast, Moved, Outcomes, Record, Reporter, RunReport, Stop
@@ -60,14 +61,10 @@ class Executor(Protocol):
     def label(
         self,
         admitted: Iterable[Admitted | None],
-        settings: Settings,
-        outcomes: Outcomes,
-        check_stop: Callable[[], None],
-        out: OutDir,
-        made: MadeFiles,
+        run: RunContext,
     ) -> None:
-        """Label, write and finish every admitted record into `out` (whose record of made
-        files is `made`); `check_stop` raises to end early.
+        """Label, write and finish every admitted record into `run.out` (whose record of made
+        files is `run.made`); `run.check_stop` raises to end early.
 
         A None says the input paused: finish what came before it (sources.py).
         """
@@ -88,16 +85,19 @@ class _Local:
     def label(
         self,
         admitted: Iterable[Admitted | None],
-        settings: Settings,
-        outcomes: Outcomes,
-        check_stop: Callable[[], None],
-        out: OutDir,
-        made: MadeFiles,
+        run: RunContext,
     ) -> None:
-        run = LocalRun(
-            settings, self.backend, outcomes, self.workers, check_stop, self.wake, out, made, True
-        )
-        run.work(admitted)
+        LocalRun(
+            run.settings,
+            self.backend,
+            run.outcomes,
+            self.workers,
+            run.check_stop,
+            self.wake,
+            run.out,
+            run.made,
+            True,
+        ).work(admitted)
 
     def close(self) -> None:
         pass
@@ -207,11 +207,7 @@ def _run(
                 with closing(source.items(stop.check)) as items:
                     executor.label(
                         _admitted(items, summary, settings, outcomes, stop.check, run_record, out),
-                        settings,
-                        outcomes,
-                        stop.check,
-                        out,
-                        made,
+                        RunContext(settings, outcomes, stop.check, out, made),
                     )
             except FailFast:
                 report.failed_fast = True

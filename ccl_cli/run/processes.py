@@ -40,7 +40,7 @@ import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import replace
 from functools import partial
@@ -50,10 +50,9 @@ from typing import Any
 from ..backends.base import usable_cores
 from ..config import Settings
 from ..errors import UsageError
-from ..io.made import MadeFiles
 from ..io.out_changes import check_before_changes
-from ..io.out_dir import OutDir
-from .records import Admitted, Outcomes
+from .context import RunContext
+from .records import Admitted
 from .tasks import Task, TaskRunner, guided_task_sizes, label_task
 from .worker_pool import WorkerPool
 
@@ -122,19 +121,15 @@ class LocalProcesses:
     def label(
         self,
         admitted: Iterable[Admitted | None],
-        settings: Settings,
-        outcomes: Outcomes,
-        check_stop: Callable[[], None],
-        out: OutDir,
-        made: MadeFiles,
+        run: RunContext,
     ) -> None:
         """Label `admitted` in tasks on the worker processes (tasks.TaskRunner), each
         on the CPU backend."""
-        worker_settings = replace(settings, workers=self.threads, device="cpu", devices=None)
+        worker_settings = replace(run.settings, workers=self.threads, device="cpu", devices=None)
         runner = TaskRunner(
             self._submit, _cancel, "a worker process failed", self.task_sizes, self.close
         )
-        runner.label(admitted, worker_settings, outcomes, check_stop, out, made)
+        runner.label(admitted, replace(run, settings=worker_settings))
         self.pool.let_go()  # no task comes after these: the workers exit while the run ends
 
     def _submit(self, task: Task, settings: Settings) -> Future[Any]:
