@@ -1,6 +1,7 @@
 """The `gccl` command line: thin commands that parse, build Settings and delegate.
 
-Errors become messages and exit codes here and nowhere else: a GcclError is
+Errors become messages and exit codes here and in the command line's other
+modules (cli_parameters.fail, cli_bench.py, exits.py) and nowhere else: a GcclError is
 one line on stderr and exit 2; per-input failures are reported by the
 pipeline and give exit 1; Ctrl-C gives 130.
 """

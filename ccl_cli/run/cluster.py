@@ -54,11 +54,7 @@ class Cluster:
         """Disconnect from the scheduler."""
         self.client.close()
 
-    def label(
-        self,
-        admitted: Iterable[Admitted | None],
-        run: RunContext,
-    ) -> None:
+    def label(self, admitted: Iterable[Admitted | None], run: RunContext) -> None:
         """Label `admitted` in tasks on the cluster's workers (tasks.TaskRunner)."""
         TaskRunner(self._submit, self.client.cancel, "the cluster task failed").label(admitted, run)
 

@@ -58,11 +58,7 @@ class Executor(Protocol):
     """Where admitted records are labeled: this process, worker processes (processes.py) or a
     Dask cluster (cluster.py)."""
 
-    def label(
-        self,
-        admitted: Iterable[Admitted | None],
-        run: RunContext,
-    ) -> None:
+    def label(self, admitted: Iterable[Admitted | None], run: RunContext) -> None:
         """Label, write and finish every admitted record into `run.out` (whose record of made
         files is `run.made`); `run.check_stop` raises to end early.
 
@@ -82,11 +78,7 @@ class _Local:
     #: The source's wake (sources.Source.wake), for inputs that arrive over time.
     wake: Callable[[], None]
 
-    def label(
-        self,
-        admitted: Iterable[Admitted | None],
-        run: RunContext,
-    ) -> None:
+    def label(self, admitted: Iterable[Admitted | None], run: RunContext) -> None:
         LocalRun(
             run.settings,
             self.backend,

@@ -118,11 +118,7 @@ class LocalProcesses:
         CLOSE_SECONDS."""
         self.pool.close(CLOSE_SECONDS)
 
-    def label(
-        self,
-        admitted: Iterable[Admitted | None],
-        run: RunContext,
-    ) -> None:
+    def label(self, admitted: Iterable[Admitted | None], run: RunContext) -> None:
         """Label `admitted` in tasks on the worker processes (tasks.TaskRunner), each
         on the CPU backend."""
         worker_settings = replace(run.settings, workers=self.threads, device="cpu", devices=None)

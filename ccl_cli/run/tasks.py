@@ -84,11 +84,7 @@ class TaskRunner:
     auto_sizes: TaskSizes = fixed_task_size
     fence: Callable[[], None] | None = None
 
-    def label(
-        self,
-        admitted: Iterable[Admitted | None],
-        run: RunContext,
-    ) -> None:
+    def label(self, admitted: Iterable[Admitted | None], run: RunContext) -> None:
         """Submit a task per chunk and finish records as results come; a stop cancels the rest."""
         settings, outcomes, check_stop, out, made = (
             run.settings,
