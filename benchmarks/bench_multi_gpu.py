@@ -65,7 +65,7 @@ def copy_ceiling(devices: int, nbytes: int = 1 << 30) -> tuple[float, float, flo
     """
     import cupy
 
-    from ccl_cli.backends.cuda.backend import pinned_empty
+    from ccl_cli.backends.cuda.pinned import pinned_empty
 
     device_side, host_side, streams = [], [], []
     for device in range(devices):

@@ -1,6 +1,7 @@
 """The `gccl` command line: thin commands that parse, build Settings and delegate.
 
-Errors become messages and exit codes here and nowhere else: a GcclError is
+Errors become messages and exit codes here and in the command line's other
+modules (cli_parameters.fail, cli_bench.py, exits.py) and nowhere else: a GcclError is
 one line on stderr and exit 2; per-input failures are reported by the
 pipeline and give exit 1; Ctrl-C gives 130.
 """
@@ -8,12 +9,9 @@ pipeline and give exit 1; Ctrl-C gives 130.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import inspect
 import os
-import signal
 import sys
-import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -25,10 +23,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import typer
 
-from . import __version__
+from . import __version__, exits
+from .cli_bench import bench_command
+from .cli_parameters import ConfigOption, GcclCommand, fail, schema_parameter
 from .console import ConsoleReporter, closing_line, say
 from .errors import EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, GcclError
-from .options import BY_NAME, NOT_FOR_A_WATCH, OPTIONS, Option, close_names
+from .options import NOT_FOR_A_WATCH, OPTIONS
 
 if TYPE_CHECKING:  # the pipeline (numpy, codecs) loads only when a command runs
     from .config import Settings
@@ -46,69 +46,6 @@ config_app = typer.Typer(help="Inspect configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 
 
-def _as_typed(name: str, args: list[str]) -> str:
-    """The unknown option `name` as the user typed it: click reads `-threshold` as the
-    short options -t -h -r ..., and names -t; the word it came from says more."""
-    if len(name) == 2 and not name.startswith("--"):
-        for arg in args:
-            if arg.startswith(name) and len(arg) > 2 and arg[1] != "-":
-                return arg.split("=", 1)[0]
-    return name
-
-
-class GcclCommand(typer.core.TyperCommand):
-    """A gccl command as click renders and parses it, with two changes of Typer's.
-
-    The usage line names arguments as click does (`INPUT...`, `[INPUT]...` when
-    optional), not as Typer's `{INPUT}`; and an unknown option suggests only
-    options it is close to (options.close_names), not click's loose matches
-    (--verbose -> --close, --erode, --processes).
-    """
-
-    def collect_usage_pieces(self, ctx: Any) -> list[str]:
-        pieces = [self.options_metavar] if self.options_metavar else []
-        for param in self.get_params(ctx):
-            if param.param_type_name != "argument":
-                pieces.extend(param.get_usage_pieces(ctx))
-                continue
-            name = (param.metavar or param.name or "").upper()
-            name += "..." if param.nargs != 1 else ""
-            pieces.append(name if param.required else f"[{name}]")
-        return pieces
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        typed = list(args)  # (click's parser takes the words off `args` as it reads them)
-        try:
-            return super().parse_args(ctx, args)
-        except Exception as error:
-            # Typer raises the exceptions of the click it bundles: recognized by name.
-            if type(error).__name__ == "NoSuchOption":
-                name = _as_typed(error.option_name, typed)  # type: ignore[attr-defined]
-                flags = [flag for param in self.get_params(ctx) for flag in param.opts]
-                close = close_names(name, flags)
-                hint = f" (did you mean {' or '.join(close)}?)" if close else ""
-                error.message = f"No such option: {name}{hint}"  # type: ignore[attr-defined]
-                error.possibilities = None  # type: ignore[attr-defined]
-            raise
-
-
-ConfigOption = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--config",
-        metavar="FILE",
-        help="YAML file with the same keys as the options (repeatable; later files and "
-        "then command-line flags win).",
-        show_default=False,
-    ),
-]
-
-
-def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
-    say(f"gccl: error: {message}", "red")
-    return typer.Exit(code)
-
-
 LABEL_EXAMPLES = """Examples:
 
 \b
@@ -122,41 +59,6 @@ WATCH_EXAMPLES = """Examples:
   gccl watch incoming/ --out labels/ --tau 20 --min-area 50 --json
   gccl watch /mnt/share/scans --poll --poll-interval 2 --invert --out labels/
 """
-
-
-def with_default(help: str, default: str | None) -> str:
-    """An option's help with its default, in the one form every command shows it."""
-    return f"{help}  [default: {default}]" if default else help
-
-
-def schema_parameter(
-    option: Option, help: str | None = None, default: str | None = None
-) -> inspect.Parameter:
-    """The Typer parameter of one option of the schema (options.py), None when not given.
-
-    A switch is --name/--no-name; an option that takes a value arrives as text,
-    checked later with the option's own check (config.resolve, or the bench's
-    parse_options). help and default: a command's own wording (gccl bench's),
-    else the schema's help and the default as the user writes it.
-    """
-    names = [option.flag if not option.is_switch else f"{option.flag}/--no-{option.flag[2:]}"]
-    names += [option.short] if option.short else []
-    text = option.help if help is None else help
-    if option.is_switch:
-        declared = typer.Option(*names, help=text, show_default=False)
-        kind: Any = bool | None
-    else:
-        shown = option.default_text if default is None else default
-        declared = typer.Option(
-            *names, help=with_default(text, shown), metavar=option.metavar, show_default=False
-        )
-        kind = str | None
-    return inspect.Parameter(
-        option.name,
-        inspect.Parameter.KEYWORD_ONLY,
-        default=None,
-        annotation=Annotated[kind, declared],
-    )
 
 
 def _label_parameters() -> list[inspect.Parameter]:
@@ -229,9 +131,9 @@ def _dry_run(inputs: list[str], config: list[Path] | None, flags: dict[str, Any]
 
         code = dry_run(inputs, settings, write, notice)
     except GcclError as error:
-        raise _fail(str(error), error.exit_code) from None
+        raise fail(str(error), error.exit_code) from None
     except KeyboardInterrupt:
-        raise _fail("interrupted", EXIT_INTERRUPTED) from None
+        raise fail("interrupted", EXIT_INTERRUPTED) from None
     raise typer.Exit(code)
 
 
@@ -252,14 +154,14 @@ def _run_command(
     except GcclError as error:
         if reporter is not None:  # before the message, so that it is the last line
             reporter.stop(abandoned=True)
-        raise _fail(str(error), error.exit_code) from None
+        raise fail(str(error), error.exit_code) from None
     except KeyboardInterrupt:
-        raise _fail("interrupted", EXIT_INTERRUPTED) from None
+        raise fail("interrupted", EXIT_INTERRUPTED) from None
     except OSError as error:  # an OS error no step turned into a message of its own
         if reporter is not None:
             reporter.stop(abandoned=True)
         where = f" ({os.fsdecode(error.filename)})" if error.filename else ""
-        raise _fail(f"{error.strerror or error}{where}") from None
+        raise fail(f"{error.strerror or error}{where}") from None
     finally:
         if reporter is not None:
             reporter.stop()
@@ -350,7 +252,7 @@ def config_show(config: list[Path] | None = None, **flags: Any) -> None:
     try:
         settings = resolve(config or [], flags)
     except GcclError as error:
-        raise _fail(str(error)) from None
+        raise fail(str(error)) from None
     sys.stdout.write(settings.as_yaml())
 
 
@@ -370,202 +272,6 @@ def info_command() -> None:
     sys.stdout.write(collect_info())
 
 
-#: gccl bench's options shared with gccl label (the schema's names, metavars and checks),
-#: with the bench's own wording: (help, default shown).
-BENCH_SHARED: dict[str, tuple[str, str | None]] = {
-    "tau": (
-        "Tau mode with this tau for the INPUT images, and the tau of the generated depth "
-        "images (else 8); without it INPUT images run in binary mode.",
-        None,
-    ),
-    "tau_relative": (
-        "Tau mode's tolerance grows by R * max(|a|, |b|), as gccl label's does (engines "
-        "without a growing tolerance are not run on those cases).",
-        None,
-    ),
-    "tau_quadratic": (
-        "Tau mode's tolerance grows by Q * max(|a|, |b|)^2 (depth cameras), as gccl label's does.",
-        None,
-    ),
-    "connectivity": ("Neighbours: 4 (edges) or 8 (and corners).", "both, 8 first"),
-    "invert": ("Flip the INPUT images' intensities first, as gccl label does.", None),
-    "threshold": (
-        "Binarize the INPUT images as gccl label does: foreground is v > T (v < T with --invert).",
-        None,
-    ),
-    "background": (
-        "The INPUT images' non-foreground value (after --invert), or none.",
-        BY_NAME["background"].default_text,
-    ),
-}
-
-
-def bench_command(
-    inputs: Annotated[
-        list[str] | None,
-        typer.Argument(
-            help="Image or volume files, folders or glob patterns to measure on; without any, a "
-            "built-in generated suite (random, document-like and depth-like images).",
-            metavar="INPUT",
-            show_default=False,
-        ),
-    ] = None,
-    engines: Annotated[
-        str | None,
-        typer.Option(
-            metavar="NAMES",
-            help=with_default(
-                "Comma-separated engines: gccl-cuda, gccl-cuda-labels (labels only), "
-                "gccl-cuda-polygons (with --polygons outlines), gccl-cpu, opencv, "
-                "opencv-contours (with cv2.findContours), cupyx, cc3d, skimage, scipy (volumes).",
-                "every one available",
-            ),
-            show_default=False,
-        ),
-    ] = None,
-    level: Annotated[
-        str,
-        typer.Option(
-            metavar="kernel|end-to-end|both",
-            help=with_default(
-                "kernel (data already in memory or on the GPU; only labeling is timed), "
-                "end-to-end (files in, label images and CSVs out through gccl label) or both.",
-                "kernel",
-            ),
-            show_default=False,
-        ),
-    ] = "kernel",
-    batch: Annotated[
-        str | None,
-        typer.Option(
-            metavar="N,N,..",
-            help=with_default(
-                "Comma-separated batch sizes (images per call); 1 always runs, as the "
-                "cross-check and the estimate that skips calls over 1 s.",
-                "1,8,32,64; --quick 1",
-            ),
-            show_default=False,
-        ),
-    ] = None,
-    repeat: Annotated[
-        int | None,
-        typer.Option(
-            metavar="N",
-            help=with_default(
-                "Timed calls per measurement (fewer once they take 0.5 s).", "10; --quick 3"
-            ),
-            show_default=False,
-        ),
-    ] = None,
-    quick: Annotated[
-        bool,
-        typer.Option(
-            "--quick",
-            help="A short suite (half a minute on 2 cores): 640x480 images, batch 1, 3 "
-            "timed calls, unless --sizes, --batch or --repeat say otherwise.",
-            show_default=False,
-        ),
-    ] = False,
-    sizes: Annotated[
-        str | None,
-        typer.Option(
-            metavar="WxH,WxHxD,..",
-            help=with_default(
-                "Sizes of the generated suite, e.g. 640x480,1920x1080; WxHxD for volumes.",
-                "640x480,1920x1080,4000x3000 and 128x128x128,512x512x512; without a usable GPU "
-                "640x480,1920x1080 and 128x128x128",
-            ),
-            show_default=False,
-        ),
-    ] = None,
-    cases: Annotated[
-        str | None,
-        typer.Option(
-            metavar="NAMES",
-            help=with_default(
-                "Families of the generated suite: random-0.1, random-0.5, random-0.9, "
-                "document, depth; volumes: blobs3d, pores3d, random3d, ct3d.",
-                "the images'",
-            ),
-            show_default=False,
-        ),
-    ] = None,
-    json_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--json", metavar="FILE", help="Write every record as a JSON list.", show_default=False
-        ),
-    ] = None,
-    csv_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--csv", metavar="FILE", help="Write every record as CSV.", show_default=False
-        ),
-    ] = None,
-    plot_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--plot",
-            metavar="FILE",
-            help="Write a PNG bar chart of speed-ups over OpenCV.",
-            show_default=False,
-        ),
-    ] = None,
-    wide: Annotated[
-        bool,
-        typer.Option(
-            "--wide",
-            help="The report's full table (about 150 columns); without it the table fits 100 "
-            "columns unless the terminal is wider.",
-            show_default=False,
-        ),
-    ] = False,
-    quiet: Annotated[
-        bool,
-        typer.Option(
-            "--quiet", "-q", help="No progress lines (the report still prints).", show_default=False
-        ),
-    ] = False,
-    **shared: Any,
-) -> None:
-    """Time gccl against OpenCV and the GPU peers on the same images, and check they agree.
-
-    Exit code 0, 1 when an engine's components differ from the reference's (or it fails),
-    2 for a bad option.
-    """
-    from .bench.command import parse_options, run_bench_command
-
-    try:
-        options = parse_options(
-            engines, level, batch, repeat, shared.get("tau"), shared.get("connectivity"),
-            sizes, cases, bool(shared.get("invert")), shared.get("threshold"),
-            shared.get("background"), shared.get("tau_relative"), shared.get("tau_quadratic"),
-            quick,
-        )  # fmt: skip
-        code = run_bench_command(
-            inputs or [], options, json_path, csv_path, plot_path, quiet, wide=wide
-        )
-    except GcclError as error:
-        raise _fail(str(error)) from None
-    except KeyboardInterrupt:
-        raise _fail("interrupted", EXIT_INTERRUPTED) from None
-    raise typer.Exit(code)
-
-
-def _with_shared(function: Callable[..., Any], shared: dict[str, tuple[str, str | None]]) -> None:
-    """Give `function` (whose last parameter is **shared) the signature Typer reads: its own
-    parameters, then the schema options named in `shared` with the command's wording."""
-    hints = typing.get_type_hints(function, include_extras=True)
-    own = [
-        parameter.replace(annotation=hints[parameter.name])
-        for parameter in inspect.signature(function).parameters.values()
-        if parameter.kind is not inspect.Parameter.VAR_KEYWORD
-    ]
-    options = [schema_parameter(BY_NAME[name], *wording) for name, wording in shared.items()]
-    function.__signature__ = inspect.Signature([*own, *options])  # type: ignore[attr-defined]
-
-
-_with_shared(bench_command, BENCH_SHARED)
 app.command("bench", cls=GcclCommand)(bench_command)
 
 
@@ -591,7 +297,7 @@ def main() -> None:
     Typer raises the exceptions of the click it bundles (its own copy in recent
     releases), so they are recognized by what they offer, not by class.
     """
-    atexit.register(_end_now)  # before anything else registers: it must run last
+    atexit.register(exits.end_now)  # before anything else registers: it must run last
     try:
         code = app(standalone_mode=False)
     except typer.Abort:
@@ -606,56 +312,8 @@ def main() -> None:
         context = getattr(error, "ctx", None)
         hint = f" (see {context.command_path} --help)" if context is not None else ""
         say(f"gccl: error: {error.format_message()}{hint}", "red")
-        _exit(EXIT_USAGE)
+        exits.end_with(EXIT_USAGE)
     code = code if isinstance(code, int) else 0
     if code in (EXIT_TERMINATED, EXIT_HANGUP):
-        _end_by(code - 128)
-    _exit(code)
-
-
-def _end_by(signum: int) -> NoReturn:
-    """End the process by the signal that stopped its run, as a service manager expects of
-    a program it stopped (systemd counts that as a clean stop; a shell reports 128 + signum).
-
-    The run has written its outputs and summary and ended its worker processes; the
-    standard streams are flushed first.
-    """
-    with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say there
-        sys.stdout.flush()
-    with contextlib.suppress(OSError, ValueError):
-        sys.stderr.flush()
-    signal.signal(signum, signal.SIG_DFL)
-    signal.raise_signal(signum)
-    os._exit(128 + signum)  # (where the signal is blocked)
-
-
-#: The exit code of the finished command, for _end_now; None: exit the usual way.
-_exit_code: int | None = None
-
-
-def _exit(code: int) -> NoReturn:
-    """End the command with `code`; the process then ends without the interpreter's
-    teardown (_end_now), except under a profiler or tracer (cProfile, coverage), whose
-    results are written in that teardown."""
-    global _exit_code
-    if sys.getprofile() is None and sys.gettrace() is None:
-        _exit_code = code
-    sys.exit(code)
-
-
-def _end_now() -> None:
-    """The last exit handler (main registers it first): end the process with the command's
-    code once every other handler has run (multiprocessing's ends its helper processes).
-
-    A command that returns has closed its outputs, renamed them into place, released
-    --out and ended its worker processes. What is left of a normal exit is Python freeing
-    every module and the native libraries' teardown (CuPy's), a good part of a short run.
-    """
-    if _exit_code is None:
-        return
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):  # a closed pipe: what normal exit would also lose
-        pass
-    os._exit(_exit_code)
+        exits.end_by(code - 128)
+    exits.end_with(code)

@@ -321,3 +321,30 @@ def test_references_import_nothing_from_the_package():
 def test_test_modules_do_not_import_each_other():
     """Shared test code lives in helper modules of tests/, never in another test file."""
     assert _test_module_imports(_test_sources()) == []
+
+
+#: The most lines of a Python module of the package, and of a C source or header of the engine.
+MAX_PYTHON_LINES = 500
+MAX_C_LINES = 700
+
+
+def _too_long(paths: list[Path], limit: int) -> dict[str, int]:
+    """{path: lines} of the files of `paths` longer than `limit` lines."""
+    counts = {str(path.relative_to(ROOT)): len(path.read_text().splitlines()) for path in paths}
+    return {path: count for path, count in counts.items() if count > limit}
+
+
+def test_the_long_file_finder_finds_a_long_file() -> None:
+    short, long = ROOT / "pyproject.toml", ROOT / "README.md"
+    limit = len(short.read_text().splitlines())
+    assert _too_long([short], limit) == {}
+    assert _too_long([short, long], limit) == {"README.md": len(long.read_text().splitlines())}
+
+
+def test_no_module_or_c_file_is_too_long():
+    """A module over MAX_PYTHON_LINES, a C file over MAX_C_LINES holds more than one concern:
+    split it by concern."""
+    assert _too_long(sorted(PACKAGE.rglob("*.py")), MAX_PYTHON_LINES) == {}
+    sources = sorted(PACKAGE.glob("native/src/*.[ch]"))
+    assert sources  # the engine's sources are where the check looks
+    assert _too_long(sources, MAX_C_LINES) == {}

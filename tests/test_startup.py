@@ -116,12 +116,12 @@ def test_a_command_imports_numpy_with_openblas_on_one_thread_unless_told(
     Image.fromarray(np.eye(16, dtype=np.uint8) * 255).save(tmp_path / "one.png")
     script = (
         "import os, sys\n"
-        "from ccl_cli import cli\n"
+        "from ccl_cli import cli, exits\n"
         "def report(code):\n"
         "    print('numpy' in sys.modules, os.environ.get('OPENBLAS_NUM_THREADS'))\n"
         "    sys.stdout.flush()\n"
         "    os._exit(code)\n"
-        "cli._exit = report\n"
+        "exits.end_with = report\n"
         "sys.argv = ['gccl', 'label', 'one.png', '--out', 'o', '--device', 'cpu', '-q']\n"
         "cli.main()\n"
     )
@@ -144,7 +144,7 @@ def test_a_command_imports_numpy_with_openblas_on_one_thread_unless_told(
 def test_a_command_ends_with_its_code_its_output_whole_and_no_process_left(
     tmp_path: Path,
 ) -> None:
-    """The command skips the interpreter's teardown (cli._exit): every JSON line and the
+    """The command skips the interpreter's teardown (exits.end_with): every JSON line and the
     summary are there, the exit code says an input failed, no worker process is left."""
     (tmp_path / "in").mkdir()
     for i in range(20):

@@ -1,8 +1,10 @@
 """What to label and how: the settings every backend receives, and their exact meaning.
 
-These are the semantics of README.md, "What the labels mean", in one place. Both backends call
-`foreground_mask` and `tau_joins` (written once, for numpy and CuPy alike), so
-"foreground" and "joins" cannot drift apart between CPU and GPU.
+These are the semantics of README.md, "What the labels mean", in one place: LabelParams, the
+checks of a dtype against them, `foreground_mask` (the CPU backend's stages call it) and
+`tau_tolerance` (the CPU backend's tolerances). The engines apply the foreground test and the
+tau rule in their own code (the C engine; foreground.cuh on CUDA), which the tests hold to the
+README against independent references.
 """
 
 from __future__ import annotations
@@ -263,26 +265,3 @@ def tau_tolerance(m: Any, tau: float, relative: float, quadratic: float, xp: Any
         if quadratic > 0:
             limit = limit + quadratic * (m * m)
     return limit
-
-
-def tau_joins(
-    a: Any, b: Any, tau: float, xp: Any = np, relative: float = 0.0, quadratic: float = 0.0
-) -> Any:
-    """Whether neighbouring values a and b join under the tolerance (elementwise).
-
-    Equal values always join (so +inf next to +inf does); otherwise the
-    difference is taken in float64 (exact for every integer dtype) and compared
-    with tau_tolerance(max(|a|, |b|)), which is tau unless relative or quadratic
-    is positive. NaN joins nothing (it is never foreground anyway).
-    """
-    a64 = a.astype(xp.float64)
-    b64 = b.astype(xp.float64)
-    limit: Any = tau
-    if relative > 0 or quadratic > 0:
-        limit = tau_tolerance(xp.maximum(xp.abs(a64), xp.abs(b64)), tau, relative, quadratic, xp)
-    if np.dtype(a.dtype).kind == "f":
-        with np.errstate(invalid="ignore"):  # inf - inf is NaN: joins only if equal
-            return (a64 == b64) | (xp.abs(a64 - b64) <= limit)
-    # Integer differences are never negative: a tau below 0 still joins equal values.
-    diff = xp.abs(a.astype(xp.int64) - b.astype(xp.int64))
-    return (diff == 0) | (diff.astype(xp.float64) <= limit)

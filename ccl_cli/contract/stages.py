@@ -176,7 +176,7 @@ def label_input(
     as uint8 with background 0. Tau mode: a float64 image equal to the
     (smoothed) values on M and NaN off M, with background None (so foreground
     is exactly M minus NaN results), no invert or threshold, the same tolerance.
-    That labels like the rule on the original dtype: tau_joins takes integer
+    That labels like the rule on the original dtype: the tau rule takes integer
     differences in float64 too, where every value of a supported integer
     dtype and every difference of two of them (< 2**33) is exact, and for
     floats it widens to float64 first; equal values join in both forms, and

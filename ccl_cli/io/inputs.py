@@ -18,7 +18,6 @@ scan reads it whatever the spelling.
 from __future__ import annotations
 
 import errno
-import fnmatch
 import os
 import stat
 import sys
@@ -29,13 +28,13 @@ from typing import IO, Any
 
 from ..errors import UsageError
 from .decode import IMAGE_SUFFIXES, image_pages, is_image_path, may_hold_pages
+from .globbing import GLOB_CHARS, glob_base, glob_paths
 from .out_dir import Identity, Source
 from .output_paths import GCCL_DIR, is_output_image
 from .seen import Seen
+from .stdin_names import MAX_NAME_BYTES, LongLine, read_names
 from .volumes import volume_format
 from .volumes.detect import format_of_name
-
-_GLOB_CHARS = set("*?[")
 
 
 @dataclass(frozen=True)
@@ -132,69 +131,6 @@ def passed_over_notice(paths: list[Path], named: int = 3) -> str:
             f"inputs): {', '.join(map(str, outputs[:named]))}{more}"
         )
     return "passed over " + "; ".join(parts)
-
-
-#: The most bytes a name on stdin may hold: PATH_MAX on Linux, so a longer line names no file.
-MAX_NAME_BYTES = 4096
-#: How much of an over-long line its row shows.
-_SHOWN_OF_A_LONG_LINE = 60
-
-
-@dataclass(frozen=True)
-class LongLine:
-    """A line (or NUL-separated name) on stdin longer than MAX_NAME_BYTES: its start, and how
-    long it was. Its row says so; the rest of it was never kept."""
-
-    start: str
-    size: int
-
-
-def read_names(stream: IO[Any], null: bool) -> list[str | LongLine]:
-    """The paths on `stream`: NUL-separated with `null`, else one a line; empty ones dropped."""
-    return [name for name in iter_names(stream, null) if name]
-
-
-def iter_names(stream: IO[Any], null: bool) -> Iterator[str | LongLine]:
-    """The paths on `stream` as they arrive (see `expand`), empty ones included; one longer
-    than MAX_NAME_BYTES comes as a LongLine.
-
-    Bytes are split first and each name decoded as the file system does
-    (undecodable bytes kept as surrogates), so any name reaches its file. Each
-    byte is looked at once (linear time), and no more than MAX_NAME_BYTES of a
-    name are kept, however long its line.
-    """
-    source = getattr(stream, "buffer", stream)
-    read = getattr(source, "read1", source.readline)
-    pieces: list[Any] = []  # the name read so far, at most MAX_NAME_BYTES of it
-    size = 0  # its length, the part not kept included
-    while data := read(65536):
-        separator: Any = (
-            ("\0" if null else "\n") if isinstance(data, str) else (b"\0" if null else b"\n")
-        )
-        start = 0
-        while True:
-            end = data.find(separator, start)
-            piece = data[start:] if end < 0 else data[start:end]
-            if size <= MAX_NAME_BYTES:
-                pieces.append(piece[: MAX_NAME_BYTES + 1 - size])
-            size += len(piece)
-            if end < 0:
-                break
-            yield _name(pieces[0][:0].join(pieces), size, null)
-            pieces, size, start = [], 0, end + 1
-    if size:
-        yield _name(pieces[0][:0].join(pieces), size, null)
-
-
-def _name(raw: str | bytes, size: int, null: bool) -> str | LongLine:
-    """One name as text (a line loses the \\r of a \\r\\n end); a LongLine when `size`
-    is over MAX_NAME_BYTES."""
-    text = os.fsdecode(raw) if isinstance(raw, bytes) else raw
-    if not null and text.endswith("\r") and size == len(raw):
-        text, size = text[:-1], size - 1
-    if size > MAX_NAME_BYTES:
-        return LongLine(text[:_SHOWN_OF_A_LONG_LINE], size)
-    return text
 
 
 def expand_name(
@@ -312,12 +248,12 @@ def _expand_spec(
     elif is_folder is not None or os.path.islink(path):
         problem = None if is_folder is not None else "a link to a file that does not exist"
         yield InputItem(path, Path(path.name), problem)
-    elif _GLOB_CHARS & set(spec):
-        matches = sorted(set(_glob(spec)))
+    elif GLOB_CHARS & set(spec):
+        matches = sorted(set(glob_paths(spec)))
         if not matches:
             # as a folder without images: nothing to label (exit 3), not a failure
             yield InputItem(path, Path(path.name), empty="the pattern matches no file")
-        base = _glob_base(spec)
+        base = glob_base(spec)
         for match in matches:
             found = Path(match)
             if os.path.isdir(found):
@@ -460,16 +396,6 @@ class Listing:
         return replace(item, relative=_page_name(Path(relative), item.page))
 
 
-def _glob_base(pattern: str) -> Path:
-    """The folder a glob pattern is rooted at: its leading parts without wildcards."""
-    parts: list[str] = []
-    for part in Path(pattern).parts[:-1]:
-        if _GLOB_CHARS & set(part):
-            break
-        parts.append(part)
-    return Path(*parts) if parts else Path()
-
-
 def _relative_to(path: Path, base: Path) -> Path:
     """Where `path` mirrors under --out: below `base`, `..` folded; else just its name."""
     try:
@@ -479,79 +405,6 @@ def _relative_to(path: Path, base: Path) -> Path:
     if relative.is_absolute() or ".." in relative.parts:
         return Path(path.name)
     return relative
-
-
-def _glob(pattern: str) -> list[str]:
-    """The paths `pattern` matches, as glob.glob(pattern, recursive=True) finds them, except
-    that `**` does not descend into linked folders nor visit a folder twice."""
-    parts = [part for part in pattern.split("/") if part]
-    current = ["/" if pattern.startswith("/") else ""]
-    for index, part in enumerate(parts):
-        last = index == len(parts) - 1 and not pattern.endswith("/")  # "dir/" names folders
-        found: list[str] = []
-        for base in current:
-            if part == "**":
-                found.extend(_walk(base, files=last))
-            elif _GLOB_CHARS & set(part):
-                found.extend(_matching(base, part, folders_only=not last))
-            else:
-                candidate = os.path.join(base, part)
-                if os.path.lexists(candidate) if last else os.path.isdir(candidate):
-                    found.append(candidate)
-        current = found
-    return [path for path in current if path]
-
-
-def _matching(folder: str, part: str, folders_only: bool) -> Iterator[str]:
-    """The entries of `folder` whose names match the wildcard `part` (hidden ones only when
-    `part` starts with a dot, as in glob)."""
-    try:
-        entries = list(os.scandir(folder or "."))
-    except OSError:
-        return
-    for entry in entries:
-        if entry.name.startswith(".") and not part.startswith("."):
-            continue
-        if fnmatch.fnmatchcase(entry.name, part):
-            try:
-                if folders_only and not entry.is_dir():
-                    continue
-            except OSError:
-                continue
-            yield os.path.join(folder, entry.name)
-
-
-def _walk(base: str, files: bool) -> Iterator[str]:
-    """`base` and every folder below it (and every file with `files`), hidden ones left out.
-
-    Linked folders are not entered, and a folder reached twice (a bind mount
-    of its own parent) is visited once.
-    """
-    seen: set[tuple[int, int]] = set()
-    stack = [base]
-    while stack:
-        folder = stack.pop()
-        try:
-            info = os.stat(folder or ".")
-            entries = list(os.scandir(folder or "."))
-        except OSError:
-            continue
-        if (info.st_dev, info.st_ino) in seen:
-            continue
-        seen.add((info.st_dev, info.st_ino))
-        yield folder
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            path = os.path.join(folder, entry.name)
-            try:
-                is_folder = entry.is_dir(follow_symlinks=False)
-            except OSError:
-                continue
-            if is_folder:
-                stack.append(path)
-            elif files:
-                yield path
 
 
 class OutInsideInput(UsageError):

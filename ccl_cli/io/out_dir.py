@@ -20,7 +20,7 @@ name that holds a file is replaced only when the owner says gccl made that
 very file, its content unchanged. Removals and renames ask the owner the
 same. A run killed at any moment (SIGKILL included) leaves the old file, the
 new file, or a temporary that a later run removes: temporaries are named so
-(TEMP_PREFIX), locked by their writer while it writes, and removed once their
+(TEMP_PREFIX, io/out_changes.py), locked by their writer while it writes, and removed once their
 writer is gone.
 
 Reads of gccl's own files (the run record, the record of made files, the
@@ -34,14 +34,13 @@ import contextlib
 import errno
 import fcntl
 import os
-import re
 import secrets
 import stat
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from ..errors import InputError, UsageError
+from .out_changes import READ_FLAGS, TEMP_PREFIX, changing, is_an_out, remove_temporaries, unlink
 from .output_paths import GCCL_DIR
 from .owner import (
     Facts,
@@ -54,40 +53,13 @@ from .owner import (
     file_identity,
 )
 
-#: Names of temporaries: this prefix, the writer's pid, a random part. Short and of a
-#: fixed length, so that a temporary fits wherever its file's name does (NAME_MAX).
-TEMP_PREFIX = ".gccl-tmp-"
-#: A temporary whose writer's pid is alive is left alone for this long (the pid may
-#: belong to another host's worker on shared storage, or have been reused).
-_TEMP_GRACE_SECONDS = 600.0
-_TEMP_PATTERN = re.compile(re.escape(TEMP_PREFIX) + r"(\d+)-[0-9a-f]{8}")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 #: How a file system that has no hard links refuses one.
 _NO_LINKS = (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS)
-#: Run right before every change this process makes under --out (see check_before_changes).
-_before_change: Callable[[], None] | None = None
 
 #: A folder's identity: (st_dev, st_ino); the same folder under any name, link or mount.
 Identity = tuple[int, int]
-
-
-def check_before_changes(check: Callable[[], None]) -> None:
-    """Run `check` right before each file is created, recorded as made, renamed into place
-    or removed under --out by this process; it may end the process, and then nothing
-    changes.
-
-    A worker process whose client died must land nothing after it: the
-    client's lock is gone and a new run may be writing there.
-    """
-    global _before_change
-    _before_change = check
-
-
-def _changing() -> None:
-    if _before_change is not None:
-        _before_change()
 
 
 def not_made_here(path: Path) -> str:
@@ -225,7 +197,7 @@ class OutDir:
         folder, name = self._folder(path, create=True, parts=parts)
         try:
             temp = f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
-            _changing()
+            changing()
             fd = os.open(temp, _NEW_FLAGS, 0o666, dir_fd=folder)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # held while written: clean-up leaves it alone
@@ -242,14 +214,14 @@ class OutDir:
                 identity = file_identity(os.fstat(fd))
                 file, page = source or (None, None)
                 facts = Facts(file, page, made_by, digest_text(hashed))
-                _changing()  # (the record's line is a change too, and the write took time)
+                changing()  # (the record's line is a change too, and the write took time)
                 owner.made(key, identity, facts)
                 try:
                     self._place(folder, temp, name, path, key, owner)
                 finally:
                     owner.settled(key, identity)
             except BaseException:
-                _unlink(temp, folder)
+                unlink(temp, folder)
                 raise
             finally:
                 os.close(fd)
@@ -261,7 +233,7 @@ class OutDir:
     def _place(folder: int, temp: str, name: str, path: Path, key: str, owner: Owner) -> None:
         """Give the written temporary its name: a free one (a hard link, which fails rather
         than replace a file that is there), or one that holds a file gccl made."""
-        _changing()
+        changing()
         try:
             os.link(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
         except FileExistsError:
@@ -270,7 +242,7 @@ class OutDir:
             if error.errno not in _NO_LINKS:
                 raise
         else:
-            _unlink(temp, folder)
+            unlink(temp, folder)
             return
         try:
             current = os.stat(name, dir_fd=folder, follow_symlinks=False)
@@ -281,7 +253,7 @@ class OutDir:
             raise InputError(f"{path} is {kind_of(current.st_mode)}; not replaced")
         if not owner.ours(key, file_identity(current), content_at(name, folder)):
             raise InputError(not_made_here(path))
-        _changing()
+        changing()
         os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
 
     def remove(self, path: Path, owner: Owner) -> bool:
@@ -297,8 +269,8 @@ class OutDir:
                 return False
             if not owner.ours(self.key(path), file_identity(info), content_at(name, folder)):
                 return False
-            _changing()
-            _unlink(name, folder)
+            changing()
+            unlink(name, folder)
             return True
         except FileNotFoundError:
             return False
@@ -332,7 +304,7 @@ class OutDir:
             identity = file_identity(info)
             owner.made(new_key, identity, Facts(digest=content()))
             try:
-                _changing()
+                changing()
                 os.rename(name, new_name, src_dir_fd=folder, dst_dir_fd=folder)
             finally:
                 owner.settled(new_key, identity)
@@ -348,7 +320,7 @@ class OutDir:
         a FIFO, a device: never followed nor waited on) or larger than `limit` bytes."""
         where = self.fd if folder is None else folder
         try:
-            fd = os.open(name, _READ_FLAGS, dir_fd=where)
+            fd = os.open(name, READ_FLAGS, dir_fd=where)
         except FileNotFoundError:
             return None
         except OSError as error:
@@ -437,16 +409,7 @@ class OutDir:
         not followed, and another run's --out below (a folder holding its own
         GCCL_DIR) is not entered.
         """
-        removed = 0
-        for _, folders, names, folder in os.fwalk(".", dir_fd=self.fd, follow_symlinks=False):
-            folders[:] = [
-                name for name in folders if name != GCCL_DIR and not _is_an_out(name, folder)
-            ]
-            for name in names:
-                writer = _TEMP_PATTERN.fullmatch(name)
-                if writer and _remove_abandoned(name, folder, int(writer.group(1))):
-                    removed += 1
-        return removed
+        return remove_temporaries(self.fd)
 
     def _parts(self, path: Path) -> Sequence[str]:
         """`path`'s components below --out; InputError when it would leave --out."""
@@ -502,7 +465,7 @@ class OutDir:
             return inner
         info = os.fstat(inner)
         if (info.st_dev, info.st_ino) not in self._checked:
-            if _is_an_out(".", inner):
+            if is_an_out(".", inner):
                 os.close(inner)
                 raise InputError(
                     f"{shown} is the --out of another gccl run (it holds {GCCL_DIR}); "
@@ -510,16 +473,6 @@ class OutDir:
                 )
             self._checked.add((info.st_dev, info.st_ino))
         return inner
-
-
-def _is_an_out(name: str, folder: int) -> bool:
-    """Whether the folder `name` of `folder` is an --out of gccl's (holds GCCL_DIR)."""
-    path = GCCL_DIR if name == "." else os.path.join(name, GCCL_DIR)
-    try:
-        os.stat(path, dir_fd=folder, follow_symlinks=False)
-    except OSError:
-        return False
-    return True
 
 
 def kind_of(mode: int) -> str:
@@ -531,53 +484,3 @@ def kind_of(mode: int) -> str:
     if stat.S_ISFIFO(mode):
         return "a FIFO"
     return "not a regular file"
-
-
-def _unlink(name: str, folder: int) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(name, dir_fd=folder)
-
-
-def _remove_abandoned(name: str, folder: int, pid: int) -> bool:
-    """Remove the temporary `name` of `folder` if its writer is gone; True if removed."""
-    try:
-        fd = os.open(name, _READ_FLAGS, dir_fd=folder)
-    except OSError:
-        return False
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False  # its writer is at work
-        if _alive(pid) and time.time() - info.st_mtime < _TEMP_GRACE_SECONDS:
-            return False  # made a moment ago, its writer about to lock it
-        try:
-            now = os.stat(name, dir_fd=folder, follow_symlinks=False)
-        except FileNotFoundError:
-            return False
-        if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
-            return False
-        _changing()
-        _unlink(name, folder)
-        return True
-    finally:
-        os.close(fd)
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` is a live process here (True when unsure); a zombie (a killed worker
-    not yet reaped) is not: it writes nothing any more."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as status:  # "pid (name) STATE ..." (Linux)
-            return status.read().rpartition(b")")[2].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True

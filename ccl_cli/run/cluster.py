@@ -15,14 +15,13 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from ..config import Settings
 from ..errors import UsageError
-from ..io.made import MadeFiles
-from ..io.out_dir import OutDir
-from .records import Admitted, Outcomes
+from .context import RunContext
+from .records import Admitted
 from .tasks import Task, TaskRunner, label_task
 
 #: Seconds to wait for the scheduler to answer.
@@ -55,19 +54,9 @@ class Cluster:
         """Disconnect from the scheduler."""
         self.client.close()
 
-    def label(
-        self,
-        admitted: Iterable[Admitted | None],
-        settings: Settings,
-        outcomes: Outcomes,
-        check_stop: Callable[[], None],
-        out: OutDir,
-        made: MadeFiles,
-    ) -> None:
+    def label(self, admitted: Iterable[Admitted | None], run: RunContext) -> None:
         """Label `admitted` in tasks on the cluster's workers (tasks.TaskRunner)."""
-        TaskRunner(self._submit, self.client.cancel, "the cluster task failed").label(
-            admitted, settings, outcomes, check_stop, out, made
-        )
+        TaskRunner(self._submit, self.client.cancel, "the cluster task failed").label(admitted, run)
 
     def _submit(self, task: Task, settings: Settings) -> Any:
         # pure=False: a fresh key, so a second run never gets an earlier run's result.

@@ -4,14 +4,8 @@ Each input ends as one record (a summary.csv row): ok, skipped, failed, or
 not-run when the run stopped early (--fail-fast, Ctrl-C, SIGTERM, --out moved
 away). The executor is this process (local.py), local worker processes
 (processes.py) or a Dask cluster (cluster.py); this process opens --out once,
-keeps the lock, the record of made files, admission, progress, stopping and
-the summary.
-
-Admission asks, before an input is decoded, what its outputs would replace:
-an input that is itself a file gccl made in --out is skipped (outputs are
-never inputs), and one whose outputs' paths hold a link, a folder or a file
-gccl did not make there fails with that reason (the write checks again, at
-the moment it replaces: io/out_dir.py).
+keeps the lock, the record of made files, admission (admission.py decides),
+progress, stopping (stops.py) and the summary.
 """
 
 from __future__ import annotations
@@ -25,17 +19,16 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any, Protocol
 
 from ..backends import make_backend
 from ..backends.base import Backend, usable_cores
 from ..config import Settings
 from ..errors import GcclError, InputError, UsageError
-from ..io.decode import IMAGE_SUFFIXES, unreadable
+from ..io.decode import IMAGE_SUFFIXES
 from ..io.inputs import InputItem, OutPlace, expand, passed_over_notice
 from ..io.lock import OutputLock
-from ..io.made import MadeFiles, in_the_way, lost_pages, move_aside
+from ..io.made import MadeFiles, move_aside
 from ..io.out_dir import OutDir, kind_of, not_made_here
 from ..io.output_paths import (
     GCCL_DIR,
@@ -45,22 +38,19 @@ from ..io.output_paths import (
     RUN_RECORD_NAME,
     SUMMARY_NAME,
     OutputPaths,
-    label_file_format,
-    output_paths,
 )
 from ..io.owner import content_at, file_identity
 from ..io.seen import Seen
-from .freshness import RunRecord, made_by
-from .interrupts import cut_short_here
+from .admission import admission, lost_page_outputs, made_here, outputs_current
+from .context import RunContext
+from .freshness import RunRecord
 from .local import LocalRun
 from .records import Admitted, FailFast, Moved, Outcomes, Record, Reporter, RunReport, Stop
 from .sources import Arrival, ListSource, Source
+from .stops import StopRequests
 from .stream import StdinSource
 from .summary import Summary
-from .volume_files import kind_problem
 
-#: How often a run makes sure --out is still where it found it, in seconds.
-OUT_CHECK_SECONDS = 0.25
 NO_IMAGES = f"no images found in the inputs ({', '.join(IMAGE_SUFFIXES)})"
 
 
@@ -68,17 +58,9 @@ class Executor(Protocol):
     """Where admitted records are labeled: this process, worker processes (processes.py) or a
     Dask cluster (cluster.py)."""
 
-    def label(
-        self,
-        admitted: Iterable[Admitted | None],
-        settings: Settings,
-        outcomes: Outcomes,
-        check_stop: Callable[[], None],
-        out: OutDir,
-        made: MadeFiles,
-    ) -> None:
-        """Label, write and finish every admitted record into `out` (whose record of made
-        files is `made`); `check_stop` raises to end early.
+    def label(self, admitted: Iterable[Admitted | None], run: RunContext) -> None:
+        """Label, write and finish every admitted record into `run.out` (whose record of made
+        files is `run.made`); `run.check_stop` raises to end early.
 
         A None says the input paused: finish what came before it (sources.py).
         """
@@ -96,19 +78,18 @@ class _Local:
     #: The source's wake (sources.Source.wake), for inputs that arrive over time.
     wake: Callable[[], None]
 
-    def label(
-        self,
-        admitted: Iterable[Admitted | None],
-        settings: Settings,
-        outcomes: Outcomes,
-        check_stop: Callable[[], None],
-        out: OutDir,
-        made: MadeFiles,
-    ) -> None:
-        run = LocalRun(
-            settings, self.backend, outcomes, self.workers, check_stop, self.wake, out, made, True
-        )
-        run.work(admitted)
+    def label(self, admitted: Iterable[Admitted | None], run: RunContext) -> None:
+        LocalRun(
+            run.settings,
+            self.backend,
+            run.outcomes,
+            self.workers,
+            run.check_stop,
+            self.wake,
+            run.out,
+            run.made,
+            True,
+        ).work(admitted)
 
     def close(self) -> None:
         pass
@@ -200,7 +181,7 @@ def _run(
     out: OutDir,
 ) -> None:
     """The locked part of run_label: label the records, write summary.csv."""
-    with OutputLock(out) as lock, _StopRequests(out) as stop:
+    with OutputLock(out) as lock, StopRequests(out) as stop:
         made = MadeFiles(out, on_disk=source.total is None)
         try:
             _check_own_files(out, made)
@@ -218,11 +199,7 @@ def _run(
                 with closing(source.items(stop.check)) as items:
                     executor.label(
                         _admitted(items, summary, settings, outcomes, stop.check, run_record, out),
-                        settings,
-                        outcomes,
-                        stop.check,
-                        out,
-                        made,
+                        RunContext(settings, outcomes, stop.check, out, made),
                     )
             except FailFast:
                 report.failed_fast = True
@@ -292,15 +269,13 @@ def _finished_as_it_stopped(
             source = os.stat(record.item.path)
         except (OSError, ValueError):
             continue
-        stats = _made_here(out, made, paths.stats)
+        stats = made_here(out, made, paths.stats)
         if stats is None or stats.st_mtime_ns < run_record.now:
             continue  # (none, or an earlier run's: this one did not finish it)
-        if not _current(paths, settings, out, made, run_record, record.item, source):
+        if not outputs_current(paths, settings, out, made, run_record, record.item, source):
             continue
         labels = next(
-            paths.labels(kind)
-            for kind in LABEL_ENDINGS
-            if _made_here(out, made, paths.labels(kind))
+            paths.labels(kind) for kind in LABEL_ENDINGS if made_here(out, made, paths.labels(kind))
         )
         record.outputs = {"labels": str(labels)}
         record.outputs.update({"preview": str(paths.preview)} if settings.preview else {})
@@ -390,7 +365,7 @@ def _admitted(
     out: OutDir,
 ) -> Iterator[Admitted | None]:
     """The records of `items` (taken by `summary`) that need work, with their outputs;
-    the others are finished here (see the module docstring). A source's pauses (None)
+    the others are finished here (admission.py). A source's pauses (None)
     pass through.
 
     Lazy, so that a local run starts decoding before the last input is admitted.
@@ -412,78 +387,6 @@ def _admitted(
             continue
         if paths is not None:
             yield record, paths
-
-
-@dataclass(frozen=True)
-class Admission:
-    """What becomes of one input before it is read (admission).
-
-    status: "label", or its record's final status: no-images, skipped, failed.
-    paths: its outputs (where it writes, or may have written before).
-    clears: whether a failure of the input moves its earlier outputs aside.
-    current: skipped because its outputs are current (--skip-existing).
-    """
-
-    status: str
-    message: str = ""
-    paths: OutputPaths | None = None
-    clears: bool = False
-    current: bool = False
-
-
-def admission(
-    item: InputItem,
-    settings: Settings,
-    out: OutDir | None,
-    made: MadeFiles | None,
-    run_record: RunRecord | None,
-    claimed: Seen,
-) -> Admission:
-    """Whether `item` is labeled, and where its outputs go; else what becomes of it and why
-    (the module docstring). `claimed`: the label images the inputs before it claimed. `out`,
-    `made`, `run_record`: --out as it is (None where it does not exist yet: nothing there is
-    in the way, nothing is current). Decides only: gccl label --dry-run asks it too."""
-    assert settings.out is not None
-    if item.empty or item.duplicate:
-        message = item.empty or f"listed again (labeled once, as {item.duplicate})"
-        return Admission("no-images" if item.empty else "skipped", message)
-    paths = output_paths(settings.out, item.relative, settings.keep_extension)
-    reserved = _reserved(item.relative)
-    if reserved:
-        return Admission("failed", reserved)
-    if item.problem:
-        # an unreadable folder has no outputs, nor has a line that names no file
-        named = bool(item.relative.name) and not os.path.isdir(item.path)
-        clears = named and paths.labels_png not in claimed
-        return Admission("failed", item.problem, paths, clears)
-    try:
-        source = os.stat(item.path)
-    except OSError:
-        source = None  # (reading it says why)
-    if source is not None and made is not None and made.is_made(source):
-        return Admission(
-            "skipped", f"a file gccl made in --out {settings.out}: outputs are never inputs"
-        )
-    first = claimed.first(paths.labels_png, _claim(item))
-    if first is not None and first != _claim(item):
-        return Admission("failed", _collision(item, first))
-    kind = kind_problem(item.volume, settings.params, settings.label_format)
-    if kind:
-        return Admission("failed", kind, paths, clears=True)
-    if out is not None and made is not None:
-        problem = in_the_way(out, made, _written(paths, settings, item.volume))
-        if problem:
-            return Admission("failed", problem, paths, clears=True)
-        if (
-            (settings.skip_existing or item.resume)
-            and source is not None
-            and run_record is not None
-            and _current(paths, settings, out, made, run_record, item, source)
-        ):
-            why = "--skip-existing" if settings.skip_existing else "made before this watch began"
-            message = f"outputs are current ({why})"
-            return Admission("skipped", message, paths, clears=True, current=True)
-    return Admission("label", "", paths, clears=True)
 
 
 def _admit(
@@ -512,15 +415,6 @@ def _admit(
     return None
 
 
-def lost_page_outputs(item: InputItem, out: OutDir, made: MadeFiles) -> list[Path]:
-    """The outputs gccl made for pages `item`'s file no longer has (io/made.lost_pages), asked
-    at its first input (its first page, or the file of one image). Decides only: gccl label
-    --dry-run asks it too."""
-    if item.page not in (None, 0) or item.empty or item.duplicate or not item.relative.name:
-        return []
-    return lost_pages(out, made, item.source[0], item.pages)
-
-
 def _retire_lost_pages(item: InputItem, out: OutDir, made: MadeFiles, reporter: Reporter) -> None:
     """Move aside (as a failure does) what gccl made for pages `item`'s file no longer has,
     and say on stderr where it went and what had to stay."""
@@ -544,145 +438,3 @@ def _retire_lost_pages(item: InputItem, out: OutDir, made: MadeFiles, reporter: 
         said += f"{'; ' if moved else ' '}stay as they are where a file gccl did not make "
         said += f"holds their stale name: {', '.join(stayed)}"
     reporter.notice(said)
-
-
-def _claim(item: InputItem) -> str:
-    """What a run keeps of the input that claims an output: its folder and how it is shown."""
-    return f"{os.path.dirname(os.path.abspath(item.path))}\0{item.display}"
-
-
-def _collision(item: InputItem, claim: str) -> str:
-    """Why `item` is not labeled, its outputs being those of the input of `claim` (_claim):
-    what is wrong with the file itself where something is (a format gccl does not read hides
-    behind no collision), else the collision and the hint that applies."""
-    problem = unreadable(item.path)
-    if problem:
-        return problem
-    folder, _, first = claim.partition("\0")
-    if folder == os.path.dirname(os.path.abspath(item.path)):
-        hint = (
-            "outputs are named after the file without its last suffix: --keep-extension "
-            "keeps it in their names"
-        )
-    else:  # named files from two folders, each at the top of --out
-        hint = "--relative-to keeps their folders apart"
-    return f"its outputs would overwrite those of {first} ({hint})"
-
-
-def _current(
-    paths: OutputPaths,
-    settings: Settings,
-    out: OutDir,
-    made: MadeFiles,
-    run_record: RunRecord,
-    item: InputItem,
-    source: os.stat_result,
-) -> bool:
-    """Whether every output of `item` at `paths` (a label image of any format) is in place,
-    the file gccl made there, and made by this input as it is now (`source`: not another
-    input of its name, not an earlier version) with these options (--skip-existing)."""
-    expected = made_by(run_record.options_key, item.path, source, item.page)
-
-    def made_by_it(path: Path) -> bool:
-        info = _made_here(out, made, path)
-        facts = None if info is None else made.facts(out.key(path), file_identity(info))
-        return facts is not None and facts.made_by == expected
-
-    if not made_by_it(paths.stats):
-        return False
-    if not any(made_by_it(paths.labels(kind)) for kind in LABEL_ENDINGS):
-        return False
-    extras = [*([paths.preview] if settings.preview else [])]
-    extras += [paths.polygons] if settings.polygons else []
-    return all(made_by_it(path) for path in extras)
-
-
-def _written(paths: OutputPaths, settings: Settings, volume: str | None) -> list[Path]:
-    """The files an input writes, as admission checks them: its label image (a 16-bit PNG
-    unless --label-format says otherwise: auto's TIFF for more labels is checked as it is
-    written; a volume's in its kind), its statistics, and with the options its preview and
-    outlines."""
-    labels = paths.labels(label_file_format(settings.label_format, 0, volume))
-    return [
-        labels,
-        paths.stats,
-        *([paths.preview] if settings.preview else []),
-        *([paths.polygons] if settings.polygons else []),
-    ]
-
-
-def _made_here(out: OutDir, made: MadeFiles, path: Path) -> os.stat_result | None:
-    """What is at `path` when it is a file gccl made there, else None."""
-    info = out.lstat(path)
-    if info is None or not stat.S_ISREG(info.st_mode):
-        return None
-    return info if made.ours(out.key(path), file_identity(info)) else None
-
-
-def _reserved(relative: Path) -> str:
-    """Why outputs mirrored at `relative` may not be written: their folder would take the
-    name of a file or folder gccl keeps in --out ("" when it would not)."""
-    if len(relative.parts) > 1 and relative.parts[0] in (SUMMARY_NAME, RUN_RECORD_NAME, GCCL_DIR):
-        return f"its outputs would go into a folder named {relative.parts[0]} in --out"
-    return ""
-
-
-class _StopRequests:
-    """Ctrl-C, SIGTERM (cron's timeout, kill) and SIGHUP (a closed terminal or ssh session)
-    ask the run to stop at its next safe point, and so does an --out that is no longer where
-    the run found it.
-
-    The handlers only set a flag, which the run checks between steps, so no
-    exception lands inside a half-done step (a lock, a queue, a file write);
-    only a step marked interruptible (interrupts.py) ends at once. A second
-    Ctrl-C stops at once. --out is looked at every OUT_CHECK_SECONDS.
-    """
-
-    _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-    def __init__(self, out: OutDir) -> None:
-        self.out = out
-        self.requested = False
-        #: The signal that asked for the stop (0 before one did).
-        self.signal = 0
-        self._previous: dict[int, Any] = {}
-        self._next_look = 0.0
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.requested and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.requested = True
-        self.signal = self.signal or signum
-        if cut_short_here():  # a read or write in this thread (interrupts.py)
-            raise Stop()
-
-    def honour(self, report: RunReport) -> None:
-        """Mark `report` interrupted by a stop requested that no check raised: one that
-        came as the inputs ended (a stream's writer stopped with gccl closes stdin) or while
-        the summary was written. The run then ends by that signal, not as a finished run."""
-        if self.requested and not (report.interrupted or report.stopped_by):
-            report.interrupted = True
-            report.signal = self.signal
-
-    def check(self) -> None:
-        """Raise Stop if a stop was requested, Moved if --out is gone."""
-        if self.requested:
-            raise Stop()
-        now = time.monotonic()
-        if now >= self._next_look:
-            self._next_look = now + OUT_CHECK_SECONDS
-            moved = self.out.moved()
-            if moved:
-                raise Moved(moved)
-
-    def __enter__(self) -> _StopRequests:
-        try:
-            for signum in self._SIGNALS:
-                self._previous[signum] = signal.signal(signum, self._handle)
-        except ValueError:  # not the main thread (an embedding program): leave signals alone
-            pass
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous)

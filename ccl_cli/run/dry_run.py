@@ -1,7 +1,7 @@
 """`gccl label --dry-run`: what a run would do with its inputs, said and nothing written.
 
 The inputs are found as a run finds them (folders scanned, globs matched, stdin read to its end)
-and each goes through the run's own admission (command.admission) against --out as it is now,
+and each goes through the run's own admission (admission.admission) against --out as it is now,
 read without its lock: the record of the files gccl made there and the run record decide what
 would be skipped as current (--skip-existing), what a file in the way would stop, and which
 outputs of pages a file no longer has would be moved aside. No file or folder is made, not even
@@ -27,7 +27,8 @@ from ..io.made import MadeFiles
 from ..io.out_dir import OutDir
 from ..io.output_paths import OutputPaths, label_file_format
 from ..io.seen import Seen
-from .command import NO_IMAGES, admission, checked_out, lost_page_outputs
+from .admission import admission, lost_page_outputs
+from .command import NO_IMAGES, checked_out
 from .freshness import RunRecord
 
 #: The action each admission status means, as the listing names it.

@@ -11,8 +11,8 @@ auto): there a pool thread could only take turns with this one. Worker
 processes and Dask tasks run this same code on their share of the inputs.
 
 The threads are daemons and every wait on them also watches for a stop
-request: Ctrl-C or SIGTERM ends the run within POLL_SECONDS even when a
-decode never returns (a stalled network file system); what is in flight is
+request: Ctrl-C or SIGTERM ends the run within POLL_SECONDS (daemon_threads.py)
+even when a decode never returns (a stalled network file system); what is in flight is
 abandoned (writes get STOP_GRACE_SECONDS to finish). A decode or write in
 this thread is interruptible (interrupts.py): a stop request ends it at once
 wherever it is in Python, but not inside a codec or the labeling engine, so
@@ -31,8 +31,6 @@ owner, io/made.py) says gccl made it.
 from __future__ import annotations
 
 import os
-import queue
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -63,6 +61,7 @@ from ..io.out_dir import OutDir, Owner, Source
 from ..io.output_paths import LABEL_ENDINGS, PNG_LABEL_LIMIT, OutputPaths, label_file_format
 from ..io.previews import encode_preview_png
 from ..io.volumes import VolumeFile
+from .daemon_threads import DaemonThreads, result_or_stop
 from .freshness import made_by, options_key, output_options
 from .interrupts import interruptible
 from .records import Admitted, Outcomes, Record, Reporter, Stop
@@ -73,8 +72,6 @@ from .volume_files import read_volume_input, volume_outputs
 INLINE_BYTES = 1 << 16
 #: Cap on images per batch when --batch-size is auto.
 AUTO_BATCH_LIMIT = 256
-#: How often a wait on the threads looks for a stop request, in seconds.
-POLL_SECONDS = 0.1
 #: How long a stopping run lets the writes in flight finish, in seconds.
 STOP_GRACE_SECONDS = 2.0
 #: A CPU batch of more bytes is labeled in a pool thread by a run that answers stop requests.
@@ -117,45 +114,6 @@ def label_admitted(
     workers = settings.workers or usable_cores()
     outcomes = Outcomes(reporter, fail_fast=False)
     LocalRun(settings, backend, outcomes, workers, lambda: None, None, out, owner).work(admitted)
-
-
-class _Threads:
-    """A pool of daemon threads: a run that stops abandons a task that never ends
-    (concurrent.futures' pool would wait for it at exit)."""
-
-    def __init__(self, count: int) -> None:
-        self.tasks: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.count = count
-        for _ in range(count):
-            threading.Thread(target=self._serve, daemon=True, name="gccl-io").start()
-
-    def submit(self, function: Callable[..., Any], *args: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        self.tasks.put((future, function, args))
-        return future
-
-    def _serve(self) -> None:
-        while (task := self.tasks.get()) is not None:
-            future, function, args = task
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(function(*args))
-            except BaseException as error:
-                future.set_exception(error)
-
-    def close(self) -> None:
-        """Let the threads end once their current task does (without waiting for them)."""
-        for _ in range(self.count):
-            self.tasks.put(None)
-
-
-def _result(future: Future[Any], check_stop: Callable[[], None]) -> Any:
-    """The future's result, checking for a stop request every POLL_SECONDS while waiting."""
-    while True:
-        check_stop()
-        if wait([future], timeout=POLL_SECONDS).done:
-            return future.result()
 
 
 class LocalRun:
@@ -206,7 +164,7 @@ class LocalRun:
         """
         reads: deque[tuple[Record, OutputPaths, Future[_Read]]] = deque()
         threads = 0 if self.one_thread else self.workers
-        self.pool = pool = _Threads(max(threads, 1) if self.answers_stops else threads)
+        self.pool = pool = DaemonThreads(max(threads, 1) if self.answers_stops else threads)
         try:
             for entry in admitted:
                 if entry is None:
@@ -248,7 +206,7 @@ class LocalRun:
 
     def _take_read(self, record: Record, paths: OutputPaths, future: Future[_Read]) -> None:
         try:
-            values, seconds, info, volume = _result(future, self.check_stop)
+            values, seconds, info, volume = result_or_stop(future, self.check_stop)
         except GcclError as error:
             self.outcomes.fail(record, str(error))
             return
@@ -346,7 +304,9 @@ class LocalRun:
         # (the CPU backend alone: a GPU's calls stay in the thread that started its device)
         here = not (long and self.answers_stops and isinstance(self.backend, CpuBackend))
         try:
-            result = _result(self._step(here, self._batch_result, group, key), self.check_stop)
+            result = result_or_stop(
+                self._step(here, self._batch_result, group, key), self.check_stop
+            )
         except (KeyboardInterrupt, Stop):
             raise
         except MemoryError:  # the batch is freed with its frame once this block ends
@@ -397,7 +357,7 @@ class LocalRun:
             decoded, future, seconds = self.writes[0]
             record = decoded.record
             try:
-                record.outputs, write_seconds = _result(future, self.check_stop)
+                record.outputs, write_seconds = result_or_stop(future, self.check_stop)
             except (KeyboardInterrupt, Stop):
                 raise
             except GcclError as error:

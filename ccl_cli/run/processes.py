@@ -21,7 +21,7 @@ lock is gone then, and another run may write there). A worker watches the
 pipe multiprocessing keeps from this process to it, which ends when this
 process dies however it dies: a thread blocked on it ends the worker at once,
 and every file is created, renamed into place or removed only after a check
-of that pipe (out_dir.check_before_changes). The kernel kills a worker whose
+of that pipe (out_changes.check_before_changes). The kernel kills a worker whose
 parent, the fork server, is gone (PR_SET_PDEATHSIG); the fork server exits once
 this process and the workers have (each holds its pipe). Closing waits
 CLOSE_SECONDS for the workers to finish their tasks, then kills them: a
@@ -40,7 +40,7 @@ import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import replace
 from functools import partial
@@ -50,9 +50,9 @@ from typing import Any
 from ..backends.base import usable_cores
 from ..config import Settings
 from ..errors import UsageError
-from ..io.made import MadeFiles
-from ..io.out_dir import OutDir, check_before_changes
-from .records import Admitted, Outcomes
+from ..io.out_changes import check_before_changes
+from .context import RunContext
+from .records import Admitted
 from .tasks import Task, TaskRunner, guided_task_sizes, label_task
 from .worker_pool import WorkerPool
 
@@ -118,22 +118,14 @@ class LocalProcesses:
         CLOSE_SECONDS."""
         self.pool.close(CLOSE_SECONDS)
 
-    def label(
-        self,
-        admitted: Iterable[Admitted | None],
-        settings: Settings,
-        outcomes: Outcomes,
-        check_stop: Callable[[], None],
-        out: OutDir,
-        made: MadeFiles,
-    ) -> None:
+    def label(self, admitted: Iterable[Admitted | None], run: RunContext) -> None:
         """Label `admitted` in tasks on the worker processes (tasks.TaskRunner), each
         on the CPU backend."""
-        worker_settings = replace(settings, workers=self.threads, device="cpu", devices=None)
+        worker_settings = replace(run.settings, workers=self.threads, device="cpu", devices=None)
         runner = TaskRunner(
             self._submit, _cancel, "a worker process failed", self.task_sizes, self.close
         )
-        runner.label(admitted, worker_settings, outcomes, check_stop, out, made)
+        runner.label(admitted, replace(run, settings=worker_settings))
         self.pool.let_go()  # no task comes after these: the workers exit while the run ends
 
     def _submit(self, task: Task, settings: Settings) -> Future[Any]:

@@ -20,16 +20,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..config import Settings
-from ..io.inputs import (
-    InputItem,
-    Listing,
-    LongLine,
-    OutPlace,
-    expand,
-    expand_name,
-    iter_names,
-)
+from ..io.inputs import InputItem, Listing, OutPlace, expand, expand_name
 from ..io.seen import Seen
+from ..io.stdin_names import LongLine, iter_names
 from .sources import Arrival, windowed
 
 

@@ -30,9 +30,10 @@ from typing import Any
 from ..backends import make_backend
 from ..backends.base import Backend
 from ..config import Settings
-from ..io.made import Known, MadeFiles, TaskRecord
+from ..io.made import Known, TaskRecord
 from ..io.out_dir import OutDir
 from ..io.output_paths import OutputPaths, output_paths, stale_name
+from .context import RunContext
 from .local import label_admitted
 from .records import Admitted, Outcomes, Record, Stop
 
@@ -83,16 +84,15 @@ class TaskRunner:
     auto_sizes: TaskSizes = fixed_task_size
     fence: Callable[[], None] | None = None
 
-    def label(
-        self,
-        admitted: Iterable[Admitted | None],
-        settings: Settings,
-        outcomes: Outcomes,
-        check_stop: Callable[[], None],
-        out: OutDir,
-        made: MadeFiles,
-    ) -> None:
+    def label(self, admitted: Iterable[Admitted | None], run: RunContext) -> None:
         """Submit a task per chunk and finish records as results come; a stop cancels the rest."""
+        settings, outcomes, check_stop, out, made = (
+            run.settings,
+            run.outcomes,
+            run.check_stop,
+            run.out,
+            run.made,
+        )
         assert settings.out is not None
         absolute_out = settings.out.absolute()
         task_settings = replace(settings, out=absolute_out, fail_fast=False)

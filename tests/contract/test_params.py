@@ -1,4 +1,5 @@
-"""ccl_cli.contract.params: the foreground test and the tau join rule, pixel by pixel."""
+"""ccl_cli.contract.params: the foreground test pixel by pixel, and the tau join rule as the
+CPU backend labels it."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from hypothesis import strategies as st
 from oracles import is_foreground, joins
 from shapes import rounding_pairs
 
+from ccl_cli.backends.cpu.backend import CpuBackend
 from ccl_cli.contract.params import (
     SUPPORTED_DTYPES,
     LabelParams,
     dtype_max,
     foreground_mask,
     foreground_problem,
-    tau_joins,
     threshold_side,
 )
 
@@ -32,6 +33,17 @@ def display_values(values: np.ndarray, params: LabelParams) -> np.ndarray:
         return -wide if params.invert else wide
     wide = values.astype(np.int64)
     return dtype_max(values.dtype) - wide if params.invert else wide
+
+
+def labeled_joins(
+    a: np.ndarray, b: np.ndarray, tau: float, relative: float = 0.0, quadratic: float = 0.0
+) -> list[bool]:
+    """Whether the CPU backend labels each pair a[i], b[i] (a 1x2 image, every value but NaN
+    foreground) as one component: the tau rule as the product applies it."""
+    batch = np.stack([a, b], axis=-1).reshape(len(a), 1, 2)
+    params = LabelParams(background=None, tau=tau, tau_relative=relative, tau_quadratic=quadratic)
+    labels = np.asarray(CpuBackend(1).label(batch, params).labels)
+    return [bool(row[0, 0] != 0 and row[0, 0] == row[0, 1]) for row in labels]
 
 
 def test_mode_follows_tau() -> None:
@@ -144,27 +156,27 @@ def test_integer_differences_are_exact_at_the_extremes(dtype: type) -> None:
     info = np.iinfo(dtype)
     a, b = np.array([info.min], dtype), np.array([info.max], dtype)
     span = int(info.max) - int(info.min)
-    assert tau_joins(a, b, float(span)).tolist() == [True]
-    assert tau_joins(a, b, float(span - 1)).tolist() == [False]
-    assert tau_joins(b, a, span - 0.5).tolist() == [False]
+    assert labeled_joins(a, b, float(span)) == [True]
+    assert labeled_joins(a, b, float(span - 1)) == [False]
+    assert labeled_joins(b, a, span - 0.5) == [False]
 
 
 def test_float32_differences_are_taken_in_float64() -> None:
     a, b = np.array([0.1], np.float32), np.array([1e8], np.float32)
     exact = float(b[0]) - float(a[0])  # differs from float32's own difference
     assert exact != float(b[0] - a[0])
-    assert tau_joins(a, b, exact).tolist() == [True]
-    assert tau_joins(a, b, float(np.nextafter(exact, 0))).tolist() == [False]
+    assert labeled_joins(a, b, exact) == [True]
+    assert labeled_joins(a, b, float(np.nextafter(exact, 0))) == [False]
 
 
 def test_equal_values_always_join_and_nan_never() -> None:
     inf = np.array([np.inf, -np.inf, np.nan, 3.0])
-    assert tau_joins(inf, inf, 0).tolist() == [True, True, False, True]
-    assert tau_joins(inf, inf, -1).tolist() == [True, True, False, True]
-    assert tau_joins(inf, -inf, np.inf).tolist() == [True, True, False, True]
-    assert tau_joins(inf, -inf, 1e308).tolist() == [False, False, False, True]
+    assert labeled_joins(inf, inf, 0) == [True, True, False, True]
+    assert labeled_joins(inf, inf, -1) == [True, True, False, True]
+    assert labeled_joins(inf, -inf, np.inf) == [True, True, False, True]
+    assert labeled_joins(inf, -inf, 1e308) == [False, False, False, True]
     ints = np.array([4, -4], np.int16)
-    assert tau_joins(ints, ints, -1).tolist() == [True, True]
+    assert labeled_joins(ints, ints, -1) == [True, True]
 
 
 @pytest.mark.slow
@@ -176,18 +188,18 @@ def test_tau_joins_matches_the_contract(data: st.DataObject) -> None:
     b = pixel_values(data.draw, dtype, (16,))
     tau = data.draw(st.sampled_from([0, 0.5, 1, 1.5, 6, 2**31, np.inf, -1]))
     expected = [joins(x, y, tau) for x, y in zip(a, b, strict=True)]
-    assert tau_joins(a, b, tau).tolist() == expected
+    assert labeled_joins(a, b, tau) == expected
     relative = data.draw(st.sampled_from([0.0, 1e-9, 0.01, 0.5, 2.0]))
     quadratic = data.draw(st.sampled_from([0.0, 1e-12, 3.5e-6, 0.05, 1.0]))
     tau = max(tau, 0)
     expected = [joins(x, y, tau, relative, quadratic) for x, y in zip(a, b, strict=True)]
-    assert tau_joins(a, b, tau, np, relative, quadratic).tolist() == expected
+    assert labeled_joins(a, b, tau, relative, quadratic) == expected
 
 
 def test_the_tolerance_is_rounded_in_the_contracts_order() -> None:
     for x, tau, relative, quadratic, expected in rounding_pairs():
         pair = np.array([0.0]), np.array([x])
-        assert tau_joins(*pair, tau, np, relative, quadratic).tolist() == [expected]
+        assert labeled_joins(*pair, tau, relative, quadratic) == [expected]
 
 
 def test_a_threshold_sees_a_1_bit_pixel_as_0_or_255() -> None:

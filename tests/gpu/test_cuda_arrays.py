@@ -8,7 +8,7 @@ from cuda_helpers import backends, gpu, to_host
 
 from ccl_cli import api
 from ccl_cli.backends.cuda import backend as cuda_module
-from ccl_cli.backends.cuda import loader
+from ccl_cli.backends.cuda import loader, pinned
 from ccl_cli.contract.params import LabelParams
 from ccl_cli.errors import BackendUnavailable, UsageError
 
@@ -128,14 +128,14 @@ def test_out_of_memory_splits_the_batch(monkeypatch, on_device):
 
     sizes = []
 
-    class TightMemory(cuda_module._Job):
+    class TightMemory(cuda_module.Job):
         def __init__(self, values, *args):
             sizes.append(len(values))
             if len(values) > 2:
                 raise cupy.cuda.memory.OutOfMemoryError(1 << 40, 0, 0)
             super().__init__(values, *args)
 
-    monkeypatch.setattr(cuda_module, "_Job", TightMemory)
+    monkeypatch.setattr(cuda_module, "Job", TightMemory)
     batch = np.stack([sample((1, 70, 90), seed=s)[0] for s in range(7)])
     params = LabelParams(min_area=3)
     got = backends()[0].label(cupy.asarray(batch) if on_device else batch, params)
@@ -182,11 +182,11 @@ def test_pinned_buffers_are_pooled_in_power_of_two_sizes():
     import cupy
 
     pool = cupy.get_default_pinned_memory_pool()
-    first = cuda_module.pinned_empty((3, 1000, 999), np.dtype(np.uint16))
+    first = pinned.pinned_empty((3, 1000, 999), np.dtype(np.uint16))
     assert first.shape == (3, 1000, 999) and first.dtype == np.uint16
     del first
     free_before = pool.n_free_blocks()
-    second = cuda_module.pinned_empty((2, 1000, 1234), np.dtype(np.uint16))  # same size class
+    second = pinned.pinned_empty((2, 1000, 1234), np.dtype(np.uint16))  # same size class
     assert pool.n_free_blocks() == free_before - 1  # the first one's block, reused
     second[:] = 7  # the whole view is writable memory
     assert int(second.sum()) == 7 * second.size
@@ -201,9 +201,9 @@ def test_a_batch_in_empty_batch_memory_is_page_locked_and_labels_the_same():
     batch[...] = values
     attributes = cupy.cuda.runtime.pointerGetAttributes(batch.ctypes.data)
     assert attributes.type == cupy.cuda.runtime.memoryTypeHost
-    assert cuda_module._page_locked(cupy, batch[1:3])  # a part copies without staging
-    assert not cuda_module._page_locked(cupy, values)
-    assert not cuda_module._page_locked(cupy, batch[:, :, ::2])  # not contiguous: staged
+    assert pinned.page_locked(cupy, batch[1:3])  # a part copies without staging
+    assert not pinned.page_locked(cupy, values)
+    assert not pinned.page_locked(cupy, batch[:, :, ::2])  # not contiguous: staged
     params = LabelParams(tau=1, min_area=3)
     assert_results_equal(cuda.label(batch, params), cpu.label(values, params))
 
@@ -226,14 +226,14 @@ def test_a_chunks_labeling_waits_for_the_chunk_two_before_it(monkeypatch):
     monkeypatch.setattr(cuda_module, "_CHUNK_BYTES", 1 << 20)
     batch = sample((5, 1000, 1000), np.uint8, seed=8)  # 1 MB images: five chunks
     jobs, waits = [], []
-    label = cuda_module._Job.label
+    label = cuda_module.Job.label
 
     def recorded(job, after=None):
         jobs.append(job)
         waits.append(after)
         label(job, after)
 
-    monkeypatch.setattr(cuda_module._Job, "label", recorded)
+    monkeypatch.setattr(cuda_module.Job, "label", recorded)
     backend, cpu = cuda_module.CudaBackend(0), backends()[1]
     assert_results_equal(backend.label(batch, LabelParams()), cpu.label(batch, LabelParams()))
     assert len(jobs) == 5 and waits[:2] == [None, None]

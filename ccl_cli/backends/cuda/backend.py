@@ -19,7 +19,7 @@ statistics table travel back; the table is finished on the device with the
 arithmetic of ccl_cli.contract.stats, so it matches the CPU backend bit for bit.
 
 The host waits for the device at two points only: for the number of labels
-(it sizes the statistics) and for the statistics themselves (_Job). A numpy
+(it sizes the statistics) and for the statistics themselves (job.py). A numpy
 batch is labeled in chunks of about _CHUNK_BYTES, each on a stream of its
 own, by one thread that issues every chunk's work before it waits for the
 first (CudaBackend.label_steps): the chunks' uploads follow each other at
@@ -33,17 +33,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ...contract.outlines import Outlines
 from ...contract.params import LabelParams
-from ...contract.stats import empty_table
 from ...errors import BackendUnavailable
 from ..base import (
-    NARROW_LIMIT,
     Backend,
     BatchResult,
     LabelSteps,
@@ -53,19 +49,13 @@ from ..base import (
     split_bounds,
 )
 from ..steps import interleaved
-from .arrays import contiguous, narrowed
-from .labels import (
-    check_batch,
-    dense_labels,
-    filtered_table,
-    label_offsets,
-    table_view,
-)
+from .job import HostLabels, Job, record_event, released
 from .loader import (
     device_kernels,
     import_cupy,
     one_line,
 )
+from .pinned import page_locked, pinned_empty
 
 _MAX_BATCH_PIXELS = 2**32 - 1  # bounds the labels of a batch: offsets are u32
 #: Input bytes of a pipeline batch (--batch-size auto).
@@ -164,7 +154,7 @@ class CudaBackend(Backend):
     ) -> LabelSteps:
         """Label the numpy batch `host` into the numpy `labels`, in steps (base.LabelSteps).
 
-        The batch goes in chunks (_chunks), each a _Job on a non-blocking stream
+        The batch goes in chunks (_chunks), each a Job on a non-blocking stream
         of its own, straight from `host` where it is page-locked and
         C-contiguous, else through a page-locked staging copy. The steps: upload
         every chunk (each upload waits for the previous one, so they follow each
@@ -184,7 +174,7 @@ class CudaBackend(Backend):
             yield from ()
             return self.label(host, params, labels, narrow)
         cupy = import_cupy()
-        jobs: list[_Job] = []
+        jobs: list[Job] = []
         try:
             for lo, hi in _chunks(host, params):
                 after = jobs[-1].uploaded if jobs else None
@@ -217,24 +207,24 @@ class CudaBackend(Backend):
         labels: np.ndarray,
         narrow: bool,
         after: Any = None,
-    ) -> _Job:
-        """A _Job for the numpy chunk `host` on a stream of its own, its upload issued
+    ) -> Job:
+        """A Job for the numpy chunk `host` on a stream of its own, its upload issued
         after the event `after` (the previous chunk's upload) where given."""
         cupy = import_cupy()
         stream = self._take_stream()
         try:
             with cupy.cuda.Device(self.device), stream:
                 staging = None
-                if not _page_locked(cupy, host):
+                if not page_locked(cupy, host):
                     staging = pinned_empty(host.shape, host.dtype)
                     np.copyto(staging, host)
                 if after is not None:
                     stream.wait_event(after)
                 values = cupy.empty(host.shape, host.dtype)
                 values.set(staging if staging is not None else host, stream=stream)
-                uploaded = _record(cupy, stream)
+                uploaded = record_event(cupy, stream)
                 out = cupy.empty(host.shape, cupy.uint32)
-                job = _Job(values, params, out, _HostLabels(labels, narrow, staging))
+                job = Job(values, params, out, HostLabels(labels, narrow, staging))
                 job.uploaded = uploaded
                 job.release = lambda: self._give_stream(stream)
                 return job
@@ -261,7 +251,7 @@ class CudaBackend(Backend):
 
         return _split_on_oom(import_cupy(), host.shape, labels, params, run)
 
-    def _abandon(self, jobs: list[_Job]) -> None:
+    def _abandon(self, jobs: list[Job]) -> None:
         """Wait for whatever `jobs` still have in flight (their copies write into host
         memory the caller owns) and give their streams back."""
         cupy = import_cupy()
@@ -269,7 +259,7 @@ class CudaBackend(Backend):
             with cupy.cuda.Device(self.device):
                 job.stream.synchronize()
             job.release()
-            job.release = _released
+            job.release = released
 
     def _take_stream(self) -> Any:
         """A non-blocking stream of this device that no other job uses meanwhile.
@@ -323,10 +313,6 @@ class CudaBackend(Backend):
         return max(1 << 20, min(HOST_BATCH_BYTES, int(free * 0.8) // 10))
 
 
-def _released() -> None:
-    """A job's release once it holds nothing (its stream given back, or none taken)."""
-
-
 def _chunks(host: np.ndarray, params: LabelParams) -> list[tuple[int, int]]:
     """[lo, hi) bounds of the chunks a numpy batch is labeled in (label_steps).
 
@@ -348,173 +334,10 @@ def _chunks(host: np.ndarray, params: LabelParams) -> list[tuple[int, int]]:
     return split_bounds(len(host), count)
 
 
-def _record(cupy: Any, stream: Any) -> Any:
-    """An event recorded on `stream` now. A host thread that waits for it sleeps
-    (blocking synchronization) rather than spinning on a core that the
-    decoding threads and processes need."""
-    event = cupy.cuda.Event(block=True, disable_timing=True)
-    event.record(stream)
-    return event
-
-
-def pinned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """A numpy array in page-locked host memory (from CuPy's pinned pool, so reused).
-
-    Copies between it and any device (the memory is portable under unified
-    addressing) run asynchronously at full bus speed; pageable memory is
-    staged through a driver buffer by the CPU. The memory goes back to the
-    pool when the last view of the array is gone. Sizes are rounded up to a
-    power of two: the pool reuses a block only for the same size, and
-    page-locking new memory costs far more than the copies it speeds up.
-    """
-    cupy = import_cupy()
-    count = int(np.prod(shape, dtype=np.int64))
-    size = max(1, count * dtype.itemsize)
-    memory = cupy.cuda.alloc_pinned_memory(1 << (size - 1).bit_length())
-    return np.frombuffer(memory, dtype, count).reshape(shape)
-
-
-def _page_locked(cupy: Any, array: np.ndarray) -> bool:
-    """Whether `array` is C-contiguous and in page-locked memory (copies need no staging)."""
-    if array.size == 0 or not array.flags.c_contiguous:
-        return False
-    runtime = cupy.cuda.runtime
-    return bool(runtime.pointerGetAttributes(array.ctypes.data).type == runtime.memoryTypeHost)
-
-
-@dataclass
-class _HostLabels:
-    """Where a _Job's labels go on the host: `array` (uint16 when `narrow`, see
-    backends.base), and the page-locked staging copy of its input, if any,
-    kept alive until the upload from it is done."""
-
-    array: np.ndarray
-    narrow: bool
-    staging: np.ndarray | None = None
-
-
-class _Job:
-    """One (sub-)batch labeled on one device, on the stream current at its creation.
-
-    Three steps, so that the host waits as little as possible: label()
-    issues the stages, the labeling and the label count's copy back;
-    statistics() waits for that count (it sizes the aggregates), then issues
-    the statistics kernels, min-area filtering, the table's copy back and,
-    for a batch from the host, the labels' copy into `host.array`; collect()
-    waits for the table, whose columns the StatsTables then view as they
-    are, traces outlines, copies back the images too wide to narrow and
-    waits for the stream. Morphology and smoothing (ccl_cli.contract.stages) decide
-    the labels; statistics read the values label_input gives.
-    """
-
-    def __init__(
-        self, values: Any, params: LabelParams, out: Any, host: _HostLabels | None = None
-    ) -> None:
-        cupy = import_cupy()
-        self.stream = cupy.cuda.get_current_stream()
-        self.device = values.device
-        self.values, self.params, self.out, self.host = values, params, out, host
-        self.integer = np.dtype(values.dtype).kind != "f"
-        self.shape = values.shape
-        #: Set by the owner: the event after this job's upload, and the undo of its stream.
-        self.uploaded: Any = None
-        self.release: Callable[[], None] = _released
-        #: Events: the label count is on the host (statistics() waits for it), and
-        #: all that statistics() copies back is (collect() waits for it, at last).
-        self.counted: Any = None
-        self.copied: Any = None
-
-    def label(self, after: Any = None) -> None:
-        """Issue the stages, the labeling and the label count's copy back, on the
-        device after the event `after` where given."""
-        from ...contract.stages import label_input
-        from .stages import CudaStages
-
-        n, height, width = self.shape
-        if n * height * width == 0:
-            return
-        cupy = import_cupy()
-        with self.device, self.stream:
-            if after is not None:
-                self.stream.wait_event(after)
-            check_batch(self.values)
-            self.values = contiguous(self.values)
-            image, label_params, self.values = label_input(
-                self.values, self.params, cupy, CudaStages()
-            )
-            self.label_base = label_offsets(dense_labels(image, label_params, self.out))
-            self.offsets = pinned_empty((n + 1,), np.dtype(np.uint32))
-            self.label_base.get(stream=self.stream, out=self.offsets, blocking=False)
-            self.counted = _record(cupy, self.stream)
-
-    def statistics(self) -> None:
-        """Wait for the label count; issue the statistics and the copies back."""
-        if 0 in self.shape:
-            return
-        cupy = import_cupy()
-        with self.device, self.stream:
-            self.counted.synchronize()
-            total = int(self.offsets[-1])
-            table, kept = filtered_table(self.values, self.out, self.label_base, total, self.params)
-            self.table = pinned_empty(table.shape, np.dtype(np.uint64))
-            if total:
-                table.get(stream=self.stream, out=self.table, blocking=False)
-            self.kept_base = self.offsets
-            if kept is not None:
-                self.kept_base = pinned_empty(self.offsets.shape, np.dtype(np.uint32))
-                kept.base.get(stream=self.stream, out=self.kept_base, blocking=False)
-            self.tabled = self.copied = _record(cupy, self.stream)
-            if self.host is not None:
-                labels = narrowed(self.out) if self.host.narrow else self.out
-                labels.get(stream=self.stream, out=self.host.array, blocking=False)
-                self.copied = _record(cupy, self.stream)
-
-    def collect(self) -> BatchResult:
-        """Wait for the statistics; the result of this job's batch (base.BatchResult)."""
-        n, height, width = self.shape
-        labels = self.out if self.host is None else self.host.array
-        if n == 0:
-            return BatchResult(labels, [], [], [] if self.params.polygons else None)
-        if height * width == 0:
-            empty = [Outlines.empty() for _ in range(n)] if self.params.polygons else None
-            return BatchResult(
-                labels, [empty_table(self.integer) for _ in range(n)], [0] * n, empty
-            )
-        with self.device, self.stream:
-            self.tabled.synchronize()
-            starts = self.kept_base.astype(np.int64)  # each image's first kept row, and the end
-            table = table_view(self.table, int(starts[-1]), self.integer)
-            tables = [table.take(slice(starts[i], starts[i + 1])) for i in range(n)]
-            kept_counts = np.diff(starts).tolist()
-            outlines: list[Outlines] | None = None
-            if self.params.polygons:
-                from .outlines import device_outlines
-
-                outlines = device_outlines(self.out, kept_counts)
-            wide = self._wide_images(kept_counts)
-            if self.host is not None:
-                self.stream.synchronize()
-                self.host.staging = None
-        components = np.diff(self.offsets.astype(np.int64)).tolist()
-        return BatchResult(labels, tables, components, outlines, wide)
-
-    def _wide_images(self, kept_counts: list[int]) -> dict[int, np.ndarray]:
-        """Copies back (asynchronously) of the images whose kept labels exceed
-        NARROW_LIMIT, into page-locked arrays of their own, by index (BatchResult.wide)."""
-        if self.host is None or not self.host.narrow:
-            return {}
-        wide = {}
-        for i, count in enumerate(kept_counts):
-            if count > NARROW_LIMIT:
-                wide[i] = pinned_empty(self.out[i].shape, np.dtype(np.uint32))
-                self.out[i].get(stream=self.stream, out=wide[i], blocking=False)
-        return wide
-
-
 def _label(values: Any, params: LabelParams, out: Any) -> BatchResult:
     """Labels into `out`, the statistics tables and outlines of one device (sub-)batch,
-    on the current stream (a _Job's steps one after the other)."""
-    job = _Job(values, params, out)
+    on the current stream (a Job's steps one after the other)."""
+    job = Job(values, params, out)
     job.label()
     job.statistics()
     return job.collect()

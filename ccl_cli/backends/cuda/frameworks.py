@@ -33,12 +33,6 @@ def is_torch_tensor(array: Any) -> bool:
     return torch is not None and isinstance(array, torch.Tensor)
 
 
-def is_cupy_array(array: Any) -> bool:
-    """Whether `array` is a CuPy array (without importing CuPy)."""
-    cupy = sys.modules.get("cupy")
-    return cupy is not None and isinstance(array, cupy.ndarray)
-
-
 def torch_dtype_to_numpy(dtype: Any) -> np.dtype:
     """The numpy dtype of a PyTorch dtype that labeling takes or returns (ValueError otherwise)."""
     torch = sys.modules["torch"]
