@@ -50,6 +50,7 @@ KERNELS: dict[str, list[dict[str, Any]]] = {
     "gccl_stats_{dtype}": _each(dtype=DTYPES),
     "gccl_float_sum_{dtype}": _each(dtype=FLOAT_DTYPES),
     "gccl_area_remap": [{}],
+    "gccl_kept_ranks": [{}],
     "gccl_stats_table": [{}],
     # arrays (arrays.py)
     "gccl_gather_bool": [{}],

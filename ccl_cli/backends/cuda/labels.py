@@ -15,7 +15,7 @@ import numpy as np
 from ...contract.cleaning import fill_holes, kept_components, selects
 from ...contract.params import LabelParams
 from ...contract.stats import StatsTable
-from .arrays import keep_area, rule_args
+from .arrays import elementwise, keep_area, rule_args
 from .kernel_names import kernel_name
 from .loader import (
     CHUNK,
@@ -248,16 +248,14 @@ def kept_ranks(params: LabelParams, label_base: Any, area: Any) -> tuple[Any, An
         starts = label_base.get().astype(np.int64)
         chosen = kept_components(area.get().astype(np.int64), starts, params)
         keep = cupy.asarray(chosen.astype(np.uint32))
-    # One scan over the whole batch (CuPy's, spread across the device: an image may hold
-    # millions of labels), less the kept labels of the images before each label's own.
-    before = cupy.zeros(total + 1, cupy.uint32)  # kept labels before label i, then in all
-    before[1:] = cupy.cumsum(keep, dtype=cupy.uint32)
-    at_starts = before[label_base]
-    counts = at_starts[1:] - at_starts[:-1]
-    rank = before[:-1]
-    if n > 1:
-        labels = cupy.arange(total, dtype=cupy.uint32)
-        rank = rank - at_starts[cupy.searchsorted(label_base[1:], labels, side="right")]
+    # One scan over the whole batch (CuPy's precompiled one, spread across the device: an
+    # image may hold millions of labels), then each label's rank in its own image and the
+    # kept labels per image (area_filter.cu: no kernel compiled at run time).
+    kept_through = cupy.cumsum(keep, dtype=cupy.uint32)
+    rank = cupy.empty(total, cupy.uint32)
+    counts = cupy.empty(n, cupy.uint32)
+    args = (kept_through, label_base, np.uint32(n), rank, counts, np.uint64(total))
+    elementwise(keep, kernel_name("gccl_kept_ranks"), args, max(total, n))
     return keep, rank, counts
 
 

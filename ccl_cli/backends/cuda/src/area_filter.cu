@@ -2,8 +2,10 @@
 // label order, the others 0.
 //
 // keep[i] says whether label i stays (gccl_keep_area in arrays.cu, or the host for
-// --largest: contract/cleaning.py's rule); the host ranks the kept labels per image with
-// gccl_segmented_scan over keep; this kernel rewrites the label image in place.
+// --largest: contract/cleaning.py's rule); the host scans keep over the whole batch (an
+// inclusive scan, CuPy's precompiled one), gccl_kept_ranks turns that into each label's rank
+// among its own image's kept labels and the kept count per image, and gccl_area_remap
+// rewrites the label image in place.
 #include "common.cuh"
 
 extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS)
@@ -21,5 +23,31 @@ extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS)
       const u64 i = base + label - 1;
       O[p] = keep[i] ? kept_rank[i] + 1 : 0;
     }
+  }
+}
+
+// rank[i] = the kept labels of label i's image before label i; counts[j] = image j's kept
+// labels. kept_through[i] is the inclusive scan of keep over the batch; label_base (images + 1
+// entries) each image's first label, then the total.
+extern "C" __global__ void gccl_kept_ranks(const u32* kept_through, const u32* label_base,
+                                           u32 images, u32* rank, u32* counts, u64 total) {
+  GCCL_GRID_STRIDE(i, total) {
+    u32 low = 0, high = images;  // the image j with label_base[j] <= i < label_base[j + 1]
+    while (high - low > 1) {
+      const u32 middle = low + (high - low) / 2;
+      if (label_base[middle] <= i) {
+        low = middle;
+      } else {
+        high = middle;
+      }
+    }
+    const u32 first = label_base[low];
+    const u32 before_image = first ? kept_through[first - 1] : 0u;
+    rank[i] = (i ? kept_through[i - 1] : 0u) - before_image;
+  }
+  GCCL_GRID_STRIDE(j, (u64)images) {
+    const u32 first = label_base[j], end = label_base[j + 1];
+    const u32 before = first ? kept_through[first - 1] : 0u;
+    counts[j] = (end ? kept_through[end - 1] : 0u) - before;
   }
 }
