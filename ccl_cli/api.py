@@ -48,6 +48,7 @@ from .backends.cuda.frameworks import (
 )
 from .backends.cuda.host_volumes import label_host_volumes
 from .backends.cuda.loader import import_cupy
+from .chunked import is_dask_array
 from .config import resolve
 from .contract.params import SUPPORTED_DTYPES, LabelParams, background_problem
 from .contract.stages import smooth_problem
@@ -330,6 +331,10 @@ def label(
     Labeler of each set of options is kept, so repeated calls check them once.
     """
     _known(options, "label")
+    if is_dask_array(array):  # a chunked volume: labeled chunk by chunk (ccl_cli.chunked)
+        from .chunked.entry import label_dask
+
+        return label_dask(array, stats=stats, out=out, batch=batch, options=options)
     # The types are part of the key: 8.0 == 8, but connectivity=8.0 is a TypeError.
     given = (("stats", stats), *sorted(options.items()))
     try:

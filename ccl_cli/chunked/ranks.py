@@ -1,0 +1,108 @@
+"""Dense labels 1..K in raster order without gathering them: each kept component is counted
+at its root (its first voxel, in the chunk that holds it), per line (z, y) of voxels; an
+exclusive scan of those counts in raster order of lines gives every chunk the number of
+kept components before each of its lines, and so each root's final label.
+
+Line counts are one number per line of each chunk (a chunk's voxels over its width), kept
+as a dask array laid out like the volume's lines, so the scan runs on the workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .geometry import Chunk
+from .merge import Keep
+from .pieces import Partials, Summary, label_chunk
+
+
+@dataclass
+class Finals:
+    """A chunk's kept roots and their final labels: `lut` maps the chunk's own labels to
+    final labels for its interior pieces (face pieces are filled in later, from their
+    components); `face_roots` the (key, final) of kept components rooted on its faces;
+    `interior` the partials of its kept interior pieces, `interior_labels` their finals."""
+
+    lut: np.ndarray
+    face_root_keys: np.ndarray
+    face_root_labels: np.ndarray
+    interior: Partials
+    interior_labels: np.ndarray
+
+
+def kept_roots(summary: Summary, face_root_kept: np.ndarray, keep: Keep) -> np.ndarray:
+    """Which of the chunk's pieces are roots of kept components: interior pieces kept by
+    their own area, face pieces the client found to be kept roots (`face_root_kept`, one
+    per face piece in the chunk's order)."""
+    pieces = summary.pieces
+    roots = keep(pieces.area, pieces.key) & ~summary.on_face
+    roots[summary.on_face] = face_root_kept
+    return roots
+
+
+def line_counts(summary: Summary, face_root_kept: np.ndarray, keep: Keep, chunk: Chunk) -> np.ndarray:
+    """The number of kept roots on each line (z, y) of the chunk, shape (depth, height, 1)."""
+    depth, height, _ = chunk.shape
+    lines = _lines(summary.pieces.key[kept_roots(summary, face_root_kept, keep)], chunk)
+    return np.bincount(lines, minlength=depth * height).reshape(depth, height, 1).astype(np.int64)
+
+
+def _lines(keys: np.ndarray, chunk: Chunk) -> np.ndarray:
+    """The chunk's line index (z * height + y, chunk-local) of each voxel of `keys`."""
+    _, height, width = chunk.volume_shape
+    z = keys // (height * width) - chunk.origin[0]
+    y = keys // width % height - chunk.origin[1]
+    return z * chunk.shape[1] + y
+
+
+def line_offsets(counts: Any) -> Any:
+    """For a dask array of line counts (depth, height, chunks along x), the number of kept
+    roots before each line of each chunk in raster order: on lines (z', y') < (z, y), and
+    on line (z, y) in the chunks to its left."""
+    per_line = counts.sum(axis=2)
+    per_plane = per_line.sum(axis=1)
+    before_plane = per_plane.cumsum(axis=0) - per_plane
+    before_line = per_line.cumsum(axis=1) - per_line
+    before_chunk = counts.cumsum(axis=2) - counts
+    return (before_plane[:, None] + before_line)[:, :, None] + before_chunk
+
+
+def finals(
+    summary: Summary, face_root_kept: np.ndarray, keep: Keep, chunk: Chunk, offsets: np.ndarray
+) -> Finals:
+    """Final labels of the chunk's kept roots: the kept roots before their line, plus those
+    on it to their left in the chunk, plus one."""
+    pieces = summary.pieces
+    roots = kept_roots(summary, face_root_kept, keep)
+    where = np.flatnonzero(roots)  # in key order: the chunk's labels are
+    lines = _lines(pieces.key[where], chunk)
+    on_line = np.arange(len(lines)) - np.searchsorted(lines, lines, side="left")
+    labels = offsets.reshape(-1)[lines] + on_line + 1
+    lut = np.zeros(len(pieces) + 1, np.uint32)
+    interior = ~summary.on_face[where]
+    lut[where[interior] + 1] = labels[interior]
+    return Finals(
+        lut=lut,
+        face_root_keys=pieces.key[where[~interior]],
+        face_root_labels=labels[~interior],
+        interior=pieces.take(where[interior]),
+        interior_labels=labels[interior],
+    )
+
+
+def relabel(
+    values: np.ndarray,
+    options: dict[str, Any],
+    lut: np.ndarray,
+    face_labels: np.ndarray,
+    face_finals: np.ndarray,
+) -> np.ndarray:
+    """The chunk's final labels: labeled again alone (the same labels as the first time:
+    the engine is deterministic), its own labels mapped to final ones."""
+    labels, _ = label_chunk(values, options, stats=False)
+    table = lut.copy()
+    table[face_labels] = face_finals
+    return table[labels]
