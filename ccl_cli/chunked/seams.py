@@ -96,8 +96,9 @@ def beyond_band(faces: Faces, axis: int, offset: Offset) -> tuple[np.ndarray, np
 def chunk_pairs(
     faces: Faces,
     axis: int,
-    beyond: dict[Offset, tuple[np.ndarray, np.ndarray | None]],
+    beyond: list[tuple[Offset, tuple[np.ndarray, np.ndarray | None]]],
     params: LabelParams,
 ) -> np.ndarray:
-    """seam_pairs across the chunk's high plane along `axis`."""
-    return seam_pairs(faces.keys[axis, 1], faces.values.get((axis, 1)), beyond, params)
+    """seam_pairs across the chunk's high plane along `axis`; `beyond` as (offset, band)."""
+    bands = {tuple(offset): band for offset, band in beyond}
+    return seam_pairs(faces.keys[axis, 1], faces.values.get((axis, 1)), bands, params)  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ the same result, and the union-find takes a pair twice as once.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,8 @@ import numpy as np
 
 from ..contract.params import LabelParams
 from ..contract.stats import StatsTable
-from .geometry import Grid
+from .geometry import Chunk, Grid
+from .graph import Layer
 from .merge import Components, Keep, components, largest_cut, top_candidates
 from .pieces import Partials, Summary, concat_partials, summarize
 from .ranks import Finals, finals, line_counts, line_offsets, relabel
@@ -97,78 +99,119 @@ class Solved:
 def solve(array: Any, options: dict[str, Any], params: LabelParams, source: str) -> Solved:
     """Solve the seams of the dask array `array` labeled with `options` (`params` resolved)."""
     import dask
-    import dask.array as da
-    from dask import delayed
 
     grid = Grid(array.chunks, source)
-    blocks = array.to_delayed()
+    blocks = np.empty(grid.grid, object)
+    for index, key in np.ndenumerate(_nested_keys(array)):
+        blocks[index] = key
     chunks = list(grid)
-    tau = params.tau is not None
-    made = [delayed(summarize, nout=2, pure=False)(blocks[c.index], c, options, tau) for c in chunks]
-    summaries, faces = dask.persist([m[0] for m in made], [m[1] for m in made])
     where = {c.index: n for n, c in enumerate(chunks)}
+    tau = params.tau is not None
 
-    pairs = []
-    for c in chunks:
-        for axis in range(3):
-            if c.index[axis] == grid.grid[axis] - 1:
-                continue
-            others = [b for b in range(3) if b != axis]
-            beyond = {}
-            for offset in plane_offsets(params.connectivity):
-                index = list(c.index)
-                index[axis] += 1
-                index[others[0]] += offset[0]
-                index[others[1]] += offset[1]
-                if grid.contains(tuple(index)):
-                    beyond[offset] = delayed(beyond_band, pure=False)(faces[where[tuple(index)]], axis, offset)
-            pairs.append(delayed(chunk_pairs, pure=False)(faces[where[c.index]], axis, beyond, params))
+    read = Layer("pieces", [array])
+    made = [read.add((n,), summarize, blocks[c.index], c, options, tau) for n, c in enumerate(chunks)]
+    summary_keys = [read.add((n, 0), operator.getitem, key, 0) for n, key in enumerate(made)]
+    face_keys = [read.add((n, 1), operator.getitem, key, 1) for n, key in enumerate(made)]
+    held = dask.persist(*read.delayed(summary_keys + face_keys))
+    summaries, faces = list(held[: len(chunks)]), list(held[len(chunks) :])
+
+    seams = Layer("seams", faces + summaries)
     keep = Keep.of(params)
-    face_parts = [delayed(face_pieces, pure=False)(s) for s in summaries]
-    candidates = []
+    pair_keys = []
+    for n, c in enumerate(chunks):
+        for axis in _upward_axes(c, grid):
+            beyond = []
+            for offset in plane_offsets(params.connectivity):
+                other = _beyond(c.index, axis, offset)
+                if grid.contains(other):
+                    band_key = seams.add((n, axis, *offset, 0), beyond_band, face_keys[where[other]], axis, offset)
+                    beyond.append([offset, band_key])
+            pair_keys.append(seams.add((n, axis), chunk_pairs, face_keys[n], axis, beyond, params))
+    part_keys = [seams.add((n, 1, 0, 0, 1), face_pieces, key) for n, key in enumerate(summary_keys)]
+    candidate_keys = []
     if params.largest is not None:
-        candidates = [delayed(interior_candidates, pure=False)(s, keep, params.largest) for s in summaries]
-    face_parts, pairs, candidates = dask.compute(face_parts, pairs, candidates)
+        candidate_keys = [
+            seams.add((n, 2, 0, 0, 1), interior_candidates, key, keep, params.largest)
+            for n, key in enumerate(summary_keys)
+        ]
+    gathered = dask.compute(*seams.delayed([*pair_keys, *part_keys, *candidate_keys]))
+    pairs = list(gathered[: len(pair_keys)])
+    face_parts = list(gathered[len(pair_keys) : len(pair_keys) + len(part_keys)])
+    candidates = list(gathered[len(pair_keys) + len(part_keys) :])
     del faces
 
     floats = np.dtype(array.dtype).kind == "f"
-    comps = components([part[1] for part in face_parts], list(pairs), floats)
+    comps = components([part[1] for part in face_parts], pairs, floats)
     whole = comps.whole
     if params.largest is not None:
         passing = keep.by_area(whole.area)
         cut = largest_cut([*candidates, (whole.area[passing], whole.key[passing])], params.largest)
         keep = Keep(keep.min_area, keep.max_area, cut)
     comp_kept = keep(whole.area, whole.key)
-    piece_keys = np.concatenate([part[1].key for part in face_parts]) if face_parts else np.zeros(0, np.int64)
+    piece_keys = concat_partials([part[1] for part in face_parts]).key
     is_root_kept = (piece_keys == whole.key[comps.of_piece]) & comp_kept[comps.of_piece]
     bounds = np.cumsum([0] + [len(part[0]) for part in face_parts])
     root_kept = [is_root_kept[bounds[n] : bounds[n + 1]] for n in range(len(chunks))]
 
-    counts = np.empty(grid.grid, object)
+    counting = Layer("lines", summaries)
     for n, c in enumerate(chunks):
-        task = delayed(line_counts, pure=False)(summaries[n], root_kept[n], keep, c)
-        counts[c.index] = da.from_delayed(task, shape=(c.shape[0], c.shape[1], 1), dtype=np.int64)
-    offsets = line_offsets(da.block(counts.tolist())).to_delayed()
-    results = [
-        delayed(finals, pure=False)(summaries[n], root_kept[n], keep, c, offsets[c.index])
+        counting.add(c.index, line_counts, summary_keys[n], root_kept[n], keep, c)
+    offsets = line_offsets(counting.array((*array.chunks[:2], (1,) * grid.grid[2]), np.int64))
+    offset_keys = _nested_keys(offsets)
+    ranking = Layer("finals", [*summaries, offsets])
+    final_keys = [
+        ranking.add((n,), finals, summary_keys[n], root_kept[n], keep, c, offset_keys[c.index])
         for n, c in enumerate(chunks)
     ]
-    (results,) = dask.persist(results)
+    results = list(dask.persist(*ranking.delayed()))
     del summaries
-    roots = dask.compute(*[delayed(face_roots, pure=False)(r) for r in results])
+    roots = dask.compute(*_each(Layer("roots", results), final_keys, face_roots))
 
     comp_labels = np.zeros(len(whole), np.uint32)
     for keys, labels, _ in roots:
         comp_labels[np.searchsorted(whole.key, keys)] = labels
     count = int(sum(kept for _, _, kept in roots))
-    label_blocks = np.empty(grid.grid, object)
+    face_labels = np.where(comp_kept, comp_labels, 0).astype(np.uint32)
+    relabeling = Layer("labels", [array, *results])
     for n, c in enumerate(chunks):
-        own, _ = face_parts[n]
-        face_finals = np.where(comp_kept, comp_labels, 0)[comps.of_piece[bounds[n] : bounds[n + 1]]]
-        lut = delayed(lut_of, pure=False)(results[n])
-        task = delayed(relabel, pure=False)(blocks[c.index], options, lut, own, face_finals.astype(np.uint32))
-        label_blocks[c.index] = da.from_delayed(task, shape=c.shape, dtype=np.uint32)
-    labels = da.block(label_blocks.tolist())
-    rows = [delayed(interior_rows, pure=False)(r) for r in results]
+        own = face_parts[n][0]
+        face_finals = face_labels[comps.of_piece[bounds[n] : bounds[n + 1]]]
+        lut = (lut_of, final_keys[n])
+        relabeling.add(c.index, relabel, blocks[c.index], options, lut, own, face_finals)
+    labels = relabeling.array(array.chunks, np.uint32)
+    rows = _each(Layer("rows", results), final_keys, interior_rows)
     integer_values = np.dtype(array.dtype).kind in "biu"
     return Solved(labels, count, grid, comps, comp_labels, comp_kept, rows, integer_values)
+
+
+def _each(layer: Layer, keys: list[Any], function: Any) -> list[Any]:
+    """function(result) of each task of `keys`, as Delayed objects of `layer`."""
+    for n, key in enumerate(keys):
+        layer.add((n,), function, key)
+    return layer.delayed()
+
+
+def _nested_keys(array: Any) -> np.ndarray:
+    """The keys of a 3-D dask array's blocks, as an object array indexed like its grid."""
+    nested = array.__dask_keys__()
+    shape = tuple(len(sizes) for sizes in array.chunks)
+    out = np.empty(shape, object)
+    for index in np.ndindex(*shape):
+        i, j, k = index
+        out[index] = nested[i][j][k]
+    return out
+
+
+def _upward_axes(chunk: Chunk, grid: Grid) -> list[int]:
+    """The axes along which a chunk lies beyond `chunk`."""
+    return [axis for axis in range(3) if chunk.index[axis] < grid.grid[axis] - 1]
+
+
+def _beyond(index: tuple[int, int, int], axis: int, offset: tuple[int, int]) -> tuple[int, ...]:
+    """The chunk past `index` along `axis`, at `offset` along the two other axes."""
+    moved = list(index)
+    moved[axis] += 1
+    others = [b for b in range(3) if b != axis]
+    moved[others[0]] += offset[0]
+    moved[others[1]] += offset[1]
+    return tuple(moved)
