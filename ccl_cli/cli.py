@@ -332,11 +332,13 @@ def label_command(
     inputs: list[str], config: list[Path] | None = None, dry_run: bool = False, **flags: Any
 ) -> None:
     """Label every input image and write label images, statistics CSVs and a summary."""
+    from .run.chunked import has_zarr
     from .run.command import run_label
 
     if dry_run:
         _dry_run(inputs, config, flags)
-    _run_command(lambda settings, reporter: run_label(inputs, settings, reporter), config, flags)
+    run = lambda settings, reporter: run_label(inputs, settings, reporter)  # noqa: E731
+    _run_command(run, config, flags, volumes=has_zarr(inputs))
 
 
 def _dry_run(inputs: list[str], config: list[Path] | None, flags: dict[str, Any]) -> NoReturn:
@@ -366,15 +368,18 @@ def _run_command(
     run: Callable[[Settings, ConsoleReporter], RunReport],
     config: list[Path] | None,
     flags: dict[str, Any],
+    volumes: bool = False,
 ) -> None:
-    """Resolve the settings, run, print the closing line and exit with the run's code."""
+    """Resolve the settings, run, print the closing line and exit with the run's code
+    (`volumes`: the inputs are Zarr volumes, which take the volume connectivities)."""
     from .config import check_images_only, resolve
     from .run.records import exit_code
 
     reporter: ConsoleReporter | None = None
     try:
         settings = resolve(config or [], flags)
-        check_images_only(settings.connectivity)
+        if not volumes:
+            check_images_only(settings.connectivity)
         reporter = ConsoleReporter(settings.quiet, settings.json)
         report = run(settings, reporter)
     except GcclError as error:

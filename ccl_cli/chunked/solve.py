@@ -32,9 +32,11 @@ from .seams import beyond_band, chunk_pairs, plane_offsets
 from .table import stats_table
 
 
-def face_pieces(summary: Summary) -> tuple[np.ndarray, Partials]:
-    """The chunk's own labels of its face pieces, and their partials."""
-    return np.flatnonzero(summary.on_face) + 1, summary.pieces.take(summary.on_face)
+def face_pieces(summary: Summary) -> tuple[np.ndarray, Partials, int]:
+    """The chunk's own labels of its face pieces, their partials, and how many interior
+    pieces (whole components) it has."""
+    on_face = summary.on_face
+    return np.flatnonzero(on_face) + 1, summary.pieces.take(on_face), int((~on_face).sum())
 
 
 def interior_candidates(summary: Summary, keep: Keep, largest: int) -> tuple[np.ndarray, np.ndarray]:
@@ -60,12 +62,14 @@ def lut_of(result: Finals) -> np.ndarray:
 
 @dataclass
 class Solved:
-    """A chunked volume whose seams are solved: `labels` (lazy), `count` (K'), and the
+    """A chunked volume whose seams are solved: `labels` (lazy), `count` (K'), `components`
+    (K, before the area filters), and the
     statistics, all at once (`table`) or a slab of chunks along z at a time (`slab_tables`,
     in label order: every root in a slab comes before those of the next)."""
 
     labels: Any
     count: int
+    components: int
     grid: Grid
     comps: Components
     comp_labels: np.ndarray
@@ -181,7 +185,8 @@ def solve(array: Any, options: dict[str, Any], params: LabelParams, source: str)
     labels = relabeling.array(array.chunks, np.uint32)
     rows = _each(Layer("rows", results), final_keys, interior_rows)
     integer_values = np.dtype(array.dtype).kind in "biu"
-    return Solved(labels, count, grid, comps, comp_labels, comp_kept, rows, integer_values)
+    components_count = len(whole) + sum(part[2] for part in face_parts)
+    return Solved(labels, count, components_count, grid, comps, comp_labels, comp_kept, rows, integer_values)
 
 
 def _each(layer: Layer, keys: list[Any], function: Any) -> list[Any]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
-from ..contract.stats import StatsTable, empty_table
+from ..contract.stats import VOLUME_CSV_COLUMNS, StatsTable, empty_table
+from ..io.csv_text import CSV_PIECE_ROWS, csv_rows, float_texts, int_texts
 from .pieces import Partials
 
 
@@ -34,3 +37,22 @@ def stats_table(whole: Partials, labels: np.ndarray, integer_values: bool) -> St
     )
     table.z, table.depth, table.centroid_z = rows.low[:, 0].copy(), size[:, 0].copy(), centroid[:, 0].copy()
     return table
+
+
+def csv_rows_of(table: StatsTable, first_label: int, header: bool) -> Iterator[bytes]:
+    """A volume's statistics CSV text (VOLUME_CSV_COLUMNS) for `table`, whose rows are labels
+    first_label, first_label + 1, ...; with the header line first when `header`."""
+    if header:
+        yield (",".join(VOLUME_CSV_COLUMNS) + "\n").encode("ascii")
+    values = int_texts if table.integer_values else float_texts
+    for start in range(0, len(table), CSV_PIECE_ROWS):
+        rows = slice(start, start + CSV_PIECE_ROWS)
+        count = len(table.area[rows])
+        columns = [int_texts(np.arange(first_label + start, first_label + start + count))]
+        for name in VOLUME_CSV_COLUMNS[1:]:
+            column = table[name][rows]
+            if name in ("min", "max"):
+                columns.append(values(column))
+            else:
+                columns.append(int_texts(column) if column.dtype.kind == "i" else float_texts(column))
+        yield csv_rows(columns)

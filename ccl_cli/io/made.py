@@ -19,7 +19,8 @@ the segments it merged.
 A file whose identity is listed at its path is one gccl made: it may be replaced or removed,
 and a failure moves it aside. Any other file at an output's path stays and the input whose
 output would take its place fails (out_dir.py asks `ours` before every change). A file that
-grows (an appended summary.csv) is listed by its inode alone. The record belongs to its
+grows (an appended summary.csv) is listed by its inode alone, and so is a folder gccl made (a
+Zarr label store, run/chunked.py). The record belongs to its
 --out: a run never writes into a folder below that holds another GCCL_DIR (out_dir.py).
 Contents are never looked at: a file is gccl's by the record, not by what it holds.
 """
@@ -351,7 +352,8 @@ class MadeFiles:
                     info = os.stat(key.rpartition("/")[2], dir_fd=folder, follow_symlinks=False)
                 except OSError:
                     info = None
-                if info is not None and stat.S_ISREG(info.st_mode):
+                # (a folder gccl made, a Zarr label store, is listed by its inode alone)
+                if info is not None and (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
                     identity = file_identity(info)
                     grows = (identity[0], GROWS, GROWS)
                     current = {i for i in (identity, grows) if i in identities}

@@ -48,6 +48,7 @@ from ..io.output_paths import (
     output_paths,
 )
 from ..io.seen import Seen
+from .chunked import run_chunked, zarr_specs
 from .freshness import RunRecord
 from .interrupts import cut_short_here
 from .local import LocalRun, label_file_format
@@ -122,6 +123,8 @@ def run_label(
     `-` streams stdin's paths (stream.py) when the run labels in this process;
     for worker processes or a cluster stdin is read to its end first.
     """
+    if zarr_specs(specs):  # chunked volumes: labeled in chunks on Dask (chunked.py)
+        return run_chunked(specs, settings, reporter)
     place = OutPlace(checked_out(settings))
     source: Source
     if "-" in specs and streams(settings):
