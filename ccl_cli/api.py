@@ -334,7 +334,8 @@ def label(
     if is_dask_array(array):  # a chunked volume: labeled chunk by chunk (ccl_cli.chunked)
         from .chunked.entry import label_dask
 
-        return label_dask(array, stats=stats, out=out, batch=batch, options=options)
+        params = Labeler(**options).params  # the options checked as for any volume
+        return label_dask(array, label, params, options, stats=stats, out=out, batch=batch)
     # The types are part of the key: 8.0 == 8, but connectivity=8.0 is a TypeError.
     given = (("stats", stats), *sorted(options.items()))
     try:

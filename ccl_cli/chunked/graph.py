@@ -22,7 +22,7 @@ class Layer:
 
     def __init__(self, step: str, dependencies: Iterable[Any] = ()) -> None:
         self.name = f"gccl-{step}-{uuid.uuid4().hex}"
-        self.tasks: dict[Key, Any] = {}
+        self.tasks: dict[Any, Any] = {}
         self.dependencies = list(dependencies)
 
     def add(self, index: tuple[int, ...], function: Callable[..., Any], *args: Any) -> Key:
@@ -34,18 +34,21 @@ class Layer:
     def graph(self) -> Any:
         from dask.highlevelgraph import HighLevelGraph
 
-        return HighLevelGraph.from_collections(self.name, self.tasks, dependencies=self.dependencies)
+        return HighLevelGraph.from_collections(
+            self.name, self.tasks, dependencies=self.dependencies
+        )
 
     def delayed(self, keys: list[Key] | None = None) -> list[Any]:
         """One dask Delayed per task of `keys` (all, in the order added, by default)."""
         from dask.delayed import Delayed
 
         graph = self.graph()
-        return [Delayed(key, graph, layer=self.name) for key in (self.tasks if keys is None else keys)]
+        return [
+            Delayed(key, graph, layer=self.name) for key in (self.tasks if keys is None else keys)
+        ]
 
     def array(self, chunks: Any, dtype: Any) -> Any:
         """The tasks as the blocks of a dask array of `chunks` (keys (name, i, j, k))."""
         import dask.array as da
 
         return da.Array(self.graph(), self.name, chunks=chunks, dtype=dtype)
-

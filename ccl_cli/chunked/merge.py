@@ -43,7 +43,9 @@ class Keep:
         return keep
 
 
-def largest_cut(candidates: list[tuple[np.ndarray, np.ndarray]], largest: int) -> tuple[int, int] | None:
+def largest_cut(
+    candidates: list[tuple[np.ndarray, np.ndarray]], largest: int
+) -> tuple[int, int] | None:
     """The (area, key) of the `largest`-th component among `candidates` ((area, key) arrays of
     components that pass the area filters, each chunk's largest ones among them), or None
     when there are no more than `largest` of them."""
@@ -56,7 +58,9 @@ def largest_cut(candidates: list[tuple[np.ndarray, np.ndarray]], largest: int) -
     return int(area[last]), int(key[last])
 
 
-def top_candidates(area: np.ndarray, key: np.ndarray, keep: Keep, largest: int) -> tuple[np.ndarray, np.ndarray]:
+def top_candidates(
+    area: np.ndarray, key: np.ndarray, keep: Keep, largest: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The `largest` first of (area, key) that pass the area filters, in the order of Keep."""
     passing = keep.by_area(area)
     area, key = area[passing], key[passing]
@@ -159,7 +163,9 @@ def reduce_partials(pieces: Partials, starts: np.ndarray, floats: bool) -> Parti
     )
 
 
-def _signed_zero(result: np.ndarray, values: np.ndarray, starts: np.ndarray, low: bool) -> np.ndarray:
+def _signed_zero(
+    result: np.ndarray, values: np.ndarray, starts: np.ndarray, low: bool
+) -> np.ndarray:
     """`result` with a zero extreme given the sign totalOrder gives it: -0.0 for a minimum
     when any piece's minimum is -0.0, +0.0 for a maximum when any piece's maximum is +0.0."""
     negative = np.signbit(values)

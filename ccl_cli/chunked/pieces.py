@@ -13,6 +13,7 @@ neighbouring chunk lies (`Faces`), and the partial statistics of the pieces on t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,15 +58,16 @@ _FIELDS = ("key", "area", "low", "high", "sums", "value_sum", "mean", "v_min", "
 
 def empty_partials() -> Partials:
     """Partials of no piece."""
-    rows = {name: np.zeros((0, 3) if name in ("low", "high", "sums") else 0, np.int64) for name in _FIELDS}
+    rows = {
+        name: np.zeros((0, 3) if name in ("low", "high", "sums") else 0, np.int64)
+        for name in _FIELDS
+    }
     return Partials(**rows)
 
 
 def concat_partials(parts: list[Partials]) -> Partials:
     """The rows of `parts`, one after the other."""
-    return Partials(
-        **{name: np.concatenate([getattr(p, name) for p in parts]) for name in _FIELDS}
-    )
+    return Partials(**{name: np.concatenate([getattr(p, name) for p in parts]) for name in _FIELDS})
 
 
 @dataclass
@@ -86,26 +88,27 @@ class Summary:
     on_face: np.ndarray
 
 
-def label_chunk(values: np.ndarray, options: dict[str, Any], stats: bool) -> tuple[Any, Any]:
-    """The chunk labeled alone by gccl's engine through the public API, without the area
-    filters (those act on whole components)."""
-    from .. import api
+@dataclass(frozen=True)
+class ChunkLabeler:
+    """Labels one chunk alone with gccl's engine through the public API (`label` is
+    ccl_cli.label, handed in by the caller: the API leads here, not the other way), with
+    `options` but the area filters, which act on whole components."""
 
-    return api.label(values, stats=stats, **chunk_options(options))
+    label: Callable[..., tuple[Any, Any]]
+    options: dict[str, Any]
 
-
-def chunk_options(options: dict[str, Any]) -> dict[str, Any]:
-    """`options` as a chunk is labeled with: every component kept."""
-    return {**options, "min_area": 0, "max_area": None, "largest": None}
+    def __call__(self, values: np.ndarray, stats: bool) -> tuple[Any, Any]:
+        every = {**self.options, "min_area": 0, "max_area": None, "largest": None}
+        return self.label(values, stats=stats, **every)
 
 
 def summarize(
-    values: np.ndarray, chunk: Chunk, options: dict[str, Any], tau: bool
+    values: np.ndarray, chunk: Chunk, labeler: ChunkLabeler, tau: bool
 ) -> tuple[Summary, Faces]:
     """Label one chunk; its pieces' partials and its face planes."""
     if values.shape != chunk.shape:
         raise ValueError(f"chunk {chunk.index}: read {values.shape}, expected {chunk.shape}")
-    labels, tables = label_chunk(values, options, stats=True)
+    labels, tables = labeler(values, stats=True)
     table = tables[0]
     pieces = _partials(labels, values, table, chunk)
     keys_of = np.concatenate(([0], pieces.key + 1))

@@ -16,7 +16,7 @@ import numpy as np
 
 from .geometry import Chunk
 from .merge import Keep
-from .pieces import Partials, Summary, label_chunk
+from .pieces import ChunkLabeler, Partials, Summary
 
 
 @dataclass
@@ -43,7 +43,9 @@ def kept_roots(summary: Summary, face_root_kept: np.ndarray, keep: Keep) -> np.n
     return roots
 
 
-def line_counts(summary: Summary, face_root_kept: np.ndarray, keep: Keep, chunk: Chunk) -> np.ndarray:
+def line_counts(
+    summary: Summary, face_root_kept: np.ndarray, keep: Keep, chunk: Chunk
+) -> np.ndarray:
     """The number of kept roots on each line (z, y) of the chunk, shape (depth, height, 1)."""
     depth, height, _ = chunk.shape
     lines = _lines(summary.pieces.key[kept_roots(summary, face_root_kept, keep)], chunk)
@@ -95,14 +97,14 @@ def finals(
 
 def relabel(
     values: np.ndarray,
-    options: dict[str, Any],
+    labeler: ChunkLabeler,
     lut: np.ndarray,
     face_labels: np.ndarray,
     face_finals: np.ndarray,
 ) -> np.ndarray:
     """The chunk's final labels: labeled again alone (the same labels as the first time:
     the engine is deterministic), its own labels mapped to final ones."""
-    labels, _ = label_chunk(values, options, stats=False)
+    labels, _ = labeler(values, stats=False)
     table = lut.copy()
     table[face_labels] = face_finals
     return table[labels]

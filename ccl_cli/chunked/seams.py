@@ -82,7 +82,13 @@ def _part(offset: int) -> slice:
 
 def _into(offset: int, inner: int) -> slice:
     """Where a band lands in the widened plane along one axis."""
-    return slice(0, 1) if offset < 0 else slice(inner + 1, inner + 2) if offset > 0 else slice(1, inner + 1)
+    return (
+        slice(0, 1)
+        if offset < 0
+        else slice(inner + 1, inner + 2)
+        if offset > 0
+        else slice(1, inner + 1)
+    )
 
 
 def beyond_band(faces: Faces, axis: int, offset: Offset) -> tuple[np.ndarray, np.ndarray | None]:

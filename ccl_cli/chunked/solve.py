@@ -26,7 +26,7 @@ from ..contract.stats import StatsTable
 from .geometry import Chunk, Grid
 from .graph import Layer
 from .merge import Components, Keep, components, largest_cut, top_candidates
-from .pieces import Partials, Summary, concat_partials, summarize
+from .pieces import ChunkLabeler, Partials, Summary, concat_partials, summarize
 from .ranks import Finals, finals, line_counts, line_offsets, relabel
 from .seams import beyond_band, chunk_pairs, plane_offsets
 from .table import stats_table
@@ -39,7 +39,9 @@ def face_pieces(summary: Summary) -> tuple[np.ndarray, Partials, int]:
     return np.flatnonzero(on_face) + 1, summary.pieces.take(on_face), int((~on_face).sum())
 
 
-def interior_candidates(summary: Summary, keep: Keep, largest: int) -> tuple[np.ndarray, np.ndarray]:
+def interior_candidates(
+    summary: Summary, keep: Keep, largest: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The chunk's `largest` largest interior pieces that pass the area filters."""
     inside = summary.pieces.take(~summary.on_face)
     return top_candidates(inside.area, inside.key, keep, largest)
@@ -100,8 +102,9 @@ class Solved:
         return stats_table(concat_partials(pieces), np.concatenate(labels), self.integer_values)
 
 
-def solve(array: Any, options: dict[str, Any], params: LabelParams, source: str) -> Solved:
-    """Solve the seams of the dask array `array` labeled with `options` (`params` resolved)."""
+def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -> Solved:
+    """Solve the seams of the dask array `array` whose chunks `labeler` labels (with the
+    options `params` resolves)."""
     import dask
 
     grid = Grid(array.chunks, source)
@@ -109,11 +112,13 @@ def solve(array: Any, options: dict[str, Any], params: LabelParams, source: str)
     for index, key in np.ndenumerate(_nested_keys(array)):
         blocks[index] = key
     chunks = list(grid)
-    where = {c.index: n for n, c in enumerate(chunks)}
+    where: dict[tuple[int, ...], int] = {c.index: n for n, c in enumerate(chunks)}
     tau = params.tau is not None
 
     read = Layer("pieces", [array])
-    made = [read.add((n,), summarize, blocks[c.index], c, options, tau) for n, c in enumerate(chunks)]
+    made = [
+        read.add((n,), summarize, blocks[c.index], c, labeler, tau) for n, c in enumerate(chunks)
+    ]
     summary_keys = [read.add((n, 0), operator.getitem, key, 0) for n, key in enumerate(made)]
     face_keys = [read.add((n, 1), operator.getitem, key, 1) for n, key in enumerate(made)]
     held = dask.persist(*read.delayed(summary_keys + face_keys))
@@ -128,7 +133,9 @@ def solve(array: Any, options: dict[str, Any], params: LabelParams, source: str)
             for offset in plane_offsets(params.connectivity):
                 other = _beyond(c.index, axis, offset)
                 if grid.contains(other):
-                    band_key = seams.add((n, axis, *offset, 0), beyond_band, face_keys[where[other]], axis, offset)
+                    band_key = seams.add(
+                        (n, axis, *offset, 0), beyond_band, face_keys[where[other]], axis, offset
+                    )
                     beyond.append([offset, band_key])
             pair_keys.append(seams.add((n, axis), chunk_pairs, face_keys[n], axis, beyond, params))
     part_keys = [seams.add((n, 1, 0, 0, 1), face_pieces, key) for n, key in enumerate(summary_keys)]
@@ -181,12 +188,14 @@ def solve(array: Any, options: dict[str, Any], params: LabelParams, source: str)
         own = face_parts[n][0]
         face_finals = face_labels[comps.of_piece[bounds[n] : bounds[n + 1]]]
         lut = (lut_of, final_keys[n])
-        relabeling.add(c.index, relabel, blocks[c.index], options, lut, own, face_finals)
+        relabeling.add(c.index, relabel, blocks[c.index], labeler, lut, own, face_finals)
     labels = relabeling.array(array.chunks, np.uint32)
     rows = _each(Layer("rows", results), final_keys, interior_rows)
     integer_values = np.dtype(array.dtype).kind in "biu"
     components_count = len(whole) + sum(part[2] for part in face_parts)
-    return Solved(labels, count, components_count, grid, comps, comp_labels, comp_kept, rows, integer_values)
+    return Solved(
+        labels, count, components_count, grid, comps, comp_labels, comp_kept, rows, integer_values
+    )
 
 
 def _each(layer: Layer, keys: list[Any], function: Any) -> list[Any]:

@@ -35,7 +35,11 @@ def stats_table(whole: Partials, labels: np.ndarray, integer_values: bool) -> St
         max=rows.v_max.astype(np.float64),
         integer_values=integer_values,
     )
-    table.z, table.depth, table.centroid_z = rows.low[:, 0].copy(), size[:, 0].copy(), centroid[:, 0].copy()
+    table.z, table.depth, table.centroid_z = (
+        rows.low[:, 0].copy(),
+        size[:, 0].copy(),
+        centroid[:, 0].copy(),
+    )
     return table
 
 
@@ -54,5 +58,7 @@ def csv_rows_of(table: StatsTable, first_label: int, header: bool) -> Iterator[b
             if name in ("min", "max"):
                 columns.append(values(column))
             else:
-                columns.append(int_texts(column) if column.dtype.kind == "i" else float_texts(column))
+                columns.append(
+                    int_texts(column) if column.dtype.kind == "i" else float_texts(column)
+                )
         yield csv_rows(columns)

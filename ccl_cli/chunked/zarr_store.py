@@ -45,7 +45,11 @@ class Source:
         import dask.array as da
 
         return da.from_array(
-            ChunkReader(self), chunks=self.chunks, asarray=False, lock=False, fancy=False,
+            ChunkReader(self),
+            chunks=self.chunks,
+            asarray=False,
+            lock=False,
+            fancy=False,
             name=f"gccl-read-{os.fspath(self.path)}-{self.dataset}",
         )
 
@@ -62,13 +66,16 @@ def open_source(path: Path) -> Source:
     dataset = ""
     if isinstance(node, zarr.Group):
         group_attributes = dict(node.attrs)
-        dataset = _first_dataset(group_attributes)
-        if dataset is None:
+        first = _first_dataset(group_attributes)
+        if first is None:
             raise InputError(f"{path}: a Zarr group without OME-Zarr multiscales; name its array")
+        dataset = first
         try:
             node = node[dataset]
         except KeyError:
-            raise InputError(f"{path}: its multiscales name {dataset!r}, which is not there") from None
+            raise InputError(
+                f"{path}: its multiscales name {dataset!r}, which is not there"
+            ) from None
         if not isinstance(node, zarr.Array):
             raise InputError(f"{path}/{dataset}: not a Zarr array")
     if node.ndim != 3:
@@ -120,7 +127,7 @@ class ChunkReader:
             if self._array is None:
                 import zarr
 
-                node = zarr.open(store=os.fspath(self.source.path), mode="r")
+                node: Any = zarr.open(store=os.fspath(self.source.path), mode="r")
                 self._array = node[self.source.dataset] if self.source.dataset else node
             return np.asarray(self._array[where])
         except Exception as error:
@@ -141,14 +148,23 @@ def create_labels(source: Source, path: Path, extra: dict[str, Any]) -> Any:
     store = os.fspath(path)
     if source.group_attributes is None:
         return zarr.create_array(
-            store=store, shape=source.shape, chunks=source.chunks, dtype=np.uint32,
-            fill_value=0, zarr_format=source.zarr_format, attributes=attributes,
+            store=store,
+            shape=source.shape,
+            chunks=source.chunks,
+            dtype=np.uint32,
+            fill_value=0,
+            zarr_format=source.zarr_format,  # type: ignore[arg-type]
+            attributes=attributes,
         )
-    group = zarr.open_group(store=store, mode="w-", zarr_format=source.zarr_format)
+    group = zarr.open_group(store=store, mode="w-", zarr_format=source.zarr_format)  # type: ignore[arg-type]
     group.attrs.update(_one_scale(source.group_attributes, source.dataset))
     return group.create_array(
-        name=source.dataset, shape=source.shape, chunks=source.chunks, dtype=np.uint32,
-        fill_value=0, attributes=attributes,
+        name=source.dataset,
+        shape=source.shape,
+        chunks=source.chunks,
+        dtype=np.uint32,
+        fill_value=0,
+        attributes=attributes,
     )
 
 

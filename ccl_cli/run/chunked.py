@@ -85,6 +85,7 @@ def run_chunked(specs: Sequence[str], settings: Settings, reporter: Reporter) ->
     if params.connectivity not in (6, 18, 26):
         raise UsageError("a Zarr volume is labeled in 3-D: give --connectivity 6, 18 or 26")
     options = label_options(params, settings)
+    params = _api_params(options)
     started = time.perf_counter()
     report = RunReport()
     with ExitStack() as stack:
@@ -103,7 +104,7 @@ def run_chunked(specs: Sequence[str], settings: Settings, reporter: Reporter) ->
                     path = Path(spec)
                     record = Record(InputItem(path=path, relative=Path(path.name)))
                     records.append(record)
-                    _label_one(record, options, out, made, settings)
+                    _label_one(record, options, params, out, made, settings)
                     report.counts[record.status] += 1
                     reporter.finished(record)
         except KeyboardInterrupt as stop:
@@ -120,10 +121,17 @@ def run_chunked(specs: Sequence[str], settings: Settings, reporter: Reporter) ->
 
 
 def _label_one(
-    record: Record, options: dict[str, Any], out: OutDir, made: MadeFiles, settings: Settings
+    record: Record,
+    options: dict[str, Any],
+    params: LabelParams,
+    out: OutDir,
+    made: MadeFiles,
+    settings: Settings,
 ) -> None:
     """Label one Zarr volume into its outputs; the record says how it went."""
+    from .. import api
     from ..chunked.entry import solve_array
+    from ..chunked.pieces import ChunkLabeler
     from ..chunked.zarr_store import open_source
 
     began = time.perf_counter()
@@ -132,9 +140,14 @@ def _label_one(
     store, stats = out.root / f"{stem}.labels.zarr", out.root / f"{stem}.stats.csv"
     try:
         source = open_source(path)
-        record.width, record.height, record.dtype = source.shape[2], source.shape[1], source.dtype.name
+        record.width, record.height, record.dtype = (
+            source.shape[2],
+            source.shape[1],
+            source.dtype.name,
+        )
         _check_place(out, made, store)
-        solved = solve_array(source.dask_array(), options, source=str(path))
+        labeler = ChunkLabeler(api.label, options)
+        solved = solve_array(source.dask_array(), labeler, params, source=str(path))
         record.kept = solved.count
         record.components = solved.components
         _write_store(solved, source, out, made, store, options, settings)
@@ -146,6 +159,13 @@ def _label_one(
     except Exception as error:  # a worker's exception, a scheduler gone: one line, the rest goes on
         record.status, record.message = "failed", _one_line(error)
     record.seconds = time.perf_counter() - began
+
+
+def _api_params(options: dict[str, Any]) -> LabelParams:
+    """The parameters the API resolves `options` to (as each chunk is labeled with them)."""
+    from ..api import Labeler
+
+    return Labeler(**options).params
 
 
 def _one_line(error: BaseException) -> str:
@@ -181,7 +201,9 @@ def _write_store(
     temp = f"{TEMP_STORE_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
     temp_path = out.root / temp
     try:
-        target = create_labels(source, temp_path, {k: v for k, v in options.items() if v is not None})
+        target = create_labels(
+            source, temp_path, {k: v for k, v in options.items() if v is not None}
+        )
         da.store(solved.labels, target, lock=False)
         _check_place(out, made, store)  # (again: a store may have appeared meanwhile)
         identity = os.stat(temp, dir_fd=out.fd, follow_symlinks=False).st_ino
@@ -192,10 +214,10 @@ def _write_store(
             os.rename(store.name, old, src_dir_fd=out.fd, dst_dir_fd=out.fd)
         os.rename(temp, store.name, src_dir_fd=out.fd, dst_dir_fd=out.fd)
         if old is not None:
-            shutil.rmtree(old, dir_fd=out.fd)
+            shutil.rmtree(out.root / old)
     finally:
         if os.path.lexists(temp_path):
-            shutil.rmtree(temp, dir_fd=out.fd, ignore_errors=True)
+            shutil.rmtree(temp_path, ignore_errors=True)
 
 
 def _csv(solved: Any) -> Iterator[bytes]:
@@ -214,7 +236,7 @@ def _remove_left_stores(out: OutDir) -> None:
     """Remove temporary label stores a killed run left (this run holds the lock)."""
     for name in os.listdir(out.fd):
         if name.startswith(TEMP_STORE_PREFIX):
-            shutil.rmtree(name, dir_fd=out.fd, ignore_errors=True)
+            shutil.rmtree(out.root / name, ignore_errors=True)
 
 
 @contextmanager

@@ -27,7 +27,9 @@ def _synchronous():
 def one_piece_and_chunked(values: np.ndarray, chunks: tuple, **options: object) -> None:
     """Assert the chunked labels and table equal one-piece labeling's."""
     labels, tables = ccl_cli.label(values, device="cpu", **options)
-    lazy, chunked_tables = ccl_cli.label(da.from_array(values, chunks=chunks), device="cpu", **options)
+    lazy, chunked_tables = ccl_cli.label(
+        da.from_array(values, chunks=chunks), device="cpu", **options
+    )
     assert lazy.chunks == da.from_array(values, chunks=chunks).chunks
     got = lazy.compute()
     assert got.dtype == np.uint32
@@ -37,7 +39,9 @@ def one_piece_and_chunked(values: np.ndarray, chunks: tuple, **options: object) 
 
 def blobs(shape: tuple[int, int, int], seed: int, density: float = 0.45) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    return (rng.random(shape) < density).astype(np.uint8) * rng.integers(1, 7, shape, dtype=np.uint8)
+    return (rng.random(shape) < density).astype(np.uint8) * rng.integers(
+        1, 7, shape, dtype=np.uint8
+    )
 
 
 # Chunkings of a 7x8x9 volume: across every face, edge and corner (2x2x2 chunks meet at
@@ -78,7 +82,7 @@ def test_edges_and_corners_join_only_where_connectivity_says() -> None:
     edge[1, 1, 2] = edge[2, 2, 2] = 1  # an edge, in chunks (0,0,1) and (1,1,1)
     for values, joined in ((corner, {26}), (edge, {18, 26})):
         for connectivity in (6, 18, 26):
-            labels, count = ccl_cli.label(
+            _, count = ccl_cli.label(
                 da.from_array(values, chunks=2), connectivity=connectivity, stats=False
             )
             assert int(count) == (1 if connectivity in joined else 2)
@@ -89,7 +93,9 @@ def test_edges_and_corners_join_only_where_connectivity_says() -> None:
 @pytest.mark.parametrize("connectivity", [6, 26])
 def test_tau_equals_one_piece(chunks: tuple, connectivity: int) -> None:
     rng = np.random.default_rng(3)
-    ramp = np.add.outer(np.add.outer(np.arange(6), np.arange(7)), np.arange(8)).astype(np.uint16) * 3
+    ramp = (
+        np.add.outer(np.add.outer(np.arange(6), np.arange(7)), np.arange(8)).astype(np.uint16) * 3
+    )
     values = (ramp + rng.integers(0, 4, ramp.shape)).astype(np.uint16)
     values[rng.random(values.shape) < 0.1] = 0
     one_piece_and_chunked(values, chunks, connectivity=connectivity, tau=3)
@@ -107,10 +113,25 @@ def test_float_tau_with_growing_tolerance_and_invert() -> None:
         {"threshold": 10.0, "invert": True, "min_area": 2},
     ):
         labels, tables = ccl_cli.label(values, connectivity=26, device="cpu", **options)
-        lazy, got = ccl_cli.label(da.from_array(values, chunks=(3, 4, 3)), connectivity=26, **options)
+        lazy, got = ccl_cli.label(
+            da.from_array(values, chunks=(3, 4, 3)), connectivity=26, **options
+        )
         np.testing.assert_array_equal(lazy.compute(), labels)
         expected = tables[0]
-        for name in ("area", "x", "y", "z", "width", "height", "depth", "centroid_x", "centroid_y", "centroid_z", "min", "max"):
+        for name in (
+            "area",
+            "x",
+            "y",
+            "z",
+            "width",
+            "height",
+            "depth",
+            "centroid_x",
+            "centroid_y",
+            "centroid_z",
+            "min",
+            "max",
+        ):
             np.testing.assert_array_equal(got[0][name], expected[name], err_msg=name)
         # Float means of components over several chunks: within a few units in the last place.
         np.testing.assert_allclose(got[0]["mean"], expected["mean"], rtol=1e-12)
@@ -140,7 +161,9 @@ def test_largest_breaks_ties_by_label() -> None:
     values[0, 0, 4:6] = 1  # label 1, area 2, in chunk (0, 0, 1)
     values[3, 5, 0:2] = 1  # label 2, area 2, in chunk (1, 1, 0)
     values[1, 2:4, 2:4] = 1  # label 3, area 4, across four chunks
-    labels, tables = ccl_cli.label(da.from_array(values, chunks=(2, 3, 3)), connectivity=6, largest=2)
+    labels, tables = ccl_cli.label(
+        da.from_array(values, chunks=(2, 3, 3)), connectivity=6, largest=2
+    )
     got = labels.compute()
     assert got[0, 0, 4] == 1 and got[1, 2, 2] == 2 and got[3, 5, 0] == 0
     assert list(tables[0]["area"]) == [2, 4]
@@ -156,7 +179,9 @@ def test_dtypes_and_exact_integer_sums(dtype: type) -> None:
         values[0, 0, 0] = -0.0
     else:
         info = np.iinfo(dtype)
-        values = rng.integers(max(info.min, -(2**31)), info.max, (6, 6, 6), endpoint=True).astype(dtype)
+        values = rng.integers(max(info.min, -(2**31)), info.max, (6, 6, 6), endpoint=True).astype(
+            dtype
+        )
         values[rng.random(values.shape) < 0.3] = 0
     one_piece_and_chunked(values, (2, 3, 4), connectivity=26)
 
@@ -170,7 +195,7 @@ def test_background_none_makes_one_component() -> None:
 def test_stats_false_gives_the_count() -> None:
     values = blobs((6, 6, 6), seed=7)
     _, expected = ccl_cli.label(values, connectivity=18, stats=False)
-    labels, count = ccl_cli.label(da.from_array(values, chunks=3), connectivity=18, stats=False)
+    _, count = ccl_cli.label(da.from_array(values, chunks=3), connectivity=18, stats=False)
     assert count.shape == () and int(count) == int(expected)
 
 
@@ -185,6 +210,8 @@ def test_stats_false_gives_the_count() -> None:
 )
 def test_property_equals_one_piece(shape, cuts, density, connectivity, tau, seed) -> None:
     rng = np.random.default_rng(seed)
-    values = (rng.random(shape) < density).astype(np.uint8) * rng.integers(1, 5, shape, dtype=np.uint8)
+    values = (rng.random(shape) < density).astype(np.uint8) * rng.integers(
+        1, 5, shape, dtype=np.uint8
+    )
     chunks = tuple(min(c, s) for c, s in zip(cuts, shape, strict=True))
     one_piece_and_chunked(values, chunks, connectivity=connectivity, tau=tau)
