@@ -61,11 +61,19 @@ def seam_pairs(
                 params.tau_quadratic,
             )
         if joins.any():
-            found.append(np.stack([keys[joins], there[joins]], axis=1))
+            found.append(_runs(keys[joins], there[joins]))
     if not found:
         return np.zeros((0, 2), np.int64)
     pairs = np.unique(np.concatenate(found), axis=0) - 1  # keys + 1 back to keys
     return pairs.astype(np.int64)
+
+
+def _runs(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """The pairs (first, second) without those equal to the one before: neighbours along a
+    row mostly pair the same two pieces, so the sort that makes the pairs distinct gets few."""
+    new = np.ones(len(first), bool)
+    new[1:] = (first[1:] != first[:-1]) | (second[1:] != second[:-1])
+    return np.stack([first[new], second[new]], axis=1)
 
 
 def band(plane: np.ndarray, offset: Offset) -> np.ndarray:

@@ -15,8 +15,9 @@ the same result, and the union-find takes a pair twice as once.
 from __future__ import annotations
 
 import operator
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -78,6 +79,9 @@ class Solved:
     comp_kept: np.ndarray
     rows: list[Any]
     integer_values: bool
+    #: Seconds of each step on the client's clock: "pieces" (read and label each chunk),
+    #: "seams" (pairs, union-find, line counts, scan, final labels of roots).
+    seconds: dict[str, float] = field(default_factory=dict)
 
     def slab_tables(self) -> Iterator[StatsTable]:
         """The statistics, a slab of chunks along z at a time."""
@@ -121,7 +125,10 @@ def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -
     ]
     summary_keys = [read.add((n, 0), operator.getitem, key, 0) for n, key in enumerate(made)]
     face_keys = [read.add((n, 1), operator.getitem, key, 1) for n, key in enumerate(made)]
+    began = time.perf_counter()
     held = dask.persist(*read.delayed(summary_keys + face_keys))
+    _wait(held)
+    pieces_done = time.perf_counter()
     summaries, faces = list(held[: len(chunks)]), list(held[len(chunks) :])
 
     seams = Layer("seams", faces + summaries)
@@ -175,6 +182,7 @@ def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -
         for n, c in enumerate(chunks)
     ]
     results = list(dask.persist(*ranking.delayed()))
+    _wait(results)
     del summaries
     roots = dask.compute(*_each(Layer("roots", results), final_keys, face_roots))
 
@@ -193,9 +201,30 @@ def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -
     rows = _each(Layer("rows", results), final_keys, interior_rows)
     integer_values = np.dtype(array.dtype).kind in "biu"
     components_count = len(whole) + sum(part[2] for part in face_parts)
+    seconds = {"pieces": pieces_done - began, "seams": time.perf_counter() - pieces_done}
     return Solved(
-        labels, count, components_count, grid, comps, comp_labels, comp_kept, rows, integer_values
+        labels,
+        count,
+        components_count,
+        grid,
+        comps,
+        comp_labels,
+        comp_kept,
+        rows,
+        integer_values,
+        seconds,
     )
+
+
+def _wait(persisted: list[Any]) -> None:
+    """Wait for what a cluster computes after persist returned (elsewhere persist computed it)."""
+    try:
+        from distributed import futures_of, wait
+    except ImportError:
+        return
+    futures = futures_of(persisted)
+    if futures:
+        wait(futures)
 
 
 def _each(layer: Layer, keys: list[Any], function: Any) -> list[Any]:
