@@ -61,7 +61,11 @@ def gccl_chunked(array: Any) -> tuple[np.ndarray, dict[str, float], float]:
     solved.table()
     table_at = time.perf_counter()
     labels = solved.labels.compute()
-    seconds = {**solved.seconds, "table": table_at - solved_at, "labels": time.perf_counter() - table_at}
+    seconds = {
+        **solved.seconds,
+        "table": table_at - solved_at,
+        "labels": time.perf_counter() - table_at,
+    }
     return labels, seconds, time.perf_counter() - began
 
 

@@ -3,14 +3,14 @@ at its root (its first voxel, in the chunk that holds it), per line (z, y) of vo
 exclusive scan of those counts in raster order of lines gives every chunk the number of
 kept components before each of its lines, and so each root's final label.
 
-Line counts are one number per line of each chunk (a chunk's voxels over its width), kept
-as a dask array laid out like the volume's lines, so the scan runs on the workers.
+The scan has two levels, so that the line counts (one number per line of each chunk) stay
+on the workers: a task per row of chunks along x scans their lines within each plane; the
+client scans the chunks' plane totals (one number per plane of each chunk).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -46,10 +46,10 @@ def kept_roots(summary: Summary, face_root_kept: np.ndarray, keep: Keep) -> np.n
 def line_counts(
     summary: Summary, face_root_kept: np.ndarray, keep: Keep, chunk: Chunk
 ) -> np.ndarray:
-    """The number of kept roots on each line (z, y) of the chunk, shape (depth, height, 1)."""
+    """The number of kept roots on each line (z, y) of the chunk, shape (depth, height)."""
     depth, height, _ = chunk.shape
     lines = _lines(summary.pieces.key[kept_roots(summary, face_root_kept, keep)], chunk)
-    return np.bincount(lines, minlength=depth * height).reshape(depth, height, 1).astype(np.int64)
+    return np.bincount(lines, minlength=depth * height).reshape(depth, height).astype(np.int64)
 
 
 def _lines(keys: np.ndarray, chunk: Chunk) -> np.ndarray:
@@ -60,23 +60,45 @@ def _lines(keys: np.ndarray, chunk: Chunk) -> np.ndarray:
     return z * chunk.shape[1] + y
 
 
-def line_offsets(counts: Any) -> Any:
-    """For a dask array of line counts (depth, height, chunks along x), the number of kept
-    roots before each line of each chunk in raster order: on lines (z', y') < (z, y), and
-    on line (z, y) in the chunks to its left."""
-    per_line = counts.sum(axis=2)
-    per_plane = per_line.sum(axis=1)
-    before_plane = per_plane.cumsum(axis=0) - per_plane
-    before_line = per_line.cumsum(axis=1) - per_line
-    before_chunk = counts.cumsum(axis=2) - counts
-    return (before_plane[:, None] + before_line)[:, :, None] + before_chunk
+def plane_totals(counts: np.ndarray) -> np.ndarray:
+    """The kept roots of each plane of a chunk (what the client adds up)."""
+    return counts.sum(axis=1)
+
+
+def row_offsets(counts: list[np.ndarray]) -> list[np.ndarray]:
+    """For a row of chunks along x (their line counts, in order), the kept roots before each
+    line of each chunk within its plane: on the row's lines above it, and on the same line
+    in the chunks to its left."""
+    row = np.sum(counts, axis=0)
+    above = np.cumsum(row, axis=1) - row
+    left = np.cumsum(counts, axis=0) - np.asarray(counts)
+    return [above + left[k] for k in range(len(counts))]
+
+
+def plane_bases(totals: np.ndarray) -> np.ndarray:
+    """From the plane totals of one slab of chunks (rows of chunks along y, chunks along x,
+    planes), the kept roots before each plane of each chunk within the slab: on the slab's
+    planes above, and on the same plane in the rows of chunks before (shape as `totals`)."""
+    per_plane = totals.sum(axis=(0, 1))
+    above = np.cumsum(per_plane) - per_plane
+    rows = totals.sum(axis=1)  # (rows, planes)
+    before_row = np.cumsum(rows, axis=0) - rows
+    return np.broadcast_to(above + before_row[:, None, :], totals.shape)
 
 
 def finals(
-    summary: Summary, face_root_kept: np.ndarray, keep: Keep, chunk: Chunk, offsets: np.ndarray
+    summary: Summary,
+    face_root_kept: np.ndarray,
+    keep: Keep,
+    chunk: Chunk,
+    base: np.ndarray,
+    row: list[np.ndarray],
 ) -> Finals:
-    """Final labels of the chunk's kept roots: the kept roots before their line, plus those
-    on it to their left in the chunk, plus one."""
+    """Final labels of the chunk's kept roots: the kept roots before their plane in the
+    volume (`base`, per plane of the chunk) and before their line within it (`row`, the
+    chunk's row_offsets: row[x index]), plus those on the line to their left in the chunk,
+    plus one."""
+    offsets = base[:, None] + row[chunk.index[2]]
     pieces = summary.pieces
     roots = kept_roots(summary, face_root_kept, keep)
     where = np.flatnonzero(roots)  # in key order: the chunk's labels are

@@ -9,6 +9,8 @@ find them all (some twice, which a union-find takes as once).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..contract.params import LabelParams, tau_joins
@@ -99,20 +101,41 @@ def _into(offset: int, inner: int) -> slice:
     )
 
 
-def beyond_band(faces: Faces, axis: int, offset: Offset) -> tuple[np.ndarray, np.ndarray | None]:
-    """The band of a chunk's low plane along `axis` (keys, and values in tau mode) that a
-    chunk at in-plane `offset` before it needs (a task that runs where `faces` is)."""
-    keys = band(faces.keys[axis, 0], offset)
-    values = faces.values.get((axis, 0))
-    return keys, None if values is None else band(values, offset)
+def low_planes(faces: Faces) -> dict[int, tuple[np.ndarray, np.ndarray | None]]:
+    """A chunk's low planes (keys, and values in tau mode) by axis: what the chunk before it
+    along that axis pairs its high plane with."""
+    return {
+        axis: (faces.keys[axis, side], faces.values.get((axis, side)))
+        for axis, side in faces.keys
+        if side == 0
+    }
+
+
+def rims(faces: Faces) -> dict[tuple[int, Offset], tuple[np.ndarray, np.ndarray | None]]:
+    """The edges and corners of a chunk's low planes (`band` at each diagonal offset), by
+    (axis, offset): what the chunks before it diagonally pair their high planes with."""
+    found = {}
+    for axis, (keys, values) in low_planes(faces).items():
+        for offset in plane_offsets(26):
+            if offset != (0, 0):
+                cut = None if values is None else band(values, offset)
+                found[axis, offset] = (band(keys, offset), cut)
+    return found
 
 
 def chunk_pairs(
     faces: Faces,
-    axis: int,
-    beyond: list[tuple[Offset, tuple[np.ndarray, np.ndarray | None]]],
+    across: list[tuple[int, dict[int, tuple[np.ndarray, np.ndarray | None]]]],
+    diagonal: list[tuple[int, Offset, dict[tuple[int, Offset], Any]]],
     params: LabelParams,
 ) -> np.ndarray:
-    """seam_pairs across the chunk's high plane along `axis`; `beyond` as (offset, band)."""
-    bands = {tuple(offset): band for offset, band in beyond}
-    return seam_pairs(faces.keys[axis, 1], faces.values.get((axis, 1)), bands, params)  # type: ignore[arg-type]
+    """seam_pairs across each of the chunk's high planes that border a chunk: `across` gives
+    (axis, that chunk's low_planes), `diagonal` (axis, offset, the rims of the chunk there)."""
+    found = [np.zeros((0, 2), np.int64)]
+    for axis, planes in across:
+        bands: dict[Offset, tuple[np.ndarray, np.ndarray | None]] = {(0, 0): planes[axis]}
+        for rim_axis, offset, rims_there in diagonal:
+            if rim_axis == axis:
+                bands[tuple(offset)] = rims_there[axis, tuple(offset)]  # type: ignore[index]
+        found.append(seam_pairs(faces.keys[axis, 1], faces.values.get((axis, 1)), bands, params))
+    return np.concatenate(found)

@@ -28,8 +28,8 @@ from .geometry import Chunk, Grid
 from .graph import Layer
 from .merge import Components, Keep, components, largest_cut, top_candidates
 from .pieces import ChunkLabeler, Partials, Summary, concat_partials, summarize
-from .ranks import Finals, finals, line_counts, line_offsets, relabel
-from .seams import beyond_band, chunk_pairs, plane_offsets
+from .ranks import Finals, finals, line_counts, plane_bases, plane_totals, relabel, row_offsets
+from .seams import chunk_pairs, low_planes, plane_offsets, rims
 from .table import stats_table
 
 
@@ -112,52 +112,57 @@ def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -
     import dask
 
     grid = Grid(array.chunks, source)
-    blocks = np.empty(grid.grid, object)
-    for index, key in np.ndenumerate(_nested_keys(array)):
-        blocks[index] = key
+    blocks = _nested_keys(array)
     chunks = list(grid)
     where: dict[tuple[int, ...], int] = {c.index: n for n, c in enumerate(chunks)}
-    tau = params.tau is not None
+    began = time.perf_counter()
 
+    # Each chunk read and labeled once; what leaves its worker split into parts.
     read = Layer("pieces", [array])
+    tau = params.tau is not None
     made = [
         read.add((n,), summarize, blocks[c.index], c, labeler, tau) for n, c in enumerate(chunks)
     ]
     summary_keys = [read.add((n, 0), operator.getitem, key, 0) for n, key in enumerate(made)]
     face_keys = [read.add((n, 1), operator.getitem, key, 1) for n, key in enumerate(made)]
-    began = time.perf_counter()
-    held = dask.persist(*read.delayed(summary_keys + face_keys))
-    _wait(held)
+    low_keys = [read.add((n, 2), low_planes, key) for n, key in enumerate(face_keys)]
+    rim_keys = [read.add((n, 3), rims, key) for n, key in enumerate(face_keys)]
+    part_keys = [read.add((n, 4), face_pieces, key) for n, key in enumerate(summary_keys)]
+    kept_parts = summary_keys + face_keys + low_keys + part_keys
+    kept_parts += rim_keys if params.connectivity != 6 else []
+    held = dict(zip(kept_parts, dask.persist(*read.delayed(kept_parts)), strict=True))
+    _wait(list(held.values()))
     pieces_done = time.perf_counter()
-    summaries, faces = list(held[: len(chunks)]), list(held[len(chunks) :])
 
-    seams = Layer("seams", faces + summaries)
-    keep = Keep.of(params)
+    # The pairs across faces (and edges and corners), the face pieces: to the client.
+    seams = Layer("seams", list(held.values()))
     pair_keys = []
     for n, c in enumerate(chunks):
+        across: list[Any] = []
+        diagonal: list[Any] = []
         for axis in _upward_axes(c, grid):
-            beyond = []
+            across.append([axis, low_keys[where[_beyond(c.index, axis, (0, 0))]]])
             for offset in plane_offsets(params.connectivity):
                 other = _beyond(c.index, axis, offset)
-                if grid.contains(other):
-                    band_key = seams.add(
-                        (n, axis, *offset, 0), beyond_band, face_keys[where[other]], axis, offset
-                    )
-                    beyond.append([offset, band_key])
-            pair_keys.append(seams.add((n, axis), chunk_pairs, face_keys[n], axis, beyond, params))
-    part_keys = [seams.add((n, 1, 0, 0, 1), face_pieces, key) for n, key in enumerate(summary_keys)]
+                if offset != (0, 0) and grid.contains(other):
+                    diagonal.append([axis, offset, rim_keys[where[other]]])
+        if across:
+            pair_keys.append(seams.add((n,), chunk_pairs, face_keys[n], across, diagonal, params))
+    keep = Keep.of(params)
     candidate_keys = []
     if params.largest is not None:
         candidate_keys = [
-            seams.add((n, 2, 0, 0, 1), interior_candidates, key, keep, params.largest)
+            seams.add((n, 1), interior_candidates, key, keep, params.largest)
             for n, key in enumerate(summary_keys)
         ]
-    gathered = dask.compute(*seams.delayed([*pair_keys, *part_keys, *candidate_keys]))
+    gathered = dask.compute(
+        *seams.delayed([*pair_keys, *candidate_keys]), *[held[key] for key in part_keys]
+    )
     pairs = list(gathered[: len(pair_keys)])
-    face_parts = list(gathered[len(pair_keys) : len(pair_keys) + len(part_keys)])
-    candidates = list(gathered[len(pair_keys) + len(part_keys) :])
-    del faces
+    candidates = list(gathered[len(pair_keys) : len(pair_keys) + len(candidate_keys)])
+    face_parts = list(gathered[len(pair_keys) + len(candidate_keys) :])
 
+    # The union-find, the reduced statistics, which components stay (merge.py).
     floats = np.dtype(array.dtype).kind == "f"
     comps = components([part[1] for part in face_parts], pairs, floats)
     whole = comps.whole
@@ -171,21 +176,35 @@ def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -
     bounds = np.cumsum([0] + [len(part[0]) for part in face_parts])
     root_kept = [is_root_kept[bounds[n] : bounds[n + 1]] for n in range(len(chunks))]
 
-    counting = Layer("lines", summaries)
-    for n, c in enumerate(chunks):
-        counting.add(c.index, line_counts, summary_keys[n], root_kept[n], keep, c)
-    offsets = line_offsets(counting.array((*array.chunks[:2], (1,) * grid.grid[2]), np.int64))
-    offset_keys = _nested_keys(offsets)
-    ranking = Layer("finals", [*summaries, offsets])
+    # Line counts of kept roots; their scan: rows of chunks on the workers, planes here.
+    counting = Layer("lines", list(held.values()))
+    count_keys = [
+        counting.add((n,), line_counts, summary_keys[n], root_kept[n], keep, c)
+        for n, c in enumerate(chunks)
+    ]
+    total_keys = [counting.add((n, 0), plane_totals, key) for n, key in enumerate(count_keys)]
+    row_keys = {
+        (i, j): counting.add(
+            (i, j, 1), row_offsets, [count_keys[where[i, j, k]] for k in range(grid.grid[2])]
+        )
+        for i in range(grid.grid[0])
+        for j in range(grid.grid[1])
+    }
+    rows_held = dask.persist(*counting.delayed(list(row_keys.values())))
+    bases = _bases(grid, dask.compute(*counting.delayed(total_keys)))
+    ranking = Layer("finals", [*held.values(), *rows_held])
     final_keys = [
-        ranking.add((n,), finals, summary_keys[n], root_kept[n], keep, c, offset_keys[c.index])
+        ranking.add(
+            (n,), finals, summary_keys[n], root_kept[n], keep, c, bases[n], row_keys[c.index[:2]]
+        )
         for n, c in enumerate(chunks)
     ]
     results = list(dask.persist(*ranking.delayed()))
     _wait(results)
-    del summaries
+    del held, rows_held
     roots = dask.compute(*_each(Layer("roots", results), final_keys, face_roots))
 
+    # Each face piece's final label (its component's), and the lazy labels.
     comp_labels = np.zeros(len(whole), np.uint32)
     for keys, labels, _ in roots:
         comp_labels[np.searchsorted(whole.key, keys)] = labels
@@ -214,6 +233,20 @@ def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -
         integer_values,
         seconds,
     )
+
+
+def _bases(grid: Grid, totals: tuple[np.ndarray, ...]) -> list[np.ndarray]:
+    """The kept roots before each plane of each chunk (chunks in grid order), from each
+    chunk's plane totals: the slabs of chunks before, then plane_bases within its slab."""
+    nj, nk = grid.grid[1], grid.grid[2]
+    per_slab = nj * nk
+    bases: list[np.ndarray] = []
+    start = 0
+    for i in range(grid.grid[0]):
+        slab = np.array(totals[i * per_slab : (i + 1) * per_slab]).reshape(nj, nk, -1)
+        bases += list((start + plane_bases(slab)).reshape(per_slab, -1))
+        start += int(slab.sum())
+    return bases
 
 
 def _wait(persisted: list[Any]) -> None:
