@@ -11,6 +11,8 @@ killed run left).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import secrets
 import shutil
@@ -34,8 +36,8 @@ from .summary import summary_csv
 
 #: Temporary label stores start so (a run removes those a killed run left, under the lock).
 TEMP_STORE_PREFIX = ".gccl-tmp-zarr-"
-#: Seconds to wait for a Dask scheduler to answer.
-CONNECT_TIMEOUT = 10.0
+#: What distributed raises when the scheduler goes away mid-run (its tasks cancelled).
+_SCHEDULER_GONE = ("FuturesCancelledError", "CancelledError", "CommClosedError")
 
 
 def has_zarr(specs: Sequence[str]) -> bool:
@@ -169,6 +171,10 @@ def _api_params(options: dict[str, Any]) -> LabelParams:
 
 
 def _one_line(error: BaseException) -> str:
+    if type(error).__name__ in _SCHEDULER_GONE:
+        return (
+            f"the Dask scheduler went away during the run ({type(error).__name__}); nothing written"
+        )
     text = str(error).strip().splitlines()
     line = text[0] if text else type(error).__name__
     if isinstance(error, GcclError | ValueError | TypeError):
@@ -252,11 +258,16 @@ def _scheduler(address: str | None) -> Iterator[None]:
     from .cluster import Cluster
 
     cluster = Cluster(address)  # probes the address: one line when nothing answers
+    quiet = logging.getLogger("distributed.client")  # its reconnect errors: the run says one line
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
     try:
         with cluster.client.as_current(), dask.config.set(scheduler=cluster.client):
             yield
     finally:
-        cluster.close()
+        with contextlib.suppress(Exception):  # (a scheduler gone: the run has said so)
+            cluster.close()
+        quiet.setLevel(level)
 
 
 @contextmanager

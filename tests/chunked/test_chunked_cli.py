@@ -182,3 +182,15 @@ def test_image_connectivity_is_a_usage_error(tmp_path: Path) -> None:
     code, _, err = gccl(str(source), "--out", str(tmp_path / "out"))
     assert code == 2
     assert "--connectivity 6, 18 or 26" in err.strip()
+
+
+def test_a_scheduler_that_does_not_answer_is_one_line(tmp_path: Path) -> None:
+    source = zarr_volume(tmp_path / "vol.zarr", volume(), (5, 6, 7))
+    out = tmp_path / "out"
+    code, _, err = gccl(
+        str(source), "--connectivity", "6", "--out", str(out), "--scheduler", "tcp://127.0.0.1:1"
+    )
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert "--scheduler tcp://127.0.0.1:1" in line
+    assert not (out / "vol.labels.zarr").exists()
