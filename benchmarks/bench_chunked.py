@@ -3,6 +3,7 @@ dask-image's ndmeasure.label, and gccl's own one-piece speed.
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_chunked.py [--size 384] [--chunk 128]
         [--workers 2] [--repeat 3] [--dask-image] [--large 1024 --memory-limit 1GiB]
+        [--threads]
 
 The volume: Gaussian-smoothed noise (sigma 6) above its 82nd percentile, a few hundred
 blobs, 26-connectivity. Each engine is given the same dask array (da.from_array, chunk^3
@@ -136,8 +137,28 @@ def large_case(size: int, chunk: int, client: Any) -> None:
         sampler.join()
         mib = {w: round(p / 2**20) for w, p in peaks.items()}
         print(
-            f"  gccl chunked {size}^3 (read, label, stats, write): {total:.1f} s, {len(tables[0])} components; peak worker RSS MiB {sorted(mib.values())}"
+            f"  gccl chunked {size}^3 (read, label, stats, write): {total:.1f} s, "
+            f"{len(tables[0])} components; peak worker RSS MiB {sorted(mib.values())}"
         )
+
+
+def threads(volume: np.ndarray, expected: np.ndarray, args: Any) -> None:
+    """gccl chunked on dask's threads scheduler in this process (no cluster)."""
+    import dask
+    import dask.array as da
+
+    times, shares = [], []
+    with dask.config.set(scheduler="threads", num_workers=args.workers):
+        for _ in range(args.repeat):
+            labels, seconds, total = gccl_chunked(da.from_array(volume, chunks=args.chunk))
+            assert np.array_equal(labels, expected), "gccl chunked differs from one piece"
+            times.append(total)
+            shares.append(seconds["seams"] / total)
+    print(
+        f"  gccl chunked in this process's threads: median {statistics.median(times):.3f} s "
+        f"(runs {', '.join(f'{t:.3f}' for t in times)}); "
+        f"seam merge {100 * statistics.median(shares):.0f}%"
+    )
 
 
 def main() -> None:
@@ -151,6 +172,7 @@ def main() -> None:
     parser.add_argument("--dask-image", action="store_true", help="also dask-image, once")
     parser.add_argument("--large", type=int, default=0, help="also an N^3 Zarr volume")
     parser.add_argument("--memory-limit", default="1GiB")
+    parser.add_argument("--threads", action="store_true", help="threads here, no cluster")
     args = parser.parse_args()
 
     import dask
@@ -161,7 +183,8 @@ def main() -> None:
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
     print(
-        f"{time.strftime('%Y-%m-%d')} commit {commit} on {platform.node()} ({platform.processor() or platform.machine()})"
+        f"{time.strftime('%Y-%m-%d')} commit {commit} on {platform.node()} "
+        f"({platform.processor() or platform.machine()})"
     )
     volume = smooth_blobs(args.size)
     one_piece = []
@@ -170,11 +193,15 @@ def main() -> None:
         expected, tables = ccl_cli.label(volume, connectivity=26, device="cpu")
         one_piece.append(time.perf_counter() - began)
     print(
-        f"{args.size}^3 smooth blobs, 26-conn, {len(tables[0])} components, {args.chunk}^3 chunks, LocalCluster of {args.workers} workers"
+        f"{args.size}^3 smooth blobs, 26-conn, {len(tables[0])} components, "
+        f"{args.chunk}^3 chunks, {args.workers} workers"
     )
     print(
         f"  ccl_cli.label one piece (labels + stats): median {statistics.median(one_piece):.3f} s"
     )
+    if args.threads:  # what `gccl label` does without --scheduler
+        threads(volume, expected, args)
+        return
     with (
         distributed.LocalCluster(
             n_workers=args.workers,
@@ -196,7 +223,8 @@ def main() -> None:
             shares.append(seconds["seams"] / total)
         print(
             f"  gccl chunked (labels + stats): median {statistics.median(times):.3f} s "
-            f"(runs {', '.join(f'{t:.3f}' for t in times)}); seam merge {100 * statistics.median(shares):.0f}% of it"
+            f"(runs {', '.join(f'{t:.3f}' for t in times)}); "
+            f"seam merge {100 * statistics.median(shares):.0f}% of it"
         )
         if args.dask_image:
             from dask_image import ndmeasure
@@ -206,7 +234,8 @@ def main() -> None:
             theirs, n = dask.compute(lazy, count)
             seconds = time.perf_counter() - began
             print(
-                f"  dask-image ndmeasure.label: {seconds:.1f} s, {int(n)} components, same partition: {same_partition(theirs, expected)}"
+                f"  dask-image ndmeasure.label: {seconds:.1f} s, {int(n)} components, "
+                f"same partition: {same_partition(theirs, expected)}"
             )
             print(f"  gccl chunked is {seconds / statistics.median(times):.0f}x dask-image")
         if args.large:
