@@ -18,7 +18,8 @@ Key = tuple[Any, ...]
 
 class Layer:
     """The tasks of one step: `add` one per key; `delayed` gives them as dask collections
-    that depend on `dependencies` (collections whose keys the tasks name)."""
+    that depend on `dependencies` (collections, other Layers among them, whose keys the
+    tasks name)."""
 
     def __init__(self, step: str, dependencies: Iterable[Any] = ()) -> None:
         self.name = f"gccl-{step}-{uuid.uuid4().hex}"
@@ -38,14 +39,23 @@ class Layer:
             self.name, self.tasks, dependencies=self.dependencies
         )
 
+    # A Layer stands for all its tasks where another Layer depends on it.
+    def __dask_graph__(self) -> Any:
+        return self.graph()
+
+    def __dask_layers__(self) -> tuple[str]:
+        return (self.name,)
+
+    def __dask_keys__(self) -> list[Key]:
+        return list(self.tasks)
+
     def delayed(self, keys: list[Key] | None = None) -> list[Any]:
-        """One dask Delayed per task of `keys` (all, in the order added, by default)."""
+        """One dask Delayed per task of `keys` (all, in the order added, by default), which
+        may be tasks of the layers this one depends on."""
         from dask.delayed import Delayed
 
         graph = self.graph()
-        return [
-            Delayed(key, graph, layer=self.name) for key in (self.tasks if keys is None else keys)
-        ]
+        return [Delayed(key, graph, layer=key[0]) for key in (self.tasks if keys is None else keys)]
 
     def array(self, chunks: Any, dtype: Any) -> Any:
         """The tasks as the blocks of a dask array of `chunks` (keys (name, i, j, k))."""

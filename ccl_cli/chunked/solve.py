@@ -79,8 +79,9 @@ class Solved:
     comp_kept: np.ndarray
     rows: list[Any]
     integer_values: bool
-    #: Seconds of each step on the client's clock: "pieces" (read and label each chunk),
-    #: "seams" (pairs, union-find, line counts, scan, final labels of roots).
+    #: Seconds: "solve" (the client's clock, from the call until the merge's result and the
+    #: final labels of face components are here), "merge" (the merge task's own: union-find,
+    #: reduced partials, kept components).
     seconds: dict[str, float] = field(default_factory=dict)
 
     def slab_tables(self) -> Iterator[StatsTable]:
@@ -106,9 +107,78 @@ class Solved:
         return stats_table(concat_partials(pieces), np.concatenate(labels), self.integer_values)
 
 
+@dataclass
+class Merged:
+    """The merge task's result: the face components (`comps`), which stay (`comp_kept`,
+    under `keep`, whose largest cut is set), each chunk's face pieces that are kept roots
+    (`root_kept`, a chunk's face pieces `bounds[n]:bounds[n + 1]` of `comps.of_piece`),
+    K before the area filters (`count`), and the task's own seconds."""
+
+    comps: Components
+    comp_kept: np.ndarray
+    keep: Keep
+    root_kept: list[np.ndarray]
+    bounds: np.ndarray
+    count: int
+    seconds: float
+
+
+def merge_faces(
+    face_parts: list[tuple[np.ndarray, Partials, int]],
+    pairs: list[np.ndarray],
+    candidates: list[tuple[np.ndarray, np.ndarray]],
+    floats: bool,
+    keep: Keep,
+    largest: int | None,
+) -> Merged:
+    """The union-find over the face pieces, their reduced partials, which components stay."""
+    began = time.perf_counter()
+    comps = components([part[1] for part in face_parts], pairs, floats)
+    whole = comps.whole
+    if largest is not None:
+        passing = keep.by_area(whole.area)
+        cut = largest_cut([*candidates, (whole.area[passing], whole.key[passing])], largest)
+        keep = Keep(keep.min_area, keep.max_area, cut)
+    comp_kept = keep(whole.area, whole.key)
+    piece_keys = concat_partials([part[1] for part in face_parts]).key
+    is_root_kept = (piece_keys == whole.key[comps.of_piece]) & comp_kept[comps.of_piece]
+    bounds = np.cumsum([0] + [len(part[0]) for part in face_parts])
+    root_kept = [is_root_kept[bounds[n] : bounds[n + 1]] for n in range(len(face_parts))]
+    count = len(whole) + sum(part[2] for part in face_parts)
+    seconds = time.perf_counter() - began
+    return Merged(comps, comp_kept, keep, root_kept, bounds, count, seconds)
+
+
+def chunk_root_kept(merged: Merged, n: int) -> np.ndarray:
+    return merged.root_kept[n]
+
+
+def merged_keep(merged: Merged) -> Keep:
+    return merged.keep
+
+
+def component_labels(
+    merged: Merged, roots: list[tuple[np.ndarray, np.ndarray, int]]
+) -> tuple[np.ndarray, int]:
+    """Each face component's final label (0 where removed), and K' (every kept root)."""
+    whole = merged.comps.whole
+    comp_labels = np.zeros(len(whole), np.uint32)
+    for keys, labels, _ in roots:
+        comp_labels[np.searchsorted(whole.key, keys)] = labels
+    comp_labels[~merged.comp_kept] = 0
+    return comp_labels, int(sum(kept for _, _, kept in roots))
+
+
+def chunk_face_finals(merged: Merged, labeled: tuple[np.ndarray, int], n: int) -> np.ndarray:
+    """The final labels of chunk n's face pieces (their components')."""
+    of_piece = merged.comps.of_piece[merged.bounds[n] : merged.bounds[n + 1]]
+    return labeled[0][of_piece]
+
+
 def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -> Solved:
     """Solve the seams of the dask array `array` whose chunks `labeler` labels (with the
-    options `params` resolves)."""
+    options `params` resolves): one graph from the chunks to each chunk's final-label table,
+    persisted at once; the client then gathers the merge's result (face components only)."""
     import dask
 
     grid = Grid(array.chunks, source)
@@ -128,14 +198,9 @@ def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -
     low_keys = [read.add((n, 2), low_planes, key) for n, key in enumerate(face_keys)]
     rim_keys = [read.add((n, 3), rims, key) for n, key in enumerate(face_keys)]
     part_keys = [read.add((n, 4), face_pieces, key) for n, key in enumerate(summary_keys)]
-    kept_parts = summary_keys + face_keys + low_keys + part_keys
-    kept_parts += rim_keys if params.connectivity != 6 else []
-    held = dict(zip(kept_parts, dask.persist(*read.delayed(kept_parts)), strict=True))
-    _wait(list(held.values()))
-    pieces_done = time.perf_counter()
 
-    # The pairs across faces (and edges and corners), the face pieces: to the client.
-    seams = Layer("seams", list(held.values()))
+    # The pairs across faces (and edges and corners); with largest, each chunk's candidates.
+    seams = Layer("seams", [read])
     pair_keys = []
     for n, c in enumerate(chunks):
         across: list[Any] = []
@@ -148,38 +213,33 @@ def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -
                     diagonal.append([axis, offset, rim_keys[where[other]]])
         if across:
             pair_keys.append(seams.add((n,), chunk_pairs, face_keys[n], across, diagonal, params))
-    keep = Keep.of(params)
     candidate_keys = []
     if params.largest is not None:
         candidate_keys = [
-            seams.add((n, 1), interior_candidates, key, keep, params.largest)
+            seams.add((n, 1), interior_candidates, key, Keep.of(params), params.largest)
             for n, key in enumerate(summary_keys)
         ]
-    gathered = dask.compute(
-        *seams.delayed([*pair_keys, *candidate_keys]), *[held[key] for key in part_keys]
-    )
-    pairs = list(gathered[: len(pair_keys)])
-    candidates = list(gathered[len(pair_keys) : len(pair_keys) + len(candidate_keys)])
-    face_parts = list(gathered[len(pair_keys) + len(candidate_keys) :])
 
-    # The union-find, the reduced statistics, which components stay (merge.py).
+    # One task: the union-find, the reduced statistics, which components stay.
+    merge = Layer("merge", [seams])
     floats = np.dtype(array.dtype).kind == "f"
-    comps = components([part[1] for part in face_parts], pairs, floats)
-    whole = comps.whole
-    if params.largest is not None:
-        passing = keep.by_area(whole.area)
-        cut = largest_cut([*candidates, (whole.area[passing], whole.key[passing])], params.largest)
-        keep = Keep(keep.min_area, keep.max_area, cut)
-    comp_kept = keep(whole.area, whole.key)
-    piece_keys = concat_partials([part[1] for part in face_parts]).key
-    is_root_kept = (piece_keys == whole.key[comps.of_piece]) & comp_kept[comps.of_piece]
-    bounds = np.cumsum([0] + [len(part[0]) for part in face_parts])
-    root_kept = [is_root_kept[bounds[n] : bounds[n + 1]] for n in range(len(chunks))]
+    merge_key = merge.add(
+        (0,),
+        merge_faces,
+        part_keys,
+        pair_keys,
+        candidate_keys,
+        floats,
+        Keep.of(params),
+        params.largest,
+    )
+    keep_key = merge.add((1,), merged_keep, merge_key)
 
-    # Line counts of kept roots; their scan: rows of chunks on the workers, planes here.
-    counting = Layer("lines", list(held.values()))
+    # Line counts of kept roots; their scan: rows of chunks, then plane totals in one task.
+    counting = Layer("lines", [merge])
+    kept_keys = [counting.add((n, 2), chunk_root_kept, merge_key, n) for n in range(len(chunks))]
     count_keys = [
-        counting.add((n,), line_counts, summary_keys[n], root_kept[n], keep, c)
+        counting.add((n,), line_counts, summary_keys[n], kept_keys[n], keep_key, c)
         for n, c in enumerate(chunks)
     ]
     total_keys = [counting.add((n, 0), plane_totals, key) for n, key in enumerate(count_keys)]
@@ -190,52 +250,61 @@ def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -
         for i in range(grid.grid[0])
         for j in range(grid.grid[1])
     }
-    rows_held = dask.persist(*counting.delayed(list(row_keys.values())))
-    bases = _bases(grid, dask.compute(*counting.delayed(total_keys)))
-    ranking = Layer("finals", [*held.values(), *rows_held])
+    scan = Layer("bases", [counting])
+    all_bases = scan.add((0,), _bases, grid, total_keys)
+    base_keys = [scan.add((n + 1,), operator.getitem, all_bases, n) for n in range(len(chunks))]
+    ranking = Layer("finals", [scan])
     final_keys = [
         ranking.add(
-            (n,), finals, summary_keys[n], root_kept[n], keep, c, bases[n], row_keys[c.index[:2]]
+            (n,),
+            finals,
+            summary_keys[n],
+            kept_keys[n],
+            keep_key,
+            c,
+            base_keys[n],
+            row_keys[c.index[:2]],
         )
         for n, c in enumerate(chunks)
     ]
-    results = list(dask.persist(*ranking.delayed()))
-    _wait(results)
-    del held, rows_held
-    roots = dask.compute(*_each(Layer("roots", results), final_keys, face_roots))
 
-    # Each face piece's final label (its component's), and the lazy labels.
-    comp_labels = np.zeros(len(whole), np.uint32)
-    for keys, labels, _ in roots:
-        comp_labels[np.searchsorted(whole.key, keys)] = labels
-    count = int(sum(kept for _, _, kept in roots))
-    face_labels = np.where(comp_kept, comp_labels, 0).astype(np.uint32)
-    relabeling = Layer("labels", [array, *results])
+    # Each face component's final label, and each chunk's face pieces' labels.
+    naming = Layer("names", [ranking])
+    root_keys = [naming.add((n, 0), face_roots, key) for n, key in enumerate(final_keys)]
+    labeled_key = naming.add((0,), component_labels, merge_key, root_keys)
+    face_final_keys = [
+        naming.add((n, 1), chunk_face_finals, merge_key, labeled_key, n) for n in range(len(chunks))
+    ]
+
+    wanted = [merge_key, labeled_key, *final_keys, *part_keys, *face_final_keys]
+    held = dict(zip(wanted, dask.persist(*naming.delayed(wanted)), strict=True))
+    merged, (comp_labels, count) = dask.compute(held[merge_key], held[labeled_key])
+
+    # The lazy labels: each chunk read and labeled again, mapped through its table.
+    relabeling = Layer("labels", [array, *held.values()])
     for n, c in enumerate(chunks):
-        own = face_parts[n][0]
-        face_finals = face_labels[comps.of_piece[bounds[n] : bounds[n + 1]]]
         lut = (lut_of, final_keys[n])
-        relabeling.add(c.index, relabel, blocks[c.index], labeler, lut, own, face_finals)
+        own = (operator.getitem, part_keys[n], 0)
+        relabeling.add(c.index, relabel, blocks[c.index], labeler, lut, own, face_final_keys[n])
     labels = relabeling.array(array.chunks, np.uint32)
-    rows = _each(Layer("rows", results), final_keys, interior_rows)
+    rows = _each(Layer("rows", [held[key] for key in final_keys]), final_keys, interior_rows)
     integer_values = np.dtype(array.dtype).kind in "biu"
-    components_count = len(whole) + sum(part[2] for part in face_parts)
-    seconds = {"pieces": pieces_done - began, "seams": time.perf_counter() - pieces_done}
+    seconds = {"solve": time.perf_counter() - began, "merge": merged.seconds}
     return Solved(
         labels,
         count,
-        components_count,
+        merged.count,
         grid,
-        comps,
+        merged.comps,
         comp_labels,
-        comp_kept,
+        merged.comp_kept,
         rows,
         integer_values,
         seconds,
     )
 
 
-def _bases(grid: Grid, totals: tuple[np.ndarray, ...]) -> list[np.ndarray]:
+def _bases(grid: Grid, totals: list[np.ndarray]) -> list[np.ndarray]:
     """The kept roots before each plane of each chunk (chunks in grid order), from each
     chunk's plane totals: the slabs of chunks before, then plane_bases within its slab."""
     nj, nk = grid.grid[1], grid.grid[2]
@@ -247,17 +316,6 @@ def _bases(grid: Grid, totals: tuple[np.ndarray, ...]) -> list[np.ndarray]:
         bases += list((start + plane_bases(slab)).reshape(per_slab, -1))
         start += int(slab.sum())
     return bases
-
-
-def _wait(persisted: list[Any]) -> None:
-    """Wait for what a cluster computes after persist returned (elsewhere persist computed it)."""
-    try:
-        from distributed import futures_of, wait
-    except ImportError:
-        return
-    futures = futures_of(persisted)
-    if futures:
-        wait(futures)
 
 
 def _each(layer: Layer, keys: list[Any], function: Any) -> list[Any]:

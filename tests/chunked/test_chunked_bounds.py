@@ -102,3 +102,48 @@ def test_a_lost_worker_does_not_change_the_labels() -> None:
         got = future.result(timeout=120)
     np.testing.assert_array_equal(got, expected)
     assert int(count) == int(expected.max())
+
+
+def test_the_seams_take_one_persist_and_one_compute(monkeypatch) -> None:
+    """The whole solve is one graph: persisted once (every chunk's final-label table stays
+    where it is computed), then one gather of the merge's result; no voxel-sized array comes
+    back to the client."""
+    calls: list[str] = []
+    gathered: list[int] = []
+    real_persist, real_compute = dask.persist, dask.compute
+
+    def persist(*args, **kwargs):
+        calls.append("persist")
+        return real_persist(*args, **kwargs)
+
+    def compute(*args, **kwargs):
+        calls.append("compute")
+        results = real_compute(*args, **kwargs)
+        gathered.extend(_largest_array(result) for result in results)
+        return results
+
+    monkeypatch.setattr(dask, "persist", persist)
+    monkeypatch.setattr(dask, "compute", compute)
+    values = (np.random.default_rng(3).random((24, 24, 24)) < 0.3).astype(np.uint8)
+    labels, count = ccl_cli.label(da.from_array(values, chunks=8), connectivity=26, stats=False)
+    assert calls == ["persist", "compute"]
+    assert max(gathered) < 8**3  # face pieces and their labels, never a chunk's voxels
+    monkeypatch.setattr(dask, "compute", real_compute)
+    expected, _ = ccl_cli.label(values, connectivity=26)
+    np.testing.assert_array_equal(labels.compute(), expected)
+    assert int(count) == int(expected.max())
+
+
+def _largest_array(value, depth: int = 0) -> int:
+    """The most elements of any numpy array within `value` (dataclasses, tuples, lists)."""
+    if isinstance(value, np.ndarray):
+        return value.size
+    if depth > 4:
+        return 0
+    if isinstance(value, (list, tuple)):
+        parts = list(value)
+    elif hasattr(value, "__dataclass_fields__"):
+        parts = [getattr(value, name) for name in value.__dataclass_fields__]
+    else:
+        return 0
+    return max((_largest_array(part, depth + 1) for part in parts), default=0)
