@@ -6,11 +6,15 @@ dask-image's ndmeasure.label, and gccl's own one-piece speed.
         [--threads]
 
 The volume: Gaussian-smoothed noise (sigma 6) above its 82nd percentile, a few hundred
-blobs, 26-connectivity. Each engine is given the same dask array (da.from_array, chunk^3
-chunks) and timed from the call to the labels computed into one numpy array on the client
-(dask-image's lazily numbered labels and count; gccl's labels and statistics table). The
-labels of both are checked against one-piece labeling (gccl's bit for bit; dask-image's as
-the same partition). dask-image runs once (--dask-image): it takes minutes.
+blobs, 26-connectivity. On the cluster each engine reads the volume from a Zarr store of
+chunk^3 chunks (the workers load their chunks) and is timed from the call until its labels
+are written by the workers into a Zarr store (gccl: seams solved, statistics table, labels;
+dask-image: its lazily numbered labels and count); nothing voxel-sized goes through the
+client. Per run: the client's seconds per step and the workers' computing seconds per kind of
+task (distributed's task stream). The stored labels are checked against one-piece labeling
+afterwards (gccl's bit for bit; dask-image's as the same partition). dask-image runs once
+(--dask-image): it takes minutes. --threads: gccl chunked on a da.from_array of the volume in
+this process's threads instead (no cluster).
 
 --large N: an N^3 uint8 volume written to a Zarr store in chunk^3 chunks (made chunk by chunk),
 labeled from the store into a Zarr store on workers of --memory-limit each; the peak resident
@@ -50,7 +54,12 @@ def same_partition(a: np.ndarray, b: np.ndarray) -> bool:
     return len(np.unique(pairs[0])) == len(np.unique(pairs[1])) == pairs.shape[1]
 
 
-def gccl_chunked(array: Any) -> tuple[np.ndarray, dict[str, float], float]:
+def gccl_chunked(array: Any, store: str | None = None) -> tuple[Any, dict[str, float], float]:
+    """gccl chunked on `array`: seams solved, the statistics table, and the labels written
+    into a new Zarr store at `store` by the workers (None: computed here, as numpy)."""
+    import dask.array as da
+    import zarr
+
     from ccl_cli.chunked.entry import solve_array
     from ccl_cli.chunked.pieces import ChunkLabeler
 
@@ -61,13 +70,46 @@ def gccl_chunked(array: Any) -> tuple[np.ndarray, dict[str, float], float]:
     solved_at = time.perf_counter()
     solved.table()
     table_at = time.perf_counter()
-    labels = solved.labels.compute()
+    if store is None:
+        labels = solved.labels.compute()
+    else:
+        chunks = tuple(sizes[0] for sizes in array.chunks)
+        target = zarr.create_array(
+            store=store, shape=array.shape, chunks=chunks, dtype=np.uint32, overwrite=True
+        )
+        da.store(solved.labels, target, lock=False)
+        labels = target
     seconds = {
         **solved.seconds,
         "table": table_at - solved_at,
         "labels": time.perf_counter() - table_at,
     }
     return labels, seconds, time.perf_counter() - began
+
+
+def task_seconds(stream: list[dict[str, Any]]) -> dict[str, float]:
+    """Seconds of the workers' computing per kind of task (the key's prefix), summed."""
+    from dask.utils import key_split
+
+    totals: dict[str, float] = {}
+    for task in stream:
+        for span in task["startstops"]:
+            if span["action"] == "compute":
+                name = key_split(task["key"])
+                totals[name] = totals.get(name, 0.0) + span["stop"] - span["start"]
+    return {name: round(value, 3) for name, value in sorted(totals.items())}
+
+
+def write_zarr(volume: np.ndarray, path: str, chunk: int) -> Any:
+    """`volume` as a Zarr store of chunk^3 chunks at `path`, opened as a dask array."""
+    import dask.array as da
+    import zarr
+
+    target = zarr.create_array(
+        store=path, shape=volume.shape, chunks=(chunk,) * 3, dtype=volume.dtype
+    )
+    target[...] = volume
+    return da.from_zarr(path)
 
 
 def peak_memory(client: Any, stop: threading.Event, peaks: dict[str, int]) -> None:
@@ -153,7 +195,7 @@ def threads(volume: np.ndarray, expected: np.ndarray, args: Any) -> None:
             labels, seconds, total = gccl_chunked(da.from_array(volume, chunks=args.chunk))
             assert np.array_equal(labels, expected), "gccl chunked differs from one piece"
             times.append(total)
-            shares.append(seconds["seams"] / total)
+            shares.append(seconds["merge"] / total)
     print(
         f"  gccl chunked in this process's threads: median {statistics.median(times):.3f} s "
         f"(runs {', '.join(f'{t:.3f}' for t in times)}); "
@@ -213,31 +255,44 @@ def main() -> None:
         distributed.Client(cluster) as client,
         dask.config.set(scheduler=client),
     ):
-        array = da.from_array(volume, chunks=args.chunk)
+        folder = tempfile.TemporaryDirectory(dir=".")
+        array = write_zarr(volume, str(Path(folder.name) / "volume.zarr"), args.chunk)
+        out = str(Path(folder.name) / "labels.zarr")
         times, shares = [], []
         for _ in range(args.repeat):
-            labels, seconds, total = gccl_chunked(array)
-            assert np.array_equal(labels, expected), "gccl chunked differs from one piece"
+            with distributed.get_task_stream(client) as stream:
+                labels, seconds, total = gccl_chunked(array, out)
+            assert np.array_equal(labels[...], expected), "gccl chunked differs from one piece"
             times.append(total)
-            print("   ", {k: round(v, 3) for k, v in seconds.items()})
-            shares.append(seconds["seams"] / total)
+            print("    client:", {k: round(v, 3) for k, v in seconds.items()})
+            print("    tasks:", task_seconds(stream.data))
+            shares.append(seconds["merge"] / total)
         print(
-            f"  gccl chunked (labels + stats): median {statistics.median(times):.3f} s "
-            f"(runs {', '.join(f'{t:.3f}' for t in times)}); "
-            f"seam merge {100 * statistics.median(shares):.0f}% of it"
+            f"  gccl chunked (Zarr in, labels + stats, Zarr out): median "
+            f"{statistics.median(times):.3f} s (runs {', '.join(f'{t:.3f}' for t in times)}); "
+            f"merge task {100 * statistics.median(shares):.0f}% of it"
         )
         if args.dask_image:
+            import zarr
             from dask_image import ndmeasure
 
             began = time.perf_counter()
             lazy, count = ndmeasure.label(array, np.ones((3, 3, 3), bool))
-            theirs, n = dask.compute(lazy, count)
+            target = zarr.create_array(
+                store=out,
+                shape=array.shape,
+                chunks=(args.chunk,) * 3,
+                dtype=lazy.dtype,
+                overwrite=True,
+            )
+            _, n = dask.compute(da.store(lazy, target, lock=False, compute=False), count)
             seconds = time.perf_counter() - began
             print(
-                f"  dask-image ndmeasure.label: {seconds:.1f} s, {int(n)} components, "
-                f"same partition: {same_partition(theirs, expected)}"
+                f"  dask-image ndmeasure.label (Zarr in, Zarr out): {seconds:.1f} s, {int(n)} "
+                f"components, same partition: {same_partition(target[...], expected)}"
             )
             print(f"  gccl chunked is {seconds / statistics.median(times):.0f}x dask-image")
+        folder.cleanup()
         if args.large:
             large_case(args.large, args.chunk, client)
 

@@ -1,11 +1,13 @@
-"""The chunked labeling as Dask tasks, and the client's part between them.
+"""The chunked labeling as one Dask graph, persisted at once; the client gathers only the
+merge's result.
 
     read + label each chunk -> Summary (stays on its worker) + Faces
-    Faces of neighbours -> seam pairs                      } gathered: face summaries only
+    Faces of neighbours -> seam pairs
     Summary -> the face pieces' partials (and, with largest, each chunk's largest pieces)
-    client: union-find, reduced partials, which components stay (merge.py)
-    Summary + kept face roots -> line counts -> scan -> final labels of each chunk's roots
-    client: each face piece's final label (its component's)
+    one merge task: union-find, reduced partials, which components stay (merge.py)
+    Summary + kept face roots -> line counts -> row scans -> one task: plane bases
+    -> final labels of each chunk's roots -> one task: each face component's final label
+    client: gathers the merge's result and the face components' labels (the statistics)
     read + label each chunk again -> final labels (lazy)
 
 Every task is a pure function of its inputs, so a task Dask reruns (a worker lost) gives
