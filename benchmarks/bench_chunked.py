@@ -129,6 +129,7 @@ def peak_memory(client: Any, stop: threading.Event, peaks: dict[str, int]) -> No
 
 def large_case(size: int, chunk: int, client: Any) -> None:
     import dask.array as da
+    import distributed
     import zarr
 
     with tempfile.TemporaryDirectory(dir=".") as folder:
@@ -166,14 +167,15 @@ def large_case(size: int, chunk: int, client: Any) -> None:
         sampler = threading.Thread(target=peak_memory, args=(client, stop, peaks), daemon=True)
         sampler.start()
         began = time.perf_counter()
-        labels, tables = ccl_cli.label(da.from_zarr(str(source)), connectivity=26, device="cpu")
-        out = zarr.create_array(
-            store=str(Path(folder) / "labels.zarr"),
-            shape=(size,) * 3,
-            chunks=(chunk,) * 3,
-            dtype=np.uint32,
-        )
-        da.store(labels, out, lock=False)
+        with distributed.get_task_stream(client) as tasks:
+            labels, tables = ccl_cli.label(da.from_zarr(str(source)), connectivity=26, device="cpu")
+            out = zarr.create_array(
+                store=str(Path(folder) / "labels.zarr"),
+                shape=(size,) * 3,
+                chunks=(chunk,) * 3,
+                dtype=np.uint32,
+            )
+            da.store(labels, out, lock=False)
         total = time.perf_counter() - began
         stop.set()
         sampler.join()
@@ -182,6 +184,7 @@ def large_case(size: int, chunk: int, client: Any) -> None:
             f"  gccl chunked {size}^3 (read, label, stats, write): {total:.1f} s, "
             f"{len(tables[0])} components; peak worker RSS MiB {sorted(mib.values())}"
         )
+        print("    tasks:", task_seconds(tasks.data))
 
 
 def threads(volume: np.ndarray, expected: np.ndarray, args: Any) -> None:
