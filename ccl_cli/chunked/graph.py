@@ -1,7 +1,7 @@
 """Tasks written straight into a Dask graph: one layer per step, a key per chunk.
 
-dask.delayed inspects every argument of every call (dataclasses, dicts, arrays), which
-costs the client about a millisecond a task; a volume of thousands of chunks has tens of
+dask.delayed inspects every argument of every call (dataclasses, dicts, arrays), client
+work for every task; a volume of thousands of chunks has tens of
 thousands of tasks, so the steps write their tasks as graph entries (function, arguments),
 where an argument that is another task's key stands for its result.
 """

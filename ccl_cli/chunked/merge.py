@@ -1,4 +1,4 @@
-"""The seams solved on the client: a union-find over the pieces on chunk faces, their
+"""The seams solved in one task: a union-find over the pieces on chunk faces, their
 partial statistics reduced to whole components, and which components are kept.
 
 Its inputs are face summaries only (the face pieces' partials and the pairs that join

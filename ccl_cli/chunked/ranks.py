@@ -4,8 +4,8 @@ exclusive scan of those counts in raster order of lines gives every chunk the nu
 kept components before each of its lines, and so each root's final label.
 
 The scan has two levels, so that the line counts (one number per line of each chunk) stay
-on the workers: a task per row of chunks along x scans their lines within each plane; the
-client scans the chunks' plane totals (one number per plane of each chunk).
+on the workers: a task per row of chunks along x scans their lines within each plane; one
+task scans the chunks' plane totals (one number per plane of each chunk).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class Finals:
 
 def kept_roots(summary: Summary, face_root_kept: np.ndarray, keep: Keep) -> np.ndarray:
     """Which of the chunk's pieces are roots of kept components: interior pieces kept by
-    their own area, face pieces the client found to be kept roots (`face_root_kept`, one
+    their own area, face pieces the merge found to be kept roots (`face_root_kept`, one
     per face piece in the chunk's order)."""
     pieces = summary.pieces
     roots = keep(pieces.area, pieces.key) & ~summary.on_face
@@ -61,7 +61,7 @@ def _lines(keys: np.ndarray, chunk: Chunk) -> np.ndarray:
 
 
 def plane_totals(counts: np.ndarray) -> np.ndarray:
-    """The kept roots of each plane of a chunk (what the client adds up)."""
+    """The kept roots of each plane of a chunk (what the bases task adds up)."""
     return counts.sum(axis=1)
 
 

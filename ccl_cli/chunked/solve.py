@@ -51,8 +51,8 @@ def interior_candidates(
 
 
 def face_roots(result: Finals) -> tuple[np.ndarray, np.ndarray, int]:
-    """What the client needs of a chunk's Finals: its face roots' keys and labels, and how
-    many kept roots the chunk holds."""
+    """What the face components' labels need of a chunk's Finals: its face roots' keys and
+    labels, and how many kept roots the chunk holds."""
     kept = len(result.interior_labels) + len(result.face_root_labels)
     return result.face_root_keys, result.face_root_labels, kept
 
@@ -68,9 +68,9 @@ def lut_of(result: Finals) -> np.ndarray:
 @dataclass
 class Solved:
     """A chunked volume whose seams are solved: `labels` (lazy), `count` (K'), `components`
-    (K, before the area filters), and the
-    statistics, all at once (`table`) or a slab of chunks along z at a time (`slab_tables`,
-    in label order: every root in a slab comes before those of the next)."""
+    (K, before the area filters), and the statistics, all at once (`table`) or a slab of
+    chunks along z at a time (`slab_tables`, in label order: every root in a slab comes
+    before those of the next)."""
 
     labels: Any
     count: int
