@@ -202,7 +202,7 @@ def threads(volume: np.ndarray, expected: np.ndarray, args: Any) -> None:
     print(
         f"  gccl chunked in this process's threads: median {statistics.median(times):.3f} s "
         f"(runs {', '.join(f'{t:.3f}' for t in times)}); "
-        f"seam merge {100 * statistics.median(shares):.0f}%"
+        f"merge task {100 * statistics.median(shares):.0f}%"
     )
 
 
