@@ -137,7 +137,7 @@ def _partials(labels: np.ndarray, values: np.ndarray, table: Any, chunk: Chunk) 
     count = len(table)
     area = table.area.astype(np.int64)
     origin = np.array(chunk.origin, np.int64)
-    first = _first_voxels(labels.reshape(-1), count)
+    first = _first_voxels(labels, count)
     local = np.stack(np.unravel_index(first, chunk.shape), axis=1).astype(np.int64)
     key = np.ravel_multi_index(tuple((local + origin).T), chunk.volume_shape).astype(np.int64)
     low = np.stack([table.z, table.y, table.x], axis=1).astype(np.int64)
@@ -160,16 +160,25 @@ def _partials(labels: np.ndarray, values: np.ndarray, table: Any, chunk: Chunk) 
     )
 
 
-def _first_voxels(flat: np.ndarray, count: int) -> np.ndarray:
+def _first_voxels(labels: np.ndarray, count: int) -> np.ndarray:
     """The flat index of each label's first voxel (labels 1..count in raster order of
-    their first voxels: where the running maximum rises, a new label starts)."""
+    their first voxels: where the running maximum rises, a new label starts). Only the
+    planes where a new label starts are scanned (a plane's largest label passes those of
+    the planes before)."""
     if count == 0:
         return np.zeros(0, np.int64)
-    running = np.maximum.accumulate(flat)
-    rises = np.flatnonzero(running[1:] != running[:-1]) + 1
-    if flat[0] != 0:
-        rises = np.concatenate(([0], rises))
-    return rises.astype(np.int64)
+    planes = labels.reshape(labels.shape[0], -1)
+    tops = np.maximum.accumulate(planes.max(axis=1))
+    before = np.concatenate(([0], tops[:-1]))
+    firsts = []
+    for z in np.flatnonzero(tops > before):
+        running = np.maximum.accumulate(planes[z])
+        np.maximum(running, running.dtype.type(before[z]), out=running)
+        rises = np.flatnonzero(running[1:] != running[:-1]) + 1
+        if running[0] > before[z]:
+            rises = np.concatenate(([0], rises))
+        firsts.append(rises + z * planes.shape[1])
+    return np.concatenate(firsts).astype(np.int64)
 
 
 def _value_sums(labels: np.ndarray, values: np.ndarray, table: Any, area: np.ndarray) -> Any:
