@@ -32,6 +32,7 @@ from .backends.base import (
     is_device_array,
     is_torch_tensor,
 )
+from .chunked import is_dask_array
 from .config import resolve
 from .contract.params import SUPPORTED_DTYPES, LabelParams, foreground_problem
 from .contract.stages import smooth_problem
@@ -291,6 +292,11 @@ def label(
     Labeler of each set of options is kept, so repeated calls check them once.
     """
     _known(options, "label")
+    if is_dask_array(array):  # a chunked volume: labeled chunk by chunk (ccl_cli.chunked)
+        from .chunked.entry import label_dask
+
+        params = Labeler(**options).params  # the options checked as for any volume
+        return label_dask(array, label, params, options, stats=stats, out=out, batch=batch)
     # The types are part of the key: 8.0 == 8, but connectivity=8.0 is a TypeError.
     given = (("stats", stats), *sorted(options.items()))
     try:

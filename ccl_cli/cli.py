@@ -111,7 +111,8 @@ def label_command(
 
     if dry_run:
         _dry_run(inputs, config, flags)
-    _run_command(lambda settings, reporter: run_label(inputs, settings, reporter), config, flags)
+    run = lambda settings, reporter: run_label(inputs, settings, reporter)  # noqa: E731
+    _run_command(run, config, flags)
 
 
 def _dry_run(inputs: list[str], config: list[Path] | None, flags: dict[str, Any]) -> NoReturn:

@@ -265,3 +265,28 @@ def tau_tolerance(m: Any, tau: float, relative: float, quadratic: float, xp: Any
         if quadratic > 0:
             limit = limit + quadratic * (m * m)
     return limit
+
+
+def tau_joins(
+    a: Any, b: Any, tau: float, xp: Any = np, relative: float = 0.0, quadratic: float = 0.0
+) -> Any:
+    """Whether neighbouring values a and b join under the tolerance (elementwise): the joins
+    across chunk seams of chunked volumes (chunked/seams.py); the engines apply the same rule
+    in C and CUDA.
+
+    Equal values always join (so +inf next to +inf does); otherwise the
+    difference is taken in float64 (exact for every integer dtype) and compared
+    with tau_tolerance(max(|a|, |b|)), which is tau unless relative or quadratic
+    is positive. NaN joins nothing (it is never foreground anyway).
+    """
+    a64 = a.astype(xp.float64)
+    b64 = b.astype(xp.float64)
+    limit: Any = tau
+    if relative > 0 or quadratic > 0:
+        limit = tau_tolerance(xp.maximum(xp.abs(a64), xp.abs(b64)), tau, relative, quadratic, xp)
+    if np.dtype(a.dtype).kind == "f":
+        with np.errstate(invalid="ignore"):  # inf - inf is NaN: joins only if equal
+            return (a64 == b64) | (xp.abs(a64 - b64) <= limit)
+    # Integer differences are never negative: a tau below 0 still joins equal values.
+    diff = xp.abs(a.astype(xp.int64) - b.astype(xp.int64))
+    return (diff == 0) | (diff.astype(xp.float64) <= limit)

@@ -25,7 +25,8 @@ A file whose identity is listed at its path is one gccl made: it may be replaced
 and a failure moves it aside, once its content is the one listed (out_dir.py asks `ours`,
 with the content, before every change; admission asks by identity alone). Any other file at an
 output's path stays and the input whose output would take its place fails. A file that grows
-(an appended summary.csv) is listed by inode, size and content at each append. The record
+(an appended summary.csv) is listed by inode, size and content at each append; a folder gccl
+made (a Zarr label store, run/chunked.py) by its identity, as a file. The record
 belongs to its --out: a run never writes into a folder below that holds another GCCL_DIR.
 """
 
@@ -247,12 +248,17 @@ class MadeFiles:
                     info = os.stat(name, dir_fd=folder, follow_symlinks=False)
                 except OSError:
                     info = None
-                if info is not None and stat.S_ISREG(info.st_mode):
+                # (a folder gccl made, a Zarr label store, is listed by its inode alone)
+                if info is not None and (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
                     identity = file_identity(info)
                     grows = (identity[0], identity[1], GROWS)
                     if identity in listed:
                         keep.add(identity)
-                    elif grows in listed and listed[grows].digest == digest_of(name, folder):
+                    elif (
+                        stat.S_ISREG(info.st_mode)
+                        and grows in listed
+                        and listed[grows].digest == digest_of(name, folder)
+                    ):
                         keep.add(grows)
             self.index.replace(key, keep)
 

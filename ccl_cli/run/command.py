@@ -42,6 +42,7 @@ from ..io.output_paths import (
 from ..io.owner import content_at, file_identity
 from ..io.seen import Seen
 from .admission import admission, lost_page_outputs, made_here, outputs_current
+from .chunked import run_chunked, zarr_specs
 from .context import RunContext
 from .freshness import RunRecord
 from .local import LocalRun
@@ -106,6 +107,8 @@ def run_label(
     `-` streams stdin's paths (stream.py) when the run labels in this process;
     for worker processes or a cluster stdin is read to its end first.
     """
+    if zarr_specs(specs):  # chunked volumes: labeled in chunks on Dask (chunked.py)
+        return run_chunked(specs, settings, reporter)
     place = OutPlace(checked_out(settings))
     source: Source
     if "-" in specs and streams(settings):

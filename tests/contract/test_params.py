@@ -18,6 +18,7 @@ from ccl_cli.contract.params import (
     dtype_max,
     foreground_mask,
     foreground_problem,
+    tau_joins,
     threshold_side,
 )
 
@@ -194,6 +195,8 @@ def test_tau_joins_matches_the_contract(data: st.DataObject) -> None:
     tau = max(tau, 0)
     expected = [joins(x, y, tau, relative, quadratic) for x, y in zip(a, b, strict=True)]
     assert labeled_joins(a, b, tau, relative, quadratic) == expected
+    # the rule the seams of chunked volumes apply (chunked/seams.py), elementwise
+    assert tau_joins(a, b, tau, np, relative, quadratic).tolist() == expected
 
 
 def test_the_tolerance_is_rounded_in_the_contracts_order() -> None:

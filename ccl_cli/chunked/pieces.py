@@ -1,0 +1,199 @@
+"""One chunk on a worker: its pieces (the components of the chunk labeled alone) and what
+of them leaves the worker.
+
+A piece is named by its key, the global raster index (z * H * W + y * W + x) of its first
+voxel. A chunk is a box, so its own raster order is the global one restricted to it: the
+chunk's labels 1..k (gccl's engine numbers them in raster order of first voxels) are its
+pieces in key order, and a piece's first voxel in the chunk is its first in the volume.
+
+What leaves the worker: the six boundary planes of keys (and values, in tau mode) where a
+neighbouring chunk lies (`Faces`), and the partial statistics of the pieces on them
+(`Partials` of the face pieces); the interior pieces' partials stay in the `Summary`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .geometry import Chunk
+
+#: Face planes by (axis, side): side 0 is the chunk's low plane along the axis, 1 its high.
+FacePlanes = dict[tuple[int, int], np.ndarray]
+
+
+@dataclass
+class Partials:
+    """Partial statistics of pieces (one row each), in global coordinates, summed exactly.
+
+    key: first voxel's global raster index; area: voxels; low, high: (z, y, x) bounding
+    box, high exclusive; sums: (z, y, x) coordinate sums (int64, exact); value_sum: int64
+    sum of the values (integer dtypes, exact) or the piece's own mean times its area
+    (floats); mean: the piece's mean as labeled alone; v_min, v_max: extremes (float64).
+    """
+
+    key: np.ndarray
+    area: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    sums: np.ndarray
+    value_sum: np.ndarray
+    mean: np.ndarray
+    v_min: np.ndarray
+    v_max: np.ndarray
+
+    def take(self, rows: Any) -> Partials:
+        """The rows `rows` (indices or a boolean mask)."""
+        return Partials(**{name: getattr(self, name)[rows] for name in _FIELDS})
+
+    def __len__(self) -> int:
+        return int(self.key.shape[0])
+
+
+_FIELDS = ("key", "area", "low", "high", "sums", "value_sum", "mean", "v_min", "v_max")
+
+
+def empty_partials() -> Partials:
+    """Partials of no piece."""
+    rows = {
+        name: np.zeros((0, 3) if name in ("low", "high", "sums") else 0, np.int64)
+        for name in _FIELDS
+    }
+    return Partials(**rows)
+
+
+def concat_partials(parts: list[Partials]) -> Partials:
+    """The rows of `parts`, one after the other."""
+    return Partials(**{name: np.concatenate([getattr(p, name) for p in parts]) for name in _FIELDS})
+
+
+@dataclass
+class Faces:
+    """The boundary planes of a chunk that border another chunk: keys + 1 of the pieces
+    there (0: not foreground, int64) and, in tau mode, the values."""
+
+    keys: FacePlanes
+    values: FacePlanes
+
+
+@dataclass
+class Summary:
+    """What stays on the worker of one chunk: every piece's partials, and which are on a
+    face (a plane bordering another chunk)."""
+
+    pieces: Partials
+    on_face: np.ndarray
+
+
+@dataclass(frozen=True)
+class ChunkLabeler:
+    """Labels one chunk alone with gccl's engine through the public API (`label` is
+    ccl_cli.label, handed in by the caller: the API leads here, not the other way), with
+    `options` but the area filters, which act on whole components."""
+
+    label: Callable[..., tuple[Any, Any]]
+    options: dict[str, Any]
+
+    def __call__(self, values: np.ndarray, stats: bool) -> tuple[Any, Any]:
+        every = {**self.options, "min_area": 0, "max_area": None, "largest": None}
+        return self.label(values, stats=stats, **every)
+
+
+def summarize(
+    values: np.ndarray, chunk: Chunk, labeler: ChunkLabeler, tau: bool
+) -> tuple[Summary, Faces]:
+    """Label one chunk; its pieces' partials and its face planes."""
+    if values.shape != chunk.shape:
+        raise ValueError(f"chunk {chunk.index}: read {values.shape}, expected {chunk.shape}")
+    labels, tables = labeler(values, stats=True)
+    table = tables[0]
+    pieces = _partials(labels, values, table, chunk)
+    keys_of = np.concatenate(([0], pieces.key + 1))
+    keys: FacePlanes = {}
+    face_values: FacePlanes = {}
+    on_face = np.zeros(len(pieces) + 1, bool)
+    for axis, side in chunk.bordered_faces():
+        where = _plane(axis, side)
+        plane = labels[where]
+        on_face[plane] = True
+        keys[axis, side] = keys_of[plane]
+        if tau:
+            face_values[axis, side] = np.ascontiguousarray(values[where])
+    return Summary(pieces, on_face[1:]), Faces(keys, face_values)
+
+
+def _plane(axis: int, side: int) -> tuple[Any, ...]:
+    """The index of a chunk's low (side 0) or high (side 1) plane along `axis`."""
+    where: list[Any] = [slice(None)] * 3
+    where[axis] = 0 if side == 0 else -1
+    return tuple(where)
+
+
+def _partials(labels: np.ndarray, values: np.ndarray, table: Any, chunk: Chunk) -> Partials:
+    """The partials of the chunk's pieces from its labels and its statistics table."""
+    count = len(table)
+    area = table.area.astype(np.int64)
+    origin = np.array(chunk.origin, np.int64)
+    first = _first_voxels(labels, count)
+    local = np.stack(np.unravel_index(first, chunk.shape), axis=1).astype(np.int64)
+    key = np.ravel_multi_index(tuple((local + origin).T), chunk.volume_shape).astype(np.int64)
+    low = np.stack([table.z, table.y, table.x], axis=1).astype(np.int64)
+    size = np.stack([table.depth, table.height, table.width], axis=1).astype(np.int64)
+    centroid = np.stack([table.centroid_z, table.centroid_y, table.centroid_x], axis=1)
+    # The engine's centroid is one division of an exact sum below 2**51, so rounding
+    # centroid * area gives that sum back exactly (Chunk checks the bound).
+    local_sums = np.rint(centroid * area[:, None]).astype(np.int64)
+    sums = local_sums + area[:, None] * origin[None, :]
+    return Partials(
+        key=key,
+        area=area,
+        low=low + origin,
+        high=low + size + origin,
+        sums=sums,
+        value_sum=_value_sums(labels, values, table, area),
+        mean=table.mean.astype(np.float64),
+        v_min=table.min.astype(np.float64),
+        v_max=table.max.astype(np.float64),
+    )
+
+
+def _first_voxels(labels: np.ndarray, count: int) -> np.ndarray:
+    """The flat index of each label's first voxel (labels 1..count in raster order of
+    their first voxels: where the running maximum rises, a new label starts). Only the
+    planes where a new label starts are scanned (a plane's largest label passes those of
+    the planes before)."""
+    if count == 0:
+        return np.zeros(0, np.int64)
+    planes = labels.reshape(labels.shape[0], -1)
+    tops = np.maximum.accumulate(planes.max(axis=1))
+    before = np.concatenate(([0], tops[:-1]))
+    firsts = []
+    for z in np.flatnonzero(tops > before):
+        running = np.maximum.accumulate(planes[z])
+        np.maximum(running, running.dtype.type(before[z]), out=running)
+        rises = np.flatnonzero(running[1:] != running[:-1]) + 1
+        if running[0] > before[z]:
+            rises = np.concatenate(([0], rises))
+        firsts.append(rises + z * planes.shape[1])
+    return np.concatenate(firsts).astype(np.int64)
+
+
+def _value_sums(labels: np.ndarray, values: np.ndarray, table: Any, area: np.ndarray) -> Any:
+    """Each piece's sum of values: exact int64 for integer dtypes, mean * area for floats."""
+    kind = values.dtype.kind
+    if kind == "f":
+        with np.errstate(invalid="ignore", over="ignore"):
+            return table.mean * area
+    if values.dtype.itemsize < 4:  # |sum| < 2**16 * 2**31: mean * area rounds back exactly
+        return np.rint(table.mean * area).astype(np.int64)
+    # 32-bit values: the sum may pass 2**53, so add the high and low 16 bits apart (each
+    # partial sum stays below 2**53, exact in float64).
+    flat = labels.reshape(-1)
+    wide = values.reshape(-1).astype(np.int64)
+    count = len(area) + 1
+    low = np.bincount(flat, weights=wide & 0xFFFF, minlength=count)[1:]
+    high = np.bincount(flat, weights=wide >> 16, minlength=count)[1:]
+    return high.astype(np.int64) * 65536 + low.astype(np.int64)
