@@ -32,7 +32,10 @@ BENCH_SHARED: dict[str, tuple[str, str | None]] = {
         "Tau mode's tolerance grows by Q * max(|a|, |b|)^2 (depth cameras), as gccl label's does.",
         None,
     ),
-    "connectivity": ("Neighbours: 4 (edges) or 8 (and corners).", "both, 8 first"),
+    "connectivity": (
+        "Neighbours: 4 (edges) or 8 (and corners); for volumes 6, 18 or 26 (4 means 6, 8 means 26).",
+        "both, 8 first",
+    ),
     "invert": ("Flip the INPUT images' intensities first, as gccl label does.", None),
     "threshold": (
         "Binarize the INPUT images as gccl label does: foreground is v > T (v < T with --invert).",

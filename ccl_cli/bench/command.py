@@ -21,11 +21,12 @@ from rich.text import Text
 
 from ..config import Settings, check_settings
 from ..contract.params import AT_RANK, VOLUME_CONNECTIVITIES, LabelParams
-from ..errors import EXIT_OK, EXIT_SOME_FAILED, BadValue, InputError, UsageError
+from ..errors import EXIT_OK, EXIT_SOME_FAILED, BadValue, UsageError
 from ..options import BY_NAME
 from .adapter import BenchEngine
 from .engines import ENGINE_NAMES, make_engines
 from .eta import Planned, TimeLeft
+from .inputs import read_input, short_names
 from .records import Record
 from .report import REPORT_COLUMNS, WIDE_REPORT_COLUMNS
 from .runner import (
@@ -423,7 +424,7 @@ def _cases(inputs: Sequence[str], options: Options) -> list[Case]:
             continue
         if item.problem:
             raise UsageError(f"{item.display}: {item.problem}")
-        images.append(_read_input(item))
+        images.append(read_input(item))
         items.append(item)
     if not images:
         raise UsageError(
@@ -441,22 +442,6 @@ def _cases(inputs: Sequence[str], options: Options) -> list[Case]:
     )
 
 
-def _read_input(item: Any) -> Any:
-    """The values of an input: an (H, W) image, or a (D, H, W) volume where the file is one
-    (io.volumes.volume_format: its name, a .npy's header, a TIFF's z-axis metadata)."""
-    from ..io.decode import read_image
-
-    try:
-        if item.volume:
-            from ..io.volumes import read_volume
-            from ..options import MAX_IMAGE_BYTES
-
-            return read_volume(item.path, MAX_IMAGE_BYTES).values
-        return read_image(item.path, page=item.page)
-    except InputError as error:
-        raise UsageError(f"{item.display}: {error}") from None
-
-
 def growth(options: Options, base: LabelParams | None = None) -> LabelParams:
     """`base` (else the defaults) with the tolerance's growth of tau mode cases."""
     return replace(
@@ -464,21 +449,6 @@ def growth(options: Options, base: LabelParams | None = None) -> LabelParams:
         tau_relative=options.tau_relative,
         tau_quadratic=options.tau_quadratic,
     )
-
-
-def short_names(inputs: Sequence[tuple[Path, int | None]]) -> list[str]:
-    """Each input's shortest trailing part of its path that no other input shares (the file
-    name, or as many folders above it as tell two apart), with its page where it has one."""
-    parts = [(path.parts, page) for path, page in inputs]
-    names = []
-    for mine, page in parts:
-        for count in range(1, len(mine) + 1):
-            tail = mine[-count:]
-            if sum(1 for other, its in parts if (other[-count:], its) == (tail, page)) == 1:
-                break
-        name = Path(*tail).as_posix()
-        names.append(name if page is None else f"{name} p{page + 1}")
-    return names
 
 
 def _gpu_usable() -> bool:

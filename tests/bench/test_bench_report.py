@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 from ccl_cli.bench import command
 from ccl_cli.bench.adapter import BenchEngine, Output
-from ccl_cli.bench.command import parse_options, run_bench_command, short_names
+from ccl_cli.bench.command import parse_options, run_bench_command
+from ccl_cli.bench.inputs import short_names
 from ccl_cli.bench.suite import generate
 from ccl_cli.cli import app
 from ccl_cli.contract.params import LabelParams

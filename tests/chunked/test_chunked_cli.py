@@ -63,7 +63,7 @@ def test_labels_stats_and_summary_equal_one_piece(tmp_path: Path, zarr_format: i
     rows = read_csv(out / "vol.stats.csv")
     table = tables[0]
     assert [int(r["label"]) for r in rows] == list(range(1, len(table) + 1))
-    for name in table.column_names()[1:]:
+    for name in table.columns[1:]:
         got = np.array([float(r[name]) for r in rows])
         np.testing.assert_array_equal(got, table[name].astype(np.float64), err_msg=name)
     row = summary(out)[str(source)]
@@ -177,11 +177,18 @@ def test_a_killed_runs_temporary_store_is_removed(tmp_path: Path) -> None:
     assert any(json.loads(line)[0] == "vol.labels.zarr" for line in made)
 
 
-def test_image_connectivity_is_a_usage_error(tmp_path: Path) -> None:
-    source = zarr_volume(tmp_path / "vol.zarr", volume(), (5, 6, 7))
-    code, _, err = gccl(str(source), "--out", str(tmp_path / "out"))
-    assert code == 2
-    assert "--connectivity 6, 18 or 26" in err.strip()
+def test_image_connectivities_are_taken_in_the_volume_rank(tmp_path: Path) -> None:
+    values = volume()
+    source = zarr_volume(tmp_path / "vol.zarr", values, (5, 6, 7))
+    for given, rank in ((None, 3), ("4", 1), ("8", 3)):  # (the default 8 is 26 for a volume)
+        out = tmp_path / f"out-{given}"
+        code, _, err = gccl(
+            str(source), "--out", str(out), *(["--connectivity", given] * bool(given))
+        )
+        assert code == 0, err
+        want, _ = ndi.label(values != 0, ndi.generate_binary_structure(3, rank))
+        stored = zarr.open_array(str(out / "vol.labels.zarr"), mode="r")
+        np.testing.assert_array_equal(stored[:], want)
 
 
 def test_a_scheduler_that_does_not_answer_is_one_line(tmp_path: Path) -> None:
