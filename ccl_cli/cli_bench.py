@@ -33,7 +33,8 @@ BENCH_SHARED: dict[str, tuple[str, str | None]] = {
         None,
     ),
     "connectivity": (
-        "Neighbours: 4 (edges) or 8 (and corners); for volumes 6, 18 or 26 (4 means 6, 8 means 26).",
+        "Neighbours: 4 (edges) or 8 (and corners); for volumes 6, 18 or 26 (4 means 6, "
+        "8 means 26).",
         "both, 8 first",
     ),
     "invert": ("Flip the INPUT images' intensities first, as gccl label does.", None),
