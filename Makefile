@@ -36,15 +36,16 @@ $(VENV)/.engine-built: $(ENGINE_SOURCES) | $(VENV)/.made
 
 venv: $(VENV)/.installed-dev $(VENV)/.engine-built
 
-# The whole folder with the defaults, then the scan and the depth maps with the
-# options that suit them (sample_data/README.md says why).
+# The whole folder with the defaults, then the scan, the depth maps and a CT volume with
+# the options that suit them (sample_data/README.md says why).
 demo: $(VENV)/.installed-run $(VENV)/.engine-built
 	rm -rf $(DEMO_OUT)
 	$(VENV)/bin/gccl label sample_data --out $(DEMO_OUT)/all --preview
 	$(VENV)/bin/gccl label sample_data/scan_g4.tif --invert --min-area 3 --out $(DEMO_OUT)/scan --preview
 	$(VENV)/bin/gccl label sample_data/room.depth.png --tau 5 --tau-quadratic 3.5e-6 --min-area 50 --out $(DEMO_OUT)/depth --preview
 	$(VENV)/bin/gccl label sample_data/room_meters.tif --tau 0.025 --out $(DEMO_OUT)/depth-m --preview
-	@for f in all scan depth depth-m; do echo "--- $(DEMO_OUT)/$$f/summary.csv"; cat $(DEMO_OUT)/$$f/summary.csv; done
+	$(VENV)/bin/gccl label sample_data/volumes/part_ct.tif --threshold 120 --invert --min-area 8 --out $(DEMO_OUT)/ct --preview
+	@for f in all scan depth depth-m ct; do echo "--- $(DEMO_OUT)/$$f/summary.csv"; cat $(DEMO_OUT)/$$f/summary.csv; done
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check ccl_cli tests scripts benchmarks

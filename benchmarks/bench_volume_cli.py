@@ -335,6 +335,9 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=16, help="the cc3d script's Pool (16)")
     parser.add_argument("--device", default="auto", help="gccl label --device (auto)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per column (3)")
+    parser.add_argument(
+        "--gccl-options", default="", help="more gccl label options, e.g. --no-fsync (none)"
+    )
     parser.add_argument("--cases", default="stack,masks", help="stack, masks or both")
     parser.add_argument("--work", type=Path, help="where inputs and outputs go (a temp folder)")
     parser.add_argument("--json", type=Path, help="write the results as JSON")
@@ -368,6 +371,7 @@ def main() -> int:
                     "26",
                     "--device",
                     args.device,
+                    *args.gccl_options.split(),
                 ],
                 floor_of("tiff", [stack], work, me, command_env(work)),
                 [
@@ -393,7 +397,7 @@ def main() -> int:
         results.append(
             measure_case(
                 f"{args.masks} NIfTI masks {args.mask_shape} (.nii.gz), 26c",
-                [str(folder), "--device", args.device],
+                [str(folder), "--device", args.device, *args.gccl_options.split()],
                 floor_of("nifti", masks, work, me, command_env(work)),
                 [*me, "--script", "nifti", "--processes", str(args.processes), *map(str, masks)],
                 work,
@@ -402,7 +406,8 @@ def main() -> int:
         )
     load = os.getloadavg()[0]
     print(
-        f"machine: {machine()}, load average {load:.1f}; gccl --device {args.device}; cc3d "
+        f"machine: {machine()}, load average {load:.1f}; gccl --device {args.device} "
+        f"{args.gccl_options}; cc3d "
         f"script on {args.processes} processes; medians of {args.repeat} runs\n"
     )
     print(

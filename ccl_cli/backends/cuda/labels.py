@@ -31,6 +31,8 @@ _B8_TILE = (GEOMETRY["GCCL_B8_TILE_W"], GEOMETRY["GCCL_B8_TILE_H"])  # pixels pe
 _B8_THREADS = (GEOMETRY["GCCL_B8_TBW"], GEOMETRY["GCCL_B8_TBH"])
 _PX_TILE = (GEOMETRY["GCCL_PX_TILE_W"], GEOMETRY["GCCL_PX_TILE_H"])  # one thread per pixel
 _SCAN_THREADS = GEOMETRY["GCCL_SCAN_THREADS"]
+#: Values one block of gccl_segmented_scan takes in one step (a tile of the batch-wide scan).
+_SCAN_TILE = _SCAN_THREADS * GEOMETRY["GCCL_SCAN_ITEMS"]
 _MAX_GRID = 2**31 - 1
 _TABLE_BLOCKS = 4096  # the table kernels loop: enough blocks to fill any device
 _MAX_IMAGE_PIXELS = 2**31 - 1  # labels and ranks share a u32 with a flag bit
@@ -241,21 +243,31 @@ def kept_ranks(params: LabelParams, label_base: Any, area: Any) -> tuple[Any, An
     device), which picks with the contract's rule (contract.cleaning.kept_components)."""
     cupy = import_cupy()
     total, n = len(area), len(label_base) - 1
+    # keep padded with 0 to whole tiles of the scan, which reads tiles whole
+    tiles = max(1, -(-total // _SCAN_TILE))
     if params.largest is None:
-        keep = cupy.empty(total, cupy.uint32)
+        keep = cupy.zeros(tiles * _SCAN_TILE, cupy.uint32)
         keep_area(area, params.min_area, params.max_area, keep)
     else:
         starts = label_base.get().astype(np.int64)
-        chosen = kept_components(area.get().astype(np.int64), starts, params)
-        keep = cupy.asarray(chosen.astype(np.uint32))
-    # One scan over the whole batch (CuPy's precompiled one, spread across the device: an
-    # image may hold millions of labels), then each label's rank in its own image and the
-    # kept labels per image (area_filter.cu: no kernel compiled at run time).
-    kept_through = cupy.cumsum(keep, dtype=cupy.uint32)
+        chosen = np.zeros(tiles * _SCAN_TILE, np.uint32)
+        chosen[:total] = kept_components(area.get().astype(np.int64), starts, params)
+        keep = cupy.asarray(chosen)
+    # One scan over the whole batch in two levels (an image may hold millions of labels):
+    # within tiles, then over the tiles; then each label's rank in its own image and the kept
+    # labels per image (area_filter.cu). Every kernel comes from the fatbin.
+    local = cupy.empty(tiles * _SCAN_TILE, cupy.uint32)
+    tile_sums = cupy.empty(tiles, cupy.uint32)
+    kernels = device_kernels(area.device.id)
+    scan_args = (keep, local, np.uint64(0), np.uint64(_SCAN_TILE), tile_sums)
+    kernels.launch(kernel_name("gccl_segmented_scan"), tiles, (_SCAN_THREADS,), scan_args)
+    tile_base = label_offsets(tile_sums)
     rank = cupy.empty(total, cupy.uint32)
     counts = cupy.empty(n, cupy.uint32)
-    args = (kept_through, label_base, np.uint32(n), rank, counts, np.uint64(total))
-    elementwise(keep, kernel_name("gccl_kept_ranks"), args, max(total, n))
+    tiling = (local, tile_base, np.uint64(_SCAN_TILE), np.uint64(tiles))
+    rank_args = (*tiling, label_base, np.uint32(n), rank, counts, np.uint64(total))
+    elementwise(area, kernel_name("gccl_kept_ranks"), rank_args, max(total, n))
+    keep = keep[:total]
     return keep, rank, counts
 
 

@@ -2,10 +2,10 @@
 // label order, the others 0.
 //
 // keep[i] says whether label i stays (gccl_keep_area in arrays.cu, or the host for
-// --largest: contract/cleaning.py's rule); the host scans keep over the whole batch (an
-// inclusive scan, CuPy's precompiled one), gccl_kept_ranks turns that into each label's rank
-// among its own image's kept labels and the kept count per image, and gccl_area_remap
-// rewrites the label image in place.
+// --largest: contract/cleaning.py's rule); the host scans keep over the whole batch in tiles
+// and over the tiles (gccl_segmented_scan, relabel.cu), gccl_kept_ranks turns that into each
+// label's rank among its own image's kept labels and the kept count per image, and
+// gccl_area_remap rewrites the label image in place.
 #include "common.cuh"
 
 extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS)
@@ -27,10 +27,19 @@ extern "C" __global__ void __launch_bounds__(GCCL_CHUNK_THREADS)
 }
 
 // rank[i] = the kept labels of label i's image before label i; counts[j] = image j's kept
-// labels. kept_through[i] is the inclusive scan of keep over the batch; label_base (images + 1
-// entries) each image's first label, then the total.
-extern "C" __global__ void gccl_kept_ranks(const u32* kept_through, const u32* label_base,
-                                           u32 images, u32* rank, u32* counts, u64 total) {
+// labels. The exclusive scan of keep over the batch comes in two levels, both of
+// gccl_segmented_scan: `local` within tiles of `tile` labels, `tile_base` (tiles + 1 entries,
+// the last the batch's total) before each tile. label_base (images + 1 entries) holds each
+// image's first label, then the total.
+__device__ __forceinline__ u32 kept_before(const u32* local, const u32* tile_base, u64 tile,
+                                           u64 tiles, u64 i) {
+  const u64 t = i / tile;
+  return t < tiles ? local[i] + tile_base[t] : tile_base[tiles];
+}
+
+extern "C" __global__ void gccl_kept_ranks(const u32* local, const u32* tile_base, u64 tile,
+                                           u64 tiles, const u32* label_base, u32 images,
+                                           u32* rank, u32* counts, u64 total) {
   GCCL_GRID_STRIDE(i, total) {
     u32 low = 0, high = images;  // the image j with label_base[j] <= i < label_base[j + 1]
     while (high - low > 1) {
@@ -41,13 +50,11 @@ extern "C" __global__ void gccl_kept_ranks(const u32* kept_through, const u32* l
         high = middle;
       }
     }
-    const u32 first = label_base[low];
-    const u32 before_image = first ? kept_through[first - 1] : 0u;
-    rank[i] = (i ? kept_through[i - 1] : 0u) - before_image;
+    rank[i] = kept_before(local, tile_base, tile, tiles, i) -
+              kept_before(local, tile_base, tile, tiles, label_base[low]);
   }
   GCCL_GRID_STRIDE(j, (u64)images) {
-    const u32 first = label_base[j], end = label_base[j + 1];
-    const u32 before = first ? kept_through[first - 1] : 0u;
-    counts[j] = (end ? kept_through[end - 1] : 0u) - before;
+    counts[j] = kept_before(local, tile_base, tile, tiles, label_base[j + 1]) -
+                kept_before(local, tile_base, tile, tiles, label_base[j]);
   }
 }
