@@ -3,7 +3,7 @@ dask-image's ndmeasure.label, and gccl's own one-piece speed.
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_chunked.py [--size 384] [--chunk 128]
         [--workers 2] [--repeat 3] [--dask-image] [--large 1024 --memory-limit 1GiB]
-        [--threads]
+        [--threads] [--device cpu|cuda]
 
 The volume: Gaussian-smoothed noise (sigma 6) above its 82nd percentile, a few hundred
 blobs, 26-connectivity. On the cluster each engine reads the volume from a Zarr store of
@@ -54,6 +54,10 @@ def same_partition(a: np.ndarray, b: np.ndarray) -> bool:
     return len(np.unique(pairs[0])) == len(np.unique(pairs[1])) == pairs.shape[1]
 
 
+#: The device each chunk is labeled on (--device): the workers' engine.
+DEVICE = ["cpu"]
+
+
 def gccl_chunked(array: Any, store: str | None = None) -> tuple[Any, dict[str, float], float]:
     """gccl chunked on `array`: seams solved, the statistics table, and the labels written
     into a new Zarr store at `store` by the workers (None: computed here, as numpy)."""
@@ -63,7 +67,7 @@ def gccl_chunked(array: Any, store: str | None = None) -> tuple[Any, dict[str, f
     from ccl_cli.chunked.entry import solve_array
     from ccl_cli.chunked.pieces import ChunkLabeler
 
-    options = {"connectivity": 26, "device": "cpu"}
+    options = {"connectivity": 26, "device": DEVICE[0]}
     params = ccl_cli.Labeler(**options).params
     began = time.perf_counter()
     solved = solve_array(array, ChunkLabeler(ccl_cli.label, options), params)
@@ -168,7 +172,9 @@ def large_case(size: int, chunk: int, client: Any) -> None:
         sampler.start()
         began = time.perf_counter()
         with distributed.get_task_stream(client) as tasks:
-            labels, tables = ccl_cli.label(da.from_zarr(str(source)), connectivity=26, device="cpu")
+            labels, tables = ccl_cli.label(
+                da.from_zarr(str(source)), connectivity=26, device=DEVICE[0]
+            )
             out = zarr.create_array(
                 store=str(Path(folder) / "labels.zarr"),
                 shape=(size,) * 3,
@@ -218,7 +224,11 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=0, help="also an N^3 Zarr volume")
     parser.add_argument("--memory-limit", default="1GiB")
     parser.add_argument("--threads", action="store_true", help="threads here, no cluster")
+    parser.add_argument(
+        "--device", default="cpu", help="the chunks' device: cpu or cuda (GPU workers)"
+    )
     args = parser.parse_args()
+    DEVICE[0] = args.device
 
     import dask
     import dask.array as da
