@@ -23,8 +23,12 @@ _MARKERS = (".zarray", ".zgroup", "zarr.json")
 
 
 def is_zarr(path: Path) -> bool:
-    """Whether `path` is a folder holding a Zarr array or group."""
-    return path.is_dir() and any((path / marker).is_file() for marker in _MARKERS)
+    """Whether `path` is a folder holding a Zarr array or group (False where it cannot be
+    looked at: reading the input says why, on that input's own line)."""
+    try:
+        return path.is_dir() and any((path / marker).is_file() for marker in _MARKERS)
+    except OSError:  # a name too long, a folder the user may not enter
+        return False
 
 
 @dataclass

@@ -292,11 +292,16 @@ def test_volume_files_are_inputs(tmp_path: Path) -> None:
     assert {r["connectivity"] for r in records if r["size"] == "24x16"} == {8}
 
 
-def test_cli_bench_volumes() -> None:
+def test_cli_bench_volumes(tmp_path) -> None:
     args = ["bench", "--cases", "blobs3d", "--sizes", "16x12x10", "--repeat", "1", "--quiet"]
-    result = CliRunner().invoke(app, [*args, "--engines", "gccl-cpu,scipy"])
+    report = tmp_path / "bench.json"
+    result = CliRunner().invoke(app, [*args, "--engines", "gccl-cpu,scipy", "--json", str(report)])
     assert result.exit_code == 0, result.output
-    assert "blobs3d 16x12x10 26c" in result.output and "blobs3d 16x12x10 6c" in result.output
+    records = json.loads(report.read_text())
+    cases = ("blobs3d 16x12x10 26c", "blobs3d 16x12x10 6c")
+    want = {(case, engine) for case in cases for engine in ("gccl-cpu", "scipy")}
+    assert {(r["case"], r["engine"]) for r in records} == want, result.output
+    assert {r["status"] for r in records} == {"ok"}, result.output
 
 
 def test_a_volume_over_the_batch_cap_still_runs_at_batch_one() -> None:
