@@ -27,12 +27,6 @@ _streams: dict[tuple[int, int], Any] = {}  # (device, handle) -> CuPy ExternalSt
 _streams_lock = threading.Lock()
 
 
-def is_torch_tensor(array: Any) -> bool:
-    """Whether `array` is a PyTorch tensor (without importing torch)."""
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(array, torch.Tensor)
-
-
 def torch_dtype_to_numpy(dtype: Any) -> np.dtype:
     """The numpy dtype of a PyTorch dtype that labeling takes or returns (ValueError otherwise)."""
     torch = sys.modules["torch"]
