@@ -118,20 +118,8 @@ def test_float_tau_with_growing_tolerance_and_invert() -> None:
         )
         np.testing.assert_array_equal(lazy.compute(), labels)
         expected = tables[0]
-        for name in (
-            "area",
-            "x",
-            "y",
-            "z",
-            "width",
-            "height",
-            "depth",
-            "centroid_x",
-            "centroid_y",
-            "centroid_z",
-            "min",
-            "max",
-        ):
+        # every column but the mean, whose float sums may differ in the last bits
+        for name in (n for n in expected.columns[1:] if n != "mean"):
             np.testing.assert_array_equal(got[0][name], expected[name], err_msg=name)
         # Float means of components over several chunks: within a few units in the last place.
         np.testing.assert_allclose(got[0]["mean"], expected["mean"], rtol=1e-12)
