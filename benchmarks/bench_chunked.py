@@ -1,15 +1,16 @@
-"""Chunked volumes on a Dask LocalCluster: gccl (ccl_cli.label on a dask array) against
+"""Chunked volumes on a Dask LocalCluster: gccl (what `gccl label v.zarr` runs) against
 dask-image's ndmeasure.label, and gccl's own one-piece speed.
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_chunked.py [--size 384] [--chunk 128]
         [--workers 2] [--repeat 3] [--dask-image] [--large 1024 --memory-limit 1GiB]
         [--threads] [--device cpu|cuda]
 
-The volume: Gaussian-smoothed noise (sigma 6) above its 82nd percentile, a few hundred
-blobs, 26-connectivity. On the cluster each engine reads the volume from a Zarr store of
-chunk^3 chunks (the workers load their chunks) and is timed from the call until its labels
-are written by the workers into a Zarr store (gccl: seams solved, statistics table, labels;
-dask-image: its lazily numbered labels and count); nothing voxel-sized goes through the
+The volume: Gaussian-smoothed noise (sigma 6) above its 82nd percentile, a few hundred blobs,
+26-connectivity. On the cluster each engine reads the volume from a Zarr store of chunk^3
+chunks (the workers load their chunks; gccl in work blocks of whole chunks, as `gccl label`
+reads a Zarr volume) and is timed from the call until its labels are written by the workers
+into a Zarr store (gccl: seams solved, statistics table, labels stored as `gccl label` stores
+them; dask-image: its lazily numbered labels and count); nothing voxel-sized goes through the
 client. Per run: the client's seconds per step and the workers' computing seconds per kind of
 task (distributed's task stream). The stored labels are checked against one-piece labeling
 afterwards (gccl's bit for bit; dask-image's as the same partition). dask-image runs once
@@ -17,14 +18,16 @@ afterwards (gccl's bit for bit; dask-image's as the same partition). dask-image 
 this process's threads instead (no cluster).
 
 --large N: an N^3 uint8 volume written to a Zarr store in chunk^3 chunks (made chunk by chunk),
-labeled from the store into a Zarr store on workers of --memory-limit each; the peak resident
-memory of each worker process is sampled every 0.2 s.
+labeled from the store into a Zarr store on workers of --memory-limit each (the peak resident
+memory of each worker process sampled every 0.2 s), and its read + write floor: the source read
+and written as a label store of gccl's dtype, as gccl stores it.
 """
 
 from __future__ import annotations
 
 import argparse
 import platform
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -58,14 +61,25 @@ def same_partition(a: np.ndarray, b: np.ndarray) -> bool:
 DEVICE = ["cpu"]
 
 
-def gccl_chunked(array: Any, store: str | None = None) -> tuple[Any, dict[str, float], float]:
+def zarr_source(path: str) -> Any:
+    """The Zarr volume at `path` as `gccl label` reads it: a dask array of work blocks (whole
+    chunks, up to WORK_BLOCK_VOXELS each) read on the workers."""
+    from ccl_cli.chunked.zarr_store import open_source
+
+    return open_source(Path(path)).dask_array()
+
+
+def gccl_chunked(
+    array: Any, store: str | None = None, chunks: Any = None
+) -> tuple[Any, dict[str, float], float]:
     """gccl chunked on `array`: seams solved, the statistics table, and the labels written
-    into a new Zarr store at `store` by the workers (None: computed here, as numpy)."""
+    by the workers into a new Zarr store at `store` of `chunks` (the source's) as `gccl label`
+    writes them (its dtype, every chunk written; None: computed here, as numpy)."""
     import dask.array as da
-    import zarr
 
     from ccl_cli.chunked.entry import solve_array
     from ccl_cli.chunked.pieces import ChunkLabeler
+    from ccl_cli.io.volumes.encode import label_dtype
 
     options = {"connectivity": 26, "device": DEVICE[0]}
     params = ccl_cli.Labeler(**options).params
@@ -74,21 +88,28 @@ def gccl_chunked(array: Any, store: str | None = None) -> tuple[Any, dict[str, f
     solved_at = time.perf_counter()
     solved.table()
     table_at = time.perf_counter()
+    dtype = label_dtype(solved.count)
     if store is None:
-        labels = solved.labels.compute()
+        labels = solved.labels(dtype).compute()
     else:
-        chunks = tuple(sizes[0] for sizes in array.chunks)
-        target = zarr.create_array(
-            store=store, shape=array.shape, chunks=chunks, dtype=np.uint32, overwrite=True
-        )
-        da.store(solved.labels, target, lock=False)
-        labels = target
+        labels = label_store(array.shape, chunks, store, dtype)
+        da.store(solved.labels(dtype), labels, lock=False)
     seconds = {
         **solved.seconds,
         "table": table_at - solved_at,
         "labels": time.perf_counter() - table_at,
     }
     return labels, seconds, time.perf_counter() - began
+
+
+def label_store(shape: Any, chunks: Any, store: str, dtype: Any) -> Any:
+    """A new Zarr array at `store` of `shape`, `chunks` (one size per axis) and `dtype`, made
+    as `gccl label` makes its label stores."""
+    from ccl_cli.chunked.zarr_store import Source, create_labels
+
+    shutil.rmtree(store, ignore_errors=True)
+    source = Source(Path(store), "", tuple(shape), tuple(chunks), np.dtype(np.uint8), 3)
+    return create_labels(source, Path(store), {}, np.dtype(dtype))
 
 
 def task_seconds(stream: list[dict[str, Any]]) -> dict[str, float]:
@@ -105,7 +126,8 @@ def task_seconds(stream: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def write_zarr(volume: np.ndarray, path: str, chunk: int) -> Any:
-    """`volume` as a Zarr store of chunk^3 chunks at `path`, opened as a dask array."""
+    """`volume` as a Zarr store of chunk^3 chunks at `path`, opened by dask.array.from_zarr
+    (as dask-image's users do)."""
     import dask.array as da
     import zarr
 
@@ -154,42 +176,30 @@ def large_case(size: int, chunk: int, client: Any) -> None:
         made = da.map_blocks(block, chunks=((chunk,) * (size // chunk),) * 3, dtype=np.uint8)
         da.store(made, target, lock=False)
         print(f"  wrote the {size}^3 source in {time.perf_counter() - began:.1f} s")
-        began = time.perf_counter()
-        da.store(
-            da.from_zarr(str(source)),
-            zarr.create_array(
-                store=str(Path(folder) / "copy.zarr"),
-                shape=(size,) * 3,
-                chunks=(chunk,) * 3,
-                dtype=np.uint32,
-            ),
-            lock=False,
-        )
-        floor = time.perf_counter() - began
-        print(f"  read + write floor (uint8 in, uint32 out): {floor:.1f} s")
         stop, peaks = threading.Event(), {}
         sampler = threading.Thread(target=peak_memory, args=(client, stop, peaks), daemon=True)
         sampler.start()
-        began = time.perf_counter()
         with distributed.get_task_stream(client) as tasks:
-            labels, tables = ccl_cli.label(
-                da.from_zarr(str(source)), connectivity=26, device=DEVICE[0]
+            labels, seconds, total = gccl_chunked(
+                zarr_source(str(source)), str(Path(folder) / "labels.zarr"), (chunk,) * 3
             )
-            out = zarr.create_array(
-                store=str(Path(folder) / "labels.zarr"),
-                shape=(size,) * 3,
-                chunks=(chunk,) * 3,
-                dtype=np.uint32,
-            )
-            da.store(labels, out, lock=False)
-        total = time.perf_counter() - began
         stop.set()
         sampler.join()
+        began = time.perf_counter()
+        copy = label_store(
+            labels.shape, labels.chunks, str(Path(folder) / "copy.zarr"), labels.dtype
+        )
+        da.store(da.from_zarr(str(source)).astype(labels.dtype), copy, lock=False)
+        floor = time.perf_counter() - began
         mib = {w: round(p / 2**20) for w, p in peaks.items()}
         print(
-            f"  gccl chunked {size}^3 (read, label, stats, write): {total:.1f} s, "
-            f"{len(tables[0])} components; peak worker RSS MiB {sorted(mib.values())}"
+            f"  read + write floor (uint8 in, {labels.dtype} out as gccl writes it): {floor:.1f} s"
         )
+        print(
+            f"  gccl chunked {size}^3 (read, label, stats, write): {total:.1f} s "
+            f"({total / floor:.1f}x the floor); peak worker RSS MiB {sorted(mib.values())}"
+        )
+        print("    client:", {k: round(v, 3) for k, v in seconds.items()})
         print("    tasks:", task_seconds(tasks.data))
 
 
@@ -270,11 +280,12 @@ def main() -> None:
     ):
         folder = tempfile.TemporaryDirectory(dir=".")
         array = write_zarr(volume, str(Path(folder.name) / "volume.zarr"), args.chunk)
+        source = zarr_source(str(Path(folder.name) / "volume.zarr"))
         out = str(Path(folder.name) / "labels.zarr")
         times, shares = [], []
         for _ in range(args.repeat):
             with distributed.get_task_stream(client) as stream:
-                labels, seconds, total = gccl_chunked(array, out)
+                labels, seconds, total = gccl_chunked(source, out, (args.chunk,) * 3)
             assert np.array_equal(labels[...], expected), "gccl chunked differs from one piece"
             times.append(total)
             print("    client:", {k: round(v, 3) for k, v in seconds.items()})

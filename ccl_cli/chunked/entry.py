@@ -59,8 +59,8 @@ def label_dask(
         raise BadValue(f"{SOURCE}: a dask array is one volume, not a batch (batch=True)")
     solved = solve_array(array, ChunkLabeler(label, options), params)
     if stats:
-        return solved.labels, [solved.table()]
-    return solved.labels, np.array(solved.count, np.uint32).reshape(())
+        return solved.labels(), [solved.table()]
+    return solved.labels(), np.array(solved.count, np.uint32).reshape(())
 
 
 def solve_array(

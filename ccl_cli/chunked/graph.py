@@ -62,3 +62,15 @@ class Layer:
         import dask.array as da
 
         return da.Array(self.graph(), self.name, chunks=chunks, dtype=dtype)
+
+
+def persisted_array(layer: Layer, held: dict[Key, Any], chunks: Any) -> Any:
+    """The persisted results of `layer`'s tasks (keys (name, i, j, k); `held`: the persisted
+    Delayed of each key) as the blocks of a dask array of `chunks` (dtype object), no task
+    added: each key stands for its result, held where it was computed."""
+    import dask.array as da
+    from dask.highlevelgraph import HighLevelGraph
+
+    results = {key: held[key].__dask_graph__()[key] for key in layer.tasks}
+    graph = HighLevelGraph.from_collections(layer.name, results, dependencies=[])
+    return da.Array(graph, layer.name, chunks=chunks, dtype=object)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .geometry import Chunk
+from .geometry import Chunk, Grid
 
 #: Face planes by (axis, side): side 0 is the chunk's low plane along the axis, 1 its high.
 FacePlanes = dict[tuple[int, int], np.ndarray]
@@ -123,6 +123,18 @@ def summarize(
         if tau:
             face_values[axis, side] = np.ascontiguousarray(values[where])
     return Summary(pieces, on_face[1:]), Faces(keys, face_values)
+
+
+def summarize_block(
+    values: np.ndarray,
+    grid: Grid,
+    labeler: ChunkLabeler,
+    tau: bool,
+    block_id: tuple[int, int, int] | None = None,
+) -> tuple[Summary, Faces]:
+    """summarize of the chunk `block_id` of `grid` (dask's map_blocks names the block)."""
+    assert block_id is not None
+    return summarize(values, grid[block_id], labeler, tau)
 
 
 def _plane(axis: int, side: int) -> tuple[Any, ...]:

@@ -11,6 +11,7 @@ task scans the chunks' plane totals (one number per plane of each chunk).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -117,16 +118,20 @@ def finals(
     )
 
 
-def relabel(
-    values: np.ndarray,
-    labeler: ChunkLabeler,
-    lut: np.ndarray,
-    face_labels: np.ndarray,
-    face_finals: np.ndarray,
+def chunk_lut(
+    result: Finals, face_parts: tuple[np.ndarray, Any, int], face_finals: np.ndarray
 ) -> np.ndarray:
-    """The chunk's final labels: labeled again alone (the same labels as the first time:
-    the engine is deterministic), its own labels mapped to final ones."""
+    """The chunk's table from its own labels to final ones: its interior roots' (`result`)
+    and its face pieces' (their own labels `face_parts[0]`, their components' finals)."""
+    table = result.lut.copy()
+    table[face_parts[0]] = face_finals
+    return table
+
+
+def relabel(
+    values: np.ndarray, lut: np.ndarray, labeler: ChunkLabeler, dtype: np.dtype
+) -> np.ndarray:
+    """The chunk's final labels (`dtype`): labeled again alone (the same labels as the first
+    time: the engine is deterministic), mapped through its table `lut`."""
     labels, _ = labeler(values, stats=False)
-    table = lut.copy()
-    table[face_labels] = face_finals
-    return table[labels]
+    return lut.astype(dtype, copy=False)[labels]

@@ -123,18 +123,29 @@ def rims(faces: Faces) -> dict[tuple[int, Offset], tuple[np.ndarray, np.ndarray 
     return found
 
 
+def borders(
+    labeled: tuple[Any, Faces],
+) -> tuple[dict[int, tuple[np.ndarray, np.ndarray | None]], dict[tuple[int, Offset], Any]]:
+    """What the chunks before a chunk pair their high planes with: its low_planes and rims
+    (`labeled`: its Summary and Faces)."""
+    faces = labeled[1]
+    return low_planes(faces), rims(faces)
+
+
 def chunk_pairs(
-    faces: Faces,
-    across: list[tuple[int, dict[int, tuple[np.ndarray, np.ndarray | None]]]],
-    diagonal: list[tuple[int, Offset, dict[tuple[int, Offset], Any]]],
+    labeled: tuple[Any, Faces],
+    across: list[tuple[int, Any]],
+    diagonal: list[tuple[int, Offset, Any]],
     params: LabelParams,
 ) -> np.ndarray:
-    """seam_pairs across each of the chunk's high planes that border a chunk: `across` gives
-    (axis, that chunk's low_planes), `diagonal` (axis, offset, the rims of the chunk there)."""
+    """seam_pairs across each of the chunk's high planes that border a chunk (`labeled`: its
+    Summary and Faces): `across` gives (axis, the borders of that chunk), `diagonal` (axis,
+    offset, the borders of the chunk there)."""
+    faces = labeled[1]
     found = [np.zeros((0, 2), np.int64)]
-    for axis, planes in across:
+    for axis, (planes, _) in across:
         bands: dict[Offset, tuple[np.ndarray, np.ndarray | None]] = {(0, 0): planes[axis]}
-        for rim_axis, offset, rims_there in diagonal:
+        for rim_axis, offset, (_, rims_there) in diagonal:
             if rim_axis == axis:
                 bands[tuple(offset)] = rims_there[axis, tuple(offset)]  # type: ignore[index]
         found.append(seam_pairs(faces.keys[axis, 1], faces.values.get((axis, 1)), bands, params))

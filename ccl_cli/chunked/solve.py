@@ -1,14 +1,15 @@
 """The chunked labeling as one Dask graph, persisted at once; the client gathers only the
 merge's result.
 
-    read + label each chunk -> Summary (stays on its worker) + Faces
-    Faces of neighbours -> seam pairs
+    read + label each chunk (one fused task) -> Summary (stays on its worker) + Faces
+    Faces -> borders (low planes, their edges and corners); borders of neighbours -> seam pairs
     Summary -> the face pieces' partials (and, with largest, each chunk's largest pieces)
     one merge task: union-find, reduced partials, which components stay (merge.py)
     Summary + kept face roots -> line counts -> row scans -> one task: plane bases
     -> final labels of each chunk's roots -> one task: each face component's final label
+    -> each chunk's table from its own labels to final ones (held on the workers)
     client: gathers the merge's result and the face components' labels (the statistics)
-    read + label each chunk again -> final labels (lazy)
+    read + label each chunk again, mapped through its table -> final labels (lazy)
 
 Every task is a pure function of its inputs, so a task Dask reruns (a worker lost) gives
 the same result, and the union-find takes a pair twice as once.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import operator
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,11 +29,20 @@ import numpy as np
 from ..contract.params import LabelParams
 from ..contract.stats import StatsTable
 from .geometry import Chunk, Grid
-from .graph import Layer
+from .graph import Layer, persisted_array
 from .merge import Components, Keep, components, largest_cut, top_candidates
-from .pieces import ChunkLabeler, Partials, Summary, concat_partials, summarize
-from .ranks import Finals, finals, line_counts, plane_bases, plane_totals, relabel, row_offsets
-from .seams import chunk_pairs, low_planes, plane_offsets, rims
+from .pieces import ChunkLabeler, Partials, Summary, concat_partials, summarize_block
+from .ranks import (
+    Finals,
+    chunk_lut,
+    finals,
+    line_counts,
+    plane_bases,
+    plane_totals,
+    relabel,
+    row_offsets,
+)
+from .seams import borders, chunk_pairs, plane_offsets
 from .table import stats_table
 
 
@@ -61,18 +72,18 @@ def interior_rows(result: Finals) -> tuple[Partials, np.ndarray]:
     return result.interior, result.interior_labels
 
 
-def lut_of(result: Finals) -> np.ndarray:
-    return result.lut
-
-
 @dataclass
 class Solved:
-    """A chunked volume whose seams are solved: `labels` (lazy), `count` (K'), `components`
-    (K, before the area filters), and the statistics, all at once (`table`) or a slab of
-    chunks along z at a time (`slab_tables`, in label order: every root in a slab comes
-    before those of the next)."""
+    """A chunked volume whose seams are solved: its labels (lazy, `labels`), `count` (K'),
+    `components` (K, before the area filters), and the statistics, all at once (`table`) or
+    a slab of chunks along z at a time (`slab_tables`, in label order: every root in a slab
+    comes before those of the next). `values` is the volume, `labeler` labels its chunks,
+    `luts` holds each chunk's table from its own labels to final ones (a dask array of one
+    table a block, held on the workers)."""
 
-    labels: Any
+    values: Any
+    labeler: ChunkLabeler
+    luts: Any
     count: int
     components: int
     grid: Grid
@@ -85,6 +96,20 @@ class Solved:
     #: final labels of face components are here), "merge" (the merge task's own: union-find,
     #: reduced partials, kept components).
     seconds: dict[str, float] = field(default_factory=dict)
+
+    def labels(self, dtype: Any = np.uint32) -> Any:
+        """The final labels as a lazy dask array of `dtype` (one that holds `count`) with the
+        volume's chunks: each chunk read and labeled again (the engine gives the same labels
+        as the first time), mapped through its table."""
+        return self.values.map_blocks(
+            relabel,
+            self.luts,
+            self.labeler,
+            np.dtype(dtype),
+            dtype=dtype,
+            meta=np.empty((0, 0, 0), dtype),
+            name=f"gccl-labels-{uuid.uuid4().hex}",
+        )
 
     def slab_tables(self) -> Iterator[StatsTable]:
         """The statistics, a slab of chunks along z at a time."""
@@ -184,22 +209,31 @@ def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -
     import dask
 
     grid = Grid(array.chunks, source)
-    blocks = _nested_keys(array)
     chunks = list(grid)
     where: dict[tuple[int, ...], int] = {c.index: n for n, c in enumerate(chunks)}
     began = time.perf_counter()
 
-    # Each chunk read and labeled once; what leaves its worker split into parts.
-    read = Layer("pieces", [array])
+    # Each chunk read and labeled in one task (a blockwise map, which dask fuses with the
+    # read); what leaves its worker split into parts.
     tau = params.tau is not None
-    made = [
-        read.add((n,), summarize, blocks[c.index], c, labeler, tau) for n, c in enumerate(chunks)
+    (labeled_chunks,) = dask.persist(
+        array.map_blocks(
+            summarize_block,
+            grid,
+            labeler,
+            tau,
+            dtype=object,
+            meta=np.empty((0, 0, 0), object),
+            name=f"gccl-chunks-{uuid.uuid4().hex}",
+        )
+    )
+    blocks = _nested_keys(labeled_chunks)
+    read = Layer("pieces", [labeled_chunks])
+    summary_keys = [
+        read.add((n, 0), operator.getitem, blocks[c.index], 0) for n, c in enumerate(chunks)
     ]
-    summary_keys = [read.add((n, 0), operator.getitem, key, 0) for n, key in enumerate(made)]
-    face_keys = [read.add((n, 1), operator.getitem, key, 1) for n, key in enumerate(made)]
-    low_keys = [read.add((n, 2), low_planes, key) for n, key in enumerate(face_keys)]
-    rim_keys = [read.add((n, 3), rims, key) for n, key in enumerate(face_keys)]
-    part_keys = [read.add((n, 4), face_pieces, key) for n, key in enumerate(summary_keys)]
+    border_keys = [read.add((n, 1), borders, blocks[c.index]) for n, c in enumerate(chunks)]
+    part_keys = [read.add((n, 2), face_pieces, key) for n, key in enumerate(summary_keys)]
 
     # The pairs across faces (and edges and corners); with largest, each chunk's candidates.
     seams = Layer("seams", [read])
@@ -208,13 +242,15 @@ def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -
         across: list[Any] = []
         diagonal: list[Any] = []
         for axis in _upward_axes(c, grid):
-            across.append([axis, low_keys[where[_beyond(c.index, axis, (0, 0))]]])
+            across.append([axis, border_keys[where[_beyond(c.index, axis, (0, 0))]]])
             for offset in plane_offsets(params.connectivity):
                 other = _beyond(c.index, axis, offset)
                 if offset != (0, 0) and grid.contains(other):
-                    diagonal.append([axis, offset, rim_keys[where[other]]])
+                    diagonal.append([axis, offset, border_keys[where[other]]])
         if across:
-            pair_keys.append(seams.add((n,), chunk_pairs, face_keys[n], across, diagonal, params))
+            pair_keys.append(
+                seams.add((n,), chunk_pairs, blocks[c.index], across, diagonal, params)
+            )
     candidate_keys = []
     if params.largest is not None:
         candidate_keys = [
@@ -254,7 +290,6 @@ def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -
     }
     scan = Layer("bases", [counting])
     all_bases = scan.add((0,), _bases, grid, total_keys)
-    base_keys = [scan.add((n + 1,), operator.getitem, all_bases, n) for n in range(len(chunks))]
     ranking = Layer("finals", [scan])
     final_keys = [
         ranking.add(
@@ -264,36 +299,38 @@ def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -
             kept_keys[n],
             keep_key,
             c,
-            base_keys[n],
+            (operator.getitem, all_bases, n),
             row_keys[c.index[:2]],
         )
         for n, c in enumerate(chunks)
     ]
 
-    # Each face component's final label, and each chunk's face pieces' labels.
+    # Each face component's final label; each chunk's table from its own labels to final ones.
     naming = Layer("names", [ranking])
     root_keys = [naming.add((n, 0), face_roots, key) for n, key in enumerate(final_keys)]
     labeled_key = naming.add((0,), component_labels, merge_key, root_keys)
     face_final_keys = [
         naming.add((n, 1), chunk_face_finals, merge_key, labeled_key, n) for n in range(len(chunks))
     ]
+    lut_layer = Layer("luts", [naming])
+    lut_keys = [
+        lut_layer.add(c.index, chunk_lut, final_keys[n], part_keys[n], face_final_keys[n])
+        for n, c in enumerate(chunks)
+    ]
 
-    wanted = [merge_key, labeled_key, *final_keys, *part_keys, *face_final_keys]
-    held = dict(zip(wanted, dask.persist(*naming.delayed(wanted)), strict=True))
+    wanted = [merge_key, labeled_key, *final_keys, *lut_keys]
+    held = dict(zip(wanted, dask.persist(*lut_layer.delayed(wanted)), strict=True))
+    del labeled_chunks  # (its tasks' results go once the tasks that take them are done)
     merged, (comp_labels, count) = dask.compute(held[merge_key], held[labeled_key])
 
-    # The lazy labels: each chunk read and labeled again, mapped through its table.
-    relabeling = Layer("labels", [array, *held.values()])
-    for n, c in enumerate(chunks):
-        lut = (lut_of, final_keys[n])
-        own = (operator.getitem, part_keys[n], 0)
-        relabeling.add(c.index, relabel, blocks[c.index], labeler, lut, own, face_final_keys[n])
-    labels = relabeling.array(array.chunks, np.uint32)
+    luts = persisted_array(lut_layer, held, array.chunks)
     rows = _each(Layer("rows", [held[key] for key in final_keys]), final_keys, interior_rows)
     integer_values = np.dtype(array.dtype).kind in "biu"
     seconds = {"solve": time.perf_counter() - began, "merge": merged.seconds}
     return Solved(
-        labels,
+        array,
+        labeler,
+        luts,
         count,
         merged.count,
         grid,

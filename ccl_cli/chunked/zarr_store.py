@@ -1,5 +1,11 @@
-"""Zarr volumes in and out: a source read chunk by chunk (a chunk that fails to read names
-itself), and a label array written with the source's chunks and geometry.
+"""Zarr volumes in and out: a source read in work blocks of whole chunks, chunk by chunk (a
+chunk that fails to read names itself), and a label array written with the source's chunks
+and geometry.
+
+A work block is what one task labels: whole chunks of the source, grouped up to
+WORK_BLOCK_VOXELS (Dask's fixed cost per task, several milliseconds of scheduler and worker
+time, is then spread over that many voxels rather than one chunk's). Blocks are made of whole
+chunks, so each writes whole chunks of the label array, which no other block touches.
 
 A source is a Zarr array (v2 or v3), or an OME-Zarr image group, whose first multiscale
 dataset (full resolution) is labeled; the labels of a group come out as a group of the same
@@ -8,6 +14,7 @@ form (its multiscales metadata kept for that one dataset, so voxel size and unit
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from dataclasses import dataclass, field
@@ -18,6 +25,9 @@ import numpy as np
 
 from ..errors import InputError
 
+#: The most voxels of a work block (of at least one chunk): 256^3, whose values, labels and
+#: summary take a few hundred MB of a worker's memory.
+WORK_BLOCK_VOXELS = 1 << 24
 #: Where a Zarr store says what it is: v2 arrays and groups, v3 nodes.
 _MARKERS = (".zarray", ".zgroup", "zarr.json")
 
@@ -45,12 +55,12 @@ class Source:
     group_attributes: dict[str, Any] | None = None
 
     def dask_array(self) -> Any:
-        """The volume as a dask array of its own chunks, read by ChunkReader."""
+        """The volume as a dask array of work blocks, read by ChunkReader."""
         import dask.array as da
 
         return da.from_array(
             ChunkReader(self),
-            chunks=self.chunks,
+            chunks=work_blocks(self.shape, self.chunks, WORK_BLOCK_VOXELS),
             asarray=False,
             lock=False,
             fancy=False,
@@ -108,6 +118,35 @@ def _first_dataset(attributes: dict[str, Any]) -> str | None:
         return None
 
 
+def work_blocks(
+    shape: tuple[int, ...], chunks: tuple[int, ...], most: int
+) -> tuple[tuple[int, ...], ...]:
+    """Dask's block sizes per axis for a volume of `shape` in `chunks`: blocks of whole
+    chunks, of at most `most` voxels (one chunk where a chunk is larger), grown one chunk
+    at a time along the axis where the block is shortest."""
+    count = [1, 1, 1]
+
+    def extent(axis: int, chunks_along: int) -> int:
+        return min(chunks_along * chunks[axis], shape[axis])
+
+    while True:
+        growing = [
+            axis
+            for axis in range(3)
+            if count[axis] * chunks[axis] < shape[axis]
+            and np.prod([extent(b, count[b] + (b == axis)) for b in range(3)]) <= most
+        ]
+        if not growing:
+            break
+        count[min(growing, key=lambda axis: extent(axis, count[axis]))] += 1
+    return tuple(_sizes(shape[axis], count[axis] * chunks[axis]) for axis in range(3))
+
+
+def _sizes(length: int, step: int) -> tuple[int, ...]:
+    """`length` cut into parts of `step` (the last one shorter)."""
+    return tuple(min(step, length - start) for start in range(0, length, step))
+
+
 class ChunkReader:
     """Reads a Source's chunks where a task runs (opened once per process): a read that
     fails raises InputError naming the chunk."""
@@ -126,6 +165,22 @@ class ChunkReader:
         self.__init__(state["source"])  # type: ignore[misc]
 
     def __getitem__(self, where: tuple[slice, ...]) -> np.ndarray:
+        """The block `where` (whole chunks), read a chunk at a time."""
+        block = np.empty(tuple(s.stop - s.start for s in where), self.dtype)
+        spans = [
+            [slice(start, min(start + size, s.stop)) for start in range(s.start, s.stop, size)]
+            for s, size in zip(where, self.source.chunks, strict=True)
+        ]
+        for chunk in itertools.product(*spans):
+            inside = tuple(
+                slice(c.start - s.start, c.stop - s.start)
+                for c, s in zip(chunk, where, strict=True)
+            )
+            block[inside] = self._chunk(chunk)
+        return block
+
+    def _chunk(self, where: tuple[slice, ...]) -> np.ndarray:
+        """One chunk (`where`), or InputError naming it."""
         index = tuple(s.start // c for s, c in zip(where, self.source.chunks, strict=True))
         try:
             if self._array is None:
@@ -142,34 +197,31 @@ class ChunkReader:
             ) from None
 
 
-def create_labels(source: Source, path: Path, extra: dict[str, Any]) -> Any:
-    """An empty uint32 label array at `path` (a new folder) of the source's shape, chunks and
-    Zarr format, with its attributes (and, for an OME-Zarr group, the group's, its
-    multiscales reduced to the dataset labeled); the array to store the labels into."""
+def create_labels(source: Source, path: Path, extra: dict[str, Any], dtype: np.dtype) -> Any:
+    """An empty label array of `dtype` at `path` (a new folder) of the source's shape, chunks
+    and Zarr format, with its attributes (and, for an OME-Zarr group, the group's, its
+    multiscales reduced to the dataset labeled); the array to store the labels into.
+
+    Every chunk is written, background ones too (a few compressed bytes each): zarr's test
+    of whether a chunk holds only the fill value, to leave it out, reads the whole chunk
+    again before compressing it."""
     import zarr
 
     attributes = {**source.attributes, "gccl": extra}
     store = os.fspath(path)
+    options: dict[str, Any] = {
+        "shape": source.shape,
+        "chunks": source.chunks,
+        "dtype": dtype,
+        "fill_value": 0,
+        "attributes": attributes,
+        "config": {"write_empty_chunks": True},
+    }
     if source.group_attributes is None:
-        return zarr.create_array(
-            store=store,
-            shape=source.shape,
-            chunks=source.chunks,
-            dtype=np.uint32,
-            fill_value=0,
-            zarr_format=source.zarr_format,  # type: ignore[arg-type]
-            attributes=attributes,
-        )
+        return zarr.create_array(store=store, zarr_format=source.zarr_format, **options)  # type: ignore[arg-type]
     group = zarr.open_group(store=store, mode="w-", zarr_format=source.zarr_format)  # type: ignore[arg-type]
     group.attrs.update(_one_scale(source.group_attributes, source.dataset))
-    return group.create_array(
-        name=source.dataset,
-        shape=source.shape,
-        chunks=source.chunks,
-        dtype=np.uint32,
-        fill_value=0,
-        attributes=attributes,
-    )
+    return group.create_array(name=source.dataset, **options)
 
 
 def _one_scale(attributes: dict[str, Any], dataset: str) -> dict[str, Any]:

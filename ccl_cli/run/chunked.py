@@ -1,12 +1,12 @@
 """`gccl label volume.zarr --out DIR [--scheduler ADDRESS]`: a Zarr volume labeled chunk by
 chunk (ccl_cli.chunked) on a Dask cluster, or in this process's threads without one.
 
-Per volume `v.zarr` it writes `DIR/v.labels.zarr` (uint32, the source's chunks, Zarr format
-and attributes), `DIR/v.stats.csv` and a row of `DIR/summary.csv`, under the --out lock and
-the record of made files. The label store is written under a temporary name and renamed
-into place once whole; a store gccl did not make is never replaced; an interrupted or failed
-run leaves no label store behind (its temporary is removed, and a later run removes one a
-killed run left).
+Per volume `v.zarr` it writes `DIR/v.labels.zarr` (uint16 up to 65535 labels, else uint32;
+the source's chunks, Zarr format and attributes), `DIR/v.stats.csv` and a row of
+`DIR/summary.csv`, under the --out lock and the record of made files. The label store is
+written under a temporary name and renamed into place once whole; a store gccl did not make is
+never replaced; an interrupted or failed run leaves no label store behind (its temporary is
+removed, and a later run removes one a killed run left).
 """
 
 from __future__ import annotations
@@ -195,14 +195,16 @@ def _write_store(
     import dask.array as da
 
     from ..chunked.zarr_store import create_labels
+    from ..io.volumes.encode import label_dtype
 
     temp = f"{TEMP_STORE_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
     temp_path = out.root / temp
     try:
+        dtype = label_dtype(solved.count)
         target = create_labels(
-            source, temp_path, {k: v for k, v in options.items() if v is not None}
+            source, temp_path, {k: v for k, v in options.items() if v is not None}, dtype
         )
-        da.store(solved.labels, target, lock=False)
+        da.store(solved.labels(dtype), target, lock=False)
         _check_place(out, made, store)  # (again: a store may have appeared meanwhile)
         # (a folder renamed within its own folder keeps its inode, size and modification time)
         identity = file_identity(os.stat(temp, dir_fd=out.fd, follow_symlinks=False))

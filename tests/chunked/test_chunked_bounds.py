@@ -105,9 +105,9 @@ def test_a_lost_worker_does_not_change_the_labels() -> None:
 
 
 def test_the_seams_take_one_persist_and_one_compute(monkeypatch) -> None:
-    """The whole solve is one graph: persisted once (every chunk's final-label table stays
-    where it is computed), then one gather of the merge's result; no voxel-sized array comes
-    back to the client."""
+    """The whole solve is two persists (the chunks labeled, each read in the same task; then
+    the rest, every chunk's final-label table staying where it is computed) and one gather
+    of the merge's result; no voxel-sized array comes back to the client."""
     calls: list[str] = []
     gathered: list[int] = []
     real_persist, real_compute = dask.persist, dask.compute
@@ -126,7 +126,7 @@ def test_the_seams_take_one_persist_and_one_compute(monkeypatch) -> None:
     monkeypatch.setattr(dask, "compute", compute)
     values = (np.random.default_rng(3).random((24, 24, 24)) < 0.3).astype(np.uint8)
     labels, count = ccl_cli.label(da.from_array(values, chunks=8), connectivity=26, stats=False)
-    assert calls == ["persist", "compute"]
+    assert calls == ["persist", "persist", "compute"]
     assert max(gathered) < 8**3  # face pieces and their labels, never a chunk's voxels
     monkeypatch.setattr(dask, "compute", real_compute)
     expected, _ = ccl_cli.label(values, connectivity=26)

@@ -13,8 +13,12 @@ import pytest
 import scipy.ndimage as ndi
 import zarr
 from cli_helpers import gccl, summary
+from hypothesis import given as for_any
+from hypothesis import strategies as st
 
 import ccl_cli
+from ccl_cli.chunked import zarr_store
+from ccl_cli.chunked.zarr_store import work_blocks
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -45,6 +49,65 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+@for_any(
+    shape=st.tuples(*[st.integers(1, 40)] * 3),
+    chunks=st.tuples(*[st.integers(1, 12)] * 3),
+    most=st.integers(1, 5000),
+)
+def test_work_blocks_are_whole_chunks_within_the_bound(shape, chunks, most) -> None:
+    blocks = work_blocks(shape, chunks, most)
+    for axis in range(3):
+        sizes = blocks[axis]
+        assert sum(sizes) == shape[axis]
+        assert all(size % chunks[axis] == 0 for size in sizes[:-1])  # whole chunks
+        assert len(set(sizes[:-1])) <= 1  # the last block may be shorter
+    first = [sizes[0] for sizes in blocks]
+    one_chunk = [min(c, n) for c, n in zip(chunks, shape, strict=True)]
+    assert np.prod(first) <= max(most, np.prod(one_chunk))
+    # None could take one more chunk along an axis and stay within the bound.
+    for axis in range(3):
+        if first[axis] < shape[axis]:
+            grown = list(first)
+            grown[axis] = min(first[axis] + chunks[axis], shape[axis])
+            assert np.prod(grown) > most
+
+
+def test_a_volume_of_many_work_blocks(tmp_path: Path, monkeypatch) -> None:
+    """Blocks of 2x2x1 chunks (the bound made small): labels and statistics equal one piece,
+    the store keeps the source's chunks."""
+    most = 4 * 5 * 6 * 4
+    monkeypatch.setattr(zarr_store, "WORK_BLOCK_VOXELS", most)
+    assert work_blocks((10, 12, 14), (4, 5, 6), most) == ((8, 2), (10, 2), (6, 6, 2))
+    values = volume(seed=5)
+    source = zarr_volume(tmp_path / "vol.zarr", values, (4, 5, 6))
+    out = tmp_path / "out"
+    code, _, err = gccl(str(source), "--connectivity", "6", "--out", str(out))
+    assert code == 0, err
+    stored = zarr.open_array(str(out / "vol.labels.zarr"), mode="r")
+    expected, count = ndi.label(values > 0)
+    assert stored.chunks == (4, 5, 6) and count > 1
+    np.testing.assert_array_equal(stored[:], expected)
+    rows = read_csv(out / "vol.stats.csv")
+    assert [int(r["area"]) for r in rows] == list(np.bincount(expected.ravel())[1:])
+
+
+def test_past_65535_labels_the_store_is_uint32(tmp_path: Path) -> None:
+    """68921 isolated voxels (every other one along each axis): the labels need uint32, and
+    every chunk is in the store, the background ones too."""
+    values = np.zeros((82, 82, 82), np.uint8)
+    values[::2, ::2, ::2] = 1
+    values[:, :, 80:] = 0  # chunks of background only, along the last axis
+    source = zarr_volume(tmp_path / "dots.zarr", values, (41, 41, 40))
+    out = tmp_path / "out"
+    code, _, err = gccl(str(source), "--connectivity", "6", "--out", str(out))
+    assert code == 0, err
+    stored = zarr.open_array(str(out / "dots.labels.zarr"), mode="r")
+    expected, count = ndi.label(values)
+    assert count == 41 * 41 * 40 > 65535 and stored.dtype == np.uint32
+    np.testing.assert_array_equal(stored[:], expected)
+    assert stored.nchunks_initialized == stored.nchunks == 2 * 2 * 3
+
+
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_labels_stats_and_summary_equal_one_piece(tmp_path: Path, zarr_format: int) -> None:
     values = volume()
@@ -56,7 +119,7 @@ def test_labels_stats_and_summary_equal_one_piece(tmp_path: Path, zarr_format: i
     assert code == 0, err
     labels, tables = ccl_cli.label(values, connectivity=18, tau=2, min_area=2, device="cpu")
     stored = zarr.open_array(str(out / "vol.labels.zarr"), mode="r")
-    assert stored.chunks == (4, 5, 6) and stored.dtype == np.uint32
+    assert stored.chunks == (4, 5, 6) and stored.dtype == np.uint16  # (K <= 65535)
     assert stored.metadata.zarr_format == zarr_format
     assert stored.attrs["origin"] == "test"
     np.testing.assert_array_equal(stored[:], labels)
