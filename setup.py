@@ -29,11 +29,14 @@ COMPILE_FLAGS = [
 ENGINE_SOURCES = ("binding.c", "engine.c", "pool.c")
 VOLUME_SOURCES = ("volume_label.c", "volume_seams.c", "volume_write.c", "volume_memory.c")
 OUTLINE_SOURCES = ("outline.c", "geojson.c", "outline_binding.c")
+#: A labeled chunk's tables, for chunked volumes.
+CHUNK_SOURCES = ("chunk_tables.c",)
 HEADERS = (
     *("engine.h", "pixel_types.h", "pixel_instance.h", "rows.h", "foreground.h", "strip.h"),
     "pool.h",
     *("volume.h", "volume_slab.h", "volume_joins.h", "volume_gather.h"),
     *("outline.h", "outline_binding.h"),
+    "chunk_tables.h",
 )
 
 #: Wheels carry the engine without debug information (-g0, and -S to the linker: no DWARF
@@ -46,7 +49,10 @@ setup(
     ext_modules=[
         Extension(
             "ccl_cli.native.gccl_cpu",
-            sources=[SOURCES + name for name in (*ENGINE_SOURCES, *VOLUME_SOURCES, *OUTLINE_SOURCES)],
+            sources=[
+                SOURCES + name
+                for name in (*ENGINE_SOURCES, *VOLUME_SOURCES, *OUTLINE_SOURCES, *CHUNK_SOURCES)
+            ],
             depends=[SOURCES + name for name in HEADERS],
             extra_compile_args=COMPILE_FLAGS + STRIP_COMPILE,
             extra_link_args=STRIP_LINK,

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..native import gccl_cpu
 from .geometry import Chunk, Grid
 
 #: Face planes by (axis, side): side 0 is the chunk's low plane along the axis, 1 its high.
@@ -173,24 +174,11 @@ def _partials(labels: np.ndarray, values: np.ndarray, table: Any, chunk: Chunk) 
 
 
 def _first_voxels(labels: np.ndarray, count: int) -> np.ndarray:
-    """The flat index of each label's first voxel (labels 1..count in raster order of
-    their first voxels: where the running maximum rises, a new label starts). Only the
-    planes where a new label starts are scanned (a plane's largest label passes those of
-    the planes before)."""
-    if count == 0:
-        return np.zeros(0, np.int64)
-    planes = labels.reshape(labels.shape[0], -1)
-    tops = np.maximum.accumulate(planes.max(axis=1))
-    before = np.concatenate(([0], tops[:-1]))
-    firsts = []
-    for z in np.flatnonzero(tops > before):
-        running = np.maximum.accumulate(planes[z])
-        np.maximum(running, running.dtype.type(before[z]), out=running)
-        rises = np.flatnonzero(running[1:] != running[:-1]) + 1
-        if running[0] > before[z]:
-            rises = np.concatenate(([0], rises))
-        firsts.append(rises + z * planes.shape[1])
-    return np.concatenate(firsts).astype(np.int64)
+    """The flat index of each label's first voxel (labels 1..count in raster order of their
+    first voxels: where the running maximum rises, a new label starts)."""
+    first = np.zeros(count, np.int64)
+    gccl_cpu.first_voxels(np.ascontiguousarray(labels, np.uint32).reshape(-1), first)
+    return first
 
 
 def _value_sums(labels: np.ndarray, values: np.ndarray, table: Any, area: np.ndarray) -> Any:

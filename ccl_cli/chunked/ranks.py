@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..native import gccl_cpu
 from .geometry import Chunk
 from .merge import Keep
 from .pieces import ChunkLabeler, Partials, Summary
@@ -134,4 +135,6 @@ def relabel(
     """The chunk's final labels (`dtype`): labeled again alone (the same labels as the first
     time: the engine is deterministic), mapped through its table `lut`."""
     labels, _ = labeler(values, stats=False)
-    return lut.astype(dtype, copy=False)[labels]
+    out = np.empty(labels.shape, dtype)
+    gccl_cpu.map_labels(np.ascontiguousarray(labels, np.uint32), lut.astype(dtype), out)
+    return out

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "chunk_tables.h"
 #include "engine.h"
 #include "outline_binding.h"
 #include "pool.h"
@@ -459,7 +460,7 @@ static PyMethodDef module_methods[] = {
      "Free the slab memory the volume engine keeps between calls."},
     {"spare_bytes", spare_bytes, METH_NOARGS,
      "The bytes of slab memory the volume engine keeps now."},
-    GCCL_OUTLINE_METHODS {NULL, NULL, 0, NULL},
+    GCCL_OUTLINE_METHODS GCCL_CHUNK_TABLE_METHODS{NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
