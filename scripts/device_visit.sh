@@ -18,8 +18,9 @@
 # pipeline), polygons (benchmarks/bench_polygons.py: whole runs without and with
 # --polygons on .devdata/docs, on the GPU, and the same for the checkout in
 # .before/ when present), vcli (benchmarks/bench_volume_cli.py: volume files end to
-# end against their read + write floor and a 16-process cc3d script), cpu (the CPU
-# test suite).
+# end against their read + write floor and a 16-process cc3d script, with each --device of
+# VCLI_DEVICES), chunked (benchmarks/bench_chunked.py --large 1024: one GPU worker, 16 CPU
+# workers, one CPU worker), cpu (the CPU test suite).
 #
 # Run from the repository root. Carried wheels in .whl/ (cc3d, imagecodecs, and
 # setuptools >= 77 where the machine's is older) are installed into /tmp/site first,
@@ -36,6 +37,7 @@ RACECHECK_ARGS=${RACECHECK_ARGS:-$SANITIZE_ARGS}  # racecheck's, where they diff
 SANITIZE_LIMIT=${SANITIZE_LIMIT:-120}  # seconds each sanitizer may take
 GPU_TESTS=${GPU_TESTS:-tests/gpu}  # what the gpu stage runs
 GPU_LIMIT=${GPU_LIMIT:-300}  # seconds the gpu stage may take
+VCLI_DEVICES=${VCLI_DEVICES:-"auto cuda"}  # the vcli stage's --device, one run each
 BUDGET=${BUDGET:-560}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -149,11 +151,25 @@ if run_stage polygons 200 "$OUT/polygons.log" python3 benchmarks/bench_polygons.
     grep "^|" "$OUT/polygons-before.log" | tee -a "$summary"
   fi
 fi
-if run_stage vcli 400 "$OUT/vcli.log" taskset -c 0-15 python3 benchmarks/bench_volume_cli.py \
-  --device cuda --processes 16 --repeat 3 --work /tmp/vcli --json "$OUT/vcli.json"; then
-  note "volume files end to end (rc $rc, $took s):"
-  tail -n 8 "$OUT/vcli.log" | tee -a "$summary"
-fi
+for device in $VCLI_DEVICES; do
+  if run_stage vcli 400 "$OUT/vcli-$device.log" taskset -c 0-15 python3 \
+    benchmarks/bench_volume_cli.py --device "$device" --processes 16 --repeat 3 --work /tmp/vcli \
+    --json "$OUT/vcli-$device.json"; then
+    note "volume files end to end, --device $device (rc $rc, $took s):"
+    tail -n 8 "$OUT/vcli-$device.log" | tee -a "$summary"
+  fi
+done
+# (name, bench_chunked.py's arguments): one GPU worker, 16 CPU workers, one CPU worker.
+for run in "gpu-worker:--workers 1 --device cuda --memory-limit 8GiB" \
+  "cpu-16-workers:--workers 16 --memory-limit 4GiB" "cpu-1-worker:--workers 1 --memory-limit 8GiB"; do
+  name=${run%%:*}
+  # shellcheck disable=SC2086  # the arguments are a list
+  if run_stage chunked 240 "$OUT/chunked-$name.log" taskset -c 0-15 python3 \
+    benchmarks/bench_chunked.py --size 256 --repeat 1 --large 1024 ${run#*:}; then
+    note "chunked 1024^3, $name (rc $rc, $took s):"
+    grep -E "floor|gccl chunked 1024|tasks" "$OUT/chunked-$name.log" | tee -a "$summary"
+  fi
+done
 if run_stage cpu 120 "$OUT/cpu-tests.log" python3 -m pytest tests -q -p no:cacheprovider \
   --ignore=tests/gpu; then
   note "cpu tests (rc $rc, $took s): $(tail -n 1 "$OUT/cpu-tests.log")"
