@@ -6,16 +6,18 @@ labels is the same memory read as (z, y, x). Labels are written with the input's
 sform, qform, codes, units, description, extensions), uint16 or uint32, no scaling, intent
 "label", gzipped (gzip_members.py).
 
-Before nibabel reads a file the header is read here within bounds: the declared data size is
-checked against --max-image-bytes and the memory labeling takes, the header's extensions must
-lie before the data (a declared extension size cannot make nibabel read gigabytes), and an
-uncompressed file must hold the data its header declares. nibabel then reads exactly the
-declared bytes (a gzip bomb decodes no further).
+A file is read here in one pass (gzip_read.py inflates a .nii.gz) and its header parsed by
+nibabel's header classes, within bounds: the header and its extensions are at most
+MAX_HEADER_BYTES (a declared extension size cannot make gccl read gigabytes), the declared data
+size is checked against --max-image-bytes and the memory labeling takes before any data is
+read, an uncompressed file must hold the data its header declares, and compressed data is
+decoded no further than that (a gzip bomb decodes no further). The data is read straight into
+the array labeled (file reads and inflating release the GIL: threads reading other files go on
+meanwhile), stored as NIfTI stores it (x fastest, the header's byte order), as nibabel reads it.
 """
 
 from __future__ import annotations
 
-import gzip
 import io
 import logging
 import os
@@ -30,6 +32,7 @@ import numpy as np
 from ...errors import InputError
 from .geometry import Geometry, VolumeFile, from_matrix, unit_name
 from .gzip_members import gzip_members
+from .gzip_read import GzipReader
 from .limits import check_volume, squeeze_to_3d
 from .npy_volume import native_contiguous
 
@@ -47,13 +50,14 @@ _VOX_OFFSET = {348: (108, "f"), 540: (168, "q")}
 def read_nifti(path: Path, max_bytes: int) -> VolumeFile:
     """Read a 3-D NIfTI (a 4-D one whose extra axes hold one element reads as 3-D, a 2-D one as
     one plane)."""
-    import nibabel
-
-    header = _checked_header(path, max_bytes)
-    image: Any = nibabel.load(path, mmap=False)
-    raw = np.asanyarray(image.dataobj.get_unscaled())
+    with open(path, "rb", buffering=0) as handle:
+        if path.name.lower().endswith(".gz"):
+            reader = GzipReader(handle)
+            header, raw = _read_image(reader, max_bytes, None)
+            reader.check_member_end()
+        else:
+            header, raw = _read_image(handle, max_bytes, os.fstat(handle.fileno()).st_size)
     slope, inter = header.get_slope_inter()
-    raw = raw.reshape(_xyz_shape(raw.shape), order="A")
     if slope is not None and (slope, inter) != (1.0, 0.0):
         scaled = raw.astype(_scaled_dtype(raw.dtype))
         scaled *= slope
@@ -62,7 +66,8 @@ def read_nifti(path: Path, max_bytes: int) -> VolumeFile:
     # (x, y, z) with x fastest is (z, y, x) in C order: the transpose is a view.
     values = native_contiguous(raw.transpose(2, 1, 0))
     units = unit_name(header.get_xyzt_units()[0])
-    affine = np.asarray(image.affine, dtype=np.float64)
+    # The affine nibabel.load gives a NIfTI: the sform, else the qform, else the voxel sizes.
+    affine = np.asarray(header.get_best_affine(), dtype=np.float64)
     geometry = from_matrix(affine[:3, :3], affine[:3, 3], units, "RAS", header)
     return VolumeFile(values, geometry, "nifti")
 
@@ -105,32 +110,64 @@ def _scaled_dtype(raw: np.dtype) -> np.dtype:
     return np.dtype(np.float32 if raw.kind in "biu" and raw.itemsize <= 2 else np.float64)
 
 
-def _checked_header(path: Path, max_bytes: int) -> Any:
-    """The NIfTI header of `path`, read here within bounds (module doc), its data size checked."""
+def _read_image(reader: Any, max_bytes: int, file_size: int | None) -> tuple[Any, np.ndarray]:
+    """The header and the unscaled (x, y, z) values of the NIfTI whose bytes `reader` gives
+    from the start (a raw file of `file_size` bytes, or a GzipReader: None), read within bounds
+    (module doc)."""
     import nibabel
 
-    compressed = path.name.lower().endswith(".gz")
-    opener = gzip.open if compressed else open
-    with opener(path, "rb") as handle:
-        start = handle.read(552)
-        sizeof_hdr, order = _header_size(start)
-        where, kind = _VOX_OFFSET[sizeof_hdr]
-        vox_offset = int(struct.unpack_from(order + kind, start, where)[0])
-        if not sizeof_hdr + 4 <= vox_offset <= MAX_HEADER_BYTES:
-            raise InputError(f"corrupt NIfTI header: data offset {vox_offset}")
-        block = start + handle.read(max(vox_offset - len(start), 0))
+    start = _read(reader, 552)
+    sizeof_hdr, order = _header_size(start)
+    where, kind = _VOX_OFFSET[sizeof_hdr]
+    vox_offset = int(struct.unpack_from(order + kind, start, where)[0])
+    if not sizeof_hdr + 4 <= vox_offset <= MAX_HEADER_BYTES:
+        raise InputError(f"corrupt NIfTI header: data offset {vox_offset}")
+    block = start + _read(reader, max(vox_offset - len(start), 0))
+    holds = "gzip data holds" if file_size is None else "file holds"
+    if len(block) < vox_offset:
+        raise InputError(
+            f"truncated NIfTI: its data starts at byte {vox_offset}, the {holds} {len(block)}"
+        )
     header_class = nibabel.Nifti2Header if sizeof_hdr == 540 else nibabel.Nifti1Header
     header = header_class.from_fileobj(io.BytesIO(block[:vox_offset]))
     shape = _xyz_shape(header.get_data_shape())
     check_volume(tuple(reversed(shape)), _value_dtype(header), max_bytes)
-    if not compressed:
-        needed = vox_offset + int(np.prod(shape)) * header.get_data_dtype().itemsize
-        size = os.stat(path).st_size
-        if size < needed:
-            raise InputError(
-                f"truncated NIfTI: the header declares {needed} bytes, the file holds {size}"
-            )
-    return header
+    dtype = header.get_data_dtype()
+    needed = vox_offset + int(np.prod(shape)) * dtype.itemsize
+    if file_size is not None and file_size < needed:
+        raise InputError(
+            f"truncated NIfTI: the header declares {needed} bytes, the file holds {file_size}"
+        )
+    flat = np.empty(int(np.prod(shape)), dtype=dtype)
+    data = flat.view(np.uint8)
+    # A header shorter than 552 bytes leaves the data's first bytes among those read already.
+    ahead = block[vox_offset : vox_offset + data.size]
+    data[: len(ahead)] = np.frombuffer(ahead, dtype=np.uint8)
+    got = len(ahead) + _fill(reader, data[len(ahead) :])
+    if got < data.size:
+        raise InputError(
+            f"truncated NIfTI: the header declares {needed} bytes, the {holds} {vox_offset + got}"
+        )
+    # NIfTI stores x fastest (Fortran order), as nibabel's array_from_file reads it.
+    return header, flat.reshape(shape, order="F")
+
+
+def _read(reader: Any, count: int) -> bytes:
+    """The next `count` bytes of `reader`, fewer where it ends."""
+    buffer = np.empty(count, dtype=np.uint8)
+    return buffer[: _fill(reader, buffer)].tobytes()
+
+
+def _fill(reader: Any, buffer: np.ndarray) -> int:
+    """Read `reader`'s next bytes into `buffer` (uint8, contiguous) until it is full or the
+    reader ends (a raw file may return fewer than asked): the count read."""
+    filled = 0
+    while filled < buffer.size:
+        count = reader.readinto(buffer[filled:])
+        if not count:
+            break
+        filled += count
+    return filled
 
 
 def _xyz_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
