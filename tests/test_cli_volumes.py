@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 
 import nibabel
@@ -273,6 +274,31 @@ def test_a_folder_of_slices_with_volume_is_one_volume_in_natural_order(tmp_path)
     assert code == 1
     message = summary(tmp_path / "odd")[str(folder)]["message"]
     assert "slice_12.png" in message
+
+
+def test_skip_existing_sees_a_slice_rewritten_in_place(tmp_path):
+    """A slice rewritten in place (the folder's own time unchanged) makes the volume's outputs
+    stale; unchanged slices keep them current."""
+    values = volume(seed=3, shape=(5, 8, 10))
+    folder = tmp_path / "scan"
+    folder.mkdir()
+    for z, plane in enumerate(values):
+        Image.fromarray(plane).save(folder / f"slice_{z}.png")
+    out = tmp_path / "out"
+    assert gccl(str(folder), "--volume", "--out", str(out))[0] == 0
+    code, _, _ = gccl(str(folder), "--volume", "--skip-existing", "--out", str(out))
+    assert code == 0 and summary(out)[str(folder)]["status"] == "skipped"
+    folder_time = os.stat(folder).st_mtime_ns
+    values[2] = 0
+    with open(folder / "slice_2.png", "r+b") as handle:  # the same file, new content
+        Image.fromarray(values[2]).save(handle, format="PNG")
+        handle.truncate()
+    later = os.stat(folder / "slice_2.png").st_mtime_ns + 10**9
+    os.utime(folder / "slice_2.png", ns=(later, later))
+    os.utime(folder, ns=(folder_time, folder_time))
+    code, _, _ = gccl(str(folder), "--volume", "--skip-existing", "--out", str(out))
+    assert code == 0 and summary(out)[str(folder)]["status"] == "ok"
+    assert np.array_equal(tifffile.imread(out / "scan.labels.tif"), scipy_labels(values, 26))
 
 
 def test_volume_makes_a_multi_page_tiff_one_z_stack(tmp_path):

@@ -31,7 +31,7 @@ from ..io.output_paths import (
 from ..io.owner import file_identity
 from ..io.seen import Seen
 from .freshness import RunRecord, made_by
-from .volume_files import kind_problem
+from .volume_files import input_stat, kind_problem
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def admission(
         clears = named and paths.labels_png not in claimed
         return Admission("failed", item.problem, paths, clears)
     try:
-        source = os.stat(item.path)
+        source = input_stat(item)
     except OSError:
         source = None  # (reading it says why)
     if source is not None and made is not None and made.is_made(source):

@@ -65,7 +65,7 @@ from .daemon_threads import DaemonThreads, result_or_stop
 from .freshness import made_by, options_key, output_options
 from .interrupts import interruptible
 from .records import Admitted, Outcomes, Record, Reporter, Stop
-from .volume_files import read_volume_input, volume_outputs
+from .volume_files import input_stat, read_volume_input, volume_outputs
 
 #: Images of at most this many bytes (decoded) are read and written in this thread; the
 #: first input is read here, the next ones as the size of the one before says.
@@ -387,7 +387,7 @@ def _read(item: InputItem, settings: Settings, check_stop: Callable[[], None]) -
     its steps, so that a stop request ends it."""
     started = time.perf_counter()
     try:
-        info: os.stat_result | None = os.stat(item.path)
+        info: os.stat_result | None = input_stat(item)
     except (OSError, ValueError):
         info = None  # reading it fails too, with the reason
     if item.volume is not None:

@@ -9,6 +9,7 @@ volume itself, and only the records travel back.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -62,17 +63,34 @@ def volume_problem(params: LabelParams) -> str | None:
     return smooth_problem(params.smooth, 3)
 
 
+def slice_paths(folder: Path) -> list[Path]:
+    """The slices of a folder read as a volume (--volume): its 2-D images but hidden ones, in
+    natural name order."""
+    found = [p for p in folder.iterdir() if p.is_file() and is_image_path(p.name)]
+    return natural_order(p for p in found if not p.name.startswith("."))
+
+
+def input_stat(item: InputItem) -> os.stat_result:
+    """os.stat of the input `item` as its outputs' record knows it (freshness.made_by): for a
+    folder of slices, the folder's with the latest modification time of it and its slices (a
+    slice rewritten in place changes the volume but not the folder). Raises OSError."""
+    info = os.stat(item.path)
+    if item.volume != "slices":
+        return info
+    latest = max([info.st_mtime_ns, *(os.stat(p).st_mtime_ns for p in slice_paths(item.path))])
+    fields = {name: getattr(info, name) for name in dir(info) if name.startswith("st_")}
+    return os.stat_result(tuple(info)[:10], {**fields, "st_mtime_ns": latest})
+
+
 def read_volume_input(item: InputItem, spacing: Any, max_bytes: int) -> VolumeFile:
     """The volume of `item` (a volume file, or with item.volume "slices" the 2-D images of
     its folder in natural name order), with --spacing (`spacing`, or None) over the file's
     voxel size. Raises InputError with the reason."""
     if item.volume == "slices":
-        folder = Path(item.path)
-        names = [p for p in folder.iterdir() if p.is_file() and is_image_path(p.name)]
-        names = [p for p in names if not p.name.startswith(".")]
-        if not names:
+        paths = slice_paths(Path(item.path))
+        if not paths:
             raise InputError("no 2-D images in this folder to stack as slices")
-        volume = read_slices(natural_order(names), max_bytes)
+        volume = read_slices(paths, max_bytes)
     else:
         volume = read_volume(Path(item.path), max_bytes)
     if spacing is not None:
