@@ -301,6 +301,19 @@ def test_skip_existing_sees_a_slice_rewritten_in_place(tmp_path):
     assert np.array_equal(tifffile.imread(out / "scan.labels.tif"), scipy_labels(values, 26))
 
 
+@pytest.mark.parametrize("shape", [(4, 5, 1), (4, 1, 5), (1, 4, 5), (3, 1, 1), (1, 1, 1)])
+def test_label_stacks_of_one_voxel_across_read_back_whole(tmp_path, shape):
+    values = np.zeros(shape, np.uint8)
+    values.reshape(-1)[::2] = 1
+    np.save(tmp_path / "v.npy", values)
+    out = tmp_path / "out"
+    code, _, err = gccl(str(tmp_path / "v.npy"), "--label-format", "tiff", "--out", str(out))
+    assert code == 0, err
+    labels = tifffile.imread(out / "v.labels.tif")
+    assert labels.reshape(shape).shape == shape and labels.size == values.size
+    assert np.array_equal(labels.reshape(shape), scipy_labels(values, 26))
+
+
 def test_volume_makes_a_multi_page_tiff_one_z_stack(tmp_path):
     values = volume(seed=4)
     tifffile.imwrite(tmp_path / "pages.tif", values)  # no ImageJ metadata: pages by default

@@ -173,6 +173,8 @@ def encode_tiff_stack(labels: np.ndarray, geometry: Geometry) -> bytes:
             options["resolution"] = (1 / spacing[0], 1 / spacing[1])
             metadata["spacing"] = spacing[2]
             metadata["unit"] = _IMAGEJ_UNITS.get(geometry.units, geometry.units or "pixel")
+        if labels.shape[2] == 1:  # (tifffile would take a last axis of 1 for samples)
+            labels, metadata["axes"] = labels[..., np.newaxis], "ZYXS"
         tifffile.imwrite(buffer, labels, imagej=True, metadata=metadata, **options)
     else:
         metadata = {"axes": "ZYX"}
