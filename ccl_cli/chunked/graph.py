@@ -57,12 +57,6 @@ class Layer:
         graph = self.graph()
         return [Delayed(key, graph, layer=key[0]) for key in (self.tasks if keys is None else keys)]
 
-    def array(self, chunks: Any, dtype: Any) -> Any:
-        """The tasks as the blocks of a dask array of `chunks` (keys (name, i, j, k))."""
-        import dask.array as da
-
-        return da.Array(self.graph(), self.name, chunks=chunks, dtype=dtype)
-
 
 def persisted_array(layer: Layer, held: dict[Key, Any], chunks: Any) -> Any:
     """The persisted results of `layer`'s tasks (keys (name, i, j, k); `held`: the persisted

@@ -131,10 +131,10 @@ def summarize_block(
     grid: Grid,
     labeler: ChunkLabeler,
     tau: bool,
-    block_id: tuple[int, int, int] | None = None,
+    *,
+    block_id: tuple[int, int, int],
 ) -> tuple[Summary, Faces]:
     """summarize of the chunk `block_id` of `grid` (dask's map_blocks names the block)."""
-    assert block_id is not None
     return summarize(values, grid[block_id], labeler, tau)
 
 

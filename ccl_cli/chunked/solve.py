@@ -1,5 +1,5 @@
-"""The chunked labeling as one Dask graph, persisted at once; the client gathers only the
-merge's result.
+"""The chunked labeling as two Dask graphs, each persisted at once (the chunks labeled, then
+every step to each chunk's table of final labels); the client gathers only the merge's result.
 
     read + label each chunk (one fused task) -> Summary (stays on its worker) + Faces
     Faces -> borders (low planes, their edges and corners); borders of neighbours -> seam pairs
@@ -204,8 +204,9 @@ def chunk_face_finals(merged: Merged, labeled: tuple[np.ndarray, int], n: int) -
 
 def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -> Solved:
     """Solve the seams of the dask array `array` whose chunks `labeler` labels (with the
-    options `params` resolves): one graph from the chunks to each chunk's final-label table,
-    persisted at once; the client then gathers the merge's result (face components only)."""
+    options `params` resolves): the chunks labeled, then one graph from them to each chunk's
+    final-label table, each persisted at once; the client then gathers the merge's result
+    (face components only)."""
     import dask
 
     grid = Grid(array.chunks, source)
@@ -320,7 +321,6 @@ def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -
 
     wanted = [merge_key, labeled_key, *final_keys, *lut_keys]
     held = dict(zip(wanted, dask.persist(*lut_layer.delayed(wanted)), strict=True))
-    del labeled_chunks  # (its tasks' results go once the tasks that take them are done)
     merged, (comp_labels, count) = dask.compute(held[merge_key], held[labeled_key])
 
     luts = persisted_array(lut_layer, held, array.chunks)
