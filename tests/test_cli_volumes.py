@@ -314,6 +314,37 @@ def test_label_stacks_of_one_voxel_across_read_back_whole(tmp_path, shape):
     assert np.array_equal(labels.reshape(shape), scipy_labels(values, 26))
 
 
+@pytest.mark.parametrize("header", ["v.mhd", "v.nhdr"])
+def test_skip_existing_sees_a_data_file_rewritten_in_place(tmp_path, header):
+    """A detached data file rewritten in place (its header untouched) makes the volume's
+    outputs stale."""
+    values = volume(seed=8, shape=(4, 6, 7))
+    (tmp_path / "v.raw").write_bytes(values.tobytes())
+    if header == "v.mhd":
+        text = "NDims = 3\nDimSize = 7 6 4\nElementType = MET_UCHAR\nElementDataFile = v.raw\n"
+    else:
+        text = (
+            "NRRD0004\ntype: uint8\ndimension: 3\nsizes: 7 6 4\nencoding: raw\ndata file: v.raw\n\n"
+        )
+    (tmp_path / header).write_text(text)
+    out = tmp_path / "out"
+    assert gccl(str(tmp_path / header), "--out", str(out))[0] == 0
+    code, _, _ = gccl(str(tmp_path / header), "--skip-existing", "--out", str(out))
+    assert code == 0 and summary(out)[str(tmp_path / header)]["status"] == "skipped"
+    values[1] = 0
+    with open(tmp_path / "v.raw", "r+b") as handle:  # the same file, new content
+        handle.write(values.tobytes())
+    later = os.stat(tmp_path / header).st_mtime_ns + 10**9
+    os.utime(tmp_path / "v.raw", ns=(later, later))
+    code, _, _ = gccl(str(tmp_path / header), "--skip-existing", "--out", str(out))
+    assert code == 0 and summary(out)[str(tmp_path / header)]["status"] == "ok"
+    if header == "v.mhd":
+        labels = sitk.GetArrayFromImage(sitk.ReadImage(str(out / "v.labels.mha")))
+    else:
+        labels = np.asarray(nrrd.read(str(out / "v.labels.nrrd"), index_order="C")[0])
+    assert np.array_equal(labels, scipy_labels(values, 26))
+
+
 def test_volume_makes_a_multi_page_tiff_one_z_stack(tmp_path):
     values = volume(seed=4)
     tifffile.imwrite(tmp_path / "pages.tif", values)  # no ImageJ metadata: pages by default

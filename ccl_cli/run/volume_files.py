@@ -26,6 +26,7 @@ from ..io.inputs import InputItem
 from ..io.output_paths import IMAGE_ONLY_FORMATS, VOLUME_ONLY_FORMATS, label_file_format
 from ..io.volumes import (
     VolumeFile,
+    detached_data,
     encode_label_volume,
     natural_order,
     physical_columns,
@@ -71,15 +72,25 @@ def slice_paths(folder: Path) -> list[Path]:
 
 
 def input_stat(item: InputItem) -> os.stat_result:
-    """os.stat of the input `item` as its outputs' record knows it (freshness.made_by): for a
-    folder of slices, the folder's with the latest modification time of it and its slices (a
-    slice rewritten in place changes the volume but not the folder). Raises OSError."""
+    """os.stat of the input `item` as its outputs' record knows it (freshness.made_by), with the
+    latest modification time of it and the files its voxels are in: a folder of slices and its
+    slices, an .mhd or .nhdr header and its data file (a slice or data file rewritten in place
+    changes the volume, not the folder or header). Raises OSError."""
     info = os.stat(item.path)
-    if item.volume != "slices":
+    others = _voxel_files(item)
+    if not others:
         return info
-    latest = max([info.st_mtime_ns, *(os.stat(p).st_mtime_ns for p in slice_paths(item.path))])
+    latest = max([info.st_mtime_ns, *(os.stat(p).st_mtime_ns for p in others)])
     fields = {name: getattr(info, name) for name in dir(info) if name.startswith("st_")}
     return os.stat_result(tuple(info)[:10], {**fields, "st_mtime_ns": latest})
+
+
+def _voxel_files(item: InputItem) -> list[Path]:
+    """The files other than `item`'s own path that hold its voxels."""
+    if item.volume == "slices":
+        return slice_paths(Path(item.path))
+    found = detached_data(Path(item.path)) if item.volume is not None else None
+    return [] if found is None else [found]
 
 
 def read_volume_input(item: InputItem, spacing: Any, max_bytes: int) -> VolumeFile:

@@ -35,12 +35,13 @@ from .encode import encode_label_volume, label_dtype
 from .geometry import Geometry, VolumeFile
 from .physical import physical_columns
 from .preview import volume_preview
-from .read import read_slices, read_volume
+from .read import detached_data, read_slices, read_volume
 
 __all__ = [
     "LABEL_VOLUME_FORMATS",
     "Geometry",
     "VolumeFile",
+    "detached_data",
     "encode_label_volume",
     "label_dtype",
     "label_volume_suffix",

@@ -76,6 +76,15 @@ def read_header(path: Path) -> dict[str, str]:
     raise InputError("corrupt MetaImage header: no ElementDataFile within 1 MiB")
 
 
+def detached_data(path: Path) -> Path | None:
+    """The data file an .mhd header names (None for LOCAL data); InputError for a header that
+    does not read or a data file outside its folder."""
+    name = read_header(path)["ElementDataFile"]
+    if name.upper() == "LOCAL" or name.upper().startswith("LIST") or len(name.split()) > 1:
+        return None
+    return data_file(path, name)
+
+
 def read_metaimage(path: Path, max_bytes: int) -> VolumeFile:
     """Read a 3-D MetaImage (a 2-D one as a volume of one plane)."""
     header = read_header(path)

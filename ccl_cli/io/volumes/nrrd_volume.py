@@ -93,6 +93,19 @@ _AXIS_FIELDS = (
 )
 
 
+def detached_data(path: Path) -> Path | None:
+    """The data file an .nhdr header names (None for data in the file itself); InputError for
+    a data file outside its folder (and pynrrd's errors for a header that does not read)."""
+    import nrrd
+
+    with open(path, "rb") as handle:
+        header = nrrd.read_header(_header_lines(handle))
+    name = header.get("data file", header.get("datafile"))
+    if name is None or str(name).strip().upper().startswith("LIST") or len(str(name).split()) > 1:
+        return None
+    return data_file(path, str(name))
+
+
 def read_nrrd(path: Path, max_bytes: int) -> VolumeFile:
     """Read a 3-D NRRD (axes of one element beyond the three spatial ones are dropped)."""
     import nrrd

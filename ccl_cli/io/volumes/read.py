@@ -63,6 +63,26 @@ def read_volume(path: Path, max_bytes: int) -> VolumeFile:
     raise InputError(f"not a volume file gccl reads: {path.name}")
 
 
+def detached_data(path: Path) -> Path | None:
+    """The data file a volume header names apart from itself (an .mhd's or .nhdr's), or None
+    (any other file, data in the header's own file, a header that does not read: reading the
+    volume says why)."""
+    path = Path(path)
+    fmt = format_of_name(path)
+    try:
+        if fmt == "metaimage" and path.suffix.lower() == ".mhd":
+            from .metaimage import detached_data as mhd_data
+
+            return mhd_data(path)
+        if fmt == "nrrd" and path.suffix.lower() == ".nhdr":
+            from .nrrd_volume import detached_data as nhdr_data
+
+            return nhdr_data(path)
+    except Exception:  # (pynrrd raises its own errors for a header it cannot read)
+        return None
+    return None
+
+
 def read_slices(paths: Sequence[Path], max_bytes: int) -> VolumeFile:
     """A folder's 2-D images as one volume, `paths` in the order given (natural_order sorts
     them): slice k is plane z = k. Every slice must have the first one's shape and dtype (else
