@@ -75,9 +75,14 @@ def test_work_blocks_are_whole_chunks_within_the_bound(shape, chunks, most) -> N
 def test_a_volume_of_many_work_blocks(tmp_path: Path, monkeypatch) -> None:
     """Blocks of 2x2x1 chunks (the bound made small): labels and statistics equal one piece,
     the store keeps the source's chunks."""
-    most = 4 * 5 * 6 * 4
-    monkeypatch.setattr(zarr_store, "WORK_BLOCK_VOXELS", most)
-    assert work_blocks((10, 12, 14), (4, 5, 6), most) == ((8, 2), (10, 2), (6, 6, 2))
+    made = []
+
+    def recorded(*args):
+        made.append(work_blocks(*args))
+        return made[-1]
+
+    monkeypatch.setattr(zarr_store, "WORK_BLOCK_VOXELS", 4 * 5 * 6 * 4)
+    monkeypatch.setattr(zarr_store, "work_blocks", recorded)
     values = volume(seed=5)
     source = zarr_volume(tmp_path / "vol.zarr", values, (4, 5, 6))
     out = tmp_path / "out"
@@ -89,11 +94,12 @@ def test_a_volume_of_many_work_blocks(tmp_path: Path, monkeypatch) -> None:
     np.testing.assert_array_equal(stored[:], expected)
     rows = read_csv(out / "vol.stats.csv")
     assert [int(r["area"]) for r in rows] == list(np.bincount(expected.ravel())[1:])
+    assert made == [((8, 2), (10, 2), (6, 6, 2))]  # the volume was read in those blocks
 
 
 def test_past_65535_labels_the_store_is_uint32(tmp_path: Path) -> None:
-    """68921 isolated voxels (every other one along each axis): the labels need uint32, and
-    every chunk is in the store, the background ones too."""
+    """67240 isolated voxels (every other one along each axis, none in the last chunks along
+    x): the labels need uint32, and every chunk is in the store, the background ones too."""
     values = np.zeros((82, 82, 82), np.uint8)
     values[::2, ::2, ::2] = 1
     values[:, :, 80:] = 0  # chunks of background only, along the last axis
