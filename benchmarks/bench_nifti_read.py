@@ -18,13 +18,13 @@ import os
 import platform
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nibabel
 import numpy as np
+from medians import cpu_times_ms
 
 from ccl_cli.io.volumes import read_volume
 
@@ -60,12 +60,7 @@ def gccl_read(path: Path) -> np.ndarray:
 
 def median_ms(run: Callable[[], object], repeat: int) -> tuple[float, float]:
     """Median and spread (max - min) of `repeat` wall times of run(), in ms, after one warmup."""
-    run()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - start) * 1e3)
+    times = cpu_times_ms(run, repeat)
     return statistics.median(times), max(times) - min(times)
 
 

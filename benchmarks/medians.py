@@ -26,8 +26,8 @@ def gpu_median_ms(run: Callable[[], object], repeat: int, warmup: int = 5) -> fl
     return statistics.median(times)
 
 
-def cpu_median_ms(run: Callable[[], object], repeat: int, warmup: int = 1) -> float:
-    """Median wall time of run() over `repeat` calls after `warmup` calls, in ms."""
+def cpu_times_ms(run: Callable[[], object], repeat: int, warmup: int = 1) -> list[float]:
+    """Wall times of run() over `repeat` calls after `warmup` calls, in ms."""
     for _ in range(warmup):
         run()
     times = []
@@ -35,7 +35,12 @@ def cpu_median_ms(run: Callable[[], object], repeat: int, warmup: int = 1) -> fl
         began = time.perf_counter()
         run()
         times.append((time.perf_counter() - began) * 1e3)
-    return statistics.median(times)
+    return times
+
+
+def cpu_median_ms(run: Callable[[], object], repeat: int, warmup: int = 1) -> float:
+    """Median wall time of run() over `repeat` calls after `warmup` calls, in ms."""
+    return statistics.median(cpu_times_ms(run, repeat, warmup))
 
 
 def kernel_breakdown(run: Callable[[], object], repeat: int) -> dict[str, float]:
