@@ -3,8 +3,8 @@ chunk that fails to read names itself), and a label array written with the sourc
 and geometry.
 
 A work block is what one task labels: whole chunks of the source, grouped up to
-WORK_BLOCK_VOXELS (Dask's fixed cost per task, several milliseconds of scheduler and worker
-time, is then spread over that many voxels rather than one chunk's). Blocks are made of whole
+WORK_BLOCK_VOXELS (Dask's fixed cost per task, in its scheduler and in the worker, is then
+spread over that many voxels rather than one chunk's). Blocks are made of whole
 chunks, so each writes whole chunks of the label array, which no other block touches.
 
 A source is a Zarr array (v2 or v3), or an OME-Zarr image group, whose first multiscale
