@@ -37,6 +37,7 @@ HEADERS = (
     *("volume.h", "volume_slab.h", "volume_joins.h", "volume_gather.h"),
     *("outline.h", "outline_binding.h"),
     "chunk_tables.h",
+    "buffers.h",
 )
 
 #: Wheels carry the engine without debug information (-g0, and -S to the linker: no DWARF

@@ -5,19 +5,7 @@
 
 #include <stdint.h>
 
-/* A C-contiguous buffer (writable if asked) of items of `size` bytes; 0, or -1 with an
- * error naming `name`. */
-static int get_items(PyObject *object, Py_buffer *view, int writable, Py_ssize_t size,
-                     const char *name) {
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(object, view, flags) != 0) return -1;
-    if (view->itemsize != size) {
-        PyErr_Format(PyExc_ValueError, "%s: items of %zd bytes expected", name, size);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
+#include "buffers.h"
 
 /* Labels are numbered in raster order of their first voxels, so label l first appears where
  * the running maximum rises to l; a rise by more than one means they are not (-1 there). */
@@ -41,8 +29,9 @@ PyObject *gccl_py_first_voxels(PyObject *module, PyObject *const *args, Py_ssize
         return NULL;
     }
     Py_buffer labels = {0}, out = {0};
-    if (get_items(args[0], &labels, 0, 4, "first_voxels: labels (uint32)") != 0) return NULL;
-    if (get_items(args[1], &out, 1, 8, "first_voxels: out (int64)") != 0) {
+    if (gccl_get_items(args[0], &labels, 0, 4, -1, "first_voxels: labels (uint32)") != 0)
+        return NULL;
+    if (gccl_get_items(args[1], &out, 1, 8, -1, "first_voxels: out (int64)") != 0) {
         PyBuffer_Release(&labels);
         return NULL;
     }
@@ -83,13 +72,15 @@ PyObject *gccl_py_map_labels(PyObject *module, PyObject *const *args, Py_ssize_t
         return NULL;
     }
     Py_buffer labels = {0}, table = {0}, out = {0};
-    if (get_items(args[0], &labels, 0, 4, "map_labels: labels (uint32)") != 0) return NULL;
+    if (gccl_get_items(args[0], &labels, 0, 4, -1, "map_labels: labels (uint32)") != 0)
+        return NULL;
     if (PyObject_GetBuffer(args[1], &table, PyBUF_C_CONTIGUOUS) != 0) goto fail;
     if (table.itemsize != 2 && table.itemsize != 4) {
         PyErr_SetString(PyExc_ValueError, "map_labels: a uint16 or uint32 table");
         goto fail;
     }
-    if (get_items(args[2], &out, 1, table.itemsize, "map_labels: out (the table's dtype)") != 0)
+    if (gccl_get_items(args[2], &out, 1, table.itemsize, -1,
+                       "map_labels: out (the table's dtype)") != 0)
         goto fail;
     if (out.len / out.itemsize != labels.len / 4) {
         PyErr_SetString(PyExc_ValueError, "map_labels: out and labels differ in length");

@@ -7,21 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "buffers.h"
 #include "outline.h"
-
-/* A buffer of `items` items of `size` bytes (writable if asked); 0, or -1 with an error. */
-static int get_array(PyObject *object, Py_buffer *view, int writable, Py_ssize_t size,
-                     int64_t items, const char *name) {
-    int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(object, view, flags) != 0) return -1;
-    if (view->itemsize != size || view->len != (Py_ssize_t)items * size) {
-        PyErr_Format(PyExc_ValueError, "%s: %lld items of %zd bytes expected", name,
-                     (long long)items, size);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
 
 static void release_all(Py_buffer *views, int count) {
     for (int i = 0; i < count; i++)
@@ -65,8 +52,8 @@ PyObject *gccl_py_trace_outlines(PyObject *module, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_ValueError, "trace_outlines: more than 2**32 pixels");
         goto done;
     }
-    if (get_array(args[2], &views[1], 1, 8, count, "areas") != 0 ||
-        get_array(args[3], &views[2], 1, 8, count + 1, "feature_offsets") != 0)
+    if (gccl_get_items(args[2], &views[1], 1, 8, count, "areas") != 0 ||
+        gccl_get_items(args[3], &views[2], 1, 8, count + 1, "feature_offsets") != 0)
         goto done;
     o.areas = views[1].buf;
     o.feature_offsets = views[2].buf;
@@ -88,16 +75,16 @@ PyObject *gccl_py_trace_outlines(PyObject *module, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_TypeError, "trace_outlines: allocate returns three arrays");
         goto done;
     }
-    if (get_array(PyTuple_GET_ITEM(arrays, 0), &views[3], 1, 4, 2 * o.vertex_count,
-                  "vertices") != 0)
+    if (gccl_get_items(PyTuple_GET_ITEM(arrays, 0), &views[3], 1, 4, 2 * o.vertex_count,
+                       "vertices") != 0)
         goto done;
     o.vertices = views[3].buf;
-    if (get_array(PyTuple_GET_ITEM(arrays, 1), &views[4], 1, 8, o.ring_count + 1,
-                  "ring_offsets") != 0)
+    if (gccl_get_items(PyTuple_GET_ITEM(arrays, 1), &views[4], 1, 8, o.ring_count + 1,
+                       "ring_offsets") != 0)
         goto done;
     o.ring_offsets = views[4].buf;
-    if (get_array(PyTuple_GET_ITEM(arrays, 2), &views[5], 1, 8, o.part_count + 1,
-                  "part_offsets") != 0)
+    if (gccl_get_items(PyTuple_GET_ITEM(arrays, 2), &views[5], 1, 8, o.part_count + 1,
+                       "part_offsets") != 0)
         goto done;
     o.part_offsets = views[5].buf;
     Py_BEGIN_ALLOW_THREADS
@@ -142,7 +129,7 @@ PyObject *gccl_py_geojson_piece(PyObject *module, PyObject *const *args, Py_ssiz
             goto done;
         }
     }
-    if (get_array(args[5], &views[5], 1, 8, 5, "cursor") != 0) goto done;
+    if (gccl_get_items(args[5], &views[5], 1, 8, 5, "cursor") != 0) goto done;
     const int64_t features = views[4].len / 8;
     if (views[3].len / 8 != features + 1) {
         PyErr_SetString(PyExc_ValueError, "geojson_piece: feature_offsets and areas differ");
