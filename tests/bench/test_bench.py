@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_helpers import run
 from PIL import Image
 from rich.console import Console
 from typer.testing import CliRunner
@@ -61,20 +62,6 @@ def options(**overrides: object) -> Options:
     }
     values.update(overrides)
     return parse_options(**values)  # type: ignore[arg-type]
-
-
-def run(opts: Options, inputs: list[str] | None = None, **paths: Path) -> tuple[int, str]:
-    """Run the command; (exit code, what it printed on stderr)."""
-    err = io.StringIO()
-    code = run_bench_command(
-        inputs or [],
-        opts,
-        quiet=True,
-        out=Console(file=io.StringIO(), width=200),
-        err=Console(file=err, width=200),
-        **paths,
-    )
-    return code, err.getvalue()
 
 
 # --- the generated suite -------------------------------------------------------------

@@ -12,6 +12,7 @@ import nibabel as nib
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
+from bench_helpers import run
 from PIL import Image
 from rich.console import Console
 from typer.testing import CliRunner
@@ -66,19 +67,6 @@ def options(**overrides: object) -> Options:
     }
     values.update(overrides)
     return parse_options(**values)  # type: ignore[arg-type]
-
-
-def run(opts: Options, inputs: list[str] | None = None, **paths: Path) -> tuple[int, str]:
-    err = io.StringIO()
-    code = run_bench_command(
-        inputs or [],
-        opts,
-        quiet=True,
-        out=Console(file=io.StringIO(), width=200),
-        err=Console(file=err, width=200),
-        **paths,
-    )
-    return code, err.getvalue()
 
 
 def labels_of(engine: BenchEngine, case: Case) -> tuple[np.ndarray, int]:
