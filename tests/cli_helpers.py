@@ -1,5 +1,6 @@
 """Helpers of the tests that run whole `gccl label` jobs: in this process (CliRunner), in a
-subprocess under a timeout (the attacks), on other workers (Dask, processes).
+subprocess under a timeout (the attacks), on other workers (Dask, processes); and `gccl bench`
+in this process.
 
 Imported by name (`from cli_helpers import ...`), like oracles.py.
 """
@@ -7,6 +8,7 @@ Imported by name (`from cli_helpers import ...`), like oracles.py.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import signal
@@ -20,8 +22,10 @@ from pathlib import Path
 import numpy as np
 import tifffile
 from PIL import Image
+from rich.console import Console
 from typer.testing import CliRunner
 
+from ccl_cli.bench.command import Options, run_bench_command
 from ccl_cli.cli import app
 from ccl_cli.io.output_paths import GCCL_DIR, RUN_RECORD_NAME
 
@@ -190,3 +194,17 @@ def assert_interrupted_summary(inputs: Path, out: Path, count: int) -> None:
         if row["status"] == "ok":
             relative = Path(row["path"]).relative_to(inputs)
             assert (out / relative.with_suffix(".stats.csv")).exists()
+
+
+def run_bench(opts: Options, inputs: list[str] | None = None, **paths: Path) -> tuple[int, str]:
+    """`gccl bench` with `opts` in this process, quiet; (exit code, what it printed on stderr)."""
+    err = io.StringIO()
+    code = run_bench_command(
+        inputs or [],
+        opts,
+        quiet=True,
+        out=Console(file=io.StringIO(), width=200),
+        err=Console(file=err, width=200),
+        **paths,
+    )
+    return code, err.getvalue()

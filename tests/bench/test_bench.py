@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bench_helpers import run
+from cli_helpers import run_bench
 from PIL import Image
 from rich.console import Console
 from typer.testing import CliRunner
@@ -191,7 +191,7 @@ def test_a_wrong_engine_is_reported_loudly_with_exit_code_1(
         return output
 
     monkeypatch.setattr(engines_module.OpenCv, "run", drops_a_component)
-    code, printed = run(options(cases="random-0.5", level="kernel"))
+    code, printed = run_bench(options(cases="random-0.5", level="kernel"))
     assert code == 1
     assert "CROSS-CHECK FAILED" in printed and "MISMATCH" in printed and "opencv" in printed
 
@@ -206,7 +206,7 @@ def test_json_csv_and_plot(tmp_path: Path) -> None:
         "csv_path": tmp_path / "bench.csv",
         "plot_path": tmp_path / "bench.png",
     }
-    code, printed = run(options(), **paths)
+    code, printed = run_bench(options(), **paths)
     assert code == 0, printed
     records = json.loads(paths["json_path"].read_text())
     assert isinstance(records, list) and records
@@ -245,7 +245,7 @@ def test_speedups_compare_with_opencv_at_the_same_batch() -> None:
 @pytest.mark.slow
 def test_end_to_end_level_on_a_tiny_suite(tmp_path: Path) -> None:
     json_path = tmp_path / "e2e.json"
-    code, printed = run(
+    code, printed = run_bench(
         options(level="end-to-end", engines="gccl-cpu,opencv", cases="random-0.5,depth"),
         json_path=json_path,
     )
@@ -266,7 +266,7 @@ def test_user_images_are_cases(tmp_path: Path) -> None:
     image = generate("random-0.5", 40, 30)
     Image.fromarray(image).save(tmp_path / "a.png")
     json_path = tmp_path / "bench.json"
-    code, _ = run(
+    code, _ = run_bench(
         parse_options("gccl-cpu,cc3d", "both", "1", 2, None, 8, None, None),
         [str(tmp_path / "a.png")],
         json_path=json_path,
@@ -297,7 +297,7 @@ def test_bad_options_are_usage_errors(change: dict[str, object]) -> None:
 
 def test_a_report_into_a_missing_folder_fails_before_the_run(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="--csv"):
-        run(options(), csv_path=tmp_path / "missing" / "bench.csv")
+        run_bench(options(), csv_path=tmp_path / "missing" / "bench.csv")
 
 
 def test_batch_one_always_runs_and_connectivity_defaults_to_both() -> None:
@@ -323,7 +323,7 @@ def test_an_unavailable_engine_asked_for_is_a_usage_error() -> None:
     if engines_module.GcclCuda().unavailable() is None:
         pytest.skip("a CUDA device is usable here")
     with pytest.raises(UsageError, match="gccl-cuda"):
-        run(options(engines="gccl-cuda"))
+        run_bench(options(engines="gccl-cuda"))
 
 
 def ndi_label(mask: np.ndarray) -> tuple[np.ndarray, int]:
@@ -342,7 +342,7 @@ def test_scans_bench_as_gccl_label_labels_them(tmp_path: Path) -> None:
     ink, ink_count = ndi_label(page == 0)
     json_path = tmp_path / "bench.json"
     opts = parse_options("gccl-cpu,opencv,cc3d", "both", "1", 1, None, 8, None, None, invert=True)
-    code, _ = run(opts, [str(tmp_path / "scan.png")], json_path=json_path)
+    code, _ = run_bench(opts, [str(tmp_path / "scan.png")], json_path=json_path)
     assert code == 0
     records = json.loads(json_path.read_text())
     counted = [r for r in records if r["components"] is not None]
@@ -351,18 +351,18 @@ def test_scans_bench_as_gccl_label_labels_them(tmp_path: Path) -> None:
     assert ink.max() == ink_count
     # --threshold and --background choose the foreground the same way.
     opts = parse_options("gccl-cpu,cc3d", "kernel", "1", 1, None, 8, None, None, threshold="100")
-    code, _ = run(opts, [str(tmp_path / "scan.png")], json_path=json_path)
+    code, _ = run_bench(opts, [str(tmp_path / "scan.png")], json_path=json_path)
     assert {r["components"] for r in json.loads(json_path.read_text())} == {
         ndi_label(page > 100)[1]
     }
     opts = parse_options("gccl-cpu", "kernel", "1", 1, None, 8, None, None, background="255")
-    code, _ = run(opts, [str(tmp_path / "scan.png")], json_path=json_path)
+    code, _ = run_bench(opts, [str(tmp_path / "scan.png")], json_path=json_path)
     assert {r["components"] for r in json.loads(json_path.read_text())} == {ink_count}
 
 
 def test_label_options_need_input_images_and_valid_values() -> None:
     with pytest.raises(UsageError, match="apply to INPUT images"):
-        run(options(invert=True))
+        run_bench(options(invert=True))
     with pytest.raises(UsageError, match="--threshold must be a number"):
         options(threshold="dark")
     with pytest.raises(UsageError, match="--background must be a number"):
@@ -400,7 +400,7 @@ def test_a_growing_tolerance_reaches_every_gccl_level_and_no_peer_runs_without_i
         connectivity=4, tau_quadratic="2e-4",
     )  # fmt: skip
     (depth,) = [c for c in generated_cases(("depth",), ((48, 32),), (4,), opts.tau, None)]
-    code, _ = run(opts, json_path=tmp_path / "r.json")
+    code, _ = run_bench(opts, json_path=tmp_path / "r.json")
     assert code == 0
     records = json.loads((tmp_path / "r.json").read_text())
     by = {(r["engine"], r["level"]): r for r in records}

@@ -12,7 +12,7 @@ import nibabel as nib
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
-from bench_helpers import run
+from cli_helpers import run_bench
 from PIL import Image
 from rich.console import Console
 from typer.testing import CliRunner
@@ -209,18 +209,18 @@ def test_cases_and_sizes_choose_volumes_and_connectivity_is_taken_per_kind() -> 
 def test_a_volume_connectivity_needs_volume_cases(tmp_path: Path) -> None:
     images = options(engines="gccl-cpu", cases="random-0.5", sizes="48x32", connectivity=18)
     with pytest.raises(UsageError, match="'connectivity' 18 labels 3-D volumes"):
-        run(images)
+        run_bench(images)
     mixed = options(
         engines="gccl-cpu", cases="random-0.5,pores3d", sizes="48x32,20x16x12", connectivity=18
     )
-    code, _ = run(mixed, json_path=tmp_path / "r.json")
+    code, _ = run_bench(mixed, json_path=tmp_path / "r.json")
     assert code == 0
     records = json.loads((tmp_path / "r.json").read_text())
     assert {(r["size"], r["connectivity"]) for r in records} == {("48x32", 8), ("20x16x12", 18)}
 
 
 def test_the_volume_suite_runs_checked_at_batch_one_only(tmp_path: Path) -> None:
-    code, _ = run(options(level="both"), json_path=tmp_path / "r.json")
+    code, _ = run_bench(options(level="both"), json_path=tmp_path / "r.json")
     assert code == 0
     records = json.loads((tmp_path / "r.json").read_text())
     measured = [r for r in records if r["status"] == "ok"]
@@ -251,7 +251,7 @@ def test_a_wrong_volume_engine_is_a_mismatch(monkeypatch: pytest.MonkeyPatch) ->
         return output
 
     monkeypatch.setattr(Cc3d, "run", splits_nothing)
-    code, _ = run(options(cases="pores3d", connectivity=26))
+    code, _ = run_bench(options(cases="pores3d", connectivity=26))
     assert code == 1
 
 
@@ -262,7 +262,7 @@ def test_volume_files_are_inputs(tmp_path: Path) -> None:
     opts = options(
         engines="gccl-cpu,cc3d,scipy,opencv", level="both", sizes=None, cases=None, connectivity=26
     )
-    code, _ = run(opts, [str(tmp_path)], json_path=tmp_path / "r.json")
+    code, _ = run_bench(opts, [str(tmp_path)], json_path=tmp_path / "r.json")
     assert code == 0
     records = [r for r in json.loads((tmp_path / "r.json").read_text()) if r["status"] == "ok"]
     want = scipy_count(volume, 26)[1]
