@@ -26,7 +26,7 @@ def _read(path: Path, sizes: list[int]) -> bytes:
             chunks.append(buffer[:count].tobytes())
             if count < buffer.size:
                 break
-        reader.check_member_end()
+        reader.read_past()
     return b"".join(chunks)
 
 
@@ -53,13 +53,13 @@ def _read_once(path: Path, size: int) -> bytes:
         reader = GzipReader(handle)
         buffer = np.empty(size, np.uint8)
         count = reader.readinto(buffer)
-        reader.check_member_end()
+        reader.read_past()
     return buffer[:count].tobytes()
 
 
 def test_a_trailer_past_the_last_data_slice_is_still_checked(tmp_path: Path) -> None:
     """One stored block whose data ends at the end of the first slice zlib is handed: the
-    CRC-32 comes in the next, which only check_member_end reads."""
+    CRC-32 comes in the next, which only read_past reads."""
     size = _INPUT_BYTES - 15  # 10 bytes of gzip header, 5 of block header, the data
     data = np.random.default_rng(1).integers(0, 256, size).astype(np.uint8).tobytes()
     packed = bytearray(gzip.compress(data, compresslevel=0, mtime=0))
@@ -84,3 +84,34 @@ def test_data_past_what_is_asked_is_not_decoded(tmp_path: Path) -> None:
         tracemalloc.stop()
     assert got == b"\1" * 1000
     assert peak < 1 << 20
+
+
+@pytest.mark.parametrize(
+    ("parts", "read", "past"),
+    [
+        ([b"a" * 5000], 5000, False),  # read to the end
+        ([b"a" * 5000], 4999, True),  # one byte left in the member
+        ([b"a" * 5000, b"b"], 5000, True),  # a member follows
+        ([b"a" * 5000, b""], 5000, False),  # an empty member follows
+    ],
+)
+def test_read_past_says_whether_data_follows(
+    tmp_path: Path, parts: list[bytes], read: int, past: bool
+) -> None:
+    path = tmp_path / "data.gz"
+    path.write_bytes(b"".join(gzip.compress(part) for part in parts))
+    with open(path, "rb", buffering=0) as handle:
+        reader = GzipReader(handle)
+        buffer = np.empty(read, np.uint8)
+        assert reader.readinto(buffer) == read
+        assert reader.read_past() is past
+
+
+def test_a_file_that_ends_before_its_trailer_has_nothing_past(tmp_path: Path) -> None:
+    path = tmp_path / "short.gz"
+    path.write_bytes(gzip.compress(b"a" * 5000)[:-8])
+    with open(path, "rb", buffering=0) as handle:
+        reader = GzipReader(handle)
+        buffer = np.empty(5000, np.uint8)
+        assert reader.readinto(buffer) == 5000
+        assert reader.read_past() is False

@@ -164,6 +164,13 @@ def test_nrrd_gzip_bomb_decodes_no_further_than_its_header(tmp_path: Path) -> No
     _fails(path, "decodes past the 24 bytes")
 
 
+def test_truncated_gzip_nrrd(tmp_path: Path) -> None:
+    path = tmp_path / "short.nrrd"
+    nrrd.write(str(path), np.arange(8000, dtype=np.uint16).reshape(20, 20, 20))
+    path.write_bytes(path.read_bytes()[:-2000])
+    _fails(path, "truncated NRRD data")
+
+
 def test_truncated_raw_nrrd(tmp_path: Path) -> None:
     path = tmp_path / "short.nrrd"
     nrrd.write(str(path), np.zeros((20, 20, 20), np.uint16), {"encoding": "raw"})

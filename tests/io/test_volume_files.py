@@ -401,6 +401,22 @@ def test_nrrd_of_several_gzip_members_reads_whole(tmp_path: Path) -> None:
     np.testing.assert_array_equal(read_volume(path, MAX).values, values)
 
 
+def test_gzip_nrrd_byte_skip_counts_decompressed_bytes(tmp_path: Path) -> None:
+    import gzip
+
+    values = _values()
+    data = b"\x07" * 11 + values.astype(">i2").tobytes()
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.raw.gz").write_bytes(gzip.compress(data))
+    path = folder / "a.nhdr"
+    path.write_bytes(
+        b"NRRD0004\ntype: int16\ndimension: 3\nsizes: 7 6 5\nendian: big\nencoding: gzip\n"
+        b"byte skip: 11\ndata file: a.raw.gz\n\n"
+    )
+    np.testing.assert_array_equal(read_volume(path, MAX).values, values)
+
+
 def _source_file(tmp_path: Path, fmt: str) -> Path:
     """A volume in `fmt` with the module's rotated geometry, written by the format's library."""
     values = _values()

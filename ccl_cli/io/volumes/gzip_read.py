@@ -54,16 +54,13 @@ class GzipReader:
             filled += len(chunk)
         return filled
 
-    def check_member_end(self) -> None:
-        """Decode on to the end of the member being read, so that zlib checks its CRC-32 and
-        length, unless more data follows (then one byte past what was read is decoded and
-        dropped: data past a header's declared size is never decoded) or the file ends first
-        (a missing trailer is no loss of data)."""
-        inflater = self._inflater
-        while inflater is not None and not inflater.eof:
-            data = inflater.unconsumed_tail or self._next_input()
-            if not data or inflater.decompress(data, 1):
-                return
+    def read_past(self) -> bool:
+        """Whether data follows the bytes read so far: decodes on to the end of the member being
+        read, so that zlib checks its CRC-32 and length, and then at most one byte more (in this
+        member or the next), dropped: data past a header's declared size is never decoded. A
+        file that ends before its trailer has nothing past (a missing trailer is no loss of
+        data)."""
+        return bool(self._inflate(1))
 
     def _inflate(self, most: int) -> bytes:
         """Up to `most` (> 0) decompressed bytes, b"" where the gzip data ends."""

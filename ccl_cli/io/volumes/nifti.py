@@ -54,7 +54,7 @@ def read_nifti(path: Path, max_bytes: int) -> VolumeFile:
         if path.name.lower().endswith(".gz"):
             reader = GzipReader(handle)
             header, raw = _read_image(reader, max_bytes, None)
-            reader.check_member_end()
+            reader.read_past()  # trailers checked; data past the volume is not read
         else:
             header, raw = _read_image(handle, max_bytes, os.fstat(handle.fileno()).st_size)
     slope, inter = header.get_slope_inter()

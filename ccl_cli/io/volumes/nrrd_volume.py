@@ -31,7 +31,8 @@ import numpy as np
 from ...errors import InputError
 from .geometry import Geometry, VolumeFile, from_matrix, unit_name
 from .gzip_members import gzip_single
-from .limits import check_volume, data_file, inflate, not_3d
+from .gzip_read import GzipReader
+from .limits import check_volume, data_file, not_3d
 from .npy_volume import native_contiguous
 
 #: The longest header line, and the most lines, read before the data.
@@ -195,11 +196,9 @@ def _read_data(
             raise InputError(
                 f"corrupt NRRD: {remaining} bytes of compressed data for {needed} bytes"
             )
-        compressed = handle.read(remaining)
         if encoding.startswith("gz"):
-            data = inflate(compressed, needed + skip)
-        else:
-            data = _bunzip(compressed, needed + skip)
+            return _gunzip(handle, needed, skip).view(dtype)
+        data = _bunzip(handle.read(remaining), needed + skip)
         return np.frombuffer(data, dtype=dtype, offset=skip)
     if encoding in ("ascii", "text", "txt"):
         if remaining > max_bytes:
@@ -215,6 +214,23 @@ def _read_data(
             )
         return flat.astype(dtype)
     raise InputError(f"unsupported NRRD encoding {encoding!r}")
+
+
+def _gunzip(handle: Any, needed: int, skip: int) -> np.ndarray:
+    """The `needed` bytes after the first `skip` of the gzip data that `handle` holds from
+    where it stands, as uint8, decoded no further (data past them is refused)."""
+    reader = GzipReader(handle)
+    data = np.empty(needed + skip, dtype=np.uint8)
+    got = 0
+    while got < data.size and (count := reader.readinto(data[got:])):
+        got += count
+    if got < data.size:
+        raise InputError(f"truncated NRRD data: {max(got - skip, 0)} of {needed} bytes")
+    if reader.read_past():
+        raise InputError(
+            f"compressed data decodes past the {needed + skip} bytes its header declares"
+        )
+    return data[skip:]
 
 
 def _bunzip(compressed: bytes, expected: int) -> bytearray:
