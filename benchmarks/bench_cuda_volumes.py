@@ -27,30 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_volumes import FAMILIES, Case, cases, chosen_families
+from bench_volumes import FAMILIES, Case, blobs, cases, chosen_families
 from medians import gpu_median_ms, kernel_breakdown
 
 import ccl_cli
-
-
-def blobs_on_device(shape: tuple[int, int, int], seed: int) -> Any:
-    """bench_volumes.blobs computed on the device (CuPy, float32): half the voxels
-    foreground in smooth blobs, without a host copy of a volume too large to make there."""
-    import cupy
-
-    rng = np.random.default_rng(seed)
-    axes = [cupy.arange(n, dtype=cupy.float32) / max(shape) for n in shape]
-    field = cupy.zeros(shape, cupy.float32)
-    for _ in range(6):
-        k = rng.normal(0, 8, 3).astype(np.float32)
-        phase = np.float32(rng.uniform(0, 2 * np.pi))
-        field += cupy.cos(
-            k[0] * axes[0][:, None, None] + k[1] * axes[1][None, :, None] + k[2] * axes[2] + phase
-        )
-    threshold = cupy.median(field[::4, ::4, ::4])
-    mask = (field > threshold).astype(cupy.uint8)
-    del field
-    return mask
 
 
 def measure(case: Case, volume: Any, repeat: int) -> dict[str, Any]:
@@ -115,7 +95,7 @@ def main() -> None:
     print(header + "  components   (ms, CUDA-event medians)")
     results, disagreed = [], False
     for case, kind in todo:
-        volume = blobs_on_device((2048, 1024, 1024), 5) if kind else cupy.asarray(case.volume)
+        volume = blobs((2048, 1024, 1024), 5, cupy) if kind else cupy.asarray(case.volume)
         measured = measure(case, volume, args.repeat)
         del volume
         counts = {

@@ -32,6 +32,7 @@ import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -50,19 +51,20 @@ class Case:
     tau: float | None = None
 
 
-def blobs(shape: tuple[int, int, int], seed: int) -> np.ndarray:
+def blobs(shape: tuple[int, int, int], seed: int, xp: Any = np) -> Any:
     """Half the voxels foreground, in smooth blobs: a sum of six random plane waves of a
-    few periods across the volume, thresholded at its median."""
+    few periods across the volume, thresholded at its median; made by the array module `xp`
+    (numpy, or cupy for a volume made on the device), in float32."""
     rng = np.random.default_rng(seed)
-    axes = [np.arange(n, dtype=np.float32) / max(shape) for n in shape]
-    field = np.zeros(shape, np.float32)
+    axes = [xp.arange(n, dtype=xp.float32) / max(shape) for n in shape]
+    field = xp.zeros(shape, xp.float32)
     for _ in range(6):
         k = rng.normal(0, 8, 3).astype(np.float32)
         phase = np.float32(rng.uniform(0, 2 * np.pi))
-        field += np.cos(
+        field += xp.cos(
             k[0] * axes[0][:, None, None] + k[1] * axes[1][None, :, None] + k[2] * axes[2] + phase
         )
-    return (field > np.median(field[::4, ::4, ::4])).astype(np.uint8)
+    return (field > xp.median(field[::4, ::4, ::4])).astype(xp.uint8)
 
 
 def balls(shape: tuple[int, int, int], count: int, radii: tuple[int, int], seed: int) -> np.ndarray:
