@@ -19,8 +19,9 @@ this process's threads instead (no cluster).
 
 --large N: an N^3 uint8 volume written to a Zarr store in chunk^3 chunks (made chunk by chunk),
 labeled from the store into a Zarr store on workers of --memory-limit each (the peak resident
-memory of each worker process sampled every 0.2 s), and its read + write floor: the source read
-and written as a label store of gccl's dtype, as gccl stores it.
+memory of each worker process sampled every 0.2 s), against its read + write floor (the source
+read and written as a label store of gccl's dtype, as gccl stores it) and against that floor
+plus one-piece ccl_cli.label of the volume in this process (on --device).
 """
 
 from __future__ import annotations
@@ -191,13 +192,20 @@ def large_case(size: int, chunk: int, client: Any) -> None:
         )
         da.store(da.from_zarr(str(source)).astype(labels.dtype), copy, lock=False)
         floor = time.perf_counter() - began
+        volume = zarr.open_array(str(source), mode="r")[...]
+        began = time.perf_counter()
+        ccl_cli.label(volume, connectivity=26, device=DEVICE[0])
+        one_piece = time.perf_counter() - began
+        del volume
         mib = {w: round(p / 2**20) for w, p in peaks.items()}
         print(
             f"  read + write floor (uint8 in, {labels.dtype} out as gccl writes it): {floor:.1f} s"
         )
+        print(f"  ccl_cli.label one piece in this process (labels + stats): {one_piece:.1f} s")
         print(
             f"  gccl chunked {size}^3 (read, label, stats, write): {total:.1f} s "
-            f"({total / floor:.1f}x the floor); peak worker RSS MiB {sorted(mib.values())}"
+            f"({total / floor:.1f}x the floor, {total / (floor + one_piece):.1f}x one piece + "
+            f"floor); peak worker RSS MiB {sorted(mib.values())}"
         )
         print("    client:", {k: round(v, 3) for k, v in seconds.items()})
         print("    tasks:", task_seconds(tasks.data))

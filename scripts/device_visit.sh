@@ -167,7 +167,7 @@ for run in "gpu-worker:--workers 1 --device cuda --memory-limit 8GiB" \
   if run_stage chunked 240 "$OUT/chunked-$name.log" taskset -c 0-15 python3 \
     benchmarks/bench_chunked.py --size 256 --repeat 1 --large 1024 ${run#*:}; then
     note "chunked 1024^3, $name (rc $rc, $took s):"
-    grep -E "floor|gccl chunked 1024|tasks" "$OUT/chunked-$name.log" | tee -a "$summary"
+    grep -E "floor|one piece|gccl chunked 1024|tasks" "$OUT/chunked-$name.log" | tee -a "$summary"
   fi
 done
 if run_stage cpu 120 "$OUT/cpu-tests.log" python3 -m pytest tests -q -p no:cacheprovider \
