@@ -17,7 +17,7 @@ import tifffile
 from PIL import Image
 
 from ccl_cli.errors import InputError
-from ccl_cli.io.volumes import read_slices, read_volume
+from ccl_cli.io.volumes import detached_data, read_slices, read_volume
 
 MAX = 1 << 24
 
@@ -124,6 +124,23 @@ def test_mhd_whose_data_file_is_a_link_out_is_refused(tmp_path: Path) -> None:
     (tmp_path / "outside.raw").write_bytes(b"\0" * 24)
     (inner / "scan.raw").symlink_to(tmp_path / "outside.raw")
     _fails(_mhd(inner, "scan.raw"), "outside the header's folder")
+
+
+@pytest.mark.parametrize("name", ["LIST", "slice_%03d.raw 1 2 1"])
+def test_mhd_with_data_in_several_files_is_refused(tmp_path: Path, name: str) -> None:
+    path = _mhd(tmp_path, name)
+    _fails(path, "MetaImage data in several files")
+    assert detached_data(path) is None  # (--skip-existing leaves it to the reading)
+
+
+@pytest.mark.parametrize("name", ["LIST", "slice_%03d.raw 1 2 1"])
+def test_nhdr_with_data_in_several_files_is_refused(tmp_path: Path, name: str) -> None:
+    path = tmp_path / "a.nhdr"
+    path.write_text(
+        f"NRRD0004\ntype: uint8\ndimension: 3\nsizes: 4 3 2\nencoding: raw\ndata file: {name}\n\n"
+    )
+    _fails(path, "NRRD data in several files")
+    assert detached_data(path) is None
 
 
 def test_truncated_raw_behind_an_mhd(tmp_path: Path) -> None:

@@ -84,11 +84,14 @@ def available_memory() -> int | None:
     return None
 
 
-def data_file(header_path: Path, name: str) -> Path:
-    """The data file a header names (an .mhd's ElementDataFile, an .nhdr's data file), which
-    must be a plain name or a relative path inside the header's folder: a header never makes
-    gccl read another file (no absolute path, no "..", no link leading out)."""
+def data_file(header_path: Path, name: str, fmt: str) -> Path:
+    """The data file a header of format `fmt` names (an .mhd's ElementDataFile, an .nhdr's data
+    file), which must be one file (not a LIST, nor a pattern with its numbers after the name)
+    and a plain name or a relative path inside the header's folder: a header never makes gccl
+    read another file (no absolute path, no "..", no link leading out)."""
     text = str(name).strip()
+    if text.upper().startswith("LIST") or len(text.split()) > 1:
+        raise InputError(f"{fmt} data in several files (LIST or a pattern) is not read")
     relative = Path(text)
     if not text or relative.is_absolute() or ".." in relative.parts or text.startswith("~"):
         raise InputError(

@@ -78,11 +78,9 @@ def read_header(path: Path) -> dict[str, str]:
 
 def detached_data(path: Path) -> Path | None:
     """The data file an .mhd header names (None for LOCAL data); InputError for a header that
-    does not read or a data file outside its folder."""
+    does not read, or data in several files or outside its folder."""
     name = read_header(path)["ElementDataFile"]
-    if name.upper() == "LOCAL" or name.upper().startswith("LIST") or len(name.split()) > 1:
-        return None
-    return data_file(path, name)
+    return None if name.upper() == "LOCAL" else data_file(path, name, "MetaImage")
 
 
 def read_metaimage(path: Path, max_bytes: int) -> VolumeFile:
@@ -105,10 +103,8 @@ def read_metaimage(path: Path, max_bytes: int) -> VolumeFile:
     compressed = header.get("CompressedData", "False").lower() == "true"
     if name.upper() == "LOCAL":
         source, offset = path, _data_start(path)
-    elif name.upper().startswith("LIST") or len(name.split()) > 1:
-        raise InputError("MetaImage data in several files (LIST or a pattern) is not read")
     else:
-        source = data_file(path, name)
+        source = data_file(path, name, "MetaImage")
         skip = int(header.get("HeaderSize", "0"))
         offset = max(os.stat(source).st_size - needed, 0) if skip == -1 else skip
     if not compressed:

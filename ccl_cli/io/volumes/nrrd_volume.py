@@ -96,15 +96,14 @@ _AXIS_FIELDS = (
 
 def detached_data(path: Path) -> Path | None:
     """The data file an .nhdr header names (None for data in the file itself); InputError for
-    a data file outside its folder (and pynrrd's errors for a header that does not read)."""
+    data in several files or outside its folder (and pynrrd's errors for a header that does
+    not read)."""
     import nrrd
 
     with open(path, "rb") as handle:
         header = nrrd.read_header(_header_lines(handle))
     name = header.get("data file", header.get("datafile"))
-    if name is None or str(name).strip().upper().startswith("LIST") or len(str(name).split()) > 1:
-        return None
-    return data_file(path, str(name))
+    return None if name is None else data_file(path, str(name), "NRRD")
 
 
 def read_nrrd(path: Path, max_bytes: int) -> VolumeFile:
@@ -128,9 +127,7 @@ def read_nrrd(path: Path, max_bytes: int) -> VolumeFile:
         if name is None:
             flat = _read_data(handle, header, dtype, needed, max_bytes)
         else:
-            if str(name).strip().upper().startswith("LIST") or len(str(name).split()) > 1:
-                raise InputError("NRRD data in several files (LIST or a pattern) is not read")
-            with open(data_file(path, str(name)), "rb") as data:
+            with open(data_file(path, str(name), "NRRD"), "rb") as data:
                 flat = _read_data(data, header, dtype, needed, max_bytes)
     values = native_contiguous(flat.reshape(shape))
     geometry = _geometry(header, kept)
@@ -221,9 +218,7 @@ def _gunzip(handle: Any, needed: int, skip: int) -> np.ndarray:
     where it stands, as uint8, decoded no further (data past them is refused)."""
     reader = GzipReader(handle)
     data = np.empty(needed + skip, dtype=np.uint8)
-    got = 0
-    while got < data.size and (count := reader.readinto(data[got:])):
-        got += count
+    got = reader.readinto(data)  # fewer only where the gzip data ends
     if got < data.size:
         raise InputError(f"truncated NRRD data: {max(got - skip, 0)} of {needed} bytes")
     if reader.read_past():
