@@ -13,12 +13,16 @@ neighbouring chunk lies (`Faces`), and the partial statistics of the pieces on t
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..backends.base import usable_cores
+from ..backends.cpu.labels import threads_at_most
 from ..native import gccl_cpu
 from .geometry import Chunk, Grid
 
@@ -93,14 +97,52 @@ class Summary:
 class ChunkLabeler:
     """Labels one chunk alone with gccl's engine through the public API (`label` is
     ccl_cli.label, handed in by the caller: the API leads here, not the other way), with
-    `options` but the area filters, which act on whole components."""
+    `options` but the area filters, which act on whole components. `chunks`: how many
+    chunks the volume has (at most so many tasks label at once; 0: not known)."""
 
     label: Callable[..., tuple[Any, Any]]
     options: dict[str, Any]
+    chunks: int = 0
 
     def __call__(self, values: np.ndarray, stats: bool) -> tuple[Any, Any]:
         every = {**self.options, "min_area": 0, "max_area": None, "largest": None}
-        return self.label(values, stats=stats, **every)
+        with threads_at_most(task_threads(self.chunks)):
+            return self.label(values, stats=stats, **every)
+
+
+def task_threads(chunks: int = 0) -> int:
+    """The CPU engine's threads for one of the tasks that label a volume's `chunks` chunks.
+    Dask runs a task on each of its threads at once and counts each thread as a core, so a
+    task takes the cores over the threads that run tasks beside it: on a distributed
+    worker, its process's cores over the worker's threads, and at most OMP_NUM_THREADS where
+    that is set (a nanny sets it to 1 in each worker process it starts: several workers
+    share the machine's cores); in dask's local threads, the cores over as many of them as
+    there are chunks; in its synchronous scheduler, every core."""
+    import dask
+
+    cores = usable_cores()
+    worker = _distributed_worker()
+    if worker is not None:
+        share = cores // max(1, worker.state.nthreads)
+        limit = os.environ.get("OMP_NUM_THREADS", "")
+        if limit.isdigit() and int(limit) > 0:
+            share = min(share, int(limit))
+        return max(1, share)
+    if dask.config.get("scheduler", None) in ("sync", "synchronous", "single-threaded"):
+        return cores
+    threads = int(dask.config.get("num_workers", None) or dask.system.CPU_COUNT)
+    return max(1, cores // max(1, min(threads, chunks or threads)))
+
+
+def _distributed_worker() -> Any:
+    """The distributed worker running this task, or None (not on one)."""
+    distributed = sys.modules.get("distributed")  # (a task on a worker has it imported)
+    if distributed is None:
+        return None
+    try:
+        return distributed.get_worker()
+    except ValueError:
+        return None
 
 
 def summarize(

@@ -21,7 +21,7 @@ import operator
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -211,6 +211,7 @@ def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -
 
     grid = Grid(array.chunks, source)
     chunks = list(grid)
+    labeler = replace(labeler, chunks=len(chunks))
     where: dict[tuple[int, ...], int] = {c.index: n for n, c in enumerate(chunks)}
     began = time.perf_counter()
 

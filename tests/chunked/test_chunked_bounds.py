@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 
 import dask
 import dask.array as da
@@ -147,3 +148,71 @@ def _largest_array(value, depth: int = 0) -> int:
     else:
         return 0
     return max((_largest_array(part, depth + 1) for part in parts), default=0)
+
+
+def test_engine_threads_cap_holds_in_this_thread_only() -> None:
+    from ccl_cli.backends.cpu import labels as cpu_labels
+
+    every = cpu_labels.pool_size()
+    seen: list[int] = []
+    with cpu_labels.threads_at_most(3):
+        inner = cpu_labels.pool_size()
+        with cpu_labels.threads_at_most(8):  # a wider cap inside keeps the narrower one
+            nested = cpu_labels.pool_size()
+        other = threading.Thread(target=lambda: seen.append(cpu_labels.pool_size()))
+        other.start()
+        other.join()
+    assert inner == min(3, every)
+    assert nested == min(3, every)
+    assert seen == [every]
+    assert cpu_labels.pool_size() == every
+
+
+@pytest.mark.parametrize(
+    ("config", "chunks", "expected"),
+    [
+        ({"scheduler": "synchronous"}, 64, 16),
+        ({"scheduler": "threads", "num_workers": 4}, 64, 4),
+        ({"scheduler": "threads", "num_workers": 32}, 64, 1),
+        ({"scheduler": "threads", "num_workers": 16}, 2, 8),
+    ],
+)
+def test_a_chunk_task_takes_its_share_of_the_cores(monkeypatch, config, chunks, expected) -> None:
+    """On 16 cores: every core with one task at a time, else the cores over the tasks that
+    run at once (dask's threads, or fewer chunks)."""
+    from ccl_cli.chunked import pieces
+
+    monkeypatch.setattr(pieces, "usable_cores", lambda: 16)
+    with dask.config.set(config):
+        (got,) = dask.compute(dask.delayed(pieces.task_threads)(chunks))
+    assert got == expected
+
+
+def test_cluster_workers_label_on_their_own_threads() -> None:
+    """A worker process a nanny starts (OMP_NUM_THREADS=1) labels each chunk on one engine
+    thread: no helper threads start there, however many cores it sees."""
+    distributed = pytest.importorskip("distributed")
+    values = (np.random.default_rng(4).random((192, 96, 96)) < 0.3).astype(np.uint8)
+    expected, _ = ccl_cli.label(values, connectivity=26, device="cpu")
+
+    def helpers() -> tuple[int, int]:
+        from ccl_cli.backends.base import usable_cores
+
+        names = [thread.name for thread in threading.enumerate()]
+        return names.count("gccl-cpu"), usable_cores()
+
+    with (
+        distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+        dask.config.set(scheduler=client),
+    ):
+        lazy, _ = ccl_cli.label(
+            da.from_array(values, chunks=96), connectivity=26, device="cpu", stats=False
+        )
+        got = lazy.compute()
+        ((started, cores),) = client.run(helpers).values()
+    np.testing.assert_array_equal(got, expected)
+    assert cores >= 2  # (the engine would start helpers on two cores and more without the cap)
+    assert started == 0

@@ -16,7 +16,8 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
 
@@ -82,9 +83,32 @@ class Labeled:
 
 
 @functools.cache
-def pool_size() -> int:
-    """The threads the engine runs on at most: the cores this process may use."""
+def _cores() -> int:
     return usable_cores()
+
+
+#: This thread's cap on the engine's threads (threads_at_most); unset: none.
+_cap = threading.local()
+
+
+def pool_size() -> int:
+    """The threads the engine runs on at most: the cores this process may use, or fewer
+    where the calling thread set a cap (threads_at_most)."""
+    cap = getattr(_cap, "threads", None)
+    return _cores() if cap is None else max(1, min(cap, _cores()))
+
+
+@contextmanager
+def threads_at_most(count: int) -> Iterator[None]:
+    """Calls of the engine from this thread use at most `count` threads meanwhile: a caller
+    that itself runs on one of several threads (a Dask worker's task) takes its share of
+    the cores, not all of them."""
+    before = getattr(_cap, "threads", None)
+    _cap.threads = count if before is None else min(count, before)
+    try:
+        yield
+    finally:
+        _cap.threads = before
 
 
 def engine_threads(threads: int) -> int:
