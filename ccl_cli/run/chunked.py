@@ -32,6 +32,7 @@ from ..io.made import MadeFiles
 from ..io.out_dir import OutDir, not_made_here
 from ..io.output_paths import SUMMARY_NAME
 from ..io.owner import file_identity
+from ..options import BY_NAME
 from .records import Record, Reporter, RunReport
 from .summary import summary_csv
 
@@ -51,12 +52,44 @@ def zarr_specs(specs: Sequence[str]) -> bool:
     return bool(found) and all(found)
 
 
+#: Options of `gccl label` a Zarr run does not take, given other than their defaults: the
+#: run is refused with their names rather than going on without them. (It writes a label
+#: store in the source's chunks, a statistics CSV and the summary, with the Dask scheduler
+#: or this process's threads.)
+NOT_FOR_ZARR = (
+    "relative_to",
+    "keep_extension",
+    "color_to_gray",
+    "label_format",
+    "tiff_compression",
+    "spacing",
+    "preview",
+    "skip_existing",
+    "batch_size",
+    "batch_window",
+    "devices",
+    "processes",
+    "max_image_bytes",
+)
+
+
 def label_options(params: LabelParams, settings: Settings) -> dict[str, Any]:
     """ccl_cli.label's keywords for `params` (the run's --options)."""
     if params.morphology or params.smooth or params.fill_holes or params.polygons:
         raise UsageError(
             "--erode/--dilate/--open/--close/--smooth/--fill-holes/--polygons are not "
             "available for Zarr volumes"
+        )
+    given = [name for name in NOT_FOR_ZARR if getattr(settings, name) != BY_NAME[name].default]
+    if given:
+        names = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise UsageError(
+            f"{names}: not available for Zarr volumes (a Zarr run writes a label store, a "
+            "statistics CSV and the summary)"
+        )
+    if settings.workers is not None and settings.scheduler is not None:
+        raise UsageError(
+            "--workers: with --scheduler the Dask cluster's workers run their own threads"
         )
     return {
         "background": params.background,
@@ -83,7 +116,7 @@ def run_chunked(specs: Sequence[str], settings: Settings, reporter: Reporter) ->
     started = time.perf_counter()
     report = RunReport()
     with ExitStack() as stack:
-        stack.enter_context(_scheduler(settings.scheduler))
+        stack.enter_context(_scheduler(settings.scheduler, settings.workers))
         out = OutDir.open(settings.out)
         stack.callback(out.close)
         stack.enter_context(OutputLock(out))
@@ -91,21 +124,27 @@ def run_chunked(specs: Sequence[str], settings: Settings, reporter: Reporter) ->
         stack.callback(made.close, settings.fsync)
         _remove_left_stores(out)
         reporter.start(len(specs))
-        records = []
+        records = [Record(InputItem(path=Path(s), relative=Path(Path(s).name))) for s in specs]
+        stopped = ""
         try:
             with _terminate_as_interrupt():
-                for spec in specs:
-                    path = Path(spec)
-                    record = Record(InputItem(path=path, relative=Path(path.name)))
-                    records.append(record)
+                for record in records:
                     _label_one(record, options, params, out, made, settings)
-                    report.counts[record.status] += 1
                     reporter.finished(record)
+                    if settings.fail_fast and record.status == "failed":
+                        report.failed_fast = True
+                        stopped = "stopped after a failure (--fail-fast)"
+                        break
         except KeyboardInterrupt as stop:
             report.interrupted = True
             report.signal = signal.SIGTERM if "SIGTERM" in str(stop) else signal.SIGINT
-            records[-1].status, records[-1].message = "failed", "interrupted; nothing written"
-            report.counts["failed"] += 1
+            stopped = "interrupted"
+            current = next(record for record in records if record.status == "pending")
+            current.status, current.message = "failed", "interrupted; nothing written"
+        for record in records:
+            if record.status == "pending":  # (not started: the run stopped before it)
+                record.status, record.message = "not-run", stopped
+            report.counts[record.status] += 1
         report.records = records
         summary = out.root / SUMMARY_NAME
         out.write(summary, summary_csv(r.row() for r in records), made, settings.fsync)
@@ -244,13 +283,13 @@ def _remove_left_stores(out: OutDir) -> None:
 
 
 @contextmanager
-def _scheduler(address: str | None) -> Iterator[None]:
+def _scheduler(address: str | None, threads: int | None) -> Iterator[None]:
     """The Dask scheduler the run's tasks go to: the cluster at `address`, else this
-    process's threads."""
+    process's threads (`threads` of them, or dask's default: one per core)."""
     import dask
 
     if address is None:
-        with dask.config.set(scheduler="threads"):
+        with dask.config.set(scheduler="threads", num_workers=threads):
             yield
         return
     from .cluster import Cluster

@@ -270,3 +270,74 @@ def test_a_scheduler_that_does_not_answer_is_one_line(tmp_path: Path) -> None:
     (line,) = err.strip().splitlines()
     assert "--scheduler tcp://127.0.0.1:1" in line
     assert not (out / "vol.labels.zarr").exists()
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        (["--preview"], "--preview"),
+        (["--label-format", "npy"], "--label-format"),
+        (["--tiff-compression", "zstd"], "--tiff-compression"),
+        (["--spacing", "1,1,2"], "--spacing"),
+        (["--skip-existing"], "--skip-existing"),
+        (["--relative-to", "."], "--relative-to"),
+        (["--keep-extension"], "--keep-extension"),
+        (["--color-to-gray", "red"], "--color-to-gray"),
+        (["--batch-size", "4"], "--batch-size"),
+        (["--batch-window", "5"], "--batch-window"),
+        (["--processes", "2"], "--processes"),
+        (["--devices", "0"], "--devices"),
+        (["--max-image-bytes", "1000"], "--max-image-bytes"),
+        (["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"], "--workers"),
+    ],
+)
+def test_options_a_zarr_run_does_not_take_are_refused(
+    tmp_path: Path, given: list[str], named: str
+) -> None:
+    """An option that would change what a run writes, or how, is not passed over in silence."""
+    source = zarr_volume(tmp_path / "vol.zarr", volume(), (5, 6, 7))
+    out = tmp_path / "out"
+    code, _, err = gccl(str(source), "--out", str(out), *given)
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert named in line
+    assert "not available for Zarr volumes" in line or "--scheduler" in line
+    assert not out.exists()
+
+
+def test_workers_are_the_threads_of_a_run_without_a_scheduler(tmp_path: Path, monkeypatch) -> None:
+    import dask
+
+    values = volume(3)
+    source = zarr_volume(tmp_path / "vol.zarr", values, (5, 6, 7))
+    seen: list[object] = []
+    real_store = zarr_store.create_labels
+
+    def create_labels(*args, **kwargs):
+        seen.append((dask.config.get("scheduler"), dask.config.get("num_workers")))
+        return real_store(*args, **kwargs)
+
+    monkeypatch.setattr(zarr_store, "create_labels", create_labels)
+    code, _, err = gccl(str(source), "--out", str(tmp_path / "out"), "--workers", "3")
+    assert code == 0, err
+    assert seen == [("threads", 3)]
+    want, _ = ndi.label(values != 0, ndi.generate_binary_structure(3, 3))
+    stored = zarr.open_array(str(tmp_path / "out" / "vol.labels.zarr"), mode="r")
+    np.testing.assert_array_equal(stored[:], want)
+
+
+def test_fail_fast_leaves_the_rest_not_run(tmp_path: Path) -> None:
+    flat = tmp_path / "flat.zarr"
+    zarr.create_array(store=str(flat), shape=(12, 14), dtype=np.uint8)[...] = 1
+    good = zarr_volume(tmp_path / "vol.zarr", volume(), (5, 6, 7))
+    out = tmp_path / "out"
+    code, _, err = gccl(str(flat), str(good), "--out", str(out), "--fail-fast")
+    assert code == 1
+    rows = summary(out)
+    assert rows[str(flat)]["status"] == "failed"
+    assert rows[str(good)]["status"] == "not-run"
+    assert "--fail-fast" in rows[str(good)]["message"]
+    assert not (out / "vol.labels.zarr").exists()
+    code, _, err = gccl(str(flat), str(good), "--out", str(out))
+    assert code == 1
+    assert summary(out)[str(good)]["status"] == "ok"
