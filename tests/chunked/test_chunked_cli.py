@@ -331,13 +331,13 @@ def test_fail_fast_leaves_the_rest_not_run(tmp_path: Path) -> None:
     zarr.create_array(store=str(flat), shape=(12, 14), dtype=np.uint8)[...] = 1
     good = zarr_volume(tmp_path / "vol.zarr", volume(), (5, 6, 7))
     out = tmp_path / "out"
-    code, _, err = gccl(str(flat), str(good), "--out", str(out), "--fail-fast")
+    code, _, _ = gccl(str(flat), str(good), "--out", str(out), "--fail-fast")
     assert code == 1
     rows = summary(out)
     assert rows[str(flat)]["status"] == "failed"
     assert rows[str(good)]["status"] == "not-run"
     assert "--fail-fast" in rows[str(good)]["message"]
     assert not (out / "vol.labels.zarr").exists()
-    code, _, err = gccl(str(flat), str(good), "--out", str(out))
+    code, _, _ = gccl(str(flat), str(good), "--out", str(out))
     assert code == 1
     assert summary(out)[str(good)]["status"] == "ok"
