@@ -35,7 +35,7 @@ def checked(array: Any, params: LabelParams, source: str = SOURCE) -> None:
         raise BadValue(
             f"{source}: a chunked volume is (D, H, W); got {array.ndim}-D shape {array.shape}"
         )
-    dtype = np.dtype(array.dtype)
+    dtype = np.dtype(array.dtype).newbyteorder("=")  # (a chunk is byte-swapped as it is labeled)
     if dtype not in SUPPORTED_DTYPES and dtype not in _NARROWED:
         raise BadType(f"{source}: {dtype} arrays are not labeled; convert it with astype")
 

@@ -341,3 +341,20 @@ def test_fail_fast_leaves_the_rest_not_run(tmp_path: Path) -> None:
     code, _, _ = gccl(str(flat), str(good), "--out", str(out))
     assert code == 1
     assert summary(out)[str(good)]["status"] == "ok"
+
+
+def test_a_big_endian_zarr_v2_store(tmp_path: Path) -> None:
+    values = volume(5)
+    source = tmp_path / "vol.zarr"
+    stored = zarr.create_array(
+        store=str(source), shape=values.shape, chunks=(5, 6, 7), dtype=">u2", zarr_format=2
+    )
+    stored[:] = values
+    out = tmp_path / "out"
+    code, _, err = gccl(str(source), "--out", str(out), "--connectivity", "6")
+    assert code == 0, err
+    want, count = ndi.label(values != 0, ndi.generate_binary_structure(3, 1))
+    np.testing.assert_array_equal(zarr.open_array(str(out / "vol.labels.zarr"))[:], want)
+    rows = read_csv(out / "vol.stats.csv")
+    assert len(rows) == count
+    assert [int(row["area"]) for row in rows] == list(np.bincount(want.ravel())[1:])

@@ -174,6 +174,13 @@ def test_dtypes_and_exact_integer_sums(dtype: type) -> None:
     one_piece_and_chunked(values, (2, 3, 4), connectivity=26)
 
 
+@pytest.mark.parametrize("dtype", [">u2", ">i4", ">f8", ">i8"])
+def test_big_endian_values_as_n5_and_zarr_v2_store_them(dtype: str) -> None:
+    values = blobs((7, 8, 9), seed=11).astype(dtype)
+    one_piece_and_chunked(values, (4, 4, 5), connectivity=18, tau=1)
+    one_piece_and_chunked(values, (3, 8, 2), connectivity=26, min_area=2)
+
+
 def test_background_none_makes_one_component() -> None:
     values = np.zeros((5, 5, 5), np.uint8)
     one_piece_and_chunked(values, 2, connectivity=6, background=None)
