@@ -98,14 +98,29 @@ class ChunkLabeler:
     """Labels one chunk alone with gccl's engine through the public API (`label` is
     ccl_cli.label, handed in by the caller: the API leads here, not the other way), with
     `options` but the area filters, which act on whole components. `chunks`: how many
-    chunks the volume has (at most so many tasks label at once; 0: not known)."""
+    chunks the volume has (at most so many tasks label at once; 0: not known).
+
+    With device "cuda" or "cuda:N" (a GPU worker) the chunk's values go up to the device
+    and its labels stay there (a CuPy array): what the task needs of them (the face
+    planes, each label's first voxel, the labels mapped to final ones) is taken there and
+    only that comes back. Elsewhere the labels are a numpy array."""
 
     label: Callable[..., tuple[Any, Any]]
     options: dict[str, Any]
     chunks: int = 0
 
     def __call__(self, values: np.ndarray, stats: bool) -> tuple[Any, Any]:
+        """(labels, [StatsTable]) with stats, else (labels, count)."""
         every = {**self.options, "min_area": 0, "max_area": None, "largest": None}
+        device = str(self.options.get("device", "auto"))
+        if device.startswith("cuda"):
+            from ..backends.cuda.loader import import_cupy
+
+            cupy = import_cupy()
+            index = device.partition(":")[2]
+            with cupy.cuda.Device(int(index) if index else None):
+                labels, tables = self.label(cupy.asarray(values), stats=stats, **every)
+            return labels, tables.to_numpy() if stats else tables
         with threads_at_most(task_threads(self.chunks)):
             return self.label(values, stats=stats, **every)
 
@@ -160,7 +175,7 @@ def summarize(
     on_face = np.zeros(len(pieces) + 1, bool)
     for axis, side in chunk.bordered_faces():
         where = _plane(axis, side)
-        plane = labels[where]
+        plane = on_host(labels[where])
         on_face[plane] = True
         keys[axis, side] = keys_of[plane]
         if tau:
@@ -187,7 +202,7 @@ def _plane(axis: int, side: int) -> tuple[Any, ...]:
     return tuple(where)
 
 
-def _partials(labels: np.ndarray, values: np.ndarray, table: Any, chunk: Chunk) -> Partials:
+def _partials(labels: Any, values: np.ndarray, table: Any, chunk: Chunk) -> Partials:
     """The partials of the chunk's pieces from its labels and its statistics table."""
     count = len(table)
     area = table.area.astype(np.int64)
@@ -215,15 +230,29 @@ def _partials(labels: np.ndarray, values: np.ndarray, table: Any, chunk: Chunk) 
     )
 
 
-def _first_voxels(labels: np.ndarray, count: int) -> np.ndarray:
+def on_host(array: Any) -> np.ndarray:
+    """A numpy array of `array`'s elements (a device array's copied to the host)."""
+    return array if isinstance(array, np.ndarray) else array.get()
+
+
+def _first_voxels(labels: Any, count: int) -> np.ndarray:
     """The flat index of each label's first voxel (labels 1..count in raster order of their
-    first voxels: where the running maximum rises, a new label starts)."""
+    first voxels: where the running maximum rises, a new label starts). Device labels are
+    scanned where a run of one label starts (a label first appears at one), and only the
+    runs' labels and places come to the host."""
     first = np.zeros(count, np.int64)
-    gccl_cpu.first_voxels(np.ascontiguousarray(labels, np.uint32).reshape(-1), first)
-    return first
+    if isinstance(labels, np.ndarray):
+        gccl_cpu.first_voxels(np.ascontiguousarray(labels, np.uint32).reshape(-1), first)
+        return first
+    flat = labels.reshape(-1)
+    starts = flat != 0
+    starts[1:] &= flat[1:] != flat[:-1]
+    at = starts.nonzero()[0]
+    gccl_cpu.first_voxels(np.ascontiguousarray(flat[at].get(), np.uint32), first)
+    return at.get()[first].astype(np.int64)
 
 
-def _value_sums(labels: np.ndarray, values: np.ndarray, table: Any, area: np.ndarray) -> Any:
+def _value_sums(labels: Any, values: np.ndarray, table: Any, area: np.ndarray) -> Any:
     """Each piece's sum of values: exact int64 for integer dtypes, mean * area for floats."""
     kind = values.dtype.kind
     if kind == "f":
@@ -233,7 +262,7 @@ def _value_sums(labels: np.ndarray, values: np.ndarray, table: Any, area: np.nda
         return np.rint(table.mean * area).astype(np.int64)
     # 32-bit values: the sum may pass 2**53, so add the high and low 16 bits apart (each
     # partial sum stays below 2**53, exact in float64).
-    flat = labels.reshape(-1)
+    flat = on_host(labels).reshape(-1)
     wide = values.reshape(-1).astype(np.int64)
     count = len(area) + 1
     low = np.bincount(flat, weights=wide & 0xFFFF, minlength=count)[1:]

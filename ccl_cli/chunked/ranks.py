@@ -18,7 +18,7 @@ import numpy as np
 from ..native import gccl_cpu
 from .geometry import Chunk
 from .merge import Keep
-from .pieces import ChunkLabeler, Partials, Summary
+from .pieces import ChunkLabeler, Partials, Summary, on_host
 
 
 @dataclass
@@ -133,8 +133,16 @@ def relabel(
     values: np.ndarray, lut: np.ndarray, labeler: ChunkLabeler, dtype: np.dtype
 ) -> np.ndarray:
     """The chunk's final labels (`dtype`): labeled again alone (the same labels as the first
-    time: the engine is deterministic), mapped through its table `lut`."""
+    time: the engine is deterministic), mapped through its table `lut` (on the device for
+    device labels, which then come back in `dtype`)."""
     labels, _ = labeler(values, stats=False)
+    table = lut.astype(dtype)
+    if not isinstance(labels, np.ndarray):
+        from ..backends.cuda.loader import import_cupy
+
+        if int(labels.max()) >= len(table):  # (as map_labels checks on the host)
+            raise ValueError("relabel: a label past the chunk's table")
+        return on_host(import_cupy().asarray(table)[labels])
     out = np.empty(labels.shape, dtype)
-    gccl_cpu.map_labels(np.ascontiguousarray(labels, np.uint32), lut.astype(dtype), out)
+    gccl_cpu.map_labels(np.ascontiguousarray(labels, np.uint32), table, out)
     return out
