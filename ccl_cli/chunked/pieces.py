@@ -23,6 +23,7 @@ import numpy as np
 
 from ..backends.base import usable_cores
 from ..backends.cpu.labels import threads_at_most
+from ..contract.params import SUPPORTED_DTYPES
 from ..native import gccl_cpu
 from .geometry import Chunk, Grid
 
@@ -103,7 +104,8 @@ class ChunkLabeler:
     With device "cuda" or "cuda:N" (a GPU worker) the chunk's values go up to the device
     and its labels stay there (a CuPy array): what the task needs of them (the face
     planes, each label's first voxel, the labels mapped to final ones) is taken there and
-    only that comes back. Elsewhere the labels are a numpy array."""
+    only that comes back. Elsewhere, and for values the API narrows or byte-swaps on the
+    host first (int64, float16, big-endian), the labels are a numpy array."""
 
     label: Callable[..., tuple[Any, Any]]
     options: dict[str, Any]
@@ -113,7 +115,7 @@ class ChunkLabeler:
         """(labels, [StatsTable]) with stats, else (labels, count)."""
         every = {**self.options, "min_area": 0, "max_area": None, "largest": None}
         device = str(self.options.get("device", "auto"))
-        if device.startswith("cuda"):
+        if device.startswith("cuda") and values.dtype in SUPPORTED_DTYPES:
             from ..backends.cuda.loader import import_cupy
 
             cupy = import_cupy()
