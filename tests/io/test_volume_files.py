@@ -493,3 +493,31 @@ def test_sample_volumes_read_as_documented(
         assert volume.geometry.spacing is None
     else:
         np.testing.assert_allclose(volume.geometry.spacing, spacing, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int32, np.int64, np.uint16])
+@pytest.mark.parametrize("depth", [1, 3, 17])
+def test_narrowed_labels_keep_every_value(dtype: type, depth: int) -> None:
+    from ccl_cli.io.volumes.encode import narrowed
+
+    rng = np.random.default_rng(depth)
+    labels = rng.integers(0, 70_000, (depth, 5, 6)).astype(dtype)
+    kept = int(labels.max())
+    got = narrowed(labels, kept)
+    assert got.dtype == (np.uint16 if kept <= 65535 else np.uint32)
+    np.testing.assert_array_equal(got.astype(np.int64), labels.astype(np.int64))
+    small = (labels % 60_000).astype(dtype)
+    got = narrowed(small, 60_000)
+    assert got.dtype == np.uint16
+    np.testing.assert_array_equal(got.astype(np.int64), small.astype(np.int64))
+
+
+@pytest.mark.parametrize("plane", [0, 8, 16])
+@pytest.mark.parametrize("bad", [70_000, -1])
+def test_labels_out_of_range_in_any_slab_are_refused(plane: int, bad: int) -> None:
+    from ccl_cli.io.volumes.encode import narrowed
+
+    labels = np.ones((17, 4, 4), np.int64)
+    labels[plane, 2, 3] = bad
+    with pytest.raises(ValueError, match=f"0..100, got {min(bad, 1)}..{max(bad, 1)}"):
+        narrowed(labels, 100)

@@ -14,7 +14,6 @@ compares with the others (benchmarks/bench_volume_files.py).
 
 from __future__ import annotations
 
-import os
 import struct
 import zlib
 from collections import deque
@@ -24,13 +23,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import imagecodecs
 import numpy as np
 
+from .encode import encode_threads
+
 #: zlib-ng's level for label volumes (see the module doc).
 GZIP_LEVEL = 2
 #: Uncompressed bytes per member: large enough that a member's header and restart cost nothing,
 #: small enough that a volume of a few MB is shared among threads.
 _MEMBER_BYTES = 1 << 22
-#: The most threads that compress members at once.
-_MAX_THREADS = 8
 #: A member's header: magic, deflate, no flags, no time, no extra flags, OS unknown.
 _HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
 
@@ -39,9 +38,9 @@ def gzip_members(
     pieces: Iterable[bytes | memoryview | np.ndarray], level: int = GZIP_LEVEL
 ) -> Iterator[bytes]:
     """The gzip members of `pieces` (each split at _MEMBER_BYTES), in order, compressed on up
-    to _MAX_THREADS threads with at most twice as many members held at once."""
+    encode_threads() threads with at most twice as many members held at once."""
     parts = (part for piece in pieces for part in _split(piece))
-    threads = max(1, min(_MAX_THREADS, os.cpu_count() or 1))
+    threads = encode_threads()
     with ThreadPoolExecutor(threads, thread_name_prefix="gccl-gzip") as pool:
         pending: deque[Future[bytes]] = deque()
         for part in parts:

@@ -26,6 +26,7 @@ import numpy as np
 
 from ...errors import InputError
 from ..label_images import LABEL_MARK
+from .encode import encode_threads
 from .geometry import Geometry, VolumeFile, unit_name
 from .limits import check_volume, not_3d
 from .npy_volume import native_contiguous
@@ -164,7 +165,7 @@ def encode_tiff_stack(labels: np.ndarray, geometry: Geometry) -> bytes:
         "software": LABEL_MARK.decode(),
         "bigtiff": labels.nbytes > _BIGTIFF_BYTES,
         # Pages deflated on several threads at once (the codec releases the GIL).
-        "maxworkers": max(1, min(8, os.cpu_count() or 1)),
+        "maxworkers": encode_threads(),
     }
     spacing = geometry.spacing
     if labels.dtype == np.uint16:
