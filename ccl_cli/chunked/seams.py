@@ -123,13 +123,18 @@ def rims(faces: Faces) -> dict[tuple[int, Offset], tuple[np.ndarray, np.ndarray 
     return found
 
 
-def borders(
-    labeled: tuple[Any, Faces],
-) -> tuple[dict[int, tuple[np.ndarray, np.ndarray | None]], dict[tuple[int, Offset], Any]]:
-    """What the chunks before a chunk pair their high planes with: its low_planes and rims
-    (`labeled`: its Summary and Faces)."""
+def low_plane(labeled: tuple[Any, Faces], axis: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """A chunk's low plane along `axis` (keys, and values in tau mode; `labeled`: its Summary
+    and Faces): what the chunk before it along that axis pairs its high plane with. A task of
+    its own per axis, so that a neighbour takes only the plane it borders."""
     faces = labeled[1]
-    return low_planes(faces), rims(faces)
+    return faces.keys[axis, 0], faces.values.get((axis, 0))
+
+
+def chunk_rims(labeled: tuple[Any, Faces]) -> dict[tuple[int, Offset], Any]:
+    """A chunk's rims (`labeled`: its Summary and Faces): the few voxels the chunks before it
+    diagonally pair their high planes with."""
+    return rims(labeled[1])
 
 
 def chunk_pairs(
@@ -139,13 +144,13 @@ def chunk_pairs(
     params: LabelParams,
 ) -> np.ndarray:
     """seam_pairs across each of the chunk's high planes that border a chunk (`labeled`: its
-    Summary and Faces): `across` gives (axis, the borders of that chunk), `diagonal` (axis,
-    offset, the borders of the chunk there)."""
+    Summary and Faces): `across` gives (axis, the low_plane of the chunk beyond along it),
+    `diagonal` (axis, offset, the chunk_rims of the chunk there)."""
     faces = labeled[1]
     found = [np.zeros((0, 2), np.int64)]
-    for axis, (planes, _) in across:
-        bands: dict[Offset, tuple[np.ndarray, np.ndarray | None]] = {(0, 0): planes[axis]}
-        for rim_axis, offset, (_, rims_there) in diagonal:
+    for axis, plane in across:
+        bands: dict[Offset, tuple[np.ndarray, np.ndarray | None]] = {(0, 0): plane}
+        for rim_axis, offset, rims_there in diagonal:
             if rim_axis == axis:
                 bands[tuple(offset)] = rims_there[axis, tuple(offset)]  # type: ignore[index]
         found.append(seam_pairs(faces.keys[axis, 1], faces.values.get((axis, 1)), bands, params))

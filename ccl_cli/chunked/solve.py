@@ -2,7 +2,8 @@
 every step to each chunk's table of final labels); the client gathers only the merge's result.
 
     read + label each chunk (one fused task) -> Summary (stays on its worker) + Faces
-    Faces -> borders (low planes, their edges and corners); borders of neighbours -> seam pairs
+    Faces -> each low plane, the rims (their edges and corners); a chunk's high planes with
+      its neighbours' low planes and rims -> seam pairs
     Summary -> the face pieces' partials (and, with largest, each chunk's largest pieces)
     one merge task: union-find, reduced partials, which components stay (merge.py)
     Summary + kept face roots -> line counts -> row scans -> one task: plane bases
@@ -42,7 +43,7 @@ from .ranks import (
     relabel,
     row_offsets,
 )
-from .seams import borders, chunk_pairs, plane_offsets
+from .seams import chunk_pairs, chunk_rims, low_plane, plane_offsets
 from .table import stats_table
 
 
@@ -234,7 +235,19 @@ def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -
     summary_keys = [
         read.add((n, 0), operator.getitem, blocks[c.index], 0) for n, c in enumerate(chunks)
     ]
-    border_keys = [read.add((n, 1), borders, blocks[c.index]) for n, c in enumerate(chunks)]
+    low_keys = {
+        (n, axis): read.add((n, 1, axis), low_plane, blocks[c.index], axis)
+        for n, c in enumerate(chunks)
+        for axis, side in c.bordered_faces()
+        if side == 0
+    }
+    rim_keys = {}
+    if params.connectivity > 6:  # (edges and corners join)
+        rim_keys = {
+            n: read.add((n, 3), chunk_rims, blocks[c.index])
+            for n, c in enumerate(chunks)
+            if any(side == 0 for _, side in c.bordered_faces())
+        }
     part_keys = [read.add((n, 2), face_pieces, key) for n, key in enumerate(summary_keys)]
 
     # The pairs across faces (and edges and corners); with largest, each chunk's candidates.
@@ -244,11 +257,11 @@ def solve(array: Any, labeler: ChunkLabeler, params: LabelParams, source: str) -
         across: list[Any] = []
         diagonal: list[Any] = []
         for axis in _upward_axes(c, grid):
-            across.append([axis, border_keys[where[_beyond(c.index, axis, (0, 0))]]])
+            across.append([axis, low_keys[where[_beyond(c.index, axis, (0, 0))], axis]])
             for offset in plane_offsets(params.connectivity):
                 other = _beyond(c.index, axis, offset)
                 if offset != (0, 0) and grid.contains(other):
-                    diagonal.append([axis, offset, border_keys[where[other]]])
+                    diagonal.append([axis, offset, rim_keys[where[other]]])
         if across:
             pair_keys.append(
                 seams.add((n,), chunk_pairs, blocks[c.index], across, diagonal, params)
