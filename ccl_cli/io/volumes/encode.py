@@ -3,7 +3,6 @@ forces), with the input's geometry: uint16 labels when they fit, else uint32."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -11,16 +10,10 @@ import numpy as np
 
 from .detect import label_format_for
 from .geometry import VolumeFile
+from .limits import encode_threads
 
 #: The most labels a uint16 label volume holds.
 UINT16_LABELS = 65535
-#: The most threads that encode one label volume at once (its pieces cast and compressed).
-MAX_ENCODE_THREADS = 8
-
-
-def encode_threads() -> int:
-    """Threads that encode one label volume's pieces at once (each releases the GIL)."""
-    return max(1, min(MAX_ENCODE_THREADS, os.cpu_count() or 1))
 
 
 def label_dtype(kept: int) -> np.dtype:

@@ -23,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import imagecodecs
 import numpy as np
 
-from .encode import encode_threads
+from .limits import encode_threads
 
 #: zlib-ng's level for label volumes (see the module doc).
 GZIP_LEVEL = 2

@@ -1,7 +1,7 @@
 """What every volume reader checks before it allocates: the volume's size against
 --max-image-bytes and the memory labeling it takes, and a data file a header names (inside the
 input's folder only). Compressed data stops at the size the header declared where it is decoded
-(gzip_read.py; nrrd_volume.py for bzip2)."""
+(gzip_read.py; nrrd_volume.py for bzip2). And the threads a label volume is encoded on."""
 
 from __future__ import annotations
 
@@ -18,6 +18,13 @@ from ...errors import InputError
 
 #: Bytes a label takes while labeling (uint32), beside the values.
 LABEL_BYTES = 4
+#: The most threads that encode one label volume at once (its pieces cast and compressed).
+MAX_ENCODE_THREADS = 8
+
+
+def encode_threads() -> int:
+    """Threads that encode one label volume's pieces at once (each releases the GIL)."""
+    return max(1, min(MAX_ENCODE_THREADS, os.cpu_count() or 1))
 
 
 def check_volume(shape: Sequence[int], dtype: np.dtype, max_bytes: int) -> None:

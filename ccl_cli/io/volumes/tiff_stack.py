@@ -26,9 +26,8 @@ import numpy as np
 
 from ...errors import InputError
 from ..label_images import LABEL_MARK
-from .encode import encode_threads
 from .geometry import Geometry, VolumeFile, unit_name
-from .limits import check_volume, not_3d
+from .limits import check_volume, encode_threads, not_3d
 from .npy_volume import native_contiguous
 
 #: Axes of a series that hold the planes of a stack: z, or a plain file's pages.
