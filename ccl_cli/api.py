@@ -29,6 +29,7 @@ from .backends.base import (
     Backend,
     array_device,
     checked_out,
+    cuda_index,
     is_device_array,
     is_torch_tensor,
 )
@@ -140,8 +141,7 @@ class Labeler:
         #: The backend of host arrays: auto labels host volumes on the CPU (`label`'s docstring).
         volumes_on_cpu = self.device == "auto" and self.params.rank == 3
         self._host_device = "cpu" if volumes_on_cpu else self.device
-        index = self.device.partition(":")[2]
-        self._cuda_index = int(index) if index else None
+        self._cuda_index = cuda_index(self.device)
 
     def __call__(
         self, array: Any, *, out: Any = None, batch: bool | None = None

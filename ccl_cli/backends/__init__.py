@@ -7,7 +7,7 @@ from importlib.util import find_spec
 from typing import TYPE_CHECKING
 
 from ..errors import BackendUnavailable, UsageError
-from .base import Backend, warm_up
+from .base import Backend, cuda_index, warm_up
 
 if TYPE_CHECKING:
     from ..contract.params import LabelParams
@@ -54,7 +54,7 @@ def make_backend(
         if status.cupy_version is not None:  # CuPy is there, so a GPU was meant to work
             notice(f"no usable CUDA device ({status.reason}); labeling on the CPU")
         return _cpu(threads)
-    index = int(device.partition(":")[2] or 0)
+    index = cuda_index(device) or 0
     named = named or f"--device {device}"
     if not status.usable:
         raise BackendUnavailable(f"{named}: {status.reason}")

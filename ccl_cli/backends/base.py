@@ -39,6 +39,12 @@ from ..errors import BadType, BadValue
 NARROW_LIMIT = 65535
 
 
+def cuda_index(device: str) -> int | None:
+    """N of a device named "cuda:N"; None for "cuda" (the current device) and the others."""
+    index = device.partition(":")[2]
+    return int(index) if index else None
+
+
 def usable_cores() -> int:
     """The CPU cores this process may run on (taskset and cgroup cpusets included)."""
     if hasattr(os, "sched_getaffinity"):

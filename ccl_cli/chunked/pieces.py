@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.base import usable_cores
+from ..backends.base import cuda_index, usable_cores
 from ..backends.cpu.labels import threads_at_most
 from ..contract.params import SUPPORTED_DTYPES
 from ..native import gccl_cpu
@@ -119,8 +119,7 @@ class ChunkLabeler:
             from ..backends.cuda.loader import import_cupy
 
             cupy = import_cupy()
-            index = device.partition(":")[2]
-            with cupy.cuda.Device(int(index) if index else None):
+            with cupy.cuda.Device(cuda_index(device)):
                 labels, tables = self.label(cupy.asarray(values), stats=stats, **every)
             return labels, tables.to_numpy() if stats else tables
         with threads_at_most(task_threads(self.chunks)):

@@ -127,8 +127,7 @@ def low_plane(labeled: tuple[Any, Faces], axis: int) -> tuple[np.ndarray, np.nda
     """A chunk's low plane along `axis` (keys, and values in tau mode; `labeled`: its Summary
     and Faces): what the chunk before it along that axis pairs its high plane with. A task of
     its own per axis, so that a neighbour takes only the plane it borders."""
-    faces = labeled[1]
-    return faces.keys[axis, 0], faces.values.get((axis, 0))
+    return low_planes(labeled[1])[axis]
 
 
 def chunk_rims(labeled: tuple[Any, Faces]) -> dict[tuple[int, Offset], Any]:

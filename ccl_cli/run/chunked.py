@@ -33,7 +33,7 @@ from ..io.out_dir import OutDir, not_made_here
 from ..io.output_paths import SUMMARY_NAME
 from ..io.owner import file_identity
 from ..options import BY_NAME
-from .records import Record, Reporter, RunReport
+from .records import FailFast, Record, Reporter, RunReport
 from .summary import summary_csv
 
 #: Temporary label stores start so (a run removes those a killed run left, under the lock).
@@ -133,7 +133,7 @@ def run_chunked(specs: Sequence[str], settings: Settings, reporter: Reporter) ->
                     reporter.finished(record)
                     if settings.fail_fast and record.status == "failed":
                         report.failed_fast = True
-                        stopped = "stopped after a failure (--fail-fast)"
+                        stopped = FailFast.MESSAGE
                         break
         except KeyboardInterrupt as stop:
             report.interrupted = True

@@ -242,7 +242,7 @@ def _finish(
             reporter.notice(f"removed {removed} partial file(s) left by a worker that died")
         made.refresh()  # the files the workers made, for the failed inputs' outputs
     stopped = report.stopped_by or ("interrupted" if report.interrupted else "")
-    stopped = stopped or ("stopped after a failure (--fail-fast)" if report.failed_fast else "")
+    stopped = stopped or (FailFast.MESSAGE if report.failed_fast else "")
     if stopped:
         _finished_as_it_stopped(summary, settings, outcomes, run_record, out, made)
     try:

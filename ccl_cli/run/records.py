@@ -128,6 +128,9 @@ class Moved(Stop):
 class FailFast(Stop):
     """--fail-fast: the first failure ends the run (not an interruption)."""
 
+    #: The message of each input the run did not reach.
+    MESSAGE = "stopped after a failure (--fail-fast)"
+
 
 #: An input that needs labeling, with the files it will produce.
 Admitted = tuple[Record, OutputPaths]
