@@ -82,19 +82,27 @@ def test_the_merge_sees_face_pieces_only(monkeypatch) -> None:
     assert seen == {"pieces": 2, "pairs": 1}
 
 
+@contextlib.contextmanager
+def local_cluster(distributed, workers: int):
+    """A client of a LocalCluster of `workers` worker processes (a nanny each, one thread
+    each), the scheduler of dask's computations meanwhile."""
+    with (
+        distributed.LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+        dask.config.set(scheduler=client),
+    ):
+        yield client
+
+
 def test_a_lost_worker_does_not_change_the_labels() -> None:
     """A LocalCluster of two worker processes; one is killed while the labels are computed:
     Dask reruns its tasks from their inputs, and the labels are the one-piece labels."""
     distributed = pytest.importorskip("distributed")
     values = (np.random.default_rng(8).random((24, 24, 24)) < 0.3).astype(np.uint8)
     expected, _ = ccl_cli.label(values, connectivity=26)
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as client,
-        dask.config.set(scheduler=client),
-    ):
+    with local_cluster(distributed, workers=2) as client:
         labels, count = ccl_cli.label(da.from_array(values, chunks=8), connectivity=26, stats=False)
         future = client.compute(labels)
         victim = sorted(client.scheduler_info()["workers"])[0]
@@ -201,13 +209,7 @@ def test_cluster_workers_label_on_their_own_threads() -> None:
         names = [thread.name for thread in threading.enumerate()]
         return names.count("gccl-cpu"), usable_cores()
 
-    with (
-        distributed.LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as client,
-        dask.config.set(scheduler=client),
-    ):
+    with local_cluster(distributed, workers=1) as client:
         lazy, _ = ccl_cli.label(
             da.from_array(values, chunks=96), connectivity=26, device="cpu", stats=False
         )
